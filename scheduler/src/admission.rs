@@ -1,0 +1,234 @@
+//! Admission: is a job acceptable at all? A job is refused at submit only when it could never
+//! run here: an unknown partition, a time over the partition's maximum, or a shape no node has.
+//! Anything that could run later is accepted and waits with a reason.
+
+use crate::job::Resources;
+use crate::size::format_mib;
+use crate::time::TimeLimit;
+use std::collections::BTreeMap;
+
+/// A submitted job's place after admission.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Admitted {
+    /// Its partition.
+    pub partition: String,
+    /// Its time limit, after the partition's default and maximum.
+    pub time_limit: TimeLimit,
+}
+
+/// Why a job was refused at submit.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AdmissionError {
+    /// `--partition` names no partition.
+    #[error("unknown partition '{name}'; partitions here: {known}")]
+    UnknownPartition {
+        /// What was asked for.
+        name: String,
+        /// The configured ones, default marked.
+        known: String,
+        /// The default partition.
+        default: String,
+    },
+    /// The time limit is over the partition's maximum.
+    #[error("time limit {requested} is over partition {partition}'s maximum of {max}")]
+    TimeOverMax {
+        /// What was asked for.
+        requested: TimeLimit,
+        /// The partition.
+        partition: String,
+        /// Its maximum.
+        max: TimeLimit,
+    },
+    /// The partition has no nodes.
+    #[error("partition {0} has no nodes yet")]
+    NoNodes(String),
+    /// No node has the GPU type.
+    #[error(
+        "no node in partition {partition} has GPUs of type '{requested}'; types here: {available}"
+    )]
+    UnknownGpuType {
+        /// What was asked for.
+        requested: String,
+        /// The partition.
+        partition: String,
+        /// Types with counts, such as `rtx4090 (4 on gpu1)`.
+        available: String,
+    },
+    /// More GPUs than any node has.
+    #[error("job asks for {requested} {what} but the node with the most, {node}, has {most}")]
+    TooManyGpus {
+        /// What was asked for.
+        requested: u32,
+        /// "GPUs" or "a100 GPUs".
+        what: String,
+        /// The node with the most.
+        node: String,
+        /// How many it has.
+        most: u32,
+    },
+    /// More cores than any node has.
+    #[error("job asks for {requested} CPUs but the largest node, {node}, has {most}")]
+    TooManyCpus {
+        /// What was asked for.
+        requested: u32,
+        /// The largest node.
+        node: String,
+        /// Its cores.
+        most: u32,
+    },
+    /// More memory than any node has.
+    #[error("job asks for {} of memory but the largest node, {node}, has {}", format_mib(*.requested), format_mib(*.most))]
+    TooMuchMemory {
+        /// MiB asked for.
+        requested: u64,
+        /// The largest node.
+        node: String,
+        /// Its MiB.
+        most: u64,
+    },
+    /// Each limit is met by some node, but no single node meets all.
+    #[error("no single node in partition {partition} has {gpus} GPUs, {cpus} CPUs and {} of memory together", format_mib(*.mem_mib))]
+    NoNodeFitsAll {
+        /// The partition.
+        partition: String,
+        /// GPUs asked for.
+        gpus: u32,
+        /// Cores asked for.
+        cpus: u32,
+        /// Memory asked for.
+        mem_mib: u64,
+    },
+}
+
+impl AdmissionError {
+    /// A runnable next step for the user.
+    pub fn hint(&self) -> Option<String> {
+        Some(match self {
+            AdmissionError::UnknownPartition { default, .. } => {
+                format!(
+                    "leave out --partition to use {default}; `labpool partition list` shows each one's limits"
+                )
+            }
+            AdmissionError::TimeOverMax { max, .. } => format!("ask for --time={max} or less"),
+            AdmissionError::NoNodes(_) => {
+                "start `labpool serve` (or an agent) so that a node joins".to_string()
+            }
+            AdmissionError::UnknownGpuType { .. } => {
+                "--gpus N without a type takes any type".to_string()
+            }
+            AdmissionError::TooManyGpus { most, .. } => {
+                format!("ask for at most {most} (--gpus {most})")
+            }
+            AdmissionError::TooManyCpus { most, .. } => format!("ask for at most -c {most}"),
+            AdmissionError::TooMuchMemory { most, .. } => {
+                format!("ask for at most --mem={}", format_mib(*most))
+            }
+            AdmissionError::NoNodeFitsAll { .. } => {
+                "`labpool nodes` shows what each node has".to_string()
+            }
+        })
+    }
+}
+
+/// The static shape of a node, as admission sees it.
+pub(crate) struct NodeShape<'a> {
+    pub name: &'a str,
+    pub gpu_types: Vec<&'a str>,
+    pub cpus: u32,
+    pub mem_mib: u64,
+}
+
+/// Explains why no node can ever take `res`; called only once the chain found none.
+pub(crate) fn explain_misfit(
+    partition: &str,
+    nodes: &[NodeShape<'_>],
+    res: &Resources,
+) -> AdmissionError {
+    if nodes.is_empty() {
+        return AdmissionError::NoNodes(partition.to_string());
+    }
+    if res.gpus > 0 {
+        let wanted = res.gpu_type.as_deref();
+        let count = |n: &NodeShape<'_>| {
+            n.gpu_types
+                .iter()
+                .filter(|t| wanted.is_none_or(|w| w == **t))
+                .count() as u32
+        };
+        // max_by_key keeps the last maximum; reverse so that the first node in order wins ties.
+        let best = nodes
+            .iter()
+            .rev()
+            .max_by_key(|n| count(n))
+            .expect("nodes is not empty");
+        if let Some(t) = wanted
+            && count(best) == 0
+        {
+            let mut types: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+            for n in nodes {
+                let mut per: BTreeMap<&str, u32> = BTreeMap::new();
+                for g in &n.gpu_types {
+                    *per.entry(g).or_default() += 1;
+                }
+                for (g, c) in per {
+                    types
+                        .entry(g)
+                        .or_default()
+                        .push(format!("{c} on {}", n.name));
+                }
+            }
+            let available = if types.is_empty() {
+                "none (no node has GPUs)".to_string()
+            } else {
+                types
+                    .iter()
+                    .map(|(t, on)| format!("{t} ({})", on.join(", ")))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            return AdmissionError::UnknownGpuType {
+                requested: t.to_string(),
+                partition: partition.to_string(),
+                available,
+            };
+        }
+        if count(best) < res.gpus {
+            return AdmissionError::TooManyGpus {
+                requested: res.gpus,
+                what: wanted.map_or("GPUs".to_string(), |t| format!("{t} GPUs")),
+                node: best.name.to_string(),
+                most: count(best),
+            };
+        }
+    }
+    let biggest_cpu = nodes
+        .iter()
+        .rev()
+        .max_by_key(|n| n.cpus)
+        .expect("nodes is not empty");
+    if biggest_cpu.cpus < res.cpus {
+        return AdmissionError::TooManyCpus {
+            requested: res.cpus,
+            node: biggest_cpu.name.to_string(),
+            most: biggest_cpu.cpus,
+        };
+    }
+    let biggest_mem = nodes
+        .iter()
+        .rev()
+        .max_by_key(|n| n.mem_mib)
+        .expect("nodes is not empty");
+    if biggest_mem.mem_mib < res.mem_mib {
+        return AdmissionError::TooMuchMemory {
+            requested: res.mem_mib,
+            node: biggest_mem.name.to_string(),
+            most: biggest_mem.mem_mib,
+        };
+    }
+    AdmissionError::NoNodeFitsAll {
+        partition: partition.to_string(),
+        gpus: res.gpus,
+        cpus: res.cpus,
+        mem_mib: res.mem_mib,
+    }
+}

@@ -1,0 +1,163 @@
+//! The job model: identity, state, and what a job asks for.
+
+use crate::time::{TimeLimit, Timestamp};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
+
+/// A job's number, unique in a pool and never reused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct JobId(pub u64);
+
+impl fmt::Display for JobId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// A job's state, in Slurm's words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum JobState {
+    /// Waiting to be placed.
+    Pending,
+    /// Placed; its inputs are being prepared on the node.
+    Staging,
+    /// Running on its node.
+    Running,
+    /// Ended with exit code 0.
+    Completed,
+    /// Ended with a non-zero exit code or a signal.
+    Failed,
+    /// Cancelled by its owner or an admin.
+    Cancelled,
+    /// Killed at its time limit.
+    Timeout,
+    /// Lost with its node.
+    NodeFail,
+    /// Killed for exceeding its memory limit.
+    OutOfMemory,
+}
+
+impl JobState {
+    /// Every state, in lifecycle order.
+    pub const ALL: [JobState; 9] = [
+        JobState::Pending,
+        JobState::Staging,
+        JobState::Running,
+        JobState::Completed,
+        JobState::Failed,
+        JobState::Cancelled,
+        JobState::Timeout,
+        JobState::NodeFail,
+        JobState::OutOfMemory,
+    ];
+
+    /// The Slurm word for this state.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobState::Pending => "PENDING",
+            JobState::Staging => "STAGING",
+            JobState::Running => "RUNNING",
+            JobState::Completed => "COMPLETED",
+            JobState::Failed => "FAILED",
+            JobState::Cancelled => "CANCELLED",
+            JobState::Timeout => "TIMEOUT",
+            JobState::NodeFail => "NODE_FAIL",
+            JobState::OutOfMemory => "OUT_OF_MEMORY",
+        }
+    }
+
+    /// True once the job has ended for good.
+    pub fn is_finished(self) -> bool {
+        !matches!(
+            self,
+            JobState::Pending | JobState::Staging | JobState::Running
+        )
+    }
+}
+
+impl fmt::Display for JobState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// An unknown state word.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown job state '{0}'")]
+pub struct UnknownState(pub String);
+
+impl FromStr for JobState {
+    type Err = UnknownState;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        JobState::ALL
+            .into_iter()
+            .find(|st| st.as_str().eq_ignore_ascii_case(s))
+            .ok_or_else(|| UnknownState(s.to_string()))
+    }
+}
+
+/// The resources a job holds while it runs, all on one node.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Resources {
+    /// GPUs.
+    pub gpus: u32,
+    /// GPU type, lower case; `None` takes any.
+    pub gpu_type: Option<String>,
+    /// CPU cores.
+    pub cpus: u32,
+    /// Memory in MiB; 0 reserves none.
+    pub mem_mib: u64,
+}
+
+/// What the scheduler knows of a job: enough to place it, nothing about how it runs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobSpec {
+    /// The job's id.
+    pub id: JobId,
+    /// The job's name.
+    pub name: String,
+    /// The submitting user's name.
+    pub user: String,
+    /// The partition it was admitted to.
+    pub partition: String,
+    /// What it needs.
+    pub resources: Resources,
+    /// Its wall-time limit, after partition defaults.
+    pub time_limit: TimeLimit,
+    /// When it was submitted.
+    pub submit_time: Timestamp,
+}
+
+/// Where a running job is, and what it holds there.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Allocation {
+    /// Node name.
+    pub node: String,
+    /// GPU indexes on that node, as NVML numbers them.
+    pub gpus: Vec<u32>,
+    /// CPU cores held.
+    pub cpus: u32,
+    /// Memory held, MiB.
+    pub mem_mib: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn state_words_round_trip() {
+        for st in JobState::ALL {
+            assert_eq!(st.as_str().parse::<JobState>().unwrap(), st);
+            assert_eq!(
+                serde_json::to_string(&st).unwrap(),
+                format!("\"{}\"", st.as_str())
+            );
+        }
+        assert!("DONE".parse::<JobState>().is_err());
+        assert!(JobState::Timeout.is_finished() && !JobState::Running.is_finished());
+    }
+}

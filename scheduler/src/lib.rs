@@ -1,0 +1,49 @@
+//! labpool's scheduling core: the job and node model, `#SBATCH`/`#LABPOOL` directive parsing,
+//! partitions, admission, placement (filters then scorers) and pending reasons.
+//!
+//! The core is deterministic: it reads no clock, does no I/O and iterates only ordered maps, so
+//! the controller and a simulator driving it with the same events get the same decisions.
+//!
+//! ```
+//! use labpool_scheduler::{Decision, JobId, JobSpec, Resources, Scheduler, Timestamp};
+//! use labpool_scheduler::node::{GpuDevice, NodeSpec};
+//! use labpool_scheduler::partition::Partition;
+//! use labpool_scheduler::time::TimeLimit;
+//!
+//! let normal = Partition {
+//!     name: "normal".into(), default: true, priority: 0, nodes: None,
+//!     default_time: TimeLimit::Seconds(3600), max_time: TimeLimit::Seconds(86_400),
+//! };
+//! let mut s = Scheduler::new(vec![normal]).unwrap();
+//! let gpu = |index| GpuDevice { index, gpu_type: "rtx4090".into(), product: "virtual".into(), memory_mib: 0, uuid: None };
+//! s.upsert_node(NodeSpec { name: "box".into(), gpus: vec![gpu(0), gpu(1)], cpus: 8, mem_mib: 65_536 });
+//!
+//! let res = Resources { gpus: 2, gpu_type: None, cpus: 1, mem_mib: 0 };
+//! let admitted = s.admit(None, None, &res).unwrap();
+//! s.enqueue(JobSpec {
+//!     id: JobId(1), name: "train".into(), user: "alice".into(), partition: admitted.partition,
+//!     resources: res, time_limit: admitted.time_limit, submit_time: Timestamp(0),
+//! });
+//! let decisions = s.schedule(Timestamp(1_000));
+//! assert!(matches!(&decisions[0], Decision::Start { allocation, .. } if allocation.gpus == [0, 1]));
+//! s.check_invariants().unwrap();
+//! ```
+#![deny(missing_docs)]
+
+pub mod admission;
+pub mod export;
+pub mod gpu;
+pub mod job;
+pub mod node;
+pub mod options;
+pub mod partition;
+pub mod placement;
+pub mod reason;
+pub mod scheduler;
+pub mod script;
+pub mod size;
+pub mod time;
+
+pub use job::{Allocation, JobId, JobSpec, JobState, Resources};
+pub use scheduler::{Decision, Scheduler};
+pub use time::{TimeLimit, Timestamp};

@@ -1,0 +1,72 @@
+//! Partitions (queues): which nodes a job may use, and its default and maximum time.
+
+use crate::time::TimeLimit;
+use serde::{Deserialize, Serialize};
+
+/// A partition as configured.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Partition {
+    /// Name, as in `--partition`.
+    pub name: String,
+    /// True for the one partition jobs go to when they name none.
+    pub default: bool,
+    /// Higher runs first.
+    pub priority: u32,
+    /// Nodes of the partition; `None` means every node.
+    pub nodes: Option<Vec<String>>,
+    /// Time limit for a job that gives none.
+    pub default_time: TimeLimit,
+    /// Longest time limit a job may ask for.
+    pub max_time: TimeLimit,
+}
+
+impl Partition {
+    /// True when `node` belongs to this partition.
+    pub fn has_node(&self, node: &str) -> bool {
+        self.nodes
+            .as_ref()
+            .is_none_or(|ns| ns.iter().any(|n| n == node))
+    }
+}
+
+/// Why a partition list was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PartitionConfigError {
+    /// No partitions at all.
+    #[error("no partitions are configured: add a [[partition]] with default = true")]
+    None,
+    /// Not exactly one default.
+    #[error("{0} partitions are marked default = true; mark exactly one")]
+    Defaults(usize),
+    /// A name used twice.
+    #[error("partition '{0}' is configured twice")]
+    Duplicate(String),
+    /// A default time over the maximum.
+    #[error("partition '{0}': default_time is longer than max_time")]
+    DefaultOverMax(String),
+}
+
+/// Checks a partition list: at least one, exactly one default, unique names.
+pub fn check_partitions(parts: &[Partition]) -> Result<(), PartitionConfigError> {
+    if parts.is_empty() {
+        return Err(PartitionConfigError::None);
+    }
+    let defaults = parts.iter().filter(|p| p.default).count();
+    if defaults != 1 {
+        return Err(PartitionConfigError::Defaults(defaults));
+    }
+    for (i, p) in parts.iter().enumerate() {
+        if parts[..i].iter().any(|q| q.name == p.name) {
+            return Err(PartitionConfigError::Duplicate(p.name.clone()));
+        }
+        if let (TimeLimit::Seconds(d), TimeLimit::Seconds(m)) = (p.default_time, p.max_time)
+            && d > m
+        {
+            return Err(PartitionConfigError::DefaultOverMax(p.name.clone()));
+        }
+        if p.default_time == TimeLimit::Unlimited && p.max_time != TimeLimit::Unlimited {
+            return Err(PartitionConfigError::DefaultOverMax(p.name.clone()));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,225 @@
+//! Reading `#SBATCH` and `#LABPOOL` directives from the top of a job script, as `sbatch` does.
+//!
+//! Directives are read from the lines after the shebang up to the first line that is neither
+//! blank nor a comment. Each line is parsed with the same option definitions as the command
+//! line, so a typo gets the same "did you mean" hint in both places.
+
+use crate::options::JobOptions;
+use clap::Parser;
+use clap::error::{ContextKind, ContextValue, ErrorKind};
+
+/// The directive prefixes labpool reads.
+pub const DIRECTIVE_PREFIXES: [&str; 2] = ["#SBATCH", "#LABPOOL"];
+
+/// What the script's directives asked for.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ScriptDirectives {
+    /// Options from the directives; a later line wins over an earlier one.
+    pub options: JobOptions,
+    /// Lines that look like directives but are not read, with the reason.
+    pub warnings: Vec<String>,
+}
+
+/// Why a script was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ScriptError {
+    /// The script has no `#!` line.
+    #[error(
+        "the script does not start with '#!' (first line: {first_line:?}); add an interpreter line such as #!/bin/bash, or submit a command with --wrap \"CMD\""
+    )]
+    NoShebang {
+        /// The first line as found.
+        first_line: String,
+    },
+    /// A directive line could not be parsed.
+    #[error("line {line}: {directive}: {message}")]
+    Directive {
+        /// 1-based line number.
+        line: usize,
+        /// The directive line as written.
+        directive: String,
+        /// What was wrong with it.
+        message: String,
+    },
+}
+
+#[derive(Parser)]
+#[command(
+    no_binary_name = true,
+    disable_help_flag = true,
+    disable_version_flag = true
+)]
+struct DirectiveLine {
+    #[command(flatten)]
+    options: JobOptions,
+}
+
+/// Reads the directives of a job script.
+///
+/// ```
+/// let s = "#!/bin/bash\n#SBATCH --gres=gpu:2 -J train\n#SBATCH --time=1:00:00\npython train.py\n";
+/// let d = labpool_scheduler::script::parse_script(s).unwrap();
+/// assert_eq!(d.options.job_name.as_deref(), Some("train"));
+/// assert_eq!(d.options.gres.as_deref(), Some("gpu:2"));
+/// ```
+pub fn parse_script(text: &str) -> Result<ScriptDirectives, ScriptError> {
+    let mut lines = text.lines().enumerate();
+    match lines.next() {
+        Some((_, first)) if first.starts_with("#!") => {}
+        other => {
+            return Err(ScriptError::NoShebang {
+                first_line: other.map(|(_, l)| l.to_string()).unwrap_or_default(),
+            });
+        }
+    }
+    let mut out = ScriptDirectives::default();
+    let mut in_header = true;
+    for (index, raw) in lines {
+        let line_no = index + 1;
+        let line = raw.trim();
+        if line.is_empty() {
+            continue;
+        }
+        if !line.starts_with('#') {
+            in_header = false;
+            continue;
+        }
+        let Some(rest) = directive_body(line) else {
+            if let Some(hint) = near_miss(line) {
+                out.warnings.push(format!(
+                    "line {line_no}: '{line}' is not read as a directive: {hint}"
+                ));
+            }
+            continue;
+        };
+        if !in_header {
+            out.warnings.push(format!(
+                "line {line_no}: '{line}' comes after the first command and is ignored (sbatch ignores it too); move it to the top"
+            ));
+            continue;
+        }
+        let options = parse_directive(rest).map_err(|message| ScriptError::Directive {
+            line: line_no,
+            directive: line.to_string(),
+            message,
+        })?;
+        out.options = std::mem::take(&mut out.options).overlay(options);
+    }
+    Ok(out)
+}
+
+/// The text after a directive prefix, or `None` for an ordinary comment.
+fn directive_body(line: &str) -> Option<&str> {
+    DIRECTIVE_PREFIXES.iter().find_map(|p| {
+        let rest = line.strip_prefix(p)?;
+        (rest.is_empty() || rest.starts_with(char::is_whitespace)).then_some(rest)
+    })
+}
+
+/// Explains a comment that was probably meant as a directive.
+fn near_miss(line: &str) -> Option<String> {
+    let squashed: String = line
+        .chars()
+        .filter(|c| !c.is_whitespace())
+        .collect::<String>()
+        .to_ascii_uppercase();
+    DIRECTIVE_PREFIXES.iter().find_map(|p| {
+        squashed
+            .starts_with(p)
+            .then(|| format!("write '{p}' exactly, in capitals, with no space after '#'"))
+    })
+}
+
+/// Parses the options on one directive line; the error is a one-line message.
+fn parse_directive(rest: &str) -> Result<JobOptions, String> {
+    let mut words = shlex::split(rest).ok_or_else(|| "unbalanced quotes".to_string())?;
+    // A '#' starts a trailing comment, as in the shell.
+    if let Some(pos) = words.iter().position(|w| w.starts_with('#')) {
+        words.truncate(pos);
+    }
+    DirectiveLine::try_parse_from(words)
+        .map(|d| d.options)
+        .map_err(|e| clap_message(&e))
+}
+
+/// Condenses a clap error into one line with its suggestion.
+pub fn clap_message(e: &clap::Error) -> String {
+    let context = |kind| match e.get(kind) {
+        Some(ContextValue::String(s)) => Some(s.clone()),
+        Some(ContextValue::Strings(v)) => v.first().cloned(),
+        _ => None,
+    };
+    match e.kind() {
+        ErrorKind::UnknownArgument => {
+            let arg = context(ContextKind::InvalidArg).unwrap_or_default();
+            match context(ContextKind::SuggestedArg) {
+                Some(s) => format!("unknown option '{arg}' (did you mean '{s}'?)"),
+                None => {
+                    format!("unknown option '{arg}'; `labpool submit --help` lists the options")
+                }
+            }
+        }
+        _ => {
+            let rendered = e.render().to_string();
+            let first = rendered.lines().next().unwrap_or_default();
+            first.strip_prefix("error: ").unwrap_or(first).to_string()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn later_lines_win_and_body_stops_reading() {
+        let s = "#!/bin/sh\n\n# a comment\n#SBATCH -J one\n#LABPOOL --job-name two --gpus=1 # trailing\necho hi\n#SBATCH --gpus 4\n";
+        let d = parse_script(s).unwrap();
+        assert_eq!(d.options.job_name.as_deref(), Some("two"));
+        assert_eq!(d.options.gpus.as_deref(), Some("1"));
+        assert_eq!(d.warnings.len(), 1);
+        assert!(d.warnings[0].contains("line 7"), "{:?}", d.warnings);
+    }
+
+    #[test]
+    fn unknown_option_names_line_and_suggestion() {
+        let err = parse_script("#!/bin/sh\n#SBATCH --gpu=2\n").unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.starts_with("line 2: #SBATCH --gpu=2"), "{msg}");
+        assert!(msg.contains("'--gpu'") && msg.contains("--gpus"), "{msg}");
+    }
+
+    #[test]
+    fn bad_value_and_positional() {
+        let msg = parse_script("#!/bin/sh\n#SBATCH -c x\n")
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains("cpus-per-task"), "{msg}");
+        assert!(parse_script("#!/bin/sh\n#SBATCH stray\n").is_err());
+        assert!(
+            parse_script("#!/bin/sh\n#SBATCH -J \"open\n")
+                .unwrap_err()
+                .to_string()
+                .contains("unbalanced")
+        );
+    }
+
+    #[test]
+    fn needs_shebang() {
+        assert!(matches!(
+            parse_script("python train.py\n"),
+            Err(ScriptError::NoShebang { .. })
+        ));
+        assert!(matches!(
+            parse_script(""),
+            Err(ScriptError::NoShebang { .. })
+        ));
+    }
+
+    #[test]
+    fn near_misses_warn() {
+        let d = parse_script("#!/bin/sh\n# SBATCH --gpus 2\n#sbatch -J x\n#SBATCHED\n").unwrap();
+        assert_eq!(d.options, JobOptions::default());
+        assert_eq!(d.warnings.len(), 3, "{:?}", d.warnings);
+    }
+}
