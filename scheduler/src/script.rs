@@ -130,16 +130,19 @@ fn near_miss(line: &str) -> Option<String> {
     })
 }
 
-/// Parses the options on one directive line; the error is a one-line message.
+/// Parses the options on one directive line and checks their values, so that a bad value is
+/// blamed on its line; the error is a one-line message.
 fn parse_directive(rest: &str) -> Result<JobOptions, String> {
     let mut words = shlex::split(rest).ok_or_else(|| "unbalanced quotes".to_string())?;
     // A '#' starts a trailing comment, as in the shell.
     if let Some(pos) = words.iter().position(|w| w.starts_with('#')) {
         words.truncate(pos);
     }
-    DirectiveLine::try_parse_from(words)
+    let options = DirectiveLine::try_parse_from(words)
         .map(|d| d.options)
-        .map_err(|e| clap_message(&e))
+        .map_err(|e| clap_message(&e))?;
+    options.resolve().map_err(|e| e.to_string())?;
+    Ok(options)
 }
 
 /// Condenses a clap error into one line with its suggestion.
@@ -196,6 +199,20 @@ mod tests {
             .to_string();
         assert!(msg.contains("cpus-per-task"), "{msg}");
         assert!(parse_script("#!/bin/sh\n#SBATCH stray\n").is_err());
+        let msg = parse_script("#!/bin/sh\n\n#SBATCH --time=1:2:3:4\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.starts_with("line 3: #SBATCH --time=1:2:3:4: invalid time"),
+            "{msg}"
+        );
+        let msg = parse_script("#!/bin/sh\n\n#SBATCH --time=1:2:3:4\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.starts_with("line 3: #SBATCH --time=1:2:3:4: invalid time"),
+            "{msg}"
+        );
         assert!(
             parse_script("#!/bin/sh\n#SBATCH -J \"open\n")
                 .unwrap_err()

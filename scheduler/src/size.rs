@@ -44,6 +44,23 @@ pub fn format_mib(mib: u64) -> String {
     }
 }
 
+/// Formats MiB so that [`parse_mem_mib`] reads back the same value: `32G`, or `24062M`.
+///
+/// ```
+/// use labpool_scheduler::size::{format_mib_exact, parse_mem_mib};
+/// assert_eq!(format_mib_exact(24_062), "24062M");
+/// assert_eq!(parse_mem_mib(&format_mib_exact(32 * 1024)).unwrap(), 32 * 1024);
+/// ```
+pub fn format_mib_exact(mib: u64) -> String {
+    if mib > 0 && mib.is_multiple_of(1024 * 1024) {
+        format!("{}T", mib / (1024 * 1024))
+    } else if mib > 0 && mib.is_multiple_of(1024) {
+        format!("{}G", mib / 1024)
+    } else {
+        format!("{mib}M")
+    }
+}
+
 fn trim_unit(v: f64, unit: &str) -> String {
     let s = format!("{v:.1}");
     format!("{}{unit}", s.trim_end_matches(".0"))

@@ -1,0 +1,72 @@
+//! The environment a job sees: the submit environment (after `--export`), login defaults where
+//! it lacks them, and the variables labpool and Slurm scripts expect. `CUDA_VISIBLE_DEVICES` is
+//! always set by labpool, whatever the submitter's shell had.
+
+use crate::agent::protocol::Launch;
+use std::collections::BTreeMap;
+
+/// Builds the job's whole environment for `launch` on `node`.
+pub fn job_environment(launch: &Launch, node: &str) -> BTreeMap<String, String> {
+    let mut env = launch.environment.clone();
+    let mut default = |k: &str, v: String| {
+        env.entry(k.to_string()).or_insert(v);
+    };
+    default("HOME", launch.home.display().to_string());
+    default("USER", launch.user.clone());
+    default("LOGNAME", launch.user.clone());
+    default("SHELL", launch.shell.display().to_string());
+    default("PATH", "/usr/local/bin:/usr/bin:/bin".to_string());
+
+    let gpus = launch
+        .gpus
+        .iter()
+        .map(u32::to_string)
+        .collect::<Vec<_>>()
+        .join(",");
+    let job = launch.job.to_string();
+    let workdir = launch.workdir.display().to_string();
+    let set = [
+        // Only the allocated GPUs, numbered as NVML numbers them (PCI bus order).
+        ("CUDA_VISIBLE_DEVICES", gpus.clone()),
+        ("CUDA_DEVICE_ORDER", "PCI_BUS_ID".to_string()),
+        ("GPU_DEVICE_ORDINAL", gpus.clone()),
+        ("LABPOOL_JOB_ID", job.clone()),
+        ("LABPOOL_JOB_NAME", launch.name.clone()),
+        ("LABPOOL_ATTEMPT", launch.attempt.to_string()),
+        ("LABPOOL_GPUS", gpus.clone()),
+        ("LABPOOL_NODE", node.to_string()),
+        ("LABPOOL_PARTITION", launch.partition.clone()),
+        ("LABPOOL_CPUS", launch.cpus.to_string()),
+        // What scripts written for Slurm read.
+        ("SLURM_JOB_ID", job.clone()),
+        ("SLURM_JOBID", job),
+        ("SLURM_JOB_NAME", launch.name.clone()),
+        ("SLURM_JOB_USER", launch.user.clone()),
+        ("SLURM_JOB_UID", launch.uid.to_string()),
+        ("SLURM_JOB_PARTITION", launch.partition.clone()),
+        ("SLURM_JOB_NODELIST", node.to_string()),
+        ("SLURM_NODELIST", node.to_string()),
+        ("SLURMD_NODENAME", node.to_string()),
+        ("SLURM_JOB_NUM_NODES", "1".to_string()),
+        ("SLURM_NNODES", "1".to_string()),
+        ("SLURM_CPUS_PER_TASK", launch.cpus.to_string()),
+        ("SLURM_CPUS_ON_NODE", launch.cpus.to_string()),
+        ("SLURM_JOB_GPUS", gpus.clone()),
+        ("SLURM_GPUS_ON_NODE", launch.gpus.len().to_string()),
+        ("SLURM_SUBMIT_DIR", workdir),
+        (
+            "SLURM_RESTART_COUNT",
+            launch.attempt.saturating_sub(1).to_string(),
+        ),
+    ];
+    for (k, v) in set {
+        env.insert(k.to_string(), v);
+    }
+    if launch.mem_mib > 0 {
+        env.insert("SLURM_MEM_PER_NODE".to_string(), launch.mem_mib.to_string());
+    }
+    if let Some(t) = launch.time_limit_s {
+        env.insert("LABPOOL_TIME_LIMIT_S".to_string(), t.to_string());
+    }
+    env
+}

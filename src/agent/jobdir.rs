@@ -1,0 +1,285 @@
+//! One directory per job attempt in the node's spool. It is how a job outlives its agent:
+//!
+//! ```text
+//! SPOOL/jobs/ID.ATTEMPT/   root, 0711
+//!     spec.json            what the shim runs (0600)
+//!     lock                 held (flock) by the shim for as long as it lives
+//!     started.json         written by the shim once the script runs: its pid and process group
+//!     status.json          written by the shim when the script ends (fsync, then rename)
+//!     fenced               written by a restarted agent for an attempt that never started:
+//!                          a late shim sees it and exits without running anything
+//!     shim.log             the shim's own messages
+//!     user/script          the job's script, owned by the job's user (0700)
+//! ```
+//!
+//! Liveness is the lock, not a pid: a pid can be reused and a zombie still answers `kill 0`,
+//! but a lock is released the moment its holder dies.
+
+use crate::agent::protocol::Outcome;
+use nix::fcntl::{Flock, FlockArg};
+use serde::{Deserialize, Serialize};
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+/// What the shim records once the script runs.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Started {
+    /// The shim's pid.
+    pub shim_pid: i32,
+    /// The job's process group (the script's pid).
+    pub pgid: i32,
+    /// When the script started, ms since the epoch.
+    pub start_time_ms: i64,
+}
+
+/// What a look at an attempt's directory found.
+#[derive(Debug)]
+pub enum Liveness {
+    /// A shim holds the lock: the job is running (or ending).
+    Alive,
+    /// The shim recorded the end.
+    Ended(Outcome),
+    /// The script started but its shim died without recording the end.
+    Died(Option<Started>),
+    /// The script never started; the attempt is now fenced, so it never will.
+    NeverStarted,
+}
+
+/// An attempt's directory.
+#[derive(Debug, Clone)]
+pub struct JobDir {
+    path: PathBuf,
+    /// Job id.
+    pub job: u64,
+    /// Attempt.
+    pub attempt: u32,
+}
+
+impl JobDir {
+    /// The directory of `job`'s `attempt` under `spool`.
+    pub fn new(spool: &Path, job: u64, attempt: u32) -> JobDir {
+        JobDir {
+            path: spool.join("jobs").join(format!("{job}.{attempt}")),
+            job,
+            attempt,
+        }
+    }
+
+    /// Every attempt directory under `spool`, in job order.
+    pub fn list(spool: &Path) -> io::Result<Vec<JobDir>> {
+        let mut out = Vec::new();
+        let dir = spool.join("jobs");
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(out),
+            Err(e) => return Err(e),
+        };
+        for entry in entries {
+            let name = entry?.file_name();
+            let Some((j, a)) = name.to_str().and_then(|n| n.split_once('.')) else {
+                continue;
+            };
+            if let (Ok(job), Ok(attempt)) = (j.parse(), a.parse()) {
+                out.push(JobDir::new(spool, job, attempt));
+            }
+        }
+        out.sort_by_key(|d| (d.job, d.attempt));
+        Ok(out)
+    }
+
+    /// The directory itself.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// `spec.json`.
+    pub fn spec_path(&self) -> PathBuf {
+        self.path.join("spec.json")
+    }
+
+    /// `shim.log`.
+    pub fn log_path(&self) -> PathBuf {
+        self.path.join("shim.log")
+    }
+
+    /// `user/`, the job user's own corner.
+    pub fn user_dir(&self) -> PathBuf {
+        self.path.join("user")
+    }
+
+    /// `user/script`.
+    pub fn script_path(&self) -> PathBuf {
+        self.user_dir().join("script")
+    }
+
+    /// Creates the directory, `user/` owned by `uid:gid`, and the script.
+    pub fn create(&self, uid: u32, gid: u32, script: &str) -> io::Result<()> {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o755)
+            .create(self.path.parent().expect("has a parent"))?;
+        std::fs::DirBuilder::new().mode(0o711).create(&self.path)?;
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(self.user_dir())?;
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o700)
+            .open(self.script_path())?;
+        f.write_all(script.as_bytes())?;
+        drop(f);
+        if nix::unistd::geteuid().is_root() {
+            let (u, g) = (
+                Some(nix::unistd::Uid::from_raw(uid)),
+                Some(nix::unistd::Gid::from_raw(gid)),
+            );
+            nix::unistd::chown(&self.script_path(), u, g)?;
+            nix::unistd::chown(&self.user_dir(), u, g)?;
+        }
+        Ok(())
+    }
+
+    /// Writes `value` as JSON to `name` so that a reader sees the old file or the whole new one.
+    pub fn write_json<T: Serialize>(&self, name: &str, value: &T) -> io::Result<()> {
+        write_atomic(
+            &self.path.join(name),
+            &serde_json::to_vec_pretty(value).map_err(io::Error::other)?,
+        )
+    }
+
+    fn read_json<T: for<'de> Deserialize<'de>>(&self, name: &str) -> Option<T> {
+        let bytes = std::fs::read(self.path.join(name)).ok()?;
+        serde_json::from_slice(&bytes).ok()
+    }
+
+    /// `status.json`, if the shim wrote it.
+    pub fn status(&self) -> Option<Outcome> {
+        self.read_json("status.json")
+    }
+
+    /// `started.json`, if the shim wrote it.
+    pub fn started(&self) -> Option<Started> {
+        self.read_json("started.json")
+    }
+
+    /// True once the attempt is fenced.
+    pub fn is_fenced(&self) -> bool {
+        self.path.join("fenced").exists()
+    }
+
+    fn open_lock(&self) -> io::Result<File> {
+        OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(self.path.join("lock"))
+    }
+
+    /// Takes the lock, waiting for it (the shim does this first).
+    pub fn lock(&self) -> io::Result<Flock<File>> {
+        Flock::lock(self.open_lock()?, FlockArg::LockExclusive).map_err(|(_, e)| e.into())
+    }
+
+    /// Takes the lock if nobody holds it. `None` means a shim is alive.
+    pub fn try_lock(&self) -> io::Result<Option<Flock<File>>> {
+        match Flock::lock(self.open_lock()?, FlockArg::LockExclusiveNonblock) {
+            Ok(l) => Ok(Some(l)),
+            Err((_, nix::errno::Errno::EWOULDBLOCK)) => Ok(None),
+            Err((_, e)) => Err(e.into()),
+        }
+    }
+
+    /// Looks at the attempt after a restart, fencing it if it never started. Race-free against
+    /// a shim that is only now starting: both sides decide while holding the lock.
+    pub fn inspect(&self) -> io::Result<Liveness> {
+        if !self.path.exists() {
+            return Ok(Liveness::NeverStarted);
+        }
+        let Some(_lock) = self.try_lock()? else {
+            return Ok(Liveness::Alive);
+        };
+        if let Some(outcome) = self.status() {
+            return Ok(Liveness::Ended(outcome));
+        }
+        if let Some(started) = self.started() {
+            return Ok(Liveness::Died(Some(started)));
+        }
+        if self.path.join("started.json").exists() {
+            return Ok(Liveness::Died(None));
+        }
+        write_atomic(
+            &self.path.join("fenced"),
+            b"fenced by the agent: this attempt never started\n",
+        )?;
+        Ok(Liveness::NeverStarted)
+    }
+
+    /// Removes the directory.
+    pub fn remove(&self) -> io::Result<()> {
+        match std::fs::remove_dir_all(&self.path) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            other => other,
+        }
+    }
+
+    /// The last `n` lines of the shim's log, for error messages.
+    pub fn log_tail(&self, n: usize) -> String {
+        let text = std::fs::read_to_string(self.log_path()).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(n)..].join("\n")
+    }
+}
+
+/// Writes a file completely or not at all: a temporary file, fsync, rename, fsync of the directory.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let dir = path.parent().expect("a file path has a parent");
+    let tmp = dir.join(format!(
+        ".{}.tmp",
+        path.file_name().and_then(|n| n.to_str()).unwrap_or("file")
+    ));
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o644)
+        .open(&tmp)?;
+    f.write_all(bytes)?;
+    f.sync_all()?;
+    drop(f);
+    std::fs::rename(&tmp, path)?;
+    File::open(dir)?.sync_all()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn never_started_attempts_are_fenced_once_and_live_locks_win() {
+        let tmp = tempfile::tempdir().unwrap();
+        let d = JobDir::new(tmp.path(), 7, 1);
+        assert!(matches!(d.inspect().unwrap(), Liveness::NeverStarted));
+        d.create(
+            nix::unistd::getuid().as_raw(),
+            nix::unistd::getgid().as_raw(),
+            "#!/bin/sh\n",
+        )
+        .unwrap();
+        assert!(!d.is_fenced());
+        {
+            let _held = d.lock().unwrap();
+            assert!(matches!(d.inspect().unwrap(), Liveness::Alive));
+            assert!(!d.is_fenced());
+        }
+        assert!(matches!(d.inspect().unwrap(), Liveness::NeverStarted));
+        assert!(d.is_fenced());
+        assert_eq!(JobDir::list(tmp.path()).unwrap().len(), 1);
+        d.remove().unwrap();
+        assert!(JobDir::list(tmp.path()).unwrap().is_empty());
+    }
+}

@@ -1,0 +1,321 @@
+//! The node agent's executor: starts shims, watches them, stops them, and re-adopts them after
+//! a restart. The embedded default runs it in-process; its interface is the message pair in
+//! [`crate::agent::protocol`].
+
+use crate::agent::environment::job_environment;
+use crate::agent::jobdir::{JobDir, Liveness};
+use crate::agent::protocol::{AgentOrder, AgentReport, Launch, Outcome};
+use crate::clock::now_ms;
+use crate::identity::groups_of;
+use crate::shim::{ShimSpec, signal_shim};
+use labpool_scheduler::JobState;
+use std::collections::{BTreeMap, BTreeSet};
+use std::os::unix::process::CommandExt as _;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+/// How often a re-adopted job (not our child) is checked for its end.
+const ADOPTED_POLL: Duration = Duration::from_millis(200);
+
+/// A node's executor.
+#[derive(Clone)]
+pub struct Executor {
+    node: String,
+    spool: PathBuf,
+    exe: PathBuf,
+    reports: mpsc::UnboundedSender<AgentReport>,
+    /// Attempts with a cancel requested; their end is reported as CANCELLED even when the shim
+    /// died before it could say so.
+    cancelled: Arc<Mutex<BTreeSet<(u64, u32)>>>,
+    /// Shim pids of the attempts this executor started or adopted.
+    shims: Arc<Mutex<BTreeMap<(u64, u32), i32>>>,
+}
+
+impl Executor {
+    /// An executor for `node`, keeping job directories under `spool` and starting shims with
+    /// the binary at `exe`.
+    pub fn new(
+        node: String,
+        spool: PathBuf,
+        exe: PathBuf,
+        reports: mpsc::UnboundedSender<AgentReport>,
+    ) -> Executor {
+        Executor {
+            node,
+            spool,
+            exe,
+            reports,
+            cancelled: Arc::default(),
+            shims: Arc::default(),
+        }
+    }
+
+    /// Serves orders until the controller hangs up.
+    pub async fn run(self, mut orders: mpsc::UnboundedReceiver<AgentOrder>) {
+        while let Some(order) = orders.recv().await {
+            match order {
+                AgentOrder::Start(launch) => self.start(*launch),
+                AgentOrder::Kill { job, attempt } => self.kill(job, attempt),
+                AgentOrder::Adopt { expected } => self.adopt(expected),
+                AgentOrder::Forget { job, attempt } => {
+                    self.shims
+                        .lock()
+                        .expect("not poisoned")
+                        .remove(&(job, attempt));
+                    self.cancelled
+                        .lock()
+                        .expect("not poisoned")
+                        .remove(&(job, attempt));
+                    if let Err(e) = JobDir::new(&self.spool, job, attempt).remove() {
+                        tracing::warn!(job, attempt, "cannot remove job directory: {e}");
+                    }
+                }
+            }
+        }
+    }
+
+    fn report(&self, r: AgentReport) {
+        // The controller only hangs up when it is shutting down; nothing is lost, because the
+        // job's end stays on disk for the next controller.
+        let _ = self.reports.send(r);
+    }
+
+    fn ended(&self, job: u64, attempt: u32, outcome: Outcome) {
+        self.report(AgentReport::Ended {
+            node: self.node.clone(),
+            job,
+            attempt,
+            outcome,
+        });
+    }
+
+    fn start(&self, launch: Launch) {
+        let (job, attempt) = (launch.job, launch.attempt);
+        match self.spawn_shim(&launch) {
+            Ok(child) => {
+                let pid = child.id().map_or(0, |p| p as i32);
+                self.shims
+                    .lock()
+                    .expect("not poisoned")
+                    .insert((job, attempt), pid);
+                tracing::info!(job, attempt, shim = pid, gpus = ?launch.gpus, "job started");
+                let this = self.clone();
+                tokio::spawn(async move { this.watch_child(job, attempt, child).await });
+            }
+            Err(e) => {
+                tracing::error!(job, attempt, "cannot start job: {e}");
+                let outcome = Outcome {
+                    state: JobState::Failed,
+                    exit_code: None,
+                    signal: None,
+                    end_time_ms: now_ms(),
+                    reason: Some(format!("the node could not start the job: {e}")),
+                };
+                self.ended(job, attempt, outcome);
+            }
+        }
+    }
+
+    fn spawn_shim(&self, launch: &Launch) -> std::io::Result<tokio::process::Child> {
+        let dir = JobDir::new(&self.spool, launch.job, launch.attempt);
+        dir.create(launch.uid, launch.gid, &launch.script)?;
+        let spec = ShimSpec {
+            job: launch.job,
+            attempt: launch.attempt,
+            user: launch.user.clone(),
+            uid: launch.uid,
+            gid: launch.gid,
+            groups: groups_of(&launch.user, launch.gid),
+            program: dir.script_path(),
+            args: launch.args.clone(),
+            workdir: launch.workdir.clone(),
+            stdout: launch.stdout.clone(),
+            stderr: launch.stderr.clone(),
+            env: job_environment(launch, &self.node),
+            time_limit_s: launch.time_limit_s,
+            kill_grace_ms: launch.kill_grace_ms,
+            umask: launch.umask,
+        };
+        dir.write_json("spec.json", &spec)?;
+        std::fs::set_permissions(
+            dir.spec_path(),
+            std::os::unix::fs::PermissionsExt::from_mode(0o600),
+        )?;
+        let log = std::fs::File::create(dir.log_path())?;
+        let mut cmd = std::process::Command::new(&self.exe);
+        cmd.arg("shim")
+            .arg(dir.path())
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log);
+        // SAFETY: setsid is async-signal-safe. A session of its own keeps the shim (and the job)
+        // alive when the controller or its terminal goes away.
+        unsafe {
+            cmd.pre_exec(|| nix::unistd::setsid().map(drop).map_err(Into::into));
+        }
+        tokio::process::Command::from(cmd).spawn()
+    }
+
+    async fn watch_child(&self, job: u64, attempt: u32, mut child: tokio::process::Child) {
+        let status = child.wait().await;
+        let dir = JobDir::new(&self.spool, job, attempt);
+        let outcome = dir.status().unwrap_or_else(|| {
+            let cancelled = self
+                .cancelled
+                .lock()
+                .expect("not poisoned")
+                .contains(&(job, attempt));
+            let (state, reason) = if cancelled {
+                (
+                    JobState::Cancelled,
+                    "cancelled before it started".to_string(),
+                )
+            } else {
+                let tail = dir.log_tail(5);
+                (
+                    JobState::Failed,
+                    format!(
+                        "the job's shim ended ({status:?}) without a status; its log says: {tail}"
+                    ),
+                )
+            };
+            Outcome {
+                state,
+                exit_code: None,
+                signal: None,
+                end_time_ms: now_ms(),
+                reason: Some(reason),
+            }
+        });
+        self.ended(job, attempt, outcome);
+    }
+
+    fn kill(&self, job: u64, attempt: u32) {
+        self.cancelled
+            .lock()
+            .expect("not poisoned")
+            .insert((job, attempt));
+        let pid = self
+            .shims
+            .lock()
+            .expect("not poisoned")
+            .get(&(job, attempt))
+            .copied();
+        match pid {
+            Some(pid) => {
+                if let Err(e) = signal_shim(pid) {
+                    tracing::warn!(job, attempt, pid, "cannot signal shim: {e}");
+                }
+            }
+            None => tracing::warn!(job, attempt, "kill for an attempt this node is not running"),
+        }
+    }
+
+    fn adopt(&self, expected: Vec<(u64, u32)>) {
+        let expected_set: BTreeSet<(u64, u32)> = expected.iter().copied().collect();
+        for (job, attempt) in expected {
+            let dir = JobDir::new(&self.spool, job, attempt);
+            match dir.inspect() {
+                Ok(Liveness::Alive) => {
+                    if let Some(started) = dir.started() {
+                        self.shims
+                            .lock()
+                            .expect("not poisoned")
+                            .insert((job, attempt), started.shim_pid);
+                    }
+                    tracing::info!(job, attempt, "re-adopted running job");
+                    self.report(AgentReport::Adopted {
+                        node: self.node.clone(),
+                        job,
+                        attempt,
+                    });
+                    let this = self.clone();
+                    tokio::spawn(async move { this.watch_adopted(dir).await });
+                }
+                Ok(Liveness::Ended(outcome)) => self.ended(job, attempt, outcome),
+                Ok(Liveness::Died(started)) => self.ended(job, attempt, self.died(&dir, started)),
+                Ok(Liveness::NeverStarted) => {
+                    self.report(AgentReport::NeverStarted {
+                        node: self.node.clone(),
+                        job,
+                        attempt,
+                    });
+                }
+                Err(e) => {
+                    tracing::error!(job, attempt, "cannot inspect job directory: {e}");
+                    self.ended(job, attempt, self.died(&dir, None));
+                }
+            }
+        }
+        // Anything else still running here was ended or requeued while we were away: stop it,
+        // so that a job never runs twice.
+        for dir in JobDir::list(&self.spool).unwrap_or_default() {
+            if expected_set.contains(&(dir.job, dir.attempt)) {
+                continue;
+            }
+            match dir.try_lock() {
+                Ok(None) => {
+                    if let Some(started) = dir.started() {
+                        tracing::warn!(
+                            job = dir.job,
+                            attempt = dir.attempt,
+                            "stopping a job the controller no longer expects here"
+                        );
+                        let _ = signal_shim(started.shim_pid);
+                    }
+                }
+                Ok(Some(_lock)) => {
+                    let _ = dir.remove();
+                }
+                Err(e) => tracing::warn!(job = dir.job, "cannot inspect stale job directory: {e}"),
+            }
+        }
+    }
+
+    /// The outcome of an attempt whose shim died without recording one.
+    fn died(&self, dir: &JobDir, started: Option<crate::agent::jobdir::Started>) -> Outcome {
+        if let Some(s) = &started {
+            // Whatever the job left running has no shim to answer for it any more.
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(s.pgid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+        Outcome {
+            state: JobState::NodeFail,
+            exit_code: None,
+            signal: None,
+            end_time_ms: now_ms(),
+            reason: Some(format!(
+                "the job's shim died without recording an end (node rebooted?); last log lines: {}",
+                dir.log_tail(3)
+            )),
+        }
+    }
+
+    async fn watch_adopted(&self, dir: JobDir) {
+        loop {
+            tokio::time::sleep(ADOPTED_POLL).await;
+            if let Some(outcome) = dir.status() {
+                return self.ended(dir.job, dir.attempt, outcome);
+            }
+            match dir.try_lock() {
+                Ok(None) => continue,
+                // The lock is free: the shim is gone. Re-read the status it may have written
+                // just before exiting.
+                Ok(Some(_lock)) => {
+                    let outcome = dir
+                        .status()
+                        .unwrap_or_else(|| self.died(&dir, dir.started()));
+                    return self.ended(dir.job, dir.attempt, outcome);
+                }
+                Err(e) => {
+                    tracing::warn!(job = dir.job, "cannot check job lock: {e}");
+                }
+            }
+        }
+    }
+}

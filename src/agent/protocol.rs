@@ -1,0 +1,131 @@
+//! What the controller and a node agent say to each other. The in-process agent of the
+//! embedded default receives these over a channel; a remote agent will receive the same
+//! messages over the network, so one code path serves one box and many.
+
+use labpool_scheduler::JobState;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// Everything a node needs to start one attempt of a job.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Launch {
+    /// Job id.
+    pub job: u64,
+    /// Attempt number, starting at 1; a requeued job runs again with the next one.
+    pub attempt: u32,
+    /// Job name.
+    pub name: String,
+    /// Owner.
+    pub user: String,
+    /// Owner's uid.
+    pub uid: u32,
+    /// Owner's primary gid.
+    pub gid: u32,
+    /// Owner's home directory.
+    pub home: PathBuf,
+    /// Owner's login shell.
+    pub shell: PathBuf,
+    /// Partition.
+    pub partition: String,
+    /// Script text.
+    pub script: String,
+    /// Script arguments.
+    pub args: Vec<String>,
+    /// Working directory.
+    pub workdir: PathBuf,
+    /// Standard output file.
+    pub stdout: PathBuf,
+    /// Standard error file.
+    pub stderr: PathBuf,
+    /// The submit environment, filtered by `--export`.
+    pub environment: BTreeMap<String, String>,
+    /// GPU indexes allocated.
+    pub gpus: Vec<u32>,
+    /// Cores allocated.
+    pub cpus: u32,
+    /// Memory allocated, MiB (0: none reserved).
+    pub mem_mib: u64,
+    /// Time limit, seconds.
+    pub time_limit_s: Option<u64>,
+    /// Milliseconds between TERM and KILL.
+    pub kill_grace_ms: u64,
+    /// Submitter's umask.
+    pub umask: u32,
+}
+
+/// An order from the controller.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum AgentOrder {
+    /// Start this attempt.
+    Start(Box<Launch>),
+    /// Stop this attempt (cancel).
+    Kill {
+        /// Job.
+        job: u64,
+        /// Attempt.
+        attempt: u32,
+    },
+    /// After a controller restart: these attempts should be running here. Report each, and
+    /// stop any other that is.
+    Adopt {
+        /// (job, attempt) pairs.
+        expected: Vec<(u64, u32)>,
+    },
+    /// The controller has recorded this attempt's end; its files may go.
+    Forget {
+        /// Job.
+        job: u64,
+        /// Attempt.
+        attempt: u32,
+    },
+}
+
+/// How an attempt ended, as its shim recorded it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Outcome {
+    /// Final state.
+    pub state: JobState,
+    /// Exit code, when the script exited.
+    pub exit_code: Option<i32>,
+    /// Signal, when one ended it.
+    pub signal: Option<i32>,
+    /// When it ended, ms since the epoch.
+    pub end_time_ms: i64,
+    /// Why, in words, when there is more to say than the state.
+    pub reason: Option<String>,
+}
+
+/// A report from an agent.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum AgentReport {
+    /// An attempt ended.
+    Ended {
+        /// Node.
+        node: String,
+        /// Job.
+        job: u64,
+        /// Attempt.
+        attempt: u32,
+        /// How.
+        outcome: Outcome,
+    },
+    /// After a restart: this attempt is still running and is watched again.
+    Adopted {
+        /// Node.
+        node: String,
+        /// Job.
+        job: u64,
+        /// Attempt.
+        attempt: u32,
+    },
+    /// After a restart: this attempt never started, and now never will (it is fenced).
+    NeverStarted {
+        /// Node.
+        node: String,
+        /// Job.
+        job: u64,
+        /// Attempt.
+        attempt: u32,
+    },
+}

@@ -1,0 +1,172 @@
+//! The command line, as clap definitions only. Commands live in [`crate::commands`].
+
+use crate::env_vars;
+use clap::{Args, Parser, Subcommand};
+use labpool_scheduler::options::JobOptions;
+use std::path::PathBuf;
+
+/// labpool: one shared GPU pool for a research group.
+#[derive(Parser, Debug)]
+#[command(
+    name = "labpool",
+    version,
+    about,
+    propagate_version = true,
+    max_term_width = 100
+)]
+pub struct Cli {
+    /// Config file [default: $LABPOOL_CONFIG, else /etc/labpool/labpool.toml]
+    #[arg(long, global = true, env = env_vars::LABPOOL_CONFIG, hide_env = true, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Subcommands.
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Write a working config for this machine into DIR
+    Init(InitArgs),
+    /// Run the controller, with this node's agent in-process
+    Serve,
+    /// Queue a job script (or a command with --wrap); #SBATCH and #LABPOOL lines are read
+    Submit(Box<SubmitArgs>),
+    /// Jobs waiting and running
+    Queue(QueueArgs),
+    /// One job in detail, with its history of events
+    Show(ShowArgs),
+    /// Cancel jobs
+    Cancel(CancelArgs),
+    /// Finished jobs: state, exit code, elapsed time, GPUs
+    History(HistoryArgs),
+    /// Nodes and their GPUs
+    Nodes(JsonArg),
+    /// Partitions (queues)
+    Partition {
+        /// What to do.
+        #[command(subcommand)]
+        command: PartitionCommand,
+    },
+    /// Try labpool: a throwaway pool runs a few jobs that contend for GPUs, then stops
+    Demo(DemoArgs),
+    /// Run one job attempt (started by the node agent; not for people)
+    #[command(hide = true)]
+    Shim {
+        /// The attempt's spool directory.
+        dir: PathBuf,
+    },
+}
+
+/// `labpool init`.
+#[derive(Args, Debug)]
+pub struct InitArgs {
+    /// Directory for the config, state, socket and log
+    #[arg(long, value_name = "DIR")]
+    pub dir: PathBuf,
+    /// Switch on virtual GPUs, for a machine without an NVIDIA driver (e.g. 4:rtx4090)
+    #[arg(long, value_name = "N[:TYPE]")]
+    pub virtual_gpus: Option<String>,
+    /// Node name [default: the host name]
+    #[arg(long, value_name = "NAME")]
+    pub name: Option<String>,
+    /// Overwrite an existing DIR/labpool.toml
+    #[arg(long)]
+    pub force: bool,
+}
+
+/// `labpool submit`.
+#[derive(Args, Debug)]
+pub struct SubmitArgs {
+    /// Options, as sbatch spells them.
+    #[command(flatten)]
+    pub options: JobOptions,
+    /// Run this shell command instead of a script
+    #[arg(long, value_name = "CMD", conflicts_with = "script")]
+    pub wrap: Option<String>,
+    /// Print only the job id
+    #[arg(long)]
+    pub parsable: bool,
+    /// The job script
+    #[arg(value_name = "SCRIPT", required_unless_present = "wrap")]
+    pub script: Option<PathBuf>,
+    /// Arguments for the script
+    #[arg(
+        value_name = "ARGS",
+        trailing_var_arg = true,
+        allow_hyphen_values = true
+    )]
+    pub args: Vec<String>,
+}
+
+/// `--json`.
+#[derive(Args, Debug)]
+pub struct JsonArg {
+    /// Print JSON instead of a table
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `labpool queue`.
+#[derive(Args, Debug)]
+pub struct QueueArgs {
+    /// Only my jobs
+    #[arg(long, conflicts_with = "user")]
+    pub me: bool,
+    /// Only this user's jobs
+    #[arg(long, short = 'u', value_name = "USER")]
+    pub user: Option<String>,
+    /// Print JSON instead of a table
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `labpool show`.
+#[derive(Args, Debug)]
+pub struct ShowArgs {
+    /// Job id
+    pub id: u64,
+    /// Print JSON instead of text
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `labpool cancel`.
+#[derive(Args, Debug)]
+pub struct CancelArgs {
+    /// Job ids
+    #[arg(required = true)]
+    pub ids: Vec<u64>,
+}
+
+/// `labpool history`.
+#[derive(Args, Debug)]
+pub struct HistoryArgs {
+    /// Only this user's jobs
+    #[arg(long, short = 'u', value_name = "USER")]
+    pub user: Option<String>,
+    /// Only jobs that ended since: YYYY-MM-DD[THH:MM], today, yesterday, or an age like 3d
+    #[arg(long, value_name = "DATE")]
+    pub since: Option<String>,
+    /// At most this many jobs, newest first
+    #[arg(long, default_value_t = 1000)]
+    pub limit: u32,
+    /// Print JSON instead of a table
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `labpool partition`.
+#[derive(Subcommand, Debug)]
+pub enum PartitionCommand {
+    /// Partitions with their time limits and priorities
+    List(JsonArg),
+}
+
+/// `labpool demo`.
+#[derive(Args, Debug)]
+pub struct DemoArgs {
+    /// Keep the temporary directory (config, database, job output) afterwards
+    #[arg(long)]
+    pub keep: bool,
+}

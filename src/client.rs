@@ -1,0 +1,125 @@
+//! The CLI's side of the API: HTTP/1.1 over the controller's Unix socket.
+
+use crate::api::ErrorBody;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper::{Method, Request, StatusCode};
+use hyper_util::rt::TokioIo;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use std::path::{Path, PathBuf};
+use tokio::net::UnixStream;
+
+/// Why a call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The socket did not answer.
+    #[error(
+        "cannot reach the labpool controller at {socket}: {source}\nhint: start it with `labpool serve` (same --config), or check `socket` under [controller] in the config"
+    )]
+    Connect {
+        /// The socket.
+        socket: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// HTTP failed mid-way.
+    #[error("talking to the controller failed: {0}")]
+    Http(String),
+    /// The controller refused, with its reason.
+    #[error("{}{}", .body.error, .body.hint.as_ref().map(|h| format!("\nhint: {h}")).unwrap_or_default())]
+    Api {
+        /// HTTP status.
+        status: u16,
+        /// Its message.
+        body: ErrorBody,
+    },
+    /// The answer was not what this version expects.
+    #[error(
+        "unexpected answer from the controller ({0}); are the CLI and `labpool serve` the same version?"
+    )]
+    Decode(String),
+}
+
+/// A client for one controller socket.
+#[derive(Debug, Clone)]
+pub struct Client {
+    socket: PathBuf,
+}
+
+impl Client {
+    /// A client for the socket at `socket`.
+    pub fn new(socket: &Path) -> Client {
+        Client {
+            socket: socket.to_path_buf(),
+        }
+    }
+
+    /// `GET path`.
+    pub async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, ClientError> {
+        self.call(Method::GET, path, None).await
+    }
+
+    /// `POST path` with a JSON body.
+    pub async fn post<B: Serialize, T: DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &B,
+    ) -> Result<T, ClientError> {
+        let bytes = serde_json::to_vec(body).map_err(|e| ClientError::Http(e.to_string()))?;
+        self.call(Method::POST, path, Some(bytes)).await
+    }
+
+    async fn call<T: DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Vec<u8>>,
+    ) -> Result<T, ClientError> {
+        let stream =
+            UnixStream::connect(&self.socket)
+                .await
+                .map_err(|source| ClientError::Connect {
+                    socket: self.socket.clone(),
+                    source,
+                })?;
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .map_err(|e| ClientError::Http(e.to_string()))?;
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        let mut req = Request::builder()
+            .method(method)
+            .uri(path)
+            .header("host", "labpool");
+        if body.is_some() {
+            req = req.header("content-type", "application/json");
+        }
+        let req = req
+            .body(Full::new(Bytes::from(body.unwrap_or_default())))
+            .map_err(|e| ClientError::Http(e.to_string()))?;
+        let resp = sender
+            .send_request(req)
+            .await
+            .map_err(|e| ClientError::Http(e.to_string()))?;
+        let status = resp.status();
+        let bytes = resp
+            .into_body()
+            .collect()
+            .await
+            .map_err(|e| ClientError::Http(e.to_string()))?
+            .to_bytes();
+        if status != StatusCode::OK {
+            let body = serde_json::from_slice::<ErrorBody>(&bytes).unwrap_or_else(|_| ErrorBody {
+                error: format!("HTTP {status}: {}", String::from_utf8_lossy(&bytes)),
+                hint: None,
+            });
+            return Err(ClientError::Api {
+                status: status.as_u16(),
+                body,
+            });
+        }
+        serde_json::from_slice(&bytes).map_err(|e| ClientError::Decode(e.to_string()))
+    }
+}

@@ -1,0 +1,259 @@
+//! `labpool demo`: the embedded default in a temporary directory. A controller with this
+//! machine's GPUs (four virtual ones where there is no driver) runs a handful of small jobs that
+//! contend for them, the transitions are printed as they happen, and everything stops at the end.
+
+use crate::api::{JobView, SubmitRequest, Submitted};
+use crate::cli::DemoArgs;
+use crate::client::Client;
+use crate::commands::init::NewConfig;
+use crate::discovery::{host_cpus, host_mem_mib, host_name, nvml_gpus, nvml_library};
+use crate::render::{gpu_list, table};
+use crate::settings::VirtualGpus;
+use anyhow::Context;
+use labpool_scheduler::{JobState, TimeLimit};
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+struct DemoJob {
+    name: &'static str,
+    gpus: u32,
+    command: String,
+    time_limit: Option<TimeLimit>,
+    what: &'static str,
+}
+
+fn demo_jobs(total_gpus: u32) -> Vec<DemoJob> {
+    let half = (total_gpus / 2).max(1);
+    let job = |name, gpus: u32, secs: u32, what| DemoJob {
+        name,
+        gpus: gpus.clamp(1, total_gpus),
+        command: format!("echo \"$LABPOOL_JOB_NAME on GPUs $CUDA_VISIBLE_DEVICES\"; sleep {secs}"),
+        time_limit: None,
+        what,
+    };
+    vec![
+        job("resnet", half, 3, "trains for 3 s"),
+        job("bert", 1, 2, "trains for 2 s"),
+        job("gan", 1, 2, "trains for 2 s"),
+        job("eval", 1, 1, "waits for a free GPU"),
+        job(
+            "sweep-all",
+            total_gpus,
+            2,
+            "needs every GPU: waits, and holds the box for itself",
+        ),
+        DemoJob {
+            name: "typo",
+            gpus: 1,
+            command: "echo 'ModuleNotFoundError: no module named torchh' >&2; exit 3".into(),
+            time_limit: None,
+            what: "fails with exit code 3",
+        },
+        DemoJob {
+            name: "forgot-to-stop",
+            gpus: 1,
+            command: "sleep 60".into(),
+            time_limit: Some(TimeLimit::Seconds(3)),
+            what: "runs past its 3 s limit: TERM, then KILL",
+        },
+    ]
+}
+
+/// Runs `labpool demo`.
+pub async fn run(args: &DemoArgs) -> anyhow::Result<()> {
+    let tmp = tempfile::Builder::new()
+        .prefix("labpool-demo-")
+        .tempdir()
+        .context("cannot create a temporary directory")?;
+    let nvml = nvml_gpus(nvml_library(None).as_deref());
+    let real = nvml.as_ref().map(|g| g.len() as u32).unwrap_or(0);
+    let virtual_gpus = (real == 0).then(|| VirtualGpus {
+        count: 4,
+        gpu_type: "vgpu".into(),
+    });
+    let new = NewConfig {
+        dir: tmp.path().to_path_buf(),
+        node_name: host_name(),
+        // The demo contends for GPUs, not cores: give the jobs room on small machines.
+        cpus: host_cpus().max(16),
+        mem_mib: host_mem_mib(),
+        virtual_gpus: virtual_gpus.clone(),
+        nvml,
+        kill_grace: "1s",
+    };
+    let config = new.write(false)?;
+    crate::commands::serve::init_logging(config.controller.log_file.as_deref(), false)?;
+    let total = if real > 0 { real } else { 4 };
+    let gpus_desc = match &virtual_gpus {
+        Some(_) => "4 virtual GPUs (no NVIDIA driver found here)".to_string(),
+        None => format!("its {real} real GPUs"),
+    };
+    println!(
+        "labpool demo: a throwaway pool in {} with {gpus_desc}",
+        tmp.path().display()
+    );
+
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(crate::controller::serve(config.clone(), async move {
+        let _ = stop_rx.await;
+    }));
+    let client = Client::new(&config.controller.socket);
+    let started = Instant::now();
+    while client.get::<crate::api::Ping>("/v1/ping").await.is_err() {
+        if server.is_finished() || started.elapsed() > Duration::from_secs(20) {
+            let _ = stop_tx.send(());
+            return match server.await {
+                Ok(Err(e)) => Err(e.context("the demo controller did not start")),
+                _ => Err(anyhow::anyhow!(
+                    "the demo controller did not start; see {}",
+                    tmp.path().join("labpool.log").display()
+                )),
+            };
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    let jobs = demo_jobs(total);
+    println!(
+        "Submitting {} jobs that contend for {total} GPUs:",
+        jobs.len()
+    );
+    let mut names = BTreeMap::new();
+    for j in &jobs {
+        let req = SubmitRequest {
+            name: j.name.to_string(),
+            script: format!("#!/bin/sh\n{}\n", j.command),
+            args: Vec::new(),
+            workdir: tmp.path().to_path_buf(),
+            output: Some("%x-%j.out".to_string()),
+            error: None,
+            gpus: j.gpus,
+            gpu_type: None,
+            cpus: 1,
+            mem_mib: 0,
+            time_limit: j.time_limit,
+            partition: None,
+            environment: std::env::vars()
+                .filter(|(k, _)| k == "PATH" || k == "HOME")
+                .collect(),
+            umask: 0o022,
+        };
+        let s: Submitted = client.post("/v1/jobs", &req).await?;
+        println!(
+            "  job {:<2} {:<15} {} GPU{}  {}",
+            s.job_id,
+            j.name,
+            j.gpus,
+            if j.gpus == 1 { " " } else { "s" },
+            j.what
+        );
+        names.insert(s.job_id, j.name);
+    }
+    println!();
+
+    let t0 = Instant::now();
+    let mut last: BTreeMap<u64, JobState> = BTreeMap::new();
+    let finished = loop {
+        let active: Vec<JobView> = client.get("/v1/jobs").await?;
+        let done: Vec<JobView> = client.get("/v1/history").await?;
+        for j in active.iter().chain(done.iter()) {
+            if last.get(&j.id) == Some(&j.state) {
+                continue;
+            }
+            last.insert(j.id, j.state);
+            let what = match j.state {
+                JobState::Pending => format!("waits: {}", j.reason.clone().unwrap_or_default()),
+                JobState::Running => format!("runs on GPU {}", gpu_list(&j.gpus)),
+                _ => match (j.exit_code, &j.reason_detail) {
+                    (Some(c), _) => format!("exit code {c}"),
+                    (None, Some(d)) => d.clone(),
+                    _ => String::new(),
+                },
+            };
+            println!(
+                "[{:>5.1}s] job {:<2} {:<15} {:<10} {what}",
+                t0.elapsed().as_secs_f64(),
+                j.id,
+                j.name,
+                j.state.as_str()
+            );
+        }
+        if active.is_empty() && done.len() == jobs.len() {
+            break done;
+        }
+        if t0.elapsed() > Duration::from_secs(120) {
+            let _ = stop_tx.send(());
+            anyhow::bail!(
+                "the demo jobs did not finish within 2 minutes; see {}",
+                tmp.path().join("labpool.log").display()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+
+    let overlap = gpu_overlap(&finished);
+    println!();
+    let mut rows: Vec<Vec<String>> = finished
+        .iter()
+        .map(|j| {
+            vec![
+                j.id.to_string(),
+                j.name.clone(),
+                j.state.to_string(),
+                j.exit_code
+                    .map_or_else(|| "-".to_string(), |c| c.to_string()),
+                gpu_list(&j.gpus),
+                format!("{:.1}s", j.elapsed_s.unwrap_or(0) as f64),
+            ]
+        })
+        .collect();
+    rows.sort_by_key(|r| r[0].parse::<u64>().unwrap_or(0));
+    println!(
+        "{}",
+        table(&["JOB", "NAME", "STATE", "EXIT", "GPUS", "ELAPSED"], rows)
+    );
+    println!();
+    match overlap {
+        None => println!(
+            "{} jobs ran on {total} GPUs in {:.1} s; no GPU was ever held by two jobs at once.",
+            finished.len(),
+            t0.elapsed().as_secs_f64()
+        ),
+        Some(msg) => println!("warning: {msg}"),
+    }
+    let _ = stop_tx.send(());
+    server.await.context("the demo controller panicked")??;
+    if args.keep {
+        let kept = tmp.keep();
+        println!("Kept {} (config, database, job output).", kept.display());
+    } else {
+        println!(
+            "Stopped the controller and removed {}. Nothing is left running.",
+            tmp.path().display()
+        );
+    }
+    println!(
+        "Next: `labpool init --dir DIR` writes a config for this machine; the README shows the rest."
+    );
+    Ok(())
+}
+
+/// Checks that no two jobs held the same GPU at overlapping times. `None` when none did.
+pub fn gpu_overlap(jobs: &[JobView]) -> Option<String> {
+    let ms = |t: &Option<String>| {
+        t.as_deref()
+            .and_then(|s| chrono::DateTime::parse_from_rfc3339(s).ok())
+            .map(|t| t.timestamp_millis())
+    };
+    let mut spans: Vec<(u32, i64, i64, u64)> = Vec::new();
+    for j in jobs {
+        if let (Some(s), Some(e)) = (ms(&j.start_time), ms(&j.end_time)) {
+            spans.extend(j.gpus.iter().map(|g| (*g, s, e, j.id)));
+        }
+    }
+    spans.sort();
+    spans.windows(2).find_map(|w| {
+        let ((g1, _, e1, j1), (g2, s2, _, j2)) = (w[0], w[1]);
+        (g1 == g2 && s2 < e1).then(|| format!("GPU {g1} was held by jobs {j1} and {j2} at once"))
+    })
+}

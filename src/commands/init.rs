@@ -1,0 +1,194 @@
+//! `labpool init --dir DIR`: a commented config that works on this machine as it is.
+
+use crate::cli::InitArgs;
+use crate::discovery::{host_cpus, host_mem_mib, host_name, nvml_gpus, nvml_library};
+use crate::settings::{Config, VirtualGpus};
+use anyhow::Context;
+use labpool_scheduler::node::GpuDevice;
+use labpool_scheduler::size::{format_mib, format_mib_exact};
+use std::collections::BTreeMap;
+use std::os::unix::fs::DirBuilderExt;
+use std::path::{Path, PathBuf};
+
+/// Choices for a new config.
+pub struct NewConfig {
+    /// Directory for config, state, socket and log.
+    pub dir: PathBuf,
+    /// Node name.
+    pub node_name: String,
+    /// Cores.
+    pub cpus: u32,
+    /// Memory, MiB.
+    pub mem_mib: u64,
+    /// Virtual GPUs to switch on.
+    pub virtual_gpus: Option<VirtualGpus>,
+    /// What NVML said: the GPUs, or why there are none.
+    pub nvml: Result<Vec<GpuDevice>, String>,
+    /// TERM-to-KILL grace.
+    pub kill_grace: &'static str,
+}
+
+impl NewConfig {
+    /// The config text.
+    pub fn render(&self) -> String {
+        let dir = self.dir.display();
+        let gpu_section = match (&self.virtual_gpus, &self.nvml) {
+            (Some(v), _) => format!(
+                "# GPUs: virtual ones are switched on ({} of type {}); a job sees their numbers in\n\
+                 # CUDA_VISIBLE_DEVICES as it would real ones. Remove this line to use NVML.\n\
+                 virtual_gpus = \"{}:{}\"",
+                v.count, v.gpu_type, v.count, v.gpu_type
+            ),
+            (None, Ok(gpus)) if !gpus.is_empty() => format!(
+                "# GPUs: NVML found {}; they are discovered again at every start.\n\
+                 # To try labpool without the driver, virtual GPUs can stand in:\n\
+                 # virtual_gpus = \"4:rtx4090\"",
+                describe_gpus(gpus)
+            ),
+            (None, Ok(_)) => "# GPUs: NVML found none on this machine.\n\
+                 # To try labpool without GPUs, switch on virtual ones:\n\
+                 # virtual_gpus = \"4:rtx4090\""
+                .to_string(),
+            (None, Err(why)) => format!(
+                "# GPUs: none found on this machine ({why}).\n\
+                 # To try labpool without GPUs, switch on virtual ones:\n\
+                 # virtual_gpus = \"4:rtx4090\""
+            ),
+        };
+        format!(
+            r#"# labpool configuration, written by `labpool init`.
+# Every key is described in the README, section "Configuration".
+
+[controller]
+# State database (SQLite) and the job spool.
+state_dir = "{dir}/state"
+# The CLI talks to the controller over this Unix socket.
+socket = "{dir}/labpool.sock"
+# `labpool serve` logs here as well as to standard error.
+log_file = "{dir}/labpool.log"
+# Members of this Unix group may act on every job; root always may.
+admin_group = "labpool-admins"
+# Time between TERM and KILL when a job is cancelled or reaches its time limit.
+kill_grace = "{grace}"
+
+[node]
+name = "{name}"
+# CPU cores and memory the pool may hand out.
+cpus = {cpus}
+memory = "{mem}"
+{gpu_section}
+# Where NVML is loaded from, if not the system's libnvidia-ml.so.1:
+# nvml_library = "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1"
+
+# Partitions (queues). A job without --partition goes to the default one; a job asking for
+# more time than max_time is refused at submit.
+[[partition]]
+name = "normal"
+default = true
+priority = 10
+default_time = "1-00:00:00"
+max_time = "7-00:00:00"
+
+[[partition]]
+name = "debug"
+priority = 20
+default_time = "30:00"
+max_time = "1:00:00"
+"#,
+            grace = self.kill_grace,
+            name = self.node_name,
+            cpus = self.cpus,
+            mem = format_mib_exact(self.mem_mib),
+        )
+    }
+
+    /// Writes `DIR/labpool.toml` (and creates DIR), then loads it back to be sure it works.
+    pub fn write(&self, force: bool) -> anyhow::Result<Config> {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o755)
+            .create(&self.dir)
+            .with_context(|| format!("cannot create {}", self.dir.display()))?;
+        let path = self.dir.join("labpool.toml");
+        if path.exists() && !force {
+            anyhow::bail!(
+                "{} already exists\nhint: pass --force to overwrite it",
+                path.display()
+            );
+        }
+        std::fs::write(&path, self.render())
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        Ok(Config::load(&path)?)
+    }
+}
+
+fn describe_gpus(gpus: &[GpuDevice]) -> String {
+    let mut by_type: BTreeMap<(&str, &str), u32> = BTreeMap::new();
+    for g in gpus {
+        *by_type.entry((&g.gpu_type, &g.product)).or_default() += 1;
+    }
+    by_type
+        .iter()
+        .map(|((t, p), n)| format!("{n}x {t} ({p})"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Runs `labpool init`.
+pub fn run(args: &InitArgs) -> anyhow::Result<()> {
+    let virtual_gpus = args
+        .virtual_gpus
+        .as_deref()
+        .map(VirtualGpus::parse)
+        .transpose()
+        .map_err(anyhow::Error::msg)?;
+    let dir = std::path::absolute(&args.dir)
+        .with_context(|| format!("bad directory {}", args.dir.display()))?;
+    let new = NewConfig {
+        node_name: args.name.clone().unwrap_or_else(host_name),
+        cpus: host_cpus(),
+        mem_mib: host_mem_mib(),
+        virtual_gpus,
+        nvml: nvml_gpus(nvml_library(None).as_deref()),
+        kill_grace: "30s",
+        dir,
+    };
+    let config = new.write(args.force)?;
+    println!("Wrote {}", config.path.display());
+    println!(
+        "  node   {}: {} cores, {} memory",
+        new.node_name,
+        new.cpus,
+        format_mib(new.mem_mib)
+    );
+    match (&new.virtual_gpus, &new.nvml) {
+        (Some(v), _) => println!(
+            "  GPUs   {} virtual GPUs of type {} are switched on",
+            v.count, v.gpu_type
+        ),
+        (None, Ok(g)) if !g.is_empty() => println!("  GPUs   NVML found {}", describe_gpus(g)),
+        (None, Ok(_)) => println!(
+            "  GPUs   none found: NVML reports 0 GPUs; virtual GPUs are in the file, commented out (or pass --virtual-gpus 4:rtx4090)"
+        ),
+        (None, Err(why)) => println!(
+            "  GPUs   none found on this machine ({why}); virtual GPUs are in the file, commented out (or pass --virtual-gpus 4:rtx4090)"
+        ),
+    }
+    let socket = &config.controller.socket;
+    if socket.as_os_str().len() > 100 {
+        println!(
+            "  warning: the socket path {} is longer than Unix sockets allow (108 bytes); use a shorter --dir",
+            socket.display()
+        );
+    }
+    println!("Next:");
+    println!("  labpool serve --config {}", config.path.display());
+    println!("  export LABPOOL_CONFIG={}", config.path.display());
+    println!("  labpool submit --gpus 1 --wrap 'echo $CUDA_VISIBLE_DEVICES'");
+    Ok(())
+}
+
+/// The directory a config lives in.
+pub fn config_dir(config: &Config) -> &Path {
+    config.path.parent().unwrap_or(Path::new("/"))
+}

@@ -1,0 +1,264 @@
+//! `queue`, `show`, `cancel` and `history`.
+
+use crate::api::{CancelOutcome, CancelRequest, JobView};
+use crate::cli::{CancelArgs, HistoryArgs, QueueArgs, ShowArgs};
+use crate::client::Client;
+use crate::controller::http::JobDetail;
+use crate::identity::{effective_uid, user_name};
+use crate::render::{gpu_list, json, or_dash, table};
+use crate::settings::Config;
+use crate::when::parse_when;
+use labpool_scheduler::JobState;
+use labpool_scheduler::size::format_mib;
+use labpool_scheduler::time::format_duration;
+
+fn ms_of(rfc: &str) -> Option<i64> {
+    chrono::DateTime::parse_from_rfc3339(rfc)
+        .ok()
+        .map(|t| t.timestamp_millis())
+}
+
+fn short_time(rfc: Option<&str>) -> String {
+    rfc.and_then(ms_of)
+        .map_or_else(|| "-".to_string(), crate::clock::short)
+}
+
+fn gpus_asked(j: &JobView) -> String {
+    match (&j.gpu_type, j.gpus_requested) {
+        (_, 0) => "0".to_string(),
+        (Some(t), n) => format!("{n}:{t}"),
+        (None, n) => n.to_string(),
+    }
+}
+
+fn where_or_why(j: &JobView) -> String {
+    match (&j.node, &j.reason) {
+        (Some(node), _) if j.state == JobState::Running => {
+            format!("{node} [{}]", gpu_list(&j.gpus))
+        }
+        (_, Some(code)) => match &j.reason_detail {
+            Some(d) if !d.is_empty() => format!("({code}: {d})"),
+            _ => format!("({code})"),
+        },
+        _ => "-".to_string(),
+    }
+}
+
+/// Runs `labpool queue`.
+pub async fn queue(args: &QueueArgs, config: &Config) -> anyhow::Result<()> {
+    let user = if args.me {
+        Some(user_name(effective_uid()))
+    } else {
+        args.user.clone()
+    };
+    let path = match &user {
+        Some(u) => format!("/v1/jobs?user={}", url_escape(u)),
+        None => "/v1/jobs".to_string(),
+    };
+    let jobs: Vec<JobView> = Client::new(&config.controller.socket).get(&path).await?;
+    if args.json {
+        println!("{}", json(&jobs));
+        return Ok(());
+    }
+    let rows = jobs
+        .iter()
+        .map(|j| {
+            vec![
+                j.id.to_string(),
+                j.partition.clone(),
+                j.name.clone(),
+                j.user.clone(),
+                j.state.to_string(),
+                format_duration(j.elapsed_s.unwrap_or(0)),
+                gpus_asked(j),
+                where_or_why(j),
+            ]
+        })
+        .collect();
+    println!(
+        "{}",
+        table(
+            &[
+                "JOBID",
+                "PARTITION",
+                "NAME",
+                "USER",
+                "STATE",
+                "TIME",
+                "GPUS",
+                "NODE(REASON)"
+            ],
+            rows
+        )
+    );
+    Ok(())
+}
+
+/// Runs `labpool show`.
+pub async fn show(args: &ShowArgs, config: &Config) -> anyhow::Result<()> {
+    let d: JobDetail = Client::new(&config.controller.socket)
+        .get(&format!("/v1/jobs/{}", args.id))
+        .await?;
+    if args.json {
+        println!("{}", json(&d));
+        return Ok(());
+    }
+    let j = &d.job;
+    let reason = match (&j.reason, &j.reason_detail) {
+        (Some(c), Some(dt)) => format!("{c}: {dt}"),
+        (Some(c), None) => c.clone(),
+        (None, Some(dt)) => dt.clone(),
+        (None, None) => "-".to_string(),
+    };
+    let exit = match (j.exit_code, j.signal) {
+        (Some(c), _) => c.to_string(),
+        (None, Some(s)) => format!("signal {s}"),
+        _ => "-".to_string(),
+    };
+    let limit = j
+        .time_limit_s
+        .map_or_else(|| "UNLIMITED".to_string(), format_duration);
+    let fields: Vec<(&str, String)> = vec![
+        ("user", format!("{} (uid {})", j.user, j.uid)),
+        ("state", j.state.to_string()),
+        ("reason", reason),
+        ("partition", j.partition.clone()),
+        ("node", or_dash(j.node.as_ref())),
+        (
+            "gpus",
+            format!("{} (asked: {})", gpu_list(&j.gpus), gpus_asked(j)),
+        ),
+        ("cpus", j.cpus.to_string()),
+        (
+            "memory",
+            if j.mem_mib == 0 {
+                "-".to_string()
+            } else {
+                format_mib(j.mem_mib)
+            },
+        ),
+        ("time limit", limit),
+        ("submitted", short_time(Some(&j.submit_time))),
+        ("started", short_time(j.start_time.as_deref())),
+        ("ended", short_time(j.end_time.as_deref())),
+        (
+            "elapsed",
+            j.elapsed_s.map_or_else(|| "-".to_string(), format_duration),
+        ),
+        ("exit code", exit),
+        ("workdir", j.workdir.display().to_string()),
+        ("stdout", or_dash(j.stdout.as_ref().map(|p| p.display()))),
+        ("stderr", or_dash(j.stderr.as_ref().map(|p| p.display()))),
+        ("attempt", j.attempt.to_string()),
+    ];
+    println!("Job {} ({})", j.id, j.name);
+    for (k, v) in fields {
+        println!("  {k:<11} {v}");
+    }
+    println!("Events");
+    let rows = d
+        .events
+        .iter()
+        .map(|e| {
+            vec![
+                short_time(Some(&e.time)),
+                e.event.clone(),
+                e.detail.clone().unwrap_or_default(),
+            ]
+        })
+        .collect();
+    for line in table(&["TIME", "EVENT", "DETAIL"], rows).lines() {
+        println!("  {line}");
+    }
+    Ok(())
+}
+
+/// Runs `labpool cancel`. Fails when any job could not be cancelled.
+pub async fn cancel(args: &CancelArgs, config: &Config) -> anyhow::Result<()> {
+    let out: Vec<CancelOutcome> = Client::new(&config.controller.socket)
+        .post(
+            "/v1/jobs/cancel",
+            &CancelRequest {
+                ids: args.ids.clone(),
+            },
+        )
+        .await?;
+    let mut failed = 0;
+    for o in &out {
+        if o.ok {
+            println!("{}", o.message);
+        } else {
+            eprintln!("error: {}", o.message);
+            failed += 1;
+        }
+    }
+    if failed > 0 {
+        anyhow::bail!("{failed} of {} jobs not cancelled", out.len());
+    }
+    Ok(())
+}
+
+/// Runs `labpool history`.
+pub async fn history(args: &HistoryArgs, config: &Config) -> anyhow::Result<()> {
+    let mut query = vec![format!("limit={}", args.limit)];
+    if let Some(u) = &args.user {
+        query.push(format!("user={}", url_escape(u)));
+    }
+    if let Some(since) = &args.since {
+        query.push(format!(
+            "since_ms={}",
+            parse_when(since, chrono::Local::now())?
+        ));
+    }
+    let jobs: Vec<JobView> = Client::new(&config.controller.socket)
+        .get(&format!("/v1/history?{}", query.join("&")))
+        .await?;
+    if args.json {
+        println!("{}", json(&jobs));
+        return Ok(());
+    }
+    let rows = jobs
+        .iter()
+        .map(|j| {
+            let exit = match (j.exit_code, j.signal) {
+                (Some(c), _) => c.to_string(),
+                (None, Some(s)) => format!("sig{s}"),
+                _ => "-".to_string(),
+            };
+            vec![
+                j.id.to_string(),
+                j.name.clone(),
+                j.user.clone(),
+                j.state.to_string(),
+                exit,
+                j.elapsed_s.map_or_else(|| "-".to_string(), format_duration),
+                gpu_list(&j.gpus),
+                or_dash(j.node.as_ref()),
+                short_time(j.end_time.as_deref()),
+            ]
+        })
+        .collect();
+    println!(
+        "{}",
+        table(
+            &[
+                "JOBID", "NAME", "USER", "STATE", "EXIT", "ELAPSED", "GPUS", "NODE", "END"
+            ],
+            rows
+        )
+    );
+    Ok(())
+}
+
+/// Escapes a query value (user names are plain, but be safe).
+fn url_escape(s: &str) -> String {
+    s.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}

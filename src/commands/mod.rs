@@ -1,0 +1,52 @@
+//! One module per command; each takes its clap arguments and the resolved config.
+
+pub mod demo;
+pub mod init;
+pub mod jobs;
+pub mod nodes;
+pub mod serve;
+pub mod submit;
+
+use crate::cli::{Cli, Command, PartitionCommand};
+use crate::settings::Config;
+
+/// Runs the command the user typed.
+pub fn dispatch(cli: Cli) -> anyhow::Result<()> {
+    match &cli.command {
+        Command::Init(args) => return init::run(args),
+        Command::Shim { dir } => return crate::shim::run(dir),
+        _ => {}
+    }
+    let multi_thread = matches!(cli.command, Command::Serve | Command::Demo(_));
+    let runtime = if multi_thread {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()?
+    } else {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?
+    };
+    runtime.block_on(async {
+        if let Command::Demo(args) = &cli.command {
+            return demo::run(args).await;
+        }
+        let config = Config::locate(cli.config.as_deref())?;
+        match &cli.command {
+            Command::Serve => serve::run(config).await,
+            Command::Submit(args) => submit::run(args, &config).await,
+            Command::Queue(args) => jobs::queue(args, &config).await,
+            Command::Show(args) => jobs::show(args, &config).await,
+            Command::Cancel(args) => jobs::cancel(args, &config).await,
+            Command::History(args) => jobs::history(args, &config).await,
+            Command::Nodes(a) => nodes::nodes(a.json, &config).await,
+            Command::Partition {
+                command: PartitionCommand::List(a),
+            } => nodes::partitions(a.json, &config).await,
+            Command::Init(_) | Command::Shim { .. } | Command::Demo(_) => {
+                unreachable!("handled above")
+            }
+        }
+    })
+}

@@ -1,0 +1,119 @@
+//! `labpool nodes` and `labpool partition list`.
+
+use crate::api::{NodeView, PartitionView};
+use crate::client::Client;
+use crate::render::{json, or_dash, table};
+use crate::settings::Config;
+use labpool_scheduler::size::format_mib;
+use labpool_scheduler::time::format_duration;
+
+/// Runs `labpool nodes`.
+pub async fn nodes(as_json: bool, config: &Config) -> anyhow::Result<()> {
+    let nodes: Vec<NodeView> = Client::new(&config.controller.socket)
+        .get("/v1/nodes")
+        .await?;
+    if as_json {
+        println!("{}", json(&nodes));
+        return Ok(());
+    }
+    let rows = nodes
+        .iter()
+        .map(|n| {
+            vec![
+                n.name.clone(),
+                n.state.as_str().to_string(),
+                format!("{}/{}", n.gpus_free, n.gpus.len()),
+                format!("{}/{}", n.cpus_used, n.cpus),
+                format!("{}/{}", format_mib(n.mem_used_mib), format_mib(n.mem_mib)),
+                n.gpu_source.clone(),
+                or_dash(n.reason.as_ref()),
+            ]
+        })
+        .collect();
+    println!(
+        "{}",
+        table(
+            &[
+                "NODE",
+                "STATE",
+                "GPUS(free/all)",
+                "CPUS(used/all)",
+                "MEMORY(used/all)",
+                "GPU-SOURCE",
+                "REASON"
+            ],
+            rows
+        )
+    );
+    let gpu_rows: Vec<Vec<String>> = nodes
+        .iter()
+        .flat_map(|n| {
+            n.gpus.iter().map(move |g| {
+                vec![
+                    n.name.clone(),
+                    g.index.to_string(),
+                    g.gpu_type.clone(),
+                    g.product.clone(),
+                    if g.memory_mib == 0 {
+                        "-".to_string()
+                    } else {
+                        format_mib(g.memory_mib)
+                    },
+                    g.job
+                        .map_or_else(|| "free".to_string(), |j| format!("job {j}")),
+                ]
+            })
+        })
+        .collect();
+    if !gpu_rows.is_empty() {
+        println!();
+        println!(
+            "{}",
+            table(
+                &["NODE", "GPU", "TYPE", "PRODUCT", "MEMORY", "USED BY"],
+                gpu_rows
+            )
+        );
+    }
+    Ok(())
+}
+
+/// Runs `labpool partition list`.
+pub async fn partitions(as_json: bool, config: &Config) -> anyhow::Result<()> {
+    let parts: Vec<PartitionView> = Client::new(&config.controller.socket)
+        .get("/v1/partitions")
+        .await?;
+    if as_json {
+        println!("{}", json(&parts));
+        return Ok(());
+    }
+    let limit = |s: Option<u64>| s.map_or_else(|| "UNLIMITED".to_string(), format_duration);
+    let rows = parts
+        .iter()
+        .map(|p| {
+            vec![
+                if p.default {
+                    format!("{}*", p.name)
+                } else {
+                    p.name.clone()
+                },
+                p.priority.to_string(),
+                limit(p.default_time_s),
+                limit(p.max_time_s),
+                if p.nodes.is_empty() {
+                    "all".to_string()
+                } else {
+                    p.nodes.join(",")
+                },
+            ]
+        })
+        .collect();
+    println!(
+        "{}",
+        table(
+            &["PARTITION", "PRIORITY", "DEFAULT-TIME", "MAX-TIME", "NODES"],
+            rows
+        )
+    );
+    Ok(())
+}

@@ -1,0 +1,132 @@
+//! `labpool submit`: reads the script's directives, layers the command line over them, and
+//! queues the job with the submitter's environment.
+
+use crate::api::{SubmitRequest, Submitted};
+use crate::cli::SubmitArgs;
+use crate::client::Client;
+use crate::settings::Config;
+use anyhow::Context;
+use labpool_scheduler::script::parse_script;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// Scripts larger than this are refused: a job script is code, not data.
+const MAX_SCRIPT_BYTES: u64 = 4 * 1024 * 1024;
+
+/// Turns the command line into a request, reading the script; does not talk to the controller.
+pub fn build_request(
+    args: &SubmitArgs,
+    cwd: &Path,
+    env: &BTreeMap<String, String>,
+) -> anyhow::Result<(SubmitRequest, Vec<String>)> {
+    let (script, default_name) = match (&args.script, &args.wrap) {
+        (_, Some(cmd)) => {
+            if !args.args.is_empty() {
+                anyhow::bail!(
+                    "--wrap takes the whole command; arguments after it ({}) are not allowed\nhint: put them inside the quotes",
+                    args.args.join(" ")
+                );
+            }
+            (format!("#!/bin/sh\n{cmd}\n"), "wrap".to_string())
+        }
+        (Some(path), None) => {
+            let full = cwd.join(path);
+            let meta = std::fs::metadata(&full).map_err(|e| {
+                anyhow::anyhow!(
+                    "cannot read script {}: {e}\nhint: check the path (relative to {}), or submit a command with --wrap \"CMD\"",
+                    path.display(),
+                    cwd.display()
+                )
+            })?;
+            if !meta.is_file() {
+                anyhow::bail!(
+                    "{} is not a file\nhint: give the job script itself",
+                    path.display()
+                );
+            }
+            if meta.len() > MAX_SCRIPT_BYTES {
+                anyhow::bail!(
+                    "script {} is {} bytes; the limit is {MAX_SCRIPT_BYTES}",
+                    path.display(),
+                    meta.len()
+                );
+            }
+            let text = std::fs::read_to_string(&full)
+                .with_context(|| format!("cannot read script {}", path.display()))?;
+            let name = path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "script".into());
+            (text, name)
+        }
+        (None, None) => anyhow::bail!("give a job script, or a command with --wrap \"CMD\""),
+    };
+    let label = args
+        .script
+        .as_ref()
+        .map_or_else(|| "--wrap".to_string(), |p| p.display().to_string());
+    let directives = parse_script(&script).with_context(|| format!("in {label}"))?;
+    let mut warnings: Vec<String> = directives
+        .warnings
+        .iter()
+        .map(|w| format!("{label}: {w}"))
+        .collect();
+    let options = directives.options.overlay(args.options.clone());
+    let request = options.resolve()?;
+    warnings.extend(request.warnings.iter().cloned());
+
+    let workdir = match &request.chdir {
+        Some(dir) => cwd.join(dir),
+        None => cwd.to_path_buf(),
+    };
+    if !workdir.is_dir() {
+        anyhow::bail!(
+            "working directory {} does not exist\nhint: create it, or fix --chdir",
+            workdir.display()
+        );
+    }
+    let req = SubmitRequest {
+        name: request.name.clone().unwrap_or(default_name),
+        script,
+        args: args.args.clone(),
+        workdir,
+        output: request.output.clone(),
+        error: request.error.clone(),
+        gpus: request.gpus.count,
+        gpu_type: request.gpus.gpu_type.clone(),
+        cpus: request.cpus,
+        mem_mib: request.mem_mib,
+        time_limit: request.time_limit,
+        partition: request.partition.clone(),
+        environment: request.export.apply(env),
+        umask: current_umask(),
+    };
+    Ok((req, warnings))
+}
+
+/// This process's umask.
+fn current_umask() -> u32 {
+    use nix::sys::stat::{Mode, umask};
+    let old = umask(Mode::from_bits_truncate(0o022));
+    umask(old);
+    old.bits()
+}
+
+/// Runs `labpool submit`.
+pub async fn run(args: &SubmitArgs, config: &Config) -> anyhow::Result<()> {
+    let cwd = std::env::current_dir().context("cannot read the current directory")?;
+    let env: BTreeMap<String, String> = std::env::vars().collect();
+    let (req, warnings) = build_request(args, &cwd, &env)?;
+    for w in warnings {
+        eprintln!("warning: {w}");
+    }
+    let submitted: Submitted = Client::new(&config.controller.socket)
+        .post("/v1/jobs", &req)
+        .await?;
+    if args.parsable {
+        println!("{}", submitted.job_id);
+    } else {
+        println!("Submitted job {}", submitted.job_id);
+    }
+    Ok(())
+}

@@ -1,0 +1,489 @@
+//! The state database: SQLite through sqlx, WAL mode, migrations embedded in the binary.
+//! Every change the controller makes is committed here before it is acted on, so that a
+//! controller killed at any moment restarts from what it had promised.
+
+use crate::api::{JobView, SubmitRequest};
+use crate::clock::rfc3339;
+use labpool_scheduler::node::NodeSpec;
+use labpool_scheduler::{JobId, JobSpec, JobState, Resources, TimeLimit, Timestamp};
+use sqlx::migrate::{Migration, MigrationType, Migrator};
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow,
+    SqliteSynchronous,
+};
+use sqlx::{Row, SqlSafeStr, Sqlite, Transaction};
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::time::Duration;
+
+/// A database error, with what was being done.
+#[derive(Debug, thiserror::Error)]
+pub enum DbError {
+    /// Opening or migrating failed.
+    #[error("cannot open the state database {path}: {source}")]
+    Open {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// A query failed.
+    #[error("state database: {0}")]
+    Query(#[from] sqlx::Error),
+    /// A stored value did not decode.
+    #[error("state database holds a bad value in job {job}: {what}")]
+    Corrupt {
+        /// The job.
+        job: i64,
+        /// What.
+        what: String,
+    },
+}
+
+/// A job row.
+#[derive(Debug, Clone)]
+pub struct JobRow {
+    /// Id.
+    pub id: u64,
+    /// Owner's uid.
+    pub uid: u32,
+    /// Owner's gid.
+    pub gid: u32,
+    /// State.
+    pub state: JobState,
+    /// Scheduler view.
+    pub spec: JobSpec,
+    /// Reason word.
+    pub reason: Option<String>,
+    /// Reason detail.
+    pub reason_detail: Option<String>,
+    /// Node.
+    pub node: Option<String>,
+    /// Allocated GPUs.
+    pub gpus: Vec<u32>,
+    /// Exit code.
+    pub exit_code: Option<i32>,
+    /// Signal.
+    pub signal: Option<i32>,
+    /// Start, ms.
+    pub start_time: Option<i64>,
+    /// End, ms.
+    pub end_time: Option<i64>,
+    /// Attempt count.
+    pub attempt: u32,
+    /// Standard output file.
+    pub stdout: Option<PathBuf>,
+    /// Standard error file.
+    pub stderr: Option<PathBuf>,
+    /// The request as submitted.
+    pub request: SubmitRequest,
+}
+
+impl JobRow {
+    /// The API view, with elapsed time measured against `now_ms` for running jobs.
+    pub fn view(&self, now_ms: i64) -> JobView {
+        let elapsed = self
+            .start_time
+            .map(|s| ((self.end_time.unwrap_or(now_ms) - s).max(0) / 1000) as u64);
+        JobView {
+            id: self.id,
+            name: self.spec.name.clone(),
+            user: self.spec.user.clone(),
+            uid: self.uid,
+            partition: self.spec.partition.clone(),
+            state: self.state,
+            reason: self.reason.clone(),
+            reason_detail: self.reason_detail.clone(),
+            node: self.node.clone(),
+            gpus: self.gpus.clone(),
+            gpus_requested: self.spec.resources.gpus,
+            gpu_type: self.spec.resources.gpu_type.clone(),
+            cpus: self.spec.resources.cpus,
+            mem_mib: self.spec.resources.mem_mib,
+            time_limit_s: crate::api::limit_secs(self.spec.time_limit),
+            exit_code: self.exit_code,
+            signal: self.signal,
+            submit_time: rfc3339(self.spec.submit_time.0),
+            start_time: self.start_time.map(rfc3339),
+            end_time: self.end_time.map(rfc3339),
+            elapsed_s: elapsed,
+            workdir: self.request.workdir.clone(),
+            stdout: self.stdout.clone(),
+            stderr: self.stderr.clone(),
+            attempt: self.attempt,
+        }
+    }
+}
+
+/// A new job to insert.
+pub struct NewJob<'a> {
+    /// Owner's uid.
+    pub uid: u32,
+    /// Owner's gid.
+    pub gid: u32,
+    /// Owner's name.
+    pub user: &'a str,
+    /// Partition after admission.
+    pub partition: &'a str,
+    /// Time limit after admission.
+    pub time_limit: TimeLimit,
+    /// The request.
+    pub request: &'a SubmitRequest,
+    /// Submit time, ms.
+    pub submit_time: i64,
+}
+
+/// One event in a job's life.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, PartialEq)]
+pub struct JobEvent {
+    /// When.
+    pub time: String,
+    /// What: submit, start, end, cancel, requeue…
+    pub event: String,
+    /// More.
+    pub detail: Option<String>,
+}
+
+/// The state database.
+#[derive(Clone)]
+pub struct Db {
+    pool: SqlitePool,
+}
+
+fn migrator() -> Migrator {
+    Migrator::with_migrations(vec![Migration::new(
+        1,
+        "jobs".into(),
+        MigrationType::Simple,
+        include_str!("../../migrations/0001_jobs.sql").into_sql_str(),
+        false,
+    )])
+}
+
+const JOB_COLUMNS: &str = "id, name, user, uid, gid, partition, state, reason, reason_detail, gpus_requested, gpu_type, \
+     cpus, mem_mib, time_limit_s, node, gpus, exit_code, signal, submit_time, start_time, end_time, attempt, stdout, stderr, request";
+
+/// The states of jobs that are not finished.
+pub const ACTIVE_STATES: &str = "('PENDING', 'STAGING', 'RUNNING')";
+
+impl Db {
+    /// Opens (creating if needed) and migrates the database at `path`.
+    pub async fn open(path: &Path) -> Result<Db, DbError> {
+        let open_err = |e: Box<dyn std::error::Error + Send + Sync>| DbError::Open {
+            path: path.to_path_buf(),
+            source: e,
+        };
+        let options = SqliteConnectOptions::new()
+            .filename(path)
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Normal)
+            .busy_timeout(Duration::from_secs(10))
+            .foreign_keys(true);
+        let pool = SqlitePoolOptions::new()
+            .max_connections(4)
+            .connect_with(options)
+            .await
+            .map_err(|e| open_err(Box::new(e)))?;
+        migrator()
+            .run(&pool)
+            .await
+            .map_err(|e| open_err(Box::new(e)))?;
+        Ok(Db { pool })
+    }
+
+    /// Starts a transaction.
+    pub async fn begin(&self) -> Result<Transaction<'static, Sqlite>, DbError> {
+        Ok(self.pool.begin().await?)
+    }
+
+    /// Inserts a job, returning its id.
+    pub async fn insert_job(
+        tx: &mut Transaction<'_, Sqlite>,
+        job: &NewJob<'_>,
+    ) -> Result<u64, DbError> {
+        let r = job.request;
+        let request = serde_json::to_string(r).expect("a request serialises");
+        let row = sqlx::query(
+            "INSERT INTO jobs (name, user, uid, gid, partition, state, gpus_requested, gpu_type, cpus, mem_mib, \
+             time_limit_s, submit_time, workdir, request) VALUES (?, ?, ?, ?, ?, 'PENDING', ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+        )
+        .bind(&r.name)
+        .bind(job.user)
+        .bind(job.uid as i64)
+        .bind(job.gid as i64)
+        .bind(job.partition)
+        .bind(r.gpus as i64)
+        .bind(&r.gpu_type)
+        .bind(r.cpus as i64)
+        .bind(r.mem_mib as i64)
+        .bind(crate::api::limit_secs(job.time_limit).map(|s| s as i64))
+        .bind(job.submit_time)
+        .bind(r.workdir.display().to_string())
+        .bind(request)
+        .fetch_one(&mut **tx)
+        .await?;
+        let id: i64 = row.try_get(0)?;
+        Db::event(tx, id as u64, job.submit_time, "submit", None).await?;
+        Ok(id as u64)
+    }
+
+    /// Records an event.
+    pub async fn event(
+        tx: &mut Transaction<'_, Sqlite>,
+        job: u64,
+        time: i64,
+        event: &str,
+        detail: Option<&str>,
+    ) -> Result<(), DbError> {
+        sqlx::query("INSERT INTO job_events (job_id, time, event, detail) VALUES (?, ?, ?, ?)")
+            .bind(job as i64)
+            .bind(time)
+            .bind(event)
+            .bind(detail)
+            .execute(&mut **tx)
+            .await?;
+        Ok(())
+    }
+
+    /// Marks a job running: where, on what, which attempt, and its output files.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn mark_started(
+        tx: &mut Transaction<'_, Sqlite>,
+        job: u64,
+        node: &str,
+        gpus: &[u32],
+        attempt: u32,
+        start_time: i64,
+        stdout: &Path,
+        stderr: &Path,
+    ) -> Result<(), DbError> {
+        let gpus = gpus
+            .iter()
+            .map(u32::to_string)
+            .collect::<Vec<_>>()
+            .join(",");
+        sqlx::query(
+            "UPDATE jobs SET state = 'RUNNING', reason = NULL, reason_detail = NULL, node = ?, gpus = ?, attempt = ?, \
+             start_time = ?, end_time = NULL, exit_code = NULL, signal = NULL, stdout = ?, stderr = ? WHERE id = ?",
+        )
+        .bind(node)
+        .bind(&gpus)
+        .bind(attempt as i64)
+        .bind(start_time)
+        .bind(stdout.display().to_string())
+        .bind(stderr.display().to_string())
+        .bind(job as i64)
+        .execute(&mut **tx)
+        .await?;
+        let detail = format!("attempt {attempt} on {node}, GPUs [{gpus}]");
+        Db::event(tx, job, start_time, "start", Some(&detail)).await
+    }
+
+    /// Sets a pending job's reason.
+    pub async fn set_reason(
+        tx: &mut Transaction<'_, Sqlite>,
+        job: u64,
+        code: &str,
+        detail: &str,
+    ) -> Result<(), DbError> {
+        sqlx::query("UPDATE jobs SET reason = ?, reason_detail = ? WHERE id = ?")
+            .bind(code)
+            .bind(detail)
+            .bind(job as i64)
+            .execute(&mut **tx)
+            .await?;
+        Ok(())
+    }
+
+    /// Records a job's end.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn mark_ended(
+        tx: &mut Transaction<'_, Sqlite>,
+        job: u64,
+        state: JobState,
+        exit_code: Option<i32>,
+        signal: Option<i32>,
+        end_time: i64,
+        reason: Option<&str>,
+        detail: Option<&str>,
+    ) -> Result<(), DbError> {
+        sqlx::query(
+            "UPDATE jobs SET state = ?, exit_code = ?, signal = ?, end_time = ?, reason = ?, reason_detail = ? WHERE id = ?",
+        )
+        .bind(state.as_str())
+        .bind(exit_code)
+        .bind(signal)
+        .bind(end_time)
+        .bind(reason)
+        .bind(detail)
+        .bind(job as i64)
+        .execute(&mut **tx)
+        .await?;
+        let what = match (exit_code, signal) {
+            (Some(c), _) => format!("{state}, exit code {c}"),
+            (None, Some(s)) => format!("{state}, signal {s}"),
+            _ => state.to_string(),
+        };
+        let detail = match detail {
+            Some(d) => format!("{what}: {d}"),
+            None => what,
+        };
+        Db::event(tx, job, end_time, "end", Some(&detail)).await
+    }
+
+    /// Puts a job back in the queue.
+    pub async fn mark_requeued(
+        tx: &mut Transaction<'_, Sqlite>,
+        job: u64,
+        time: i64,
+        why: &str,
+    ) -> Result<(), DbError> {
+        sqlx::query(
+            "UPDATE jobs SET state = 'PENDING', reason = 'Requeued', reason_detail = ?, node = NULL, gpus = '', start_time = NULL WHERE id = ?",
+        )
+        .bind(why)
+        .bind(job as i64)
+        .execute(&mut **tx)
+        .await?;
+        Db::event(tx, job, time, "requeue", Some(why)).await
+    }
+
+    /// Jobs that are not finished, oldest first; of one user when given.
+    pub async fn active_jobs(&self, user: Option<&str>) -> Result<Vec<JobRow>, DbError> {
+        let sql = format!(
+            "SELECT {JOB_COLUMNS} FROM jobs WHERE state IN {ACTIVE_STATES} AND (?1 IS NULL OR user = ?1) ORDER BY id"
+        );
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(user)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(job_from_row).collect()
+    }
+
+    /// Finished jobs, newest end first.
+    pub async fn finished_jobs(
+        &self,
+        user: Option<&str>,
+        since_ms: Option<i64>,
+        limit: u32,
+    ) -> Result<Vec<JobRow>, DbError> {
+        let sql = format!(
+            "SELECT {JOB_COLUMNS} FROM jobs WHERE state NOT IN {ACTIVE_STATES} AND (?1 IS NULL OR user = ?1) \
+             AND (?2 IS NULL OR end_time >= ?2) ORDER BY end_time DESC, id DESC LIMIT ?3"
+        );
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(user)
+            .bind(since_ms)
+            .bind(limit as i64)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(job_from_row).collect()
+    }
+
+    /// One job.
+    pub async fn job(&self, id: u64) -> Result<Option<JobRow>, DbError> {
+        let sql = format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = ?");
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(id as i64)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(job_from_row).transpose()
+    }
+
+    /// A job's events, oldest first.
+    pub async fn events(&self, id: u64) -> Result<Vec<JobEvent>, DbError> {
+        let rows =
+            sqlx::query("SELECT time, event, detail FROM job_events WHERE job_id = ? ORDER BY id")
+                .bind(id as i64)
+                .fetch_all(&self.pool)
+                .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(JobEvent {
+                    time: rfc3339(r.try_get("time")?),
+                    event: r.try_get("event")?,
+                    detail: r.try_get("detail")?,
+                })
+            })
+            .collect()
+    }
+
+    /// Records a node's spec.
+    pub async fn upsert_node(
+        &self,
+        spec: &NodeSpec,
+        gpu_source: &str,
+        now_ms: i64,
+    ) -> Result<(), DbError> {
+        sqlx::query(
+            "INSERT INTO nodes (name, spec, gpu_source, last_seen) VALUES (?, ?, ?, ?) \
+             ON CONFLICT (name) DO UPDATE SET spec = excluded.spec, gpu_source = excluded.gpu_source, last_seen = excluded.last_seen",
+        )
+        .bind(&spec.name)
+        .bind(serde_json::to_string(spec).expect("a node spec serialises"))
+        .bind(gpu_source)
+        .bind(now_ms)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+}
+
+fn job_from_row(r: &SqliteRow) -> Result<JobRow, DbError> {
+    let id: i64 = r.try_get("id")?;
+    let corrupt = |what: String| DbError::Corrupt { job: id, what };
+    let state: String = r.try_get("state")?;
+    let state = JobState::from_str(&state).map_err(|e| corrupt(e.to_string()))?;
+    let gpus: String = r.try_get("gpus")?;
+    let gpus = gpus
+        .split(',')
+        .filter(|s| !s.is_empty())
+        .map(|s| {
+            s.parse::<u32>()
+                .map_err(|_| corrupt(format!("GPU list {gpus:?}")))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let request: String = r.try_get("request")?;
+    let request: SubmitRequest =
+        serde_json::from_str(&request).map_err(|e| corrupt(format!("request: {e}")))?;
+    let time_limit = match r.try_get::<Option<i64>, _>("time_limit_s")? {
+        Some(s) => TimeLimit::Seconds(s as u64),
+        None => TimeLimit::Unlimited,
+    };
+    let opt_path = |col: &str| -> Result<Option<PathBuf>, DbError> {
+        Ok(r.try_get::<Option<String>, _>(col)?.map(PathBuf::from))
+    };
+    Ok(JobRow {
+        id: id as u64,
+        uid: r.try_get::<i64, _>("uid")? as u32,
+        gid: r.try_get::<i64, _>("gid")? as u32,
+        state,
+        spec: JobSpec {
+            id: JobId(id as u64),
+            name: r.try_get("name")?,
+            user: r.try_get("user")?,
+            partition: r.try_get("partition")?,
+            resources: Resources {
+                gpus: r.try_get::<i64, _>("gpus_requested")? as u32,
+                gpu_type: r.try_get("gpu_type")?,
+                cpus: r.try_get::<i64, _>("cpus")? as u32,
+                mem_mib: r.try_get::<i64, _>("mem_mib")? as u64,
+            },
+            time_limit,
+            submit_time: Timestamp(r.try_get("submit_time")?),
+        },
+        reason: r.try_get("reason")?,
+        reason_detail: r.try_get("reason_detail")?,
+        node: r.try_get("node")?,
+        gpus,
+        exit_code: r.try_get("exit_code")?,
+        signal: r.try_get("signal")?,
+        start_time: r.try_get("start_time")?,
+        end_time: r.try_get("end_time")?,
+        attempt: r.try_get::<i64, _>("attempt")? as u32,
+        stdout: opt_path("stdout")?,
+        stderr: opt_path("stderr")?,
+        request,
+    })
+}

@@ -1,0 +1,57 @@
+//! Errors the API returns: an HTTP status, what happened, and what to do next.
+
+use crate::api::ErrorBody;
+
+/// An error for an API caller.
+#[derive(Debug, Clone)]
+pub struct ApiError {
+    /// HTTP status.
+    pub status: u16,
+    /// Body.
+    pub body: ErrorBody,
+}
+
+impl ApiError {
+    fn new(status: u16, error: impl Into<String>, hint: Option<String>) -> ApiError {
+        ApiError {
+            status,
+            body: ErrorBody {
+                error: error.into(),
+                hint,
+            },
+        }
+    }
+
+    /// 400: the request is wrong.
+    pub fn bad_request(error: impl Into<String>, hint: Option<String>) -> ApiError {
+        ApiError::new(400, error, hint)
+    }
+
+    /// 403: the caller may not do this.
+    pub fn forbidden(error: impl Into<String>, hint: Option<String>) -> ApiError {
+        ApiError::new(403, error, hint)
+    }
+
+    /// 404: no such thing.
+    pub fn not_found(error: impl Into<String>, hint: Option<String>) -> ApiError {
+        ApiError::new(404, error, hint)
+    }
+
+    /// 500: the controller failed.
+    pub fn internal(error: impl std::fmt::Display) -> ApiError {
+        ApiError::new(
+            500,
+            format!("the controller failed: {error}"),
+            Some("the controller log says more".to_string()),
+        )
+    }
+
+    /// 503: the controller is stopping.
+    pub fn unavailable() -> ApiError {
+        ApiError::new(
+            503,
+            "the controller is shutting down",
+            Some("retry once `labpool serve` is back".to_string()),
+        )
+    }
+}

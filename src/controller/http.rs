@@ -1,0 +1,249 @@
+//! The HTTP API on the controller's Unix socket. Each request's caller is the peer's uid from
+//! SO_PEERCRED; handlers read the database directly and send changes to the engine.
+
+use crate::api::{
+    self, CancelOutcome, CancelRequest, JobView, NodeView, PartitionView, Ping, SubmitRequest,
+    Submitted,
+};
+use crate::clock::now_ms;
+use crate::controller::db::{Db, JobEvent};
+use crate::controller::engine::Request;
+use crate::controller::error::ApiError;
+use crate::identity::{self, Caller};
+use crate::settings::Config;
+use axum::extract::connect_info::{ConnectInfo, Connected};
+use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::serve::IncomingStream;
+use axum::{Json, Router};
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+use tokio::net::UnixListener;
+use tokio::sync::{mpsc, oneshot};
+
+/// What every handler can reach.
+#[derive(Clone)]
+pub struct AppState {
+    /// The engine's inbox.
+    pub engine: mpsc::Sender<Request>,
+    /// The database, for reads.
+    pub db: Db,
+    /// The config.
+    pub config: Arc<Config>,
+}
+
+/// The peer of a Unix-socket connection, as the kernel reports it.
+#[derive(Clone, Debug)]
+pub struct Peer {
+    /// Its uid; `None` when the kernel did not say.
+    pub uid: Option<u32>,
+}
+
+impl Connected<IncomingStream<'_, UnixListener>> for Peer {
+    fn connect_info(stream: IncomingStream<'_, UnixListener>) -> Self {
+        Peer {
+            uid: stream.io().peer_cred().ok().map(|c| c.uid()),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = StatusCode::from_u16(self.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        (status, Json(self.body)).into_response()
+    }
+}
+
+impl From<crate::controller::db::DbError> for ApiError {
+    fn from(e: crate::controller::db::DbError) -> Self {
+        ApiError::internal(e)
+    }
+}
+
+/// The API routes.
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .route("/v1/ping", get(ping))
+        .route("/v1/jobs", get(list_jobs).post(submit))
+        .route("/v1/jobs/cancel", post(cancel))
+        .route("/v1/jobs/{id}", get(show_job))
+        .route("/v1/history", get(history))
+        .route("/v1/nodes", get(nodes))
+        .route("/v1/partitions", get(partitions))
+        .fallback(|| async {
+            ApiError::not_found(
+                "no such API path",
+                Some(format!("paths start with {}", api::PREFIX)),
+            )
+        })
+        .with_state(state)
+}
+
+fn caller(state: &AppState, peer: &Peer) -> Result<Caller, ApiError> {
+    let uid = peer
+        .uid
+        .ok_or_else(|| ApiError::forbidden("the kernel did not report who is calling", None))?;
+    identity::resolve(uid, &state.config.controller.admin_group)
+        .map_err(|e| ApiError::forbidden(e.to_string(), None))
+}
+
+async fn ask<T>(
+    state: &AppState,
+    make: impl FnOnce(oneshot::Sender<T>) -> Request,
+) -> Result<T, ApiError> {
+    let (tx, rx) = oneshot::channel();
+    state
+        .engine
+        .send(make(tx))
+        .await
+        .map_err(|_| ApiError::unavailable())?;
+    rx.await.map_err(|_| ApiError::unavailable())
+}
+
+async fn ping(
+    State(state): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<Peer>,
+) -> Result<Json<Ping>, ApiError> {
+    let c = caller(&state, &peer)?;
+    Ok(Json(Ping {
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        pid: std::process::id(),
+        you: c.user,
+        admin: c.admin,
+    }))
+}
+
+async fn submit(
+    State(state): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<Peer>,
+    body: Result<Json<SubmitRequest>, JsonRejection>,
+) -> Result<Json<Submitted>, ApiError> {
+    let caller = caller(&state, &peer)?;
+    let Json(req) = body.map_err(|e| {
+        ApiError::bad_request(format!("bad submit request: {}", e.body_text()), None)
+    })?;
+    let submitted = ask(&state, |reply| Request::Submit {
+        req: Box::new(req),
+        caller,
+        reply,
+    })
+    .await??;
+    Ok(Json(submitted))
+}
+
+async fn cancel(
+    State(state): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<Peer>,
+    body: Result<Json<CancelRequest>, JsonRejection>,
+) -> Result<Json<Vec<CancelOutcome>>, ApiError> {
+    let caller = caller(&state, &peer)?;
+    let Json(req) = body.map_err(|e| {
+        ApiError::bad_request(format!("bad cancel request: {}", e.body_text()), None)
+    })?;
+    Ok(Json(
+        ask(&state, |reply| Request::Cancel {
+            ids: req.ids,
+            caller,
+            reply,
+        })
+        .await?,
+    ))
+}
+
+/// `GET /v1/jobs` filters.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobsQuery {
+    /// Only this user's jobs.
+    pub user: Option<String>,
+}
+
+async fn list_jobs(
+    State(state): State<AppState>,
+    query: Result<Query<JobsQuery>, QueryRejection>,
+) -> Result<Json<Vec<JobView>>, ApiError> {
+    let Query(q) = query.map_err(|e| ApiError::bad_request(e.body_text(), None))?;
+    let now = now_ms();
+    let rows = state.db.active_jobs(q.user.as_deref()).await?;
+    Ok(Json(rows.iter().map(|r| r.view(now)).collect()))
+}
+
+/// `GET /v1/jobs/{id}`: the job and its events.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct JobDetail {
+    /// The job.
+    #[serde(flatten)]
+    pub job: JobView,
+    /// Its life so far.
+    pub events: Vec<JobEvent>,
+}
+
+async fn show_job(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<JobDetail>, ApiError> {
+    let id: u64 = id
+        .parse()
+        .map_err(|_| ApiError::bad_request(format!("'{id}' is not a job id"), None))?;
+    let row = state.db.job(id).await?.ok_or_else(|| {
+        ApiError::not_found(
+            format!("no job {id}"),
+            Some("`labpool queue` and `labpool history` list jobs".to_string()),
+        )
+    })?;
+    let events = state.db.events(id).await?;
+    Ok(Json(JobDetail {
+        job: row.view(now_ms()),
+        events,
+    }))
+}
+
+/// `GET /v1/history` filters.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HistoryQuery {
+    /// Only this user's jobs.
+    pub user: Option<String>,
+    /// Only jobs that ended at or after this time, ms since the epoch.
+    pub since_ms: Option<i64>,
+    /// At most this many [default: 1000].
+    pub limit: Option<u32>,
+}
+
+async fn history(
+    State(state): State<AppState>,
+    query: Result<Query<HistoryQuery>, QueryRejection>,
+) -> Result<Json<Vec<JobView>>, ApiError> {
+    let Query(q) = query.map_err(|e| ApiError::bad_request(e.body_text(), None))?;
+    let now = now_ms();
+    let rows = state
+        .db
+        .finished_jobs(q.user.as_deref(), q.since_ms, q.limit.unwrap_or(1000))
+        .await?;
+    Ok(Json(rows.iter().map(|r| r.view(now)).collect()))
+}
+
+async fn nodes(State(state): State<AppState>) -> Result<Json<Vec<NodeView>>, ApiError> {
+    Ok(Json(ask(&state, |reply| Request::Nodes { reply }).await?))
+}
+
+async fn partitions(State(state): State<AppState>) -> Json<Vec<PartitionView>> {
+    Json(
+        state
+            .config
+            .scheduler_partitions()
+            .into_iter()
+            .map(|p| PartitionView {
+                name: p.name,
+                default: p.default,
+                priority: p.priority,
+                default_time_s: api::limit_secs(p.default_time),
+                max_time_s: api::limit_secs(p.max_time),
+                nodes: p.nodes.unwrap_or_default(),
+            })
+            .collect(),
+    )
+}

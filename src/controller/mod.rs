@@ -1,0 +1,157 @@
+//! `labpool serve`: the controller. It holds the state database, runs the scheduler through
+//! the [`engine`], serves the API on a Unix socket, and, in the embedded default, runs the
+//! local node's agent in-process.
+
+pub mod db;
+pub mod engine;
+pub mod error;
+pub mod http;
+
+use crate::agent::local::Executor;
+use crate::clock::now_ms;
+use crate::controller::db::Db;
+use crate::controller::engine::Engine;
+use crate::controller::http::{AppState, Peer};
+use crate::discovery::{GpuSource, node_spec};
+use crate::settings::Config;
+use anyhow::Context;
+use labpool_scheduler::Scheduler;
+use nix::fcntl::{Flock, FlockArg};
+use std::collections::BTreeMap;
+use std::fs::{File, OpenOptions};
+use std::future::Future;
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::path::Path;
+use std::sync::Arc;
+use tokio::net::UnixListener;
+use tokio::sync::{mpsc, watch};
+
+/// Runs the controller until `shutdown` completes. Jobs keep running when it stops: their shims
+/// own them, and the next controller re-adopts them.
+pub async fn serve(
+    config: Config,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let config = Arc::new(config);
+    let state_dir = &config.controller.state_dir;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o755)
+        .create(state_dir)
+        .with_context(|| format!("cannot create state directory {}", state_dir.display()))?;
+    let _lock = lock_controller(state_dir)?;
+    let db = Db::open(&config.database_path()).await?;
+    let mut sched = Scheduler::new(config.scheduler_partitions())?;
+
+    let (spec, source) = node_spec(&config.node);
+    match &source {
+        GpuSource::None(why) => tracing::warn!(
+            node = %spec.name,
+            "no GPUs: {why}; set virtual_gpus under [node] in {} to try labpool without them",
+            config.path.display()
+        ),
+        other => {
+            tracing::info!(node = %spec.name, gpus = spec.gpus.len(), source = other.as_str(), "node GPUs found")
+        }
+    }
+    db.upsert_node(&spec, source.as_str(), now_ms()).await?;
+    sched.upsert_node(spec.clone());
+
+    let (report_tx, report_rx) = mpsc::unbounded_channel();
+    let (order_tx, order_rx) = mpsc::unbounded_channel();
+    let exe = std::env::current_exe()
+        .context("cannot find the labpool binary to start job shims with")?;
+    let spool = config.spool_dir();
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o755)
+        .create(&spool)
+        .with_context(|| format!("cannot create spool {}", spool.display()))?;
+    tokio::spawn(Executor::new(spec.name.clone(), spool, exe, report_tx).run(order_rx));
+
+    let agents = BTreeMap::from([(spec.name.clone(), order_tx)]);
+    let sources = BTreeMap::from([(spec.name.clone(), source.as_str().to_string())]);
+    let mut engine = Engine::new(config.clone(), db.clone(), sched, agents, sources);
+    engine.restore().await?;
+
+    let listener = bind_socket(&config.controller.socket)?;
+    let (request_tx, request_rx) = mpsc::channel(4096);
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let app = http::router(AppState {
+        engine: request_tx,
+        db,
+        config: config.clone(),
+    });
+    let mut server_stop = stop_rx.clone();
+    let server = tokio::spawn(async move {
+        axum::serve(listener, app.into_make_service_with_connect_info::<Peer>())
+            .with_graceful_shutdown(async move {
+                let _ = server_stop.wait_for(|s| *s).await;
+            })
+            .await
+    });
+    let mut engine_task = tokio::spawn(engine.run(request_rx, report_rx, stop_rx));
+    tracing::info!(
+        socket = %config.controller.socket.display(),
+        node = %spec.name,
+        gpus = spec.gpus.len(),
+        "labpool controller ready"
+    );
+
+    let engine_result = tokio::select! {
+        _ = shutdown => None,
+        r = &mut engine_task => Some(r),
+    };
+    let _ = stop_tx.send(true);
+    let engine_result = match engine_result {
+        Some(r) => r,
+        None => engine_task.await,
+    };
+    let _ = server.await;
+    let _ = std::fs::remove_file(&config.controller.socket);
+    engine_result.context("the engine task panicked")??;
+    tracing::info!("controller stopped; running jobs continue under their shims");
+    Ok(())
+}
+
+/// Takes the controller lock in the state directory, so that two controllers never share a
+/// database. The lock file holds the owner's pid.
+fn lock_controller(state_dir: &Path) -> anyhow::Result<Flock<File>> {
+    let path = state_dir.join("controller.lock");
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)?;
+    let mut lock = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+        Ok(l) => l,
+        Err((_, nix::errno::Errno::EWOULDBLOCK)) => {
+            let pid = std::fs::read_to_string(&path).unwrap_or_default();
+            anyhow::bail!(
+                "another labpool controller (pid {}) is running on {}\nhint: stop it first, or give this one its own state_dir",
+                pid.trim(),
+                state_dir.display()
+            );
+        }
+        Err((_, e)) => return Err(e).with_context(|| format!("cannot lock {}", path.display())),
+    };
+    lock.set_len(0)?;
+    write!(lock, "{}", std::process::id())?;
+    Ok(lock)
+}
+
+/// Binds the API socket, replacing a stale one, and opens it to every local user: who they are
+/// is read from the connection, not trusted from them.
+fn bind_socket(path: &Path) -> anyhow::Result<UnixListener> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    // We hold the controller lock, so a socket file here is a dead controller's.
+    let _ = std::fs::remove_file(path);
+    let listener =
+        UnixListener::bind(path).with_context(|| format!("cannot listen on {}", path.display()))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666))?;
+    Ok(listener)
+}

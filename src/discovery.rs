@@ -1,0 +1,158 @@
+//! What this machine has: GPUs from NVML (or configured virtual ones), cores and memory.
+//!
+//! NVML is loaded at run time, so the binary runs on machines without a driver. Any failure to
+//! load or initialise it means "no NVML here": the node then has the virtual GPUs its config
+//! switches on, or none, and the reason is kept so that `init` and `serve` can say it.
+
+use crate::env_vars;
+use crate::settings::{NodeConfig, VirtualGpus};
+use labpool_scheduler::gpu::short_gpu_type;
+use labpool_scheduler::node::{GpuDevice, NodeSpec};
+use std::path::{Path, PathBuf};
+
+/// Where a node's GPUs came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GpuSource {
+    /// Found by NVML.
+    Nvml,
+    /// Configured `virtual_gpus`.
+    Virtual,
+    /// Neither: the reason NVML gave.
+    None(String),
+}
+
+impl GpuSource {
+    /// A short word for listings.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            GpuSource::Nvml => "nvml",
+            GpuSource::Virtual => "virtual",
+            GpuSource::None(_) => "none",
+        }
+    }
+}
+
+/// The GPUs found, and how.
+#[derive(Debug, Clone)]
+pub struct GpuDiscovery {
+    /// The GPUs, by index.
+    pub gpus: Vec<GpuDevice>,
+    /// Where they came from.
+    pub source: GpuSource,
+}
+
+/// Which NVML library to load: the config's, else `$LABPOOL_NVML_LIBRARY`, else the system's.
+pub fn nvml_library(config: Option<&Path>) -> Option<PathBuf> {
+    config
+        .map(Path::to_path_buf)
+        .or_else(|| std::env::var_os(env_vars::LABPOOL_NVML_LIBRARY).map(PathBuf::from))
+}
+
+/// Asks NVML for this machine's GPUs.
+pub fn nvml_gpus(library: Option<&Path>) -> Result<Vec<GpuDevice>, String> {
+    use nvml_wrapper::Nvml;
+    let nvml = match library {
+        Some(lib) => Nvml::builder().lib_path(lib.as_os_str()).init(),
+        None => Nvml::init(),
+    }
+    .map_err(|e| format!("NVML did not load ({e})"))?;
+    let count = nvml
+        .device_count()
+        .map_err(|e| format!("NVML device count failed: {e}"))?;
+    (0..count)
+        .map(|index| {
+            let dev = nvml
+                .device_by_index(index)
+                .map_err(|e| format!("NVML device {index}: {e}"))?;
+            let product = dev
+                .name()
+                .map_err(|e| format!("NVML device {index} name: {e}"))?;
+            Ok(GpuDevice {
+                index,
+                gpu_type: short_gpu_type(&product),
+                memory_mib: dev
+                    .memory_info()
+                    .map(|m| m.total / (1024 * 1024))
+                    .unwrap_or(0),
+                uuid: dev.uuid().ok(),
+                product,
+            })
+        })
+        .collect()
+}
+
+/// The node's GPUs: configured virtual ones win; otherwise NVML's.
+pub fn discover_gpus(config: &NodeConfig) -> GpuDiscovery {
+    if let Some(v) = &config.virtual_gpus {
+        return GpuDiscovery {
+            gpus: virtual_gpus(v),
+            source: GpuSource::Virtual,
+        };
+    }
+    match nvml_gpus(nvml_library(config.nvml_library.as_deref()).as_deref()) {
+        Ok(gpus) if !gpus.is_empty() => GpuDiscovery {
+            gpus,
+            source: GpuSource::Nvml,
+        },
+        Ok(_) => GpuDiscovery {
+            gpus: Vec::new(),
+            source: GpuSource::None("NVML reports 0 GPUs".to_string()),
+        },
+        Err(why) => GpuDiscovery {
+            gpus: Vec::new(),
+            source: GpuSource::None(why),
+        },
+    }
+}
+
+/// `count` GPUs of one type, numbered from 0.
+pub fn virtual_gpus(v: &VirtualGpus) -> Vec<GpuDevice> {
+    (0..v.count)
+        .map(|index| GpuDevice {
+            index,
+            gpu_type: v.gpu_type.clone(),
+            product: "virtual".to_string(),
+            memory_mib: 0,
+            uuid: None,
+        })
+        .collect()
+}
+
+/// Cores this process may use.
+pub fn host_cpus() -> u32 {
+    std::thread::available_parallelism().map_or(1, |n| n.get() as u32)
+}
+
+/// Total memory in MiB, from `/proc/meminfo`.
+pub fn host_mem_mib() -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|text| {
+            let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
+            let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+            Some(kib / 1024)
+        })
+        .unwrap_or(0)
+}
+
+/// This host's name.
+pub fn host_name() -> String {
+    nix::unistd::gethostname()
+        .ok()
+        .and_then(|h| h.into_string().ok())
+        .map(|h| h.split('.').next().unwrap_or_default().to_string())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".to_string())
+}
+
+/// The node as the config and the hardware describe it.
+pub fn node_spec(config: &NodeConfig) -> (NodeSpec, GpuSource) {
+    let found = discover_gpus(config);
+    let spec = NodeSpec {
+        name: config.name.clone().unwrap_or_else(host_name),
+        gpus: found.gpus,
+        cpus: config.cpus.unwrap_or_else(host_cpus),
+        mem_mib: config.memory.unwrap_or_else(host_mem_mib),
+    };
+    (spec, found.source)
+}

@@ -1,0 +1,37 @@
+//! labpool turns a few GPU servers into one shared pool for a research group: it schedules GPU
+//! jobs, and (as later parts land) stages datasets, snapshots shared data and keeps quotas.
+//!
+//! This crate is the `labpool` binary's wiring: the CLI, config, the controller daemon, the node
+//! agent and the per-job shim. Domain logic lives in the workspace's library crates, starting
+//! with [`labpool_scheduler`].
+
+pub mod agent;
+pub mod api;
+pub mod cli;
+pub mod client;
+pub mod clock;
+pub mod commands;
+pub mod controller;
+pub mod discovery;
+pub mod env_vars;
+pub mod identity;
+pub mod render;
+pub mod settings;
+pub mod shim;
+pub mod when;
+
+use clap::Parser;
+use std::process::ExitCode;
+
+/// Parses the command line, runs it, and maps the result to an exit code: 0 on success, 1 on
+/// an error (printed with its hint), 2 on a usage error.
+pub fn main() -> ExitCode {
+    let cli = cli::Cli::parse();
+    match commands::dispatch(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}

@@ -1,0 +1,42 @@
+//! How listings print: aligned plain tables for people, JSON for scripts.
+
+use comfy_table::{ContentArrangement, Table, presets};
+use serde::Serialize;
+
+/// An aligned table without borders, like `squeue`'s.
+pub fn table(headers: &[&str], rows: Vec<Vec<String>>) -> String {
+    let mut t = Table::new();
+    t.load_style(presets::NOTHING)
+        .set_content_arrangement(ContentArrangement::Disabled)
+        .set_header(headers);
+    for row in rows {
+        t.add_row(row);
+    }
+    // comfy-table pads each cell with a space on both sides; trim the outer ones.
+    t.lines()
+        .map(|l| l.strip_prefix(' ').unwrap_or(&l).trim_end().to_string())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Pretty JSON.
+pub fn json<T: Serialize>(value: &T) -> String {
+    serde_json::to_string_pretty(value).expect("API values serialise")
+}
+
+/// A GPU list for tables: `0,1` or `-`.
+pub fn gpu_list(gpus: &[u32]) -> String {
+    if gpus.is_empty() {
+        "-".to_string()
+    } else {
+        gpus.iter()
+            .map(u32::to_string)
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+}
+
+/// An optional value for tables.
+pub fn or_dash<T: ToString>(v: Option<T>) -> String {
+    v.map_or_else(|| "-".to_string(), |v| v.to_string())
+}

@@ -1,0 +1,373 @@
+//! The config file (`labpool.toml`): where it is, what it holds, and its checks.
+//!
+//! Precedence: `--config FILE`, then `$LABPOOL_CONFIG`, then `/etc/labpool/labpool.toml`.
+//! Unknown keys are refused, with the line and the key, so a typo never passes silently.
+//! Relative paths in the file are taken relative to the file's own directory.
+
+use labpool_scheduler::partition::{Partition, check_partitions};
+use labpool_scheduler::size::parse_mem_mib;
+use labpool_scheduler::time::{TimeLimit, parse_time_limit};
+use serde::{Deserialize, Deserializer};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Where the config is looked for when neither `--config` nor `$LABPOOL_CONFIG` names one.
+pub const DEFAULT_CONFIG_PATH: &str = "/etc/labpool/labpool.toml";
+
+/// The whole config file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// The controller daemon.
+    pub controller: ControllerConfig,
+    /// This node.
+    #[serde(default)]
+    pub node: NodeConfig,
+    /// Partitions (queues).
+    #[serde(default = "default_partitions", rename = "partition")]
+    pub partitions: Vec<PartitionConfig>,
+    /// Where the file was read from.
+    #[serde(skip)]
+    pub path: PathBuf,
+}
+
+/// `[controller]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ControllerConfig {
+    /// Directory of the state database and the controller lock.
+    pub state_dir: PathBuf,
+    /// Unix socket the CLI talks to.
+    pub socket: PathBuf,
+    /// Log file of `labpool serve`; logs also go to standard error.
+    #[serde(default)]
+    pub log_file: Option<PathBuf>,
+    /// Members of this Unix group (and root) may act on every job.
+    #[serde(default = "default_admin_group")]
+    pub admin_group: String,
+    /// Time between TERM and KILL when a job is cancelled or reaches its time limit.
+    #[serde(default = "default_kill_grace", deserialize_with = "de_duration")]
+    pub kill_grace: Duration,
+}
+
+/// `[node]`: this machine as the in-process agent reports it.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeConfig {
+    /// Node name [default: the host name].
+    pub name: Option<String>,
+    /// Job spool: one directory per running job [default: STATE_DIR/spool].
+    pub spool_dir: Option<PathBuf>,
+    /// CPU cores the pool may use [default: all].
+    pub cpus: Option<u32>,
+    /// Memory the pool may use, e.g. "60G" [default: all].
+    #[serde(default, deserialize_with = "de_opt_mem")]
+    pub memory: Option<u64>,
+    /// Virtual GPUs, "N" or "N:TYPE": used instead of NVML, for CPU-only boxes and tests.
+    #[serde(default, deserialize_with = "de_opt_virtual_gpus")]
+    pub virtual_gpus: Option<VirtualGpus>,
+    /// Where to load NVML from [default: the system's libnvidia-ml.so.1].
+    pub nvml_library: Option<PathBuf>,
+}
+
+/// `virtual_gpus = "4:rtx4090"`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VirtualGpus {
+    /// How many.
+    pub count: u32,
+    /// Their type.
+    pub gpu_type: String,
+}
+
+impl VirtualGpus {
+    /// Parses `N` or `N:TYPE`.
+    pub fn parse(text: &str) -> Result<VirtualGpus, String> {
+        let (n, ty) = text.split_once(':').unwrap_or((text, "virtual"));
+        let count: u32 = n.trim().parse().map_err(|_| {
+            format!("invalid virtual GPUs '{text}': write N or N:TYPE, e.g. 4:rtx4090")
+        })?;
+        let ok = !ty.is_empty()
+            && ty
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+        if !ok || count == 0 || count > 64 {
+            return Err(format!(
+                "invalid virtual GPUs '{text}': write N or N:TYPE with 1 to 64 GPUs, e.g. 4:rtx4090"
+            ));
+        }
+        Ok(VirtualGpus {
+            count,
+            gpu_type: ty.to_ascii_lowercase(),
+        })
+    }
+}
+
+/// `[[partition]]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PartitionConfig {
+    /// Name.
+    pub name: String,
+    /// Jobs that name no partition go to the default one.
+    #[serde(default)]
+    pub default: bool,
+    /// Higher is scheduled first.
+    #[serde(default)]
+    pub priority: u32,
+    /// Node names [default: every node].
+    #[serde(default)]
+    pub nodes: Option<Vec<String>>,
+    /// Time limit of a job that gives none (Slurm format).
+    #[serde(deserialize_with = "de_time")]
+    pub default_time: TimeLimit,
+    /// Longest time limit a job may ask for (Slurm format, or UNLIMITED).
+    #[serde(deserialize_with = "de_time")]
+    pub max_time: TimeLimit,
+}
+
+fn default_admin_group() -> String {
+    "labpool-admins".to_string()
+}
+
+fn default_kill_grace() -> Duration {
+    Duration::from_secs(30)
+}
+
+fn default_partitions() -> Vec<PartitionConfig> {
+    vec![
+        PartitionConfig {
+            name: "normal".into(),
+            default: true,
+            priority: 10,
+            nodes: None,
+            default_time: TimeLimit::Seconds(86_400),
+            max_time: TimeLimit::Seconds(7 * 86_400),
+        },
+        PartitionConfig {
+            name: "debug".into(),
+            default: false,
+            priority: 20,
+            nodes: None,
+            default_time: TimeLimit::Seconds(1800),
+            max_time: TimeLimit::Seconds(3600),
+        },
+    ]
+}
+
+fn de_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    let s = String::deserialize(d)?;
+    humantime::parse_duration(&s).map_err(|e| {
+        serde::de::Error::custom(format!(
+            "invalid duration '{s}' ({e}); write e.g. \"30s\" or \"2m\""
+        ))
+    })
+}
+
+fn de_time<'de, D: Deserializer<'de>>(d: D) -> Result<TimeLimit, D::Error> {
+    let s = String::deserialize(d)?;
+    parse_time_limit(&s).map_err(serde::de::Error::custom)
+}
+
+fn de_opt_mem<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    let s = String::deserialize(d)?;
+    parse_mem_mib(&s)
+        .map(Some)
+        .map_err(serde::de::Error::custom)
+}
+
+fn de_opt_virtual_gpus<'de, D: Deserializer<'de>>(d: D) -> Result<Option<VirtualGpus>, D::Error> {
+    let s = String::deserialize(d)?;
+    VirtualGpus::parse(&s)
+        .map(Some)
+        .map_err(serde::de::Error::custom)
+}
+
+/// Why the config could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// No file at the path.
+    #[error(
+        "no config file at {path}{why}\nhint: create one with `labpool init --dir DIR`, then pass --config DIR/labpool.toml or set LABPOOL_CONFIG"
+    )]
+    Missing {
+        /// Where it was looked for.
+        path: PathBuf,
+        /// How that path was chosen.
+        why: &'static str,
+    },
+    /// The file could not be read.
+    #[error("cannot read config {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The file is not valid.
+    #[error("config {path} is not valid: {message}")]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong, with line and key where TOML knows them.
+        message: String,
+    },
+}
+
+impl Config {
+    /// Finds and loads the config: `explicit` (from `--config` or `$LABPOOL_CONFIG`), else the
+    /// default path.
+    pub fn locate(explicit: Option<&Path>) -> Result<Config, ConfigError> {
+        let (path, why) = match explicit {
+            Some(p) => (p.to_path_buf(), " (from --config or LABPOOL_CONFIG)"),
+            None => (
+                PathBuf::from(DEFAULT_CONFIG_PATH),
+                " (the default; neither --config nor LABPOOL_CONFIG was given)",
+            ),
+        };
+        if !path.exists() {
+            return Err(ConfigError::Missing { path, why });
+        }
+        Config::load(&path)
+    }
+
+    /// Loads and checks one file.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let path = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+        Config::parse(&text, &path)
+    }
+
+    /// Parses config text that lives at `path` (for relative paths and messages).
+    pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
+        let invalid = |message: String| ConfigError::Invalid {
+            path: path.to_path_buf(),
+            message,
+        };
+        let mut config: Config =
+            toml::from_str(text).map_err(|e| invalid(e.to_string().trim_end().to_string()))?;
+        config.path = path.to_path_buf();
+        let base = path.parent().unwrap_or(Path::new("/"));
+        let abs = |p: &mut PathBuf| {
+            if p.is_relative() {
+                *p = base.join(&*p);
+            }
+        };
+        abs(&mut config.controller.state_dir);
+        abs(&mut config.controller.socket);
+        if let Some(p) = config.controller.log_file.as_mut() {
+            abs(p);
+        }
+        if let Some(p) = config.node.spool_dir.as_mut() {
+            abs(p);
+        }
+        check_partitions(&config.scheduler_partitions()).map_err(|e| invalid(e.to_string()))?;
+        if let Some(name) = &config.node.name
+            && (name.is_empty()
+                || !name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.'))
+        {
+            return Err(invalid(format!(
+                "[node] name {name:?}: use letters, digits, '-', '_' and '.'"
+            )));
+        }
+        if config.node.cpus == Some(0) {
+            return Err(invalid(
+                "[node] cpus = 0: give at least 1, or leave it out to use every core".to_string(),
+            ));
+        }
+        Ok(config)
+    }
+
+    /// The partitions as the scheduler takes them.
+    pub fn scheduler_partitions(&self) -> Vec<Partition> {
+        self.partitions
+            .iter()
+            .map(|p| Partition {
+                name: p.name.clone(),
+                default: p.default,
+                priority: p.priority,
+                nodes: p.nodes.clone(),
+                default_time: p.default_time,
+                max_time: p.max_time,
+            })
+            .collect()
+    }
+
+    /// The job spool directory.
+    pub fn spool_dir(&self) -> PathBuf {
+        self.node
+            .spool_dir
+            .clone()
+            .unwrap_or_else(|| self.controller.state_dir.join("spool"))
+    }
+
+    /// The state database file.
+    pub fn database_path(&self) -> PathBuf {
+        self.controller.state_dir.join("labpool.db")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MINIMAL: &str = "[controller]\nstate_dir = \"state\"\nsocket = \"/run/labpool.sock\"\n";
+
+    #[test]
+    fn minimal_file_gets_defaults_and_absolute_paths() {
+        let c = Config::parse(MINIMAL, Path::new("/srv/lp/labpool.toml")).unwrap();
+        assert_eq!(c.controller.state_dir, Path::new("/srv/lp/state"));
+        assert_eq!(c.controller.socket, Path::new("/run/labpool.sock"));
+        assert_eq!(c.spool_dir(), Path::new("/srv/lp/state/spool"));
+        assert_eq!(c.controller.kill_grace, Duration::from_secs(30));
+        assert_eq!(c.partitions.iter().filter(|p| p.default).count(), 1);
+    }
+
+    #[test]
+    fn typo_names_line_and_key() {
+        let text = format!("{MINIMAL}kill_grase = \"5s\"\n");
+        let e = Config::parse(&text, Path::new("/x/labpool.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("line 4") && e.contains("kill_grase"), "{e}");
+    }
+
+    #[test]
+    fn bad_values_are_explained() {
+        let text = format!("{MINIMAL}kill_grace = \"soon\"\n");
+        let e = Config::parse(&text, Path::new("/x/labpool.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("invalid duration 'soon'"), "{e}");
+        let text = format!("{MINIMAL}[node]\nvirtual_gpus = \"four\"\n");
+        let e = Config::parse(&text, Path::new("/x/labpool.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("line 5") && e.contains("4:rtx4090"), "{e}");
+        let text = format!(
+            "{MINIMAL}[[partition]]\nname = \"a\"\ndefault_time = \"1:00:00\"\nmax_time = \"2:00:00\"\n"
+        );
+        let e = Config::parse(&text, Path::new("/x/labpool.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("0 partitions are marked default"), "{e}");
+    }
+
+    #[test]
+    fn virtual_gpu_forms() {
+        assert_eq!(
+            VirtualGpus::parse("4:RTX4090").unwrap(),
+            VirtualGpus {
+                count: 4,
+                gpu_type: "rtx4090".into()
+            }
+        );
+        assert_eq!(VirtualGpus::parse("2").unwrap().gpu_type, "virtual");
+        assert!(VirtualGpus::parse("0").is_err());
+        assert!(VirtualGpus::parse("2:").is_err());
+    }
+}

@@ -1,0 +1,368 @@
+//! `labpool shim DIR`: one per job attempt, like slurmstepd. It owns the job's process group,
+//! runs the script as its user, enforces the time limit (TERM, grace, KILL), and writes the end
+//! status to `DIR/status.json`, so the end is never lost while the agent or controller is down.
+//!
+//! It holds `DIR/lock` for its whole life; that lock is how a restarted agent tells a live job
+//! from a dead one (see [`crate::agent::jobdir`]). It uses plain threads, not an async runtime,
+//! so that it can switch its effective uid safely while still single-threaded.
+
+use crate::agent::jobdir::{JobDir, Started};
+use crate::agent::protocol::Outcome;
+use crate::clock::now_ms;
+use labpool_scheduler::JobState;
+use nix::sys::signal::{SigSet, SigmaskHow};
+use nix::sys::signal::{Signal, kill, killpg};
+use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid, waitpid};
+use nix::unistd::{Gid, Pid, Uid};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::ffi::CString;
+use std::fs::{File, OpenOptions};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// What the shim runs; the agent writes it to `DIR/spec.json`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ShimSpec {
+    /// Job id.
+    pub job: u64,
+    /// Attempt.
+    pub attempt: u32,
+    /// User to run as.
+    pub user: String,
+    /// Its uid.
+    pub uid: u32,
+    /// Its primary gid.
+    pub gid: u32,
+    /// All its groups.
+    pub groups: Vec<u32>,
+    /// The program (the job's script).
+    pub program: PathBuf,
+    /// Its arguments.
+    pub args: Vec<String>,
+    /// Working directory.
+    pub workdir: PathBuf,
+    /// Standard output file.
+    pub stdout: PathBuf,
+    /// Standard error file.
+    pub stderr: PathBuf,
+    /// The whole environment.
+    pub env: BTreeMap<String, String>,
+    /// Time limit, seconds.
+    pub time_limit_s: Option<u64>,
+    /// Milliseconds between TERM and KILL.
+    pub kill_grace_ms: u64,
+    /// umask for the job.
+    pub umask: u32,
+}
+
+enum Event {
+    Exited(WaitStatus),
+    Signal(Signal),
+}
+
+/// Runs the shim for the attempt in `dir`. Returns when the job has ended and its status is
+/// written, or at once when the attempt is fenced or already ended.
+pub fn run(dir: &Path) -> anyhow::Result<()> {
+    // Block the stop signals before anything else, so that a cancel that arrives early is
+    // queued rather than killing the shim; the signal thread below takes them.
+    let mut stop = SigSet::empty();
+    for s in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP] {
+        stop.add(s);
+    }
+    stop.thread_block()?;
+
+    let (job, attempt) = parse_dir_name(dir)?;
+    let spool = dir
+        .parent()
+        .and_then(Path::parent)
+        .ok_or_else(|| anyhow::anyhow!("{} is not a spool job dir", dir.display()))?;
+    let jd = JobDir::new(spool, job, attempt);
+    let _lock = jd.lock()?;
+    if jd.is_fenced() {
+        log(&format!(
+            "attempt {job}.{attempt} is fenced; not starting it"
+        ));
+        return Ok(());
+    }
+    if jd.status().is_some() {
+        log("status already recorded; nothing to do");
+        return Ok(());
+    }
+    let spec: ShimSpec = serde_json::from_slice(&std::fs::read(jd.spec_path())?)?;
+    nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(spec.umask));
+
+    let (stdout, stderr) = match open_outputs(&spec) {
+        Ok(files) => files,
+        Err(message) => return finish(&jd, failed_to_start(message)),
+    };
+    let mut child = match spawn(&spec, stdout, stderr) {
+        Ok(c) => c,
+        Err(e) => {
+            let message = format!(
+                "could not start {} as {} in {}: {e}",
+                spec.program.display(),
+                spec.user,
+                spec.workdir.display()
+            );
+            return finish(&jd, failed_to_start(message));
+        }
+    };
+    let pid = Pid::from_raw(child.id() as i32);
+    let started = Instant::now();
+    jd.write_json(
+        "started.json",
+        &Started {
+            shim_pid: std::process::id() as i32,
+            pgid: pid.as_raw(),
+            start_time_ms: now_ms(),
+        },
+    )?;
+    log(&format!(
+        "job {job}.{attempt} started as pid {pid} (user {})",
+        spec.user
+    ));
+
+    let (tx, rx) = mpsc::channel();
+    let waiter = tx.clone();
+    std::thread::spawn(move || {
+        // WNOWAIT: see the exit but leave the zombie, so that the pid (and the process group id)
+        // cannot be reused before the stragglers in the group are killed.
+        let status = loop {
+            match waitid(Id::Pid(pid), WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT) {
+                Err(nix::errno::Errno::EINTR) => continue,
+                other => break other,
+            }
+        };
+        let _ = waiter.send(Event::Exited(status.unwrap_or(WaitStatus::StillAlive)));
+    });
+    std::thread::spawn(move || {
+        while let Ok(sig) = stop.wait() {
+            if tx.send(Event::Signal(sig)).is_err() {
+                break;
+            }
+        }
+    });
+
+    let grace = Duration::from_millis(spec.kill_grace_ms);
+    let limit = spec.time_limit_s.map(|s| started + Duration::from_secs(s));
+    // (state to report, when to send KILL) once the job is being stopped.
+    let mut stopping: Option<(JobState, Instant)> = None;
+    let mut stop_reason: Option<String> = None;
+    let exited = loop {
+        let deadline = match stopping {
+            Some((_, kill_at)) => Some(kill_at),
+            None => limit,
+        };
+        let event = match deadline {
+            Some(d) => match rx.recv_timeout(d.saturating_duration_since(Instant::now())) {
+                Ok(ev) => Some(ev),
+                Err(mpsc::RecvTimeoutError::Timeout) => None,
+                Err(mpsc::RecvTimeoutError::Disconnected) => anyhow::bail!("shim threads stopped"),
+            },
+            None => Some(rx.recv()?),
+        };
+        match (event, stopping) {
+            (Some(Event::Exited(status)), _) => break status,
+            (Some(Event::Signal(sig)), None) => {
+                log(&format!("{sig} received: cancelling job"));
+                let _ = killpg(pid, Signal::SIGTERM);
+                stopping = Some((JobState::Cancelled, Instant::now() + grace));
+                stop_reason = Some("cancelled".to_string());
+            }
+            (Some(Event::Signal(_)), Some(_)) => {}
+            (None, None) => {
+                log("time limit reached: sending TERM");
+                let _ = killpg(pid, Signal::SIGTERM);
+                stopping = Some((JobState::Timeout, Instant::now() + grace));
+                stop_reason = Some(format!(
+                    "time limit of {} reached",
+                    labpool_scheduler::time::format_duration(spec.time_limit_s.unwrap_or(0))
+                ));
+            }
+            (None, Some((state, _))) => {
+                log("grace period over: sending KILL");
+                let _ = killpg(pid, Signal::SIGKILL);
+                stopping = Some((state, Instant::now() + Duration::from_secs(3600)));
+            }
+        }
+    };
+    // The script is gone; anything it left behind in its group goes too (no zombie jobs).
+    let _ = killpg(pid, Signal::SIGKILL);
+    let reaped = waitpid(pid, None).unwrap_or(exited);
+    let _ = child.try_wait();
+    let (exit_code, signal) = match reaped {
+        WaitStatus::Exited(_, code) => (Some(code), None),
+        WaitStatus::Signaled(_, sig, _) => (None, Some(sig as i32)),
+        _ => (None, None),
+    };
+    let state = match (stopping, exit_code) {
+        (Some((state, _)), _) => state,
+        (None, Some(0)) => JobState::Completed,
+        _ => JobState::Failed,
+    };
+    let reason = stop_reason.or_else(|| signal.map(|s| format!("killed by signal {s}")));
+    finish(
+        &jd,
+        Outcome {
+            state,
+            exit_code,
+            signal,
+            end_time_ms: now_ms(),
+            reason,
+        },
+    )
+}
+
+fn finish(jd: &JobDir, outcome: Outcome) -> anyhow::Result<()> {
+    log(&format!(
+        "job ended: {} exit={:?} signal={:?} {}",
+        outcome.state,
+        outcome.exit_code,
+        outcome.signal,
+        outcome.reason.as_deref().unwrap_or("")
+    ));
+    jd.write_json("status.json", &outcome)?;
+    Ok(())
+}
+
+fn failed_to_start(message: String) -> Outcome {
+    log(&message);
+    Outcome {
+        state: JobState::Failed,
+        exit_code: None,
+        signal: None,
+        end_time_ms: now_ms(),
+        reason: Some(message),
+    }
+}
+
+fn log(message: &str) {
+    eprintln!(
+        "{} labpool-shim[{}]: {message}",
+        chrono::Local::now().format("%Y-%m-%dT%H:%M:%S%.3f"),
+        std::process::id()
+    );
+}
+
+fn parse_dir_name(dir: &Path) -> anyhow::Result<(u64, u32)> {
+    let name = dir.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+    let parsed = name
+        .split_once('.')
+        .and_then(|(j, a)| Some((j.parse().ok()?, a.parse().ok()?)));
+    parsed.ok_or_else(|| {
+        anyhow::anyhow!(
+            "{} is not a job attempt directory (JOB.ATTEMPT)",
+            dir.display()
+        )
+    })
+}
+
+/// True when the shim must switch to another user for the job.
+fn switches_user(spec: &ShimSpec) -> bool {
+    nix::unistd::geteuid().as_raw() != spec.uid
+}
+
+/// Opens the output files with the job user's rights, so that a job can write only where its
+/// user may. The shim is still single-threaded here, which makes switching the effective uid safe.
+fn open_outputs(spec: &ShimSpec) -> Result<(File, File), String> {
+    let switch = switches_user(spec);
+    let saved_groups = nix::unistd::getgroups().unwrap_or_default();
+    if switch {
+        let groups: Vec<Gid> = spec.groups.iter().map(|g| Gid::from_raw(*g)).collect();
+        nix::unistd::setgroups(&groups)
+            .map_err(|e| format!("cannot take the groups of {}: {e}", spec.user))?;
+        nix::unistd::setegid(Gid::from_raw(spec.gid))
+            .map_err(|e| format!("cannot switch to gid {}: {e}", spec.gid))?;
+        nix::unistd::seteuid(Uid::from_raw(spec.uid))
+            .map_err(|e| format!("cannot switch to uid {}: {e}", spec.uid))?;
+    }
+    let result = (|| {
+        let open = |path: &Path| {
+            OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o644)
+                .open(path)
+                .map_err(|e| {
+                    let hint = if e.kind() == std::io::ErrorKind::NotFound {
+                        "; create its directory first (as in Slurm, labpool does not create it)"
+                    } else {
+                        ""
+                    };
+                    format!(
+                        "cannot open output file {} as {}: {e}{hint}",
+                        path.display(),
+                        spec.user
+                    )
+                })
+        };
+        std::fs::read_dir(&spec.workdir).map_err(|e| {
+            format!(
+                "cannot use working directory {} as {}: {e}",
+                spec.workdir.display(),
+                spec.user
+            )
+        })?;
+        let out = open(&spec.stdout)?;
+        let err = if spec.stderr == spec.stdout {
+            out.try_clone().map_err(|e| e.to_string())?
+        } else {
+            open(&spec.stderr)?
+        };
+        Ok((out, err))
+    })();
+    if switch {
+        nix::unistd::seteuid(Uid::from_raw(0))
+            .map_err(|e| format!("cannot return to root: {e}"))?;
+        nix::unistd::setegid(Gid::from_raw(0))
+            .map_err(|e| format!("cannot return to gid 0: {e}"))?;
+        nix::unistd::setgroups(&saved_groups).map_err(|e| format!("cannot restore groups: {e}"))?;
+    }
+    result
+}
+
+fn spawn(spec: &ShimSpec, stdout: File, stderr: File) -> std::io::Result<std::process::Child> {
+    let mut cmd = Command::new(&spec.program);
+    cmd.args(&spec.args)
+        .env_clear()
+        .envs(&spec.env)
+        .stdin(Stdio::null())
+        .stdout(stdout)
+        .stderr(stderr)
+        .process_group(0);
+    let switch = switches_user(spec);
+    let groups: Vec<Gid> = spec.groups.iter().map(|g| Gid::from_raw(*g)).collect();
+    let (uid, gid) = (Uid::from_raw(spec.uid), Gid::from_raw(spec.gid));
+    let workdir = CString::new(spec.workdir.as_os_str().as_bytes())?;
+    // SAFETY: between fork and exec the closure only makes async-signal-safe system calls on
+    // data prepared before the fork; it allocates nothing.
+    unsafe {
+        cmd.pre_exec(move || {
+            nix::sys::signal::pthread_sigmask(
+                SigmaskHow::SIG_SETMASK,
+                Some(&SigSet::empty()),
+                None,
+            )?;
+            if switch {
+                nix::unistd::setgroups(&groups)?;
+                nix::unistd::setgid(gid)?;
+                nix::unistd::setuid(uid)?;
+            }
+            nix::unistd::chdir(workdir.as_c_str())?;
+            Ok(())
+        });
+    }
+    cmd.spawn()
+}
+
+/// Sends TERM to a shim, which then stops its job: the cancel path.
+pub fn signal_shim(shim_pid: i32) -> nix::Result<()> {
+    kill(Pid::from_raw(shim_pid), Signal::SIGTERM)
+}

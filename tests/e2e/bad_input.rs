@@ -1,0 +1,197 @@
+//! Bad input of every kind gets a message that names the problem and the fix, a non-zero exit,
+//! and no change to state.
+
+use crate::pool::Pool;
+use std::io::{Read, Write};
+
+/// Runs the CLI and returns (exit code, stderr).
+fn fails(pool: &Pool, args: &[&str]) -> (i32, String) {
+    let out = pool.cli(args);
+    assert!(
+        !out.status.success(),
+        "labpool {args:?} should fail but printed {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    (
+        out.status.code().unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+fn has(err: &str, parts: &[&str]) {
+    for p in parts {
+        assert!(err.contains(p), "expected {p:?} in:\n{err}");
+    }
+}
+
+#[test]
+fn bad_submissions_are_refused_with_the_fix_and_change_nothing() {
+    let mut pool = Pool::new("4:rtx4090");
+    pool.start();
+    let node = pool.ok(&["nodes", "--json"]);
+    let node: Vec<serde_json::Value> = serde_json::from_str(&node).unwrap();
+    let node = node[0]["name"].as_str().unwrap().to_string();
+
+    let (code, err) = fails(&pool, &["submit", "--gpu", "2", "--wrap", "true"]);
+    assert_eq!(code, 2);
+    has(&err, &["--gpu", "--gpus"]);
+
+    pool.script(
+        "typo.sh",
+        "#!/bin/sh\n#SBATCH --job-name=x\n#SBATCH --gpu=2\necho hi\n",
+    );
+    let (code, err) = fails(&pool, &["submit", "typo.sh"]);
+    assert_eq!(code, 1);
+    has(
+        &err,
+        &[
+            "typo.sh",
+            "line 3",
+            "#SBATCH --gpu=2",
+            "unknown option '--gpu'",
+            "did you mean '--gpus'",
+        ],
+    );
+
+    pool.script("own.sh", "#!/bin/sh\n#LABPOOL --gpus two\necho hi\n");
+    let (_, err) = fails(&pool, &["submit", "own.sh"]);
+    has(&err, &["line 2", "invalid --gpus 'two'", "--gpus 2"]);
+
+    let (_, err) = fails(&pool, &["submit", "--gpus", "0", "--wrap", "true"]);
+    has(&err, &["--gpus '0' asks for no GPU", "leave the flag out"]);
+
+    let (_, err) = fails(&pool, &["submit", "--gpus", "8", "--wrap", "true"]);
+    has(
+        &err,
+        &[
+            &format!("job asks for 8 GPUs but the node with the most, {node}, has 4"),
+            "hint: ask for at most 4 (--gpus 4)",
+        ],
+    );
+
+    let (_, err) = fails(&pool, &["submit", "--gpus", "a100:1", "--wrap", "true"]);
+    has(&err, &["GPUs of type 'a100'", "rtx4090 (4 on"]);
+
+    let (_, err) = fails(&pool, &["submit", "-p", "gpu", "--wrap", "true"]);
+    has(
+        &err,
+        &[
+            "unknown partition 'gpu'",
+            "normal (default), debug",
+            "hint: leave out --partition",
+        ],
+    );
+
+    let (_, err) = fails(&pool, &["submit", "nope.sh"]);
+    has(
+        &err,
+        &["cannot read script nope.sh", "No such file", "--wrap"],
+    );
+
+    let (_, err) = fails(&pool, &["submit", "--time", "1:2:3:4", "--wrap", "true"]);
+    has(&err, &["invalid time '1:2:3:4'", "D-HH:MM:SS"]);
+
+    let (_, err) = fails(
+        &pool,
+        &[
+            "submit", "-p", "debug", "--time", "2:00:00", "--wrap", "true",
+        ],
+    );
+    has(
+        &err,
+        &[
+            "time limit 2:00:00 is over partition debug's maximum of 1:00:00",
+            "hint: ask for --time=1:00:00 or less",
+        ],
+    );
+
+    let (_, err) = fails(&pool, &["submit", "--mem", "64T", "--wrap", "true"]);
+    has(&err, &["job asks for 64T of memory but the largest node"]);
+
+    pool.script("noshebang.sh", "python train.py\n");
+    let (_, err) = fails(&pool, &["submit", "noshebang.sh"]);
+    has(&err, &["does not start with '#!'", "#!/bin/bash", "--wrap"]);
+
+    let (code, _) = fails(&pool, &["submit", "--wrap", "true", "script.sh"]);
+    assert_eq!(code, 2);
+
+    let (_, err) = fails(&pool, &["submit", "--nodes", "2", "--wrap", "true"]);
+    has(&err, &["runs each job on one node"]);
+
+    let (_, err) = fails(&pool, &["show", "999"]);
+    has(&err, &["no job 999", "hint:"]);
+
+    // A raw API call with a body that is not a submit request.
+    let mut sock = std::os::unix::net::UnixStream::connect(pool.dir.join("labpool.sock")).unwrap();
+    let body = r##"{"name":"x","script":"#!/bin/sh\n","workdir":"/tmp","gpuz":3}"##;
+    write!(sock, "POST /v1/jobs HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}", body.len()).unwrap();
+    let mut resp = String::new();
+    sock.read_to_string(&mut resp).unwrap();
+    assert!(resp.starts_with("HTTP/1.1 400"), "{resp}");
+    assert!(resp.contains("unknown field `gpuz`"), "{resp}");
+
+    // Nothing above changed anything.
+    assert!(pool.queue().is_empty());
+    assert!(pool.history().is_empty());
+}
+
+#[test]
+fn config_mistakes_name_the_line_and_key() {
+    let pool = Pool::new("1:t4");
+    let bad = pool.dir.join("bad.toml");
+    let text = std::fs::read_to_string(&pool.config)
+        .unwrap()
+        .replace("state_dir =", "stat_dir =");
+    std::fs::write(&bad, text).unwrap();
+    let out = pool
+        .command(&["--config", bad.to_str().unwrap(), "queue"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8(out.stderr).unwrap();
+    has(&err, &["is not valid", "line 6", "stat_dir"]);
+
+    let out = pool
+        .command(&["queue"])
+        .env("LABPOOL_CONFIG", "/nonexistent/labpool.toml")
+        .output()
+        .unwrap();
+    let err = String::from_utf8(out.stderr).unwrap();
+    has(
+        &err,
+        &[
+            "no config file at /nonexistent/labpool.toml",
+            "labpool init --dir",
+        ],
+    );
+
+    // No controller running yet.
+    let (_, err) = fails(&pool, &["queue"]);
+    has(
+        &err,
+        &[
+            "cannot reach the labpool controller",
+            "hint: start it with `labpool serve`",
+        ],
+    );
+
+    let out = pool
+        .command(&["init", "--dir", pool.dir.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    has(
+        &String::from_utf8(out.stderr).unwrap(),
+        &["already exists", "--force"],
+    );
+    let out = pool
+        .command(&["init", "--dir", "/tmp/lp-never", "--virtual-gpus", "four"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    has(
+        &String::from_utf8(out.stderr).unwrap(),
+        &["invalid virtual GPUs 'four'"],
+    );
+    assert!(!std::path::Path::new("/tmp/lp-never").exists());
+}

@@ -1,0 +1,10 @@
+//! End-to-end tests: the real binary, real processes, real SQLite, real sockets.
+
+mod bad_input;
+mod demo;
+mod exclusivity;
+mod lifecycle;
+mod nvml;
+mod permissions;
+mod pool;
+mod recovery;

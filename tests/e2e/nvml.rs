@@ -1,0 +1,111 @@
+//! GPU discovery through NVML, against a stub `libnvidia-ml.so` built here with gcc, and the
+//! clear fallback when there is no NVML at all.
+
+use crate::pool::{Pool, have_tool, read_output, s};
+use std::process::Command;
+use std::time::Duration;
+
+const STUB: &str = r#"
+#include <stdio.h>
+#include <string.h>
+typedef int ret_t;
+typedef struct { unsigned int version; unsigned long long total, reserved, free, used; } mem_v2_t;
+ret_t nvmlInit_v2(void) { return 0; }
+ret_t nvmlShutdown(void) { return 0; }
+const char *nvmlErrorString(ret_t r) { return "stub"; }
+ret_t nvmlDeviceGetCount_v2(unsigned int *n) { *n = 2; return 0; }
+ret_t nvmlDeviceGetHandleByIndex_v2(unsigned int i, void **d) { if (i >= 2) return 2; *d = (void *)(unsigned long)(i + 1); return 0; }
+ret_t nvmlDeviceGetName(void *d, char *name, unsigned int len) { snprintf(name, len, "NVIDIA GeForce RTX 4090"); return 0; }
+ret_t nvmlDeviceGetUUID(void *d, char *uuid, unsigned int len) { snprintf(uuid, len, "GPU-stub-%lu", (unsigned long)d); return 0; }
+ret_t nvmlDeviceGetMemoryInfo_v2(void *d, mem_v2_t *m) { m->total = 24564ULL << 20; m->free = m->total; m->used = 0; return 0; }
+"#;
+
+#[test]
+fn nvml_gpus_are_discovered_and_scheduled() {
+    if !have_tool("nvml_gpus_are_discovered_and_scheduled", "gcc") {
+        return;
+    }
+    let build = tempfile::tempdir().unwrap();
+    let src = build.path().join("stub.c");
+    let lib = build.path().join("libnvidia-ml.so.1");
+    std::fs::write(&src, STUB).unwrap();
+    let status = Command::new("gcc")
+        .args(["-shared", "-fPIC", "-o"])
+        .arg(&lib)
+        .arg(&src)
+        .status()
+        .unwrap();
+    assert!(status.success());
+
+    let lib_str = lib.to_str().unwrap();
+    let mut pool = Pool::build(None, &[("LABPOOL_NVML_LIBRARY", lib_str)]);
+    let text = std::fs::read_to_string(&pool.config).unwrap();
+    assert!(
+        text.contains("# GPUs: NVML found 2x rtx4090 (NVIDIA GeForce RTX 4090)"),
+        "{text}"
+    );
+    assert!(
+        !text.lines().any(|l| l.starts_with("virtual_gpus")),
+        "{text}"
+    );
+    pool.edit_config(|t| {
+        t.replace(
+            "# nvml_library = \"/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1\"",
+            &format!("nvml_library = \"{lib_str}\""),
+        )
+    });
+    pool.start();
+    let nodes: Vec<serde_json::Value> =
+        serde_json::from_str(&pool.ok(&["nodes", "--json"])).unwrap();
+    assert_eq!(s(&nodes[0], "gpu_source"), "nvml");
+    let gpus = nodes[0]["gpus"].as_array().unwrap();
+    assert_eq!(gpus.len(), 2);
+    assert_eq!(gpus[1]["gpu_type"], "rtx4090");
+    assert_eq!(gpus[1]["product"], "NVIDIA GeForce RTX 4090");
+    assert_eq!(gpus[1]["memory_mib"], 24564);
+    assert_eq!(gpus[1]["uuid"], "GPU-stub-2");
+    let id = pool.submit(&[
+        "--gres=gpu:rtx4090:2",
+        "--wrap",
+        "echo $CUDA_VISIBLE_DEVICES",
+    ]);
+    assert_eq!(
+        s(&pool.wait_done(id, Duration::from_secs(20)), "state"),
+        "COMPLETED"
+    );
+    assert_eq!(
+        read_output(&pool.work.join(format!("labpool-{id}.out"))).trim(),
+        "0,1"
+    );
+}
+
+#[test]
+fn without_nvml_init_says_so_and_offers_virtual_gpus() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = Command::new(crate::pool::bin())
+        .args(["init", "--dir"])
+        .arg(tmp.path())
+        .env("LABPOOL_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        stdout.contains("GPUs   none found on this machine (NVML did not load"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("--virtual-gpus 4:rtx4090"), "{stdout}");
+    let text = std::fs::read_to_string(tmp.path().join("labpool.toml")).unwrap();
+    assert!(text.contains("# virtual_gpus = \"4:rtx4090\""), "{text}");
+    assert!(
+        text.contains(&format!(
+            "socket = \"{}/labpool.sock\"",
+            tmp.path().display()
+        )),
+        "{text}"
+    );
+}

@@ -1,0 +1,139 @@
+//! Identity comes from the socket: members act only on their own jobs, and jobs run as their
+//! submitter, with files owned by them.
+
+use crate::pool::{Pool, ensure_user, have_root, read_output, s};
+use std::os::unix::fs::MetadataExt;
+use std::time::Duration;
+
+const T: Duration = Duration::from_secs(20);
+
+fn id_of(out: &std::process::Output) -> u64 {
+    assert!(
+        out.status.success(),
+        "submit failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+}
+
+#[test]
+fn members_cancel_only_their_own_jobs_which_run_as_them() {
+    if !have_root("members_cancel_only_their_own_jobs_which_run_as_them") {
+        return;
+    }
+    let (alice, alice_gid) = ensure_user("lp-alice");
+    let (bob, bob_gid) = ensure_user("lp-bob");
+    let mut pool = Pool::new("2:t4").for_users();
+    pool.start();
+
+    let ping = String::from_utf8(pool.cli_as(alice, alice_gid, &["queue", "--me"]).stdout).unwrap();
+    assert!(ping.starts_with("JOBID"), "{ping}");
+    let id = id_of(&pool.cli_as(
+        alice,
+        alice_gid,
+        &[
+            "submit",
+            "--parsable",
+            "--gpus",
+            "1",
+            "--wrap",
+            "id -un > whoami-$LABPOOL_JOB_ID; sleep 30",
+        ],
+    ));
+    pool.wait_for(id, T, |j| s(j, "state") == "RUNNING");
+    assert_eq!(s(&pool.job(id), "user"), "lp-alice");
+
+    // Bob may not cancel it; the refusal says whose it is.
+    let out = pool.cli_as(bob, bob_gid, &["cancel", &id.to_string()]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!(
+            "job {id} belongs to lp-alice; you (lp-bob) may cancel only your own jobs"
+        )),
+        "{err}"
+    );
+    assert_eq!(s(&pool.job(id), "state"), "RUNNING");
+
+    // The job runs as alice, and what it writes is hers.
+    let whoami = pool.work.join(format!("whoami-{id}"));
+    assert_eq!(read_output(&whoami).trim(), "lp-alice");
+    assert_eq!(std::fs::metadata(&whoami).unwrap().uid(), alice);
+    let output = pool.work.join(format!("labpool-{id}.out"));
+    assert_eq!(std::fs::metadata(&output).unwrap().uid(), alice);
+
+    // Bob's own listing does not include alice's job; root (an admin) may cancel it.
+    let bobs: Vec<serde_json::Value> = serde_json::from_slice(
+        &pool
+            .cli_as(bob, bob_gid, &["queue", "--me", "--json"])
+            .stdout,
+    )
+    .unwrap();
+    assert!(bobs.is_empty());
+    pool.ok(&["cancel", &id.to_string()]);
+    assert_eq!(s(&pool.wait_done(id, T), "state"), "CANCELLED");
+
+    // A job cannot write where its user may not, even though the controller is root.
+    let forbidden = pool.dir.join("state/stolen.out");
+    let id = id_of(&pool.cli_as(
+        alice,
+        alice_gid,
+        &[
+            "submit",
+            "--parsable",
+            "-o",
+            forbidden.to_str().unwrap(),
+            "--wrap",
+            "echo should-not-run",
+        ],
+    ));
+    let job = pool.wait_done(id, T);
+    assert_eq!(s(&job, "state"), "FAILED");
+    let detail = s(&job, "reason_detail");
+    assert!(
+        detail.contains("cannot open output file")
+            && detail.contains("as lp-alice")
+            && detail.contains("Permission denied"),
+        "{detail}"
+    );
+    assert!(!forbidden.exists());
+}
+
+#[test]
+fn controller_without_root_runs_only_its_own_users_jobs() {
+    if !have_root("controller_without_root_runs_only_its_own_users_jobs") {
+        return;
+    }
+    let (alice, alice_gid) = ensure_user("lp-alice");
+    let (bob, bob_gid) = ensure_user("lp-bob");
+    let mut pool = Pool::new("1:t4").for_users();
+    let status = std::process::Command::new("chown")
+        .args(["-R", &format!("{alice}:{alice_gid}")])
+        .arg(&pool.dir)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    pool.start_as(Some((alice, alice_gid)));
+
+    let id = id_of(&pool.cli_as(
+        alice,
+        alice_gid,
+        &["submit", "--parsable", "--wrap", "id -un"],
+    ));
+    let job = pool.wait_done(id, T);
+    assert_eq!(s(&job, "state"), "COMPLETED");
+    assert_eq!(
+        read_output(&pool.work.join(format!("labpool-{id}.out"))).trim(),
+        "lp-alice"
+    );
+
+    let out = pool.cli_as(bob, bob_gid, &["submit", "--wrap", "id -un"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("this controller runs as lp-alice, not root, so it runs only lp-alice's jobs"),
+        "{err}"
+    );
+    assert!(err.contains("hint: run `labpool serve` as root"), "{err}");
+    assert_eq!(pool.history().len(), 1);
+}

@@ -1,0 +1,355 @@
+//! A throwaway pool for end-to-end tests: `labpool init` in a temporary directory, a real
+//! `labpool serve`, and the real CLI. Everything it started is killed when it is dropped.
+
+use serde_json::Value;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// The binary under test.
+pub fn bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_labpool"))
+}
+
+/// True when running as root. When not root: panics if `LABPOOL_TEST_STRICT=1` (CI sets
+/// it, so a root-only test can never pass by skipping there), else says loudly that it skips.
+pub fn have_root(test: &str) -> bool {
+    if nix::unistd::geteuid().is_root() {
+        return true;
+    }
+    if strict() {
+        panic!("{test} needs root, and LABPOOL_TEST_STRICT=1 says this run must not skip it");
+    }
+    eprintln!("SKIPPED {test}: needs root (run `scripts/test` as root to include it)");
+    false
+}
+
+/// True when nothing may be skipped: `scripts/test` (and so CI) sets `LABPOOL_TEST_STRICT=1`.
+pub fn strict() -> bool {
+    std::env::var("LABPOOL_TEST_STRICT").as_deref() == Ok("1")
+}
+
+/// True when `tool` runs. When it does not: panics under [`strict`], else skips loudly.
+pub fn have_tool(test: &str, tool: &str) -> bool {
+    let found = Command::new(tool)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok();
+    if !found {
+        if strict() {
+            panic!("{test} needs {tool}, and LABPOOL_TEST_STRICT=1 says this run must not skip it");
+        }
+        eprintln!("SKIPPED {test}: {tool} is not installed");
+    }
+    found
+}
+
+/// Makes sure a local test user exists; returns (uid, gid).
+pub fn ensure_user(name: &str) -> (u32, u32) {
+    for _ in 0..50 {
+        if let Ok(Some(u)) = nix::unistd::User::from_name(name) {
+            return (u.uid.as_raw(), u.gid.as_raw());
+        }
+        // useradd locks /etc/passwd; a parallel test may hold it for a moment.
+        let _ = Command::new("useradd")
+            .args(["-M", "-s", "/bin/sh", name])
+            .stderr(Stdio::null())
+            .status();
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("cannot create test user {name} (is useradd installed?)");
+}
+
+/// A pool under test.
+pub struct Pool {
+    /// The pool's directory (config, state, socket, log), world-traversable.
+    pub dir: PathBuf,
+    _tmp: tempfile::TempDir,
+    /// The config file.
+    pub config: PathBuf,
+    /// A world-writable directory where jobs run by default.
+    pub work: PathBuf,
+    controller: Option<Child>,
+    /// The labpool binary the pool uses (a world-executable copy when `for_users`).
+    pub bin: PathBuf,
+}
+
+impl Pool {
+    /// A pool with `gpus` virtual GPUs ("4:rtx4090"), 32 cores, a 1 s kill grace; not started.
+    pub fn new(gpus: &str) -> Pool {
+        Pool::build(Some(gpus), &[])
+    }
+
+    /// Like [`Pool::new`], with extra `labpool init` arguments and no virtual GPUs when `gpus` is None.
+    pub fn build(gpus: Option<&str>, extra_env: &[(&str, &str)]) -> Pool {
+        let tmp = tempfile::Builder::new()
+            .prefix("lp-")
+            .tempdir_in("/tmp")
+            .unwrap();
+        let dir = tmp.path().to_path_buf();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let mut init = Command::new(bin());
+        init.args(["init", "--dir"])
+            .arg(&dir)
+            .envs(extra_env.iter().copied());
+        if let Some(g) = gpus {
+            init.args(["--virtual-gpus", g]);
+        }
+        let out = init.output().unwrap();
+        assert!(
+            out.status.success(),
+            "init failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let config = dir.join("labpool.toml");
+        let text = std::fs::read_to_string(&config).unwrap();
+        let text = text
+            .replace("kill_grace = \"30s\"", "kill_grace = \"1s\"")
+            .lines()
+            .map(|l| {
+                if l.starts_with("cpus = ") {
+                    "cpus = 32".to_string()
+                } else {
+                    l.to_string()
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        std::fs::write(&config, text).unwrap();
+        let work = dir.join("work");
+        std::fs::create_dir(&work).unwrap();
+        std::fs::set_permissions(&work, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        Pool {
+            dir,
+            _tmp: tmp,
+            config,
+            work,
+            controller: None,
+            bin: bin(),
+        }
+    }
+
+    /// Copies the binary into the pool so that other users can run it (the build directory may
+    /// sit under a home that only root can enter).
+    pub fn for_users(mut self) -> Pool {
+        let copy = self.dir.join("labpool");
+        std::fs::copy(bin(), &copy).unwrap();
+        std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755)).unwrap();
+        self.bin = copy;
+        self
+    }
+
+    /// Rewrites the config text.
+    pub fn edit_config(&self, f: impl FnOnce(String) -> String) {
+        let text = std::fs::read_to_string(&self.config).unwrap();
+        std::fs::write(&self.config, f(text)).unwrap();
+    }
+
+    /// Starts `labpool serve` and waits until it answers.
+    pub fn start(&mut self) {
+        self.start_as(None);
+    }
+
+    /// Starts `labpool serve`, as `uid:gid` when given.
+    pub fn start_as(&mut self, ids: Option<(u32, u32)>) {
+        use std::os::unix::process::CommandExt;
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join("serve.out"))
+            .unwrap();
+        let mut cmd = Command::new(&self.bin);
+        cmd.arg("serve")
+            .env("LABPOOL_CONFIG", &self.config)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log);
+        if let Some((uid, gid)) = ids {
+            cmd.uid(uid).gid(gid);
+        }
+        self.controller = Some(cmd.spawn().unwrap());
+        let t0 = Instant::now();
+        loop {
+            let out = self.cli(&["queue"]);
+            if out.status.success() {
+                return;
+            }
+            if t0.elapsed() > Duration::from_secs(20) {
+                panic!(
+                    "controller did not come up: {}\n{}",
+                    String::from_utf8_lossy(&out.stderr),
+                    self.serve_log()
+                );
+            }
+            if let Some(Ok(Some(status))) = self.controller.as_mut().map(|c| c.try_wait()) {
+                panic!("controller exited with {status}:\n{}", self.serve_log());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// What `labpool serve` printed.
+    pub fn serve_log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("serve.out")).unwrap_or_default()
+    }
+
+    /// Kills the controller with SIGKILL, as a crash would.
+    pub fn kill9(&mut self) {
+        if let Some(mut c) = self.controller.take() {
+            c.kill().unwrap();
+            c.wait().unwrap();
+        }
+    }
+
+    /// Stops the controller with SIGTERM and waits for it.
+    pub fn stop(&mut self) {
+        if let Some(mut c) = self.controller.take() {
+            nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(c.id() as i32),
+                nix::sys::signal::Signal::SIGTERM,
+            )
+            .unwrap();
+            c.wait().unwrap();
+        }
+    }
+
+    /// A CLI command for this pool, run in the work directory.
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(&self.bin);
+        cmd.args(args)
+            .env("LABPOOL_CONFIG", &self.config)
+            .current_dir(&self.work);
+        cmd
+    }
+
+    /// Runs the CLI.
+    pub fn cli(&self, args: &[&str]) -> Output {
+        self.command(args).output().unwrap()
+    }
+
+    /// Runs the CLI as another user.
+    pub fn cli_as(&self, uid: u32, gid: u32, args: &[&str]) -> Output {
+        use std::os::unix::process::CommandExt;
+        let mut cmd = self.command(args);
+        // As root, std drops the supplementary groups when it sets the uid.
+        cmd.uid(uid).gid(gid);
+        cmd.output().unwrap()
+    }
+
+    /// Runs the CLI and returns its standard output; panics with its stderr on failure.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let out = self.cli(args);
+        assert!(
+            out.status.success(),
+            "labpool {args:?} failed ({}): {}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr),
+            String::from_utf8_lossy(&out.stdout)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// Submits with `--parsable`; returns the job id.
+    pub fn submit(&self, args: &[&str]) -> u64 {
+        let mut all = vec!["submit", "--parsable"];
+        all.extend_from_slice(args);
+        self.ok(&all).trim().parse().unwrap()
+    }
+
+    /// `labpool show ID --json`.
+    pub fn job(&self, id: u64) -> Value {
+        serde_json::from_str(&self.ok(&["show", &id.to_string(), "--json"])).unwrap()
+    }
+
+    /// Waits until job `id` is finished; returns it.
+    pub fn wait_done(&self, id: u64, timeout: Duration) -> Value {
+        self.wait_for(id, timeout, |j| {
+            !matches!(j["state"].as_str(), Some("PENDING" | "RUNNING" | "STAGING"))
+        })
+    }
+
+    /// Waits until `pred` holds for job `id`.
+    pub fn wait_for(&self, id: u64, timeout: Duration, pred: impl Fn(&Value) -> bool) -> Value {
+        let t0 = Instant::now();
+        loop {
+            let j = self.job(id);
+            if pred(&j) {
+                return j;
+            }
+            if t0.elapsed() > timeout {
+                panic!(
+                    "job {id} did not reach the expected state in {timeout:?}: {j:#}\n{}",
+                    self.serve_log()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// `labpool queue --json`.
+    pub fn queue(&self) -> Vec<Value> {
+        serde_json::from_str(&self.ok(&["queue", "--json"])).unwrap()
+    }
+
+    /// `labpool history --json`.
+    pub fn history(&self) -> Vec<Value> {
+        serde_json::from_str(&self.ok(&["history", "--json"])).unwrap()
+    }
+
+    /// Writes an executable script into the work directory.
+    pub fn script(&self, name: &str, text: &str) -> PathBuf {
+        let p = self.work.join(name);
+        std::fs::write(&p, text).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        p
+    }
+
+    /// Kills every job process and shim recorded in the spool.
+    fn kill_jobs(&self) {
+        let jobs = self.dir.join("state/spool/jobs");
+        for entry in std::fs::read_dir(jobs).into_iter().flatten().flatten() {
+            let Ok(text) = std::fs::read_to_string(entry.path().join("started.json")) else {
+                continue;
+            };
+            let Ok(v) = serde_json::from_str::<Value>(&text) else {
+                continue;
+            };
+            for (key, group) in [("pgid", true), ("shim_pid", false)] {
+                if let Some(pid) = v[key].as_i64() {
+                    let pid = nix::unistd::Pid::from_raw(pid as i32);
+                    let _ = if group {
+                        nix::sys::signal::killpg(pid, nix::sys::signal::Signal::SIGKILL)
+                    } else {
+                        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL)
+                    };
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        self.kill9();
+        self.kill_jobs();
+    }
+}
+
+/// Reads a file the job wrote, waiting a little for it to appear.
+pub fn read_output(path: &Path) -> String {
+    for _ in 0..100 {
+        if let Ok(s) = std::fs::read_to_string(path) {
+            return s;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("{} never appeared", path.display());
+}
+
+/// A value's string field, or "".
+pub fn s<'a>(v: &'a Value, key: &str) -> &'a str {
+    v[key].as_str().unwrap_or("")
+}

@@ -1,0 +1,120 @@
+//! `kill -9` the controller while jobs run and others wait: after a restart every job ends in
+//! its true state, and none is lost or run twice.
+
+use crate::pool::{Pool, read_output, s};
+use std::time::Duration;
+
+#[test]
+fn controller_crash_loses_no_job_and_runs_none_twice() {
+    let mut pool = Pool::new("2:t4");
+    pool.start();
+    // Each run appends a line, so a job that ran twice shows two lines.
+    let run = |secs: &str, code: u8| {
+        format!("echo run >> runs-$LABPOOL_JOB_ID; sleep {secs}; exit {code}")
+    };
+    let short = pool.submit(&["--gpus", "1", "--wrap", &run("0.5", 0)]);
+    let long = pool.submit(&["--gpus", "1", "--wrap", &run("4", 5)]);
+    let waiting: Vec<u64> = (0..3)
+        .map(|_| pool.submit(&["--gpus", "1", "--wrap", &run("0.3", 0)]))
+        .collect();
+    let timed = pool.submit(&[
+        "--gpus",
+        "1",
+        "-t",
+        "0:02",
+        "--wrap",
+        "trap '' TERM; sleep 30",
+    ]);
+    pool.wait_for(long, Duration::from_secs(20), |j| {
+        s(j, "state") == "RUNNING"
+    });
+    pool.wait_for(short, Duration::from_secs(20), |j| {
+        s(j, "state") == "RUNNING"
+    });
+
+    pool.kill9();
+    // While the controller is down, the short job ends; its shim keeps the status.
+    std::thread::sleep(Duration::from_millis(1500));
+    pool.start();
+
+    let short_job = pool.wait_done(short, Duration::from_secs(20));
+    assert_eq!(s(&short_job, "state"), "COMPLETED");
+    let long_job = pool.wait_done(long, Duration::from_secs(20));
+    assert_eq!(s(&long_job, "state"), "FAILED", "{long_job:#}");
+    assert_eq!(
+        long_job["exit_code"], 5,
+        "the re-adopted job's true exit code"
+    );
+    for &id in &waiting {
+        assert_eq!(
+            s(&pool.wait_done(id, Duration::from_secs(30)), "state"),
+            "COMPLETED"
+        );
+    }
+    let t = pool.wait_done(timed, Duration::from_secs(30));
+    assert_eq!(s(&t, "state"), "TIMEOUT");
+    for id in [short, long].iter().chain(&waiting) {
+        let runs = read_output(&pool.work.join(format!("runs-{id}")));
+        assert_eq!(
+            runs.lines().count(),
+            1,
+            "job {id} ran {} times",
+            runs.lines().count()
+        );
+        assert_eq!(pool.job(*id)["attempt"], 1);
+    }
+    assert!(pool.queue().is_empty());
+    assert_eq!(pool.history().len(), 6);
+    // Finished jobs' spool directories are cleaned up.
+    let left = std::fs::read_dir(pool.dir.join("state/spool/jobs"))
+        .unwrap()
+        .count();
+    assert_eq!(left, 0);
+}
+
+#[test]
+fn second_controller_on_the_same_state_is_refused() {
+    let mut pool = Pool::new("1:t4");
+    pool.start();
+    let out = pool.cli(&["serve"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("another labpool controller"), "{err}");
+    // The first one still answers.
+    pool.ok(&["queue"]);
+}
+
+#[test]
+fn attempt_that_never_started_is_requeued_not_lost() {
+    // A RUNNING row whose attempt never got a shim (the controller died between committing the
+    // start and launching it) must run again, once.
+    let mut pool = Pool::new("1:t4");
+    pool.start();
+    let id = pool.submit(&["--gpus", "1", "--wrap", "echo run >> runs-$LABPOOL_JOB_ID"]);
+    pool.wait_done(id, Duration::from_secs(20));
+    pool.stop();
+    let db = pool.dir.join("state/labpool.db");
+    tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+        let url = format!("sqlite://{}", db.display());
+        let mut conn = <sqlx::SqliteConnection as sqlx::Connection>::connect(&url).await.unwrap();
+        let sql = format!(
+            "UPDATE jobs SET state = 'RUNNING', node = (SELECT name FROM nodes), gpus = '0', attempt = 7, end_time = NULL WHERE id = {id}"
+        );
+        sqlx::query(sqlx::AssertSqlSafe(sql)).execute(&mut conn).await.unwrap();
+    });
+    pool.start();
+    let job = pool.wait_for(id, Duration::from_secs(20), |j| {
+        j["attempt"] == 8 && s(j, "state") == "COMPLETED"
+    });
+    let runs = read_output(&pool.work.join(format!("runs-{id}")));
+    assert_eq!(
+        runs.lines().count(),
+        2,
+        "once before, once after the requeue"
+    );
+    let show = pool.ok(&["show", &id.to_string()]);
+    assert!(
+        show.contains("requeue") && show.contains("the controller stopped before the job started"),
+        "{show}\n{job:#}"
+    );
+}
