@@ -1,0 +1,511 @@
+//! Submit throughput and submit-to-start latency: labpool against Slurm on the same machine,
+//! in one run, with ratios.
+//!
+//! ```text
+//! cargo bench --bench submit            # as root: starts bench/slurm/start.sh for the peer
+//! BENCH_JOBS=1000 BENCH_REPS=3 BENCH_LATENCY_REPS=20 BENCH_CONCURRENCY=16 cargo bench --bench submit
+//! ```
+//!
+//! Both pools have one node with 2 GPUs (virtual for labpool, fake device files for Slurm). For
+//! throughput, a first job holds both GPUs, so every submitted job waits: we time submission, not
+//! execution. "CLI" is one client process per job, one after another (`labpool submit` against
+//! `sbatch`). "Concurrent" is 16 submitters at once: labpool through its HTTP API on the Unix
+//! socket, Slurm through 16 parallel `sbatch` processes (sbatch is Slurm's submit API client;
+//! slurmrestd is not part of the recipe). Latency is from just before the submit call to the
+//! first line of the job, which records the wall clock, on an idle pool.
+
+use labpool::api::{CancelOutcome, CancelRequest, SubmitRequest, Submitted};
+use labpool::client::Client;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+fn env_num(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn now_ns() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos()
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// Waits for a file the job writes, returns its first line as nanoseconds.
+fn wait_stamp(path: &Path, timeout: Duration) -> Option<u128> {
+    let t0 = Instant::now();
+    while t0.elapsed() < timeout {
+        if let Ok(s) = std::fs::read_to_string(path)
+            && let Ok(ns) = s.trim().parse()
+        {
+            return Some(ns);
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    None
+}
+
+struct Labpool {
+    bin: PathBuf,
+    dir: tempfile::TempDir,
+    config: PathBuf,
+    server: Child,
+    rt: tokio::runtime::Runtime,
+    client: Client,
+}
+
+impl Labpool {
+    fn start() -> Labpool {
+        let bin = PathBuf::from(env!("CARGO_BIN_EXE_labpool"));
+        let dir = tempfile::Builder::new()
+            .prefix("lp-bench-")
+            .tempdir_in("/tmp")
+            .unwrap();
+        let out = Command::new(&bin)
+            .args(["init", "--virtual-gpus", "2:rtx4090", "--dir"])
+            .arg(dir.path())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let config = dir.path().join("labpool.toml");
+        let text = std::fs::read_to_string(&config)
+            .unwrap()
+            .replace("kill_grace = \"30s\"", "kill_grace = \"1s\"");
+        std::fs::write(&config, text).unwrap();
+        let log = std::fs::File::create(dir.path().join("serve.out")).unwrap();
+        let server = Command::new(&bin)
+            .arg("serve")
+            .env("LABPOOL_CONFIG", &config)
+            .env("LABPOOL_LOG", "warn")
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let client = Client::new(&dir.path().join("labpool.sock"));
+        let t0 = Instant::now();
+        while rt
+            .block_on(client.get::<labpool::api::Ping>("/v1/ping"))
+            .is_err()
+        {
+            assert!(
+                t0.elapsed() < Duration::from_secs(20),
+                "labpool serve did not start"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Labpool {
+            bin,
+            dir,
+            config,
+            server,
+            rt,
+            client,
+        }
+    }
+
+    fn request(&self, gpus: u32, command: &str) -> SubmitRequest {
+        SubmitRequest {
+            name: "bench".into(),
+            script: format!("#!/bin/sh\n{command}\n"),
+            args: Vec::new(),
+            workdir: self.dir.path().to_path_buf(),
+            output: Some("/dev/null".into()),
+            error: None,
+            gpus,
+            gpu_type: None,
+            cpus: 1,
+            mem_mib: 0,
+            time_limit: None,
+            partition: None,
+            environment: [("PATH".to_string(), "/usr/bin:/bin".to_string())].into(),
+            umask: 0o022,
+        }
+    }
+
+    fn submit_api(&self, gpus: u32, command: &str) -> u64 {
+        let s: Submitted = self
+            .rt
+            .block_on(self.client.post("/v1/jobs", &self.request(gpus, command)))
+            .unwrap();
+        s.job_id
+    }
+
+    fn cli(&self, args: &[&str]) -> std::process::Output {
+        Command::new(&self.bin)
+            .args(args)
+            .env("LABPOOL_CONFIG", &self.config)
+            .current_dir(self.dir.path())
+            .output()
+            .unwrap()
+    }
+
+    fn cancel_all(&self, ids: Vec<u64>) {
+        let _: Vec<CancelOutcome> = self
+            .rt
+            .block_on(self.client.post("/v1/jobs/cancel", &CancelRequest { ids }))
+            .unwrap();
+    }
+
+    /// Seconds to submit `n` jobs, one `labpool submit` process after another.
+    fn cli_submits(&self, n: usize) -> f64 {
+        let blocker = self.submit_api(2, "sleep 600");
+        let t0 = Instant::now();
+        let mut ids = vec![blocker];
+        for _ in 0..n {
+            let out = self.cli(&[
+                "submit",
+                "--parsable",
+                "--gpus",
+                "1",
+                "-o",
+                "/dev/null",
+                "--wrap",
+                "true",
+            ]);
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            ids.push(String::from_utf8_lossy(&out.stdout).trim().parse().unwrap());
+        }
+        let secs = t0.elapsed().as_secs_f64();
+        self.cancel_all(ids);
+        secs
+    }
+
+    /// Seconds to submit `n` jobs through the API with `conc` submitters at once.
+    fn api_submits(&self, n: usize, conc: usize) -> f64 {
+        let blocker = self.submit_api(2, "sleep 600");
+        let req = self.request(1, "true");
+        let t0 = Instant::now();
+        let ids: Vec<u64> = self.rt.block_on(async {
+            let mut tasks = Vec::new();
+            for w in 0..conc {
+                let client = self.client.clone();
+                let req = req.clone();
+                let count = n / conc + usize::from(w < n % conc);
+                tasks.push(tokio::spawn(async move {
+                    let mut ids = Vec::with_capacity(count);
+                    for _ in 0..count {
+                        let s: Submitted = client.post("/v1/jobs", &req).await.unwrap();
+                        ids.push(s.job_id);
+                    }
+                    ids
+                }));
+            }
+            let mut all = Vec::new();
+            for t in tasks {
+                all.extend(t.await.unwrap());
+            }
+            all
+        });
+        let secs = t0.elapsed().as_secs_f64();
+        assert_eq!(ids.len(), n);
+        let mut all = ids;
+        all.push(blocker);
+        self.cancel_all(all);
+        secs
+    }
+
+    /// Milliseconds from the submit call to the job's first line, on an idle pool.
+    fn latency_ms(&self) -> f64 {
+        let stamp = self.dir.path().join(format!("stamp-{}", now_ns()));
+        let t0 = now_ns();
+        let id = self.submit_api(1, &format!("date +%s%N > {}", stamp.display()));
+        let at = wait_stamp(&stamp, Duration::from_secs(30)).expect("labpool job never started");
+        let ms = (at - t0) as f64 / 1e6;
+        // Wait for the end too, so the next run finds the pool idle again.
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_secs(30) {
+            let j: serde_json::Value = self
+                .rt
+                .block_on(self.client.get(&format!("/v1/jobs/{id}")))
+                .unwrap();
+            if j["state"] != "RUNNING" && j["state"] != "PENDING" {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        ms
+    }
+}
+
+impl Drop for Labpool {
+    fn drop(&mut self) {
+        let _ = self.server.kill();
+        let _ = self.server.wait();
+    }
+}
+
+struct Slurm {
+    conf: PathBuf,
+    jobs: PathBuf,
+    version: String,
+}
+
+impl Slurm {
+    fn start() -> Result<Slurm, String> {
+        if !nix::unistd::geteuid().is_root() {
+            return Err("not root: the Slurm peer needs root to start".into());
+        }
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/slurm/start.sh");
+        let out = Command::new("bash")
+            .arg(&script)
+            .output()
+            .map_err(|e| e.to_string())?;
+        if !out.status.success() {
+            return Err(format!(
+                "{} failed: {}",
+                script.display(),
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        let run = PathBuf::from(
+            std::env::var("RUN").unwrap_or_else(|_| "/tmp/labpool-bench-slurm".into()),
+        );
+        let conf = run.join("etc/slurm.conf");
+        let version = Command::new("sbatch")
+            .arg("--version")
+            .env("SLURM_CONF", &conf)
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+            .unwrap_or_default();
+        Ok(Slurm {
+            conf,
+            jobs: run.join("jobs"),
+            version,
+        })
+    }
+
+    /// Appends `SchedulerParameters=...` to the config and makes slurmctld reread it.
+    fn tune(&self, params: &str) {
+        let mut text = std::fs::read_to_string(&self.conf).unwrap();
+        text.push_str(&format!("SchedulerParameters={params}\n"));
+        std::fs::write(&self.conf, text).unwrap();
+        assert!(
+            self.cmd("scontrol")
+                .arg("reconfigure")
+                .status()
+                .unwrap()
+                .success()
+        );
+        std::thread::sleep(Duration::from_secs(2));
+    }
+
+    fn cmd(&self, program: &str) -> Command {
+        let mut c = Command::new(program);
+        c.env("SLURM_CONF", &self.conf)
+            .current_dir(&self.jobs)
+            .stdin(Stdio::null());
+        c
+    }
+
+    fn sbatch(&self, args: &[&str]) -> u64 {
+        let out = self
+            .cmd("sbatch")
+            .arg("--parsable")
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "sbatch: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .split(';')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
+    }
+
+    fn cancel_all(&self) {
+        let _ = self.cmd("scancel").args(["--user", "root"]).status();
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_secs(60) {
+            let out = self
+                .cmd("squeue")
+                .args(["-h", "-t", "PD,R,CG"])
+                .output()
+                .unwrap();
+            if out.stdout.is_empty() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn cli_submits(&self, n: usize) -> f64 {
+        self.sbatch(&["--gres=gpu:2", "-o", "/dev/null", "--wrap", "sleep 600"]);
+        let t0 = Instant::now();
+        for _ in 0..n {
+            self.sbatch(&["--gres=gpu:1", "-o", "/dev/null", "--wrap", "true"]);
+        }
+        let secs = t0.elapsed().as_secs_f64();
+        self.cancel_all();
+        secs
+    }
+
+    fn concurrent_submits(&self, n: usize, conc: usize) -> f64 {
+        self.sbatch(&["--gres=gpu:2", "-o", "/dev/null", "--wrap", "sleep 600"]);
+        let t0 = Instant::now();
+        std::thread::scope(|s| {
+            for w in 0..conc {
+                let count = n / conc + usize::from(w < n % conc);
+                s.spawn(move || {
+                    for _ in 0..count {
+                        self.sbatch(&["--gres=gpu:1", "-o", "/dev/null", "--wrap", "true"]);
+                    }
+                });
+            }
+        });
+        let secs = t0.elapsed().as_secs_f64();
+        self.cancel_all();
+        secs
+    }
+
+    fn latency_ms(&self) -> f64 {
+        let stamp = self.jobs.join(format!("stamp-{}", now_ns()));
+        let t0 = now_ns();
+        let command = format!("date +%s%N > {}", stamp.display());
+        self.sbatch(&["--gres=gpu:1", "-o", "/dev/null", "--wrap", &command]);
+        let at = wait_stamp(&stamp, Duration::from_secs(60)).expect("Slurm job never started");
+        let ms = (at - t0) as f64 / 1e6;
+        self.cancel_all();
+        ms
+    }
+}
+
+fn main() {
+    // `cargo bench` passes --bench; nothing else is taken.
+    let n = env_num("BENCH_JOBS", 1000);
+    let reps = env_num("BENCH_REPS", 3);
+    let lat_reps = env_num("BENCH_LATENCY_REPS", 20);
+    let conc = env_num("BENCH_CONCURRENCY", 16);
+    println!(
+        "submit benchmark: {n} jobs x {reps} runs, {conc} concurrent submitters, {lat_reps} latency samples"
+    );
+
+    let lp = Labpool::start();
+    let slurm = Slurm::start();
+    if let Err(why) = &slurm {
+        println!("Slurm peer unavailable ({why}); labpool figures only");
+    }
+    let slurm = slurm.ok();
+
+    let (mut lp_cli, mut lp_api, mut sl_cli, mut sl_conc) = (vec![], vec![], vec![], vec![]);
+    for rep in 0..reps {
+        lp_cli.push(n as f64 / lp.cli_submits(n));
+        lp_api.push(n as f64 / lp.api_submits(n, conc));
+        if let Some(s) = &slurm {
+            sl_cli.push(n as f64 / s.cli_submits(n));
+            sl_conc.push(n as f64 / s.concurrent_submits(n, conc));
+        }
+        println!(
+            "  run {}: labpool cli {:.0}/s api {:.0}/s; slurm cli {}/s concurrent {}/s",
+            rep + 1,
+            lp_cli[rep],
+            lp_api[rep],
+            sl_cli.get(rep).map_or("-".into(), |v| format!("{v:.0}")),
+            sl_conc.get(rep).map_or("-".into(), |v| format!("{v:.0}"))
+        );
+    }
+    let lp_lat: Vec<f64> = (0..lat_reps).map(|_| lp.latency_ms()).collect();
+    let sl_lat: Vec<f64> = match &slurm {
+        Some(s) => (0..lat_reps).map(|_| s.latency_ms()).collect(),
+        None => vec![],
+    };
+    // Slurm delays batch scheduling by up to 3 s by default (batch_sched_delay); measure it
+    // tuned for latency as well, so the comparison does not rest on a default alone.
+    let sl_lat_tuned: Vec<f64> = match &slurm {
+        Some(s) => {
+            s.tune("batch_sched_delay=0");
+            (0..lat_reps).map(|_| s.latency_ms()).collect()
+        }
+        None => vec![],
+    };
+
+    let row = |what: &str, unit: &str, lp: &[f64], sl: &[f64], higher_is_better: bool| {
+        let l = median(lp.to_vec());
+        if sl.is_empty() {
+            println!("| {what} | {l:.0} {unit} | - | - |");
+        } else {
+            let s = median(sl.to_vec());
+            let ratio = if higher_is_better { l / s } else { s / l };
+            println!("| {what} | {l:.1} {unit} | {s:.1} {unit} | {ratio:.1}x |");
+        }
+    };
+    println!();
+    println!(
+        "labpool {} vs {}",
+        env!("CARGO_PKG_VERSION"),
+        slurm.as_ref().map_or("no Slurm", |s| s.version.as_str())
+    );
+    println!("| measurement (median) | labpool | Slurm | labpool advantage |");
+    println!("|---|---|---|---|");
+    row(
+        &format!("submit {n} jobs, one CLI process each, sequential"),
+        "jobs/s",
+        &lp_cli,
+        &sl_cli,
+        true,
+    );
+    row(
+        &format!("submit {n} jobs, {conc} concurrent submitters (labpool API, Slurm sbatch)"),
+        "jobs/s",
+        &lp_api,
+        &sl_conc,
+        true,
+    );
+    row(
+        "submit to job running, idle pool",
+        "ms",
+        &lp_lat,
+        &sl_lat,
+        false,
+    );
+    row(
+        "submit to job running, idle pool, Slurm with batch_sched_delay=0",
+        "ms",
+        &lp_lat,
+        &sl_lat_tuned,
+        false,
+    );
+    let (lo, hi) = (
+        lp_lat.iter().cloned().fold(f64::MAX, f64::min),
+        lp_lat.iter().cloned().fold(0.0, f64::max),
+    );
+    println!(
+        "labpool latency: min {lo:.1} ms, max {hi:.1} ms over {} samples",
+        lp_lat.len()
+    );
+    if let Some(_s) = &slurm {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/slurm/stop.sh");
+        let _ = Command::new("bash").arg(script).status();
+    }
+}
