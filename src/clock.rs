@@ -34,3 +34,10 @@ pub fn short(ms: i64) -> String {
         None => ms.to_string(),
     }
 }
+
+/// An RFC 3339 time as milliseconds since the epoch.
+pub fn parse_ms(rfc3339: &str) -> Option<i64> {
+    chrono::DateTime::parse_from_rfc3339(rfc3339)
+        .ok()
+        .map(|t| t.timestamp_millis())
+}

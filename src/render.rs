@@ -19,6 +19,24 @@ pub fn table(headers: &[&str], rows: Vec<Vec<String>>) -> String {
         .join("\n")
 }
 
+/// Prints `value` as JSON when `as_json`, else the text `human` makes of it.
+pub fn print<T: Serialize>(as_json: bool, value: &T, human: impl FnOnce(&T) -> String) {
+    if as_json {
+        println!("{}", json(value));
+    } else {
+        println!("{}", human(value));
+    }
+}
+
+/// How a job ended, for tables: the exit code, `sig9`, or `-`.
+pub fn exit_text(exit_code: Option<i32>, signal: Option<i32>) -> String {
+    match (exit_code, signal) {
+        (Some(c), _) => c.to_string(),
+        (None, Some(s)) => format!("sig{s}"),
+        _ => "-".to_string(),
+    }
+}
+
 /// Pretty JSON.
 pub fn json<T: Serialize>(value: &T) -> String {
     serde_json::to_string_pretty(value).expect("API values serialise")

@@ -7,7 +7,7 @@ use crate::cli::DemoArgs;
 use crate::client::Client;
 use crate::commands::init::NewConfig;
 use crate::discovery::{host_cpus, host_mem_mib, host_name, nvml_gpus, nvml_library};
-use crate::render::{gpu_list, table};
+use crate::render::{exit_text, gpu_list, table};
 use crate::settings::VirtualGpus;
 use anyhow::Context;
 use labpool_scheduler::{JobState, TimeLimit};
@@ -200,8 +200,7 @@ pub async fn run(args: &DemoArgs) -> anyhow::Result<()> {
                 j.id.to_string(),
                 j.name.clone(),
                 j.state.to_string(),
-                j.exit_code
-                    .map_or_else(|| "-".to_string(), |c| c.to_string()),
+                exit_text(j.exit_code, j.signal),
                 gpu_list(&j.gpus),
                 format!("{:.1}s", j.elapsed_s.unwrap_or(0) as f64),
             ]
@@ -240,11 +239,7 @@ pub async fn run(args: &DemoArgs) -> anyhow::Result<()> {
 
 /// Checks that no two jobs held the same GPU at overlapping times. `None` when none did.
 pub fn gpu_overlap(jobs: &[JobView]) -> Option<String> {
-    let ms = |t: &Option<String>| {
-        t.as_deref()
-            .and_then(|s| chrono::DateTime::parse_from_rfc3339(s).ok())
-            .map(|t| t.timestamp_millis())
-    };
+    let ms = |t: &Option<String>| t.as_deref().and_then(crate::clock::parse_ms);
     let mut spans: Vec<(u32, i64, i64, u64)> = Vec::new();
     for j in jobs {
         if let (Some(s), Some(e)) = (ms(&j.start_time), ms(&j.end_time)) {

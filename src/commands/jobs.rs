@@ -5,21 +5,15 @@ use crate::cli::{CancelArgs, HistoryArgs, QueueArgs, ShowArgs};
 use crate::client::Client;
 use crate::controller::http::JobDetail;
 use crate::identity::{effective_uid, user_name};
-use crate::render::{gpu_list, json, or_dash, table};
+use crate::render::{exit_text, gpu_list, or_dash, print, table};
 use crate::settings::Config;
 use crate::when::parse_when;
 use labpool_scheduler::JobState;
 use labpool_scheduler::size::format_mib;
 use labpool_scheduler::time::format_duration;
 
-fn ms_of(rfc: &str) -> Option<i64> {
-    chrono::DateTime::parse_from_rfc3339(rfc)
-        .ok()
-        .map(|t| t.timestamp_millis())
-}
-
 fn short_time(rfc: Option<&str>) -> String {
-    rfc.and_then(ms_of)
+    rfc.and_then(crate::clock::parse_ms)
         .map_or_else(|| "-".to_string(), crate::clock::short)
 }
 
@@ -56,41 +50,34 @@ pub async fn queue(args: &QueueArgs, config: &Config) -> anyhow::Result<()> {
         None => "/v1/jobs".to_string(),
     };
     let jobs: Vec<JobView> = Client::new(&config.controller.socket).get(&path).await?;
-    if args.json {
-        println!("{}", json(&jobs));
-        return Ok(());
-    }
-    let rows = jobs
-        .iter()
-        .map(|j| {
-            vec![
-                j.id.to_string(),
-                j.partition.clone(),
-                j.name.clone(),
-                j.user.clone(),
-                j.state.to_string(),
-                format_duration(j.elapsed_s.unwrap_or(0)),
-                gpus_asked(j),
-                where_or_why(j),
-            ]
-        })
-        .collect();
-    println!(
-        "{}",
-        table(
-            &[
-                "JOBID",
-                "PARTITION",
-                "NAME",
-                "USER",
-                "STATE",
-                "TIME",
-                "GPUS",
-                "NODE(REASON)"
-            ],
-            rows
-        )
-    );
+    print(args.json, &jobs, |jobs| {
+        let rows = jobs
+            .iter()
+            .map(|j| {
+                vec![
+                    j.id.to_string(),
+                    j.partition.clone(),
+                    j.name.clone(),
+                    j.user.clone(),
+                    j.state.to_string(),
+                    format_duration(j.elapsed_s.unwrap_or(0)),
+                    gpus_asked(j),
+                    where_or_why(j),
+                ]
+            })
+            .collect();
+        let headers = [
+            "JOBID",
+            "PARTITION",
+            "NAME",
+            "USER",
+            "STATE",
+            "TIME",
+            "GPUS",
+            "NODE(REASON)",
+        ];
+        table(&headers, rows)
+    });
     Ok(())
 }
 
@@ -99,10 +86,11 @@ pub async fn show(args: &ShowArgs, config: &Config) -> anyhow::Result<()> {
     let d: JobDetail = Client::new(&config.controller.socket)
         .get(&format!("/v1/jobs/{}", args.id))
         .await?;
-    if args.json {
-        println!("{}", json(&d));
-        return Ok(());
-    }
+    print(args.json, &d, show_text);
+    Ok(())
+}
+
+fn show_text(d: &JobDetail) -> String {
     let j = &d.job;
     let reason = match (&j.reason, &j.reason_detail) {
         (Some(c), Some(dt)) => format!("{c}: {dt}"),
@@ -110,11 +98,7 @@ pub async fn show(args: &ShowArgs, config: &Config) -> anyhow::Result<()> {
         (None, Some(dt)) => dt.clone(),
         (None, None) => "-".to_string(),
     };
-    let exit = match (j.exit_code, j.signal) {
-        (Some(c), _) => c.to_string(),
-        (None, Some(s)) => format!("signal {s}"),
-        _ => "-".to_string(),
-    };
+    let exit = exit_text(j.exit_code, j.signal);
     let limit = j
         .time_limit_s
         .map_or_else(|| "UNLIMITED".to_string(), format_duration);
@@ -151,11 +135,11 @@ pub async fn show(args: &ShowArgs, config: &Config) -> anyhow::Result<()> {
         ("stderr", or_dash(j.stderr.as_ref().map(|p| p.display()))),
         ("attempt", j.attempt.to_string()),
     ];
-    println!("Job {} ({})", j.id, j.name);
+    let mut out = format!("Job {} ({})\n", j.id, j.name);
     for (k, v) in fields {
-        println!("  {k:<11} {v}");
+        out.push_str(&format!("  {k:<11} {v}\n"));
     }
-    println!("Events");
+    out.push_str("Events");
     let rows = d
         .events
         .iter()
@@ -168,9 +152,9 @@ pub async fn show(args: &ShowArgs, config: &Config) -> anyhow::Result<()> {
         })
         .collect();
     for line in table(&["TIME", "EVENT", "DETAIL"], rows).lines() {
-        println!("  {line}");
+        out.push_str(&format!("\n  {line}"));
     }
-    Ok(())
+    out
 }
 
 /// Runs `labpool cancel`. Fails when any job could not be cancelled.
@@ -213,40 +197,28 @@ pub async fn history(args: &HistoryArgs, config: &Config) -> anyhow::Result<()> 
     let jobs: Vec<JobView> = Client::new(&config.controller.socket)
         .get(&format!("/v1/history?{}", query.join("&")))
         .await?;
-    if args.json {
-        println!("{}", json(&jobs));
-        return Ok(());
-    }
-    let rows = jobs
-        .iter()
-        .map(|j| {
-            let exit = match (j.exit_code, j.signal) {
-                (Some(c), _) => c.to_string(),
-                (None, Some(s)) => format!("sig{s}"),
-                _ => "-".to_string(),
-            };
-            vec![
-                j.id.to_string(),
-                j.name.clone(),
-                j.user.clone(),
-                j.state.to_string(),
-                exit,
-                j.elapsed_s.map_or_else(|| "-".to_string(), format_duration),
-                gpu_list(&j.gpus),
-                or_dash(j.node.as_ref()),
-                short_time(j.end_time.as_deref()),
-            ]
-        })
-        .collect();
-    println!(
-        "{}",
-        table(
-            &[
-                "JOBID", "NAME", "USER", "STATE", "EXIT", "ELAPSED", "GPUS", "NODE", "END"
-            ],
-            rows
-        )
-    );
+    print(args.json, &jobs, |jobs| {
+        let rows = jobs
+            .iter()
+            .map(|j| {
+                vec![
+                    j.id.to_string(),
+                    j.name.clone(),
+                    j.user.clone(),
+                    j.state.to_string(),
+                    exit_text(j.exit_code, j.signal),
+                    j.elapsed_s.map_or_else(|| "-".to_string(), format_duration),
+                    gpu_list(&j.gpus),
+                    or_dash(j.node.as_ref()),
+                    short_time(j.end_time.as_deref()),
+                ]
+            })
+            .collect();
+        let headers = [
+            "JOBID", "NAME", "USER", "STATE", "EXIT", "ELAPSED", "GPUS", "NODE", "END",
+        ];
+        table(&headers, rows)
+    });
     Ok(())
 }
 

@@ -2,7 +2,7 @@
 
 use crate::api::{NodeView, PartitionView};
 use crate::client::Client;
-use crate::render::{json, or_dash, table};
+use crate::render::{or_dash, print, table};
 use crate::settings::Config;
 use labpool_scheduler::size::format_mib;
 use labpool_scheduler::time::format_duration;
@@ -12,10 +12,11 @@ pub async fn nodes(as_json: bool, config: &Config) -> anyhow::Result<()> {
     let nodes: Vec<NodeView> = Client::new(&config.controller.socket)
         .get("/v1/nodes")
         .await?;
-    if as_json {
-        println!("{}", json(&nodes));
-        return Ok(());
-    }
+    print(as_json, &nodes, |n| nodes_text(n));
+    Ok(())
+}
+
+fn nodes_text(nodes: &[NodeView]) -> String {
     let rows = nodes
         .iter()
         .map(|n| {
@@ -30,52 +31,47 @@ pub async fn nodes(as_json: bool, config: &Config) -> anyhow::Result<()> {
             ]
         })
         .collect();
-    println!(
-        "{}",
-        table(
-            &[
-                "NODE",
-                "STATE",
-                "GPUS(free/all)",
-                "CPUS(used/all)",
-                "MEMORY(used/all)",
-                "GPU-SOURCE",
-                "REASON"
-            ],
-            rows
-        )
-    );
+    let headers = [
+        "NODE",
+        "STATE",
+        "GPUS(free/all)",
+        "CPUS(used/all)",
+        "MEMORY(used/all)",
+        "GPU-SOURCE",
+        "REASON",
+    ];
+    let mut out = table(&headers, rows);
     let gpu_rows: Vec<Vec<String>> = nodes
         .iter()
         .flat_map(|n| {
             n.gpus.iter().map(move |g| {
+                let memory = if g.memory_mib == 0 {
+                    "-".to_string()
+                } else {
+                    format_mib(g.memory_mib)
+                };
+                let user = g
+                    .job
+                    .map_or_else(|| "free".to_string(), |j| format!("job {j}"));
                 vec![
                     n.name.clone(),
                     g.index.to_string(),
                     g.gpu_type.clone(),
                     g.product.clone(),
-                    if g.memory_mib == 0 {
-                        "-".to_string()
-                    } else {
-                        format_mib(g.memory_mib)
-                    },
-                    g.job
-                        .map_or_else(|| "free".to_string(), |j| format!("job {j}")),
+                    memory,
+                    user,
                 ]
             })
         })
         .collect();
     if !gpu_rows.is_empty() {
-        println!();
-        println!(
-            "{}",
-            table(
-                &["NODE", "GPU", "TYPE", "PRODUCT", "MEMORY", "USED BY"],
-                gpu_rows
-            )
-        );
+        out.push_str("\n\n");
+        out.push_str(&table(
+            &["NODE", "GPU", "TYPE", "PRODUCT", "MEMORY", "USED BY"],
+            gpu_rows,
+        ));
     }
-    Ok(())
+    out
 }
 
 /// Runs `labpool partition list`.
@@ -83,37 +79,32 @@ pub async fn partitions(as_json: bool, config: &Config) -> anyhow::Result<()> {
     let parts: Vec<PartitionView> = Client::new(&config.controller.socket)
         .get("/v1/partitions")
         .await?;
-    if as_json {
-        println!("{}", json(&parts));
-        return Ok(());
-    }
-    let limit = |s: Option<u64>| s.map_or_else(|| "UNLIMITED".to_string(), format_duration);
-    let rows = parts
-        .iter()
-        .map(|p| {
-            vec![
-                if p.default {
-                    format!("{}*", p.name)
-                } else {
-                    p.name.clone()
-                },
-                p.priority.to_string(),
-                limit(p.default_time_s),
-                limit(p.max_time_s),
-                if p.nodes.is_empty() {
-                    "all".to_string()
-                } else {
-                    p.nodes.join(",")
-                },
-            ]
-        })
-        .collect();
-    println!(
-        "{}",
+    print(as_json, &parts, |parts| {
+        let limit = |s: Option<u64>| s.map_or_else(|| "UNLIMITED".to_string(), format_duration);
+        let rows = parts
+            .iter()
+            .map(|p| {
+                vec![
+                    if p.default {
+                        format!("{}*", p.name)
+                    } else {
+                        p.name.clone()
+                    },
+                    p.priority.to_string(),
+                    limit(p.default_time_s),
+                    limit(p.max_time_s),
+                    if p.nodes.is_empty() {
+                        "all".to_string()
+                    } else {
+                        p.nodes.join(",")
+                    },
+                ]
+            })
+            .collect();
         table(
             &["PARTITION", "PRIORITY", "DEFAULT-TIME", "MAX-TIME", "NODES"],
-            rows
+            rows,
         )
-    );
+    });
     Ok(())
 }

@@ -41,6 +41,12 @@ pub async fn serve(
         .create(state_dir)
         .with_context(|| format!("cannot create state directory {}", state_dir.display()))?;
     let _lock = lock_controller(state_dir)?;
+    if !nix::unistd::geteuid().is_root() {
+        let me = crate::identity::user_name(crate::identity::effective_uid());
+        tracing::warn!(
+            "not running as root: only {me}'s jobs can run here; other users are refused at submit"
+        );
+    }
     let db = Db::open(&config.database_path()).await?;
     let mut sched = Scheduler::new(config.scheduler_partitions())?;
 

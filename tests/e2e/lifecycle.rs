@@ -1,6 +1,6 @@
 //! A job's life: submit, queue, run with its GPUs and environment, end, history.
 
-use crate::pool::{Pool, read_output, s};
+use crate::pool::{Pool, read_output, s, stdout_of};
 use std::time::Duration;
 
 const T: Duration = Duration::from_secs(20);
@@ -22,12 +22,7 @@ fn submit_runs_with_directives_and_shows_in_history() {
         .env("CUDA_VISIBLE_DEVICES", "0,1,2,3")
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let stdout = String::from_utf8(out.stdout).unwrap();
+    let stdout = stdout_of(&out);
     let id: u64 = stdout
         .trim()
         .strip_prefix("Submitted job ")
@@ -112,16 +107,7 @@ fn export_none_keeps_only_named_variables_and_separate_error_file() {
         .env("SECRET", "do-not-pass")
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let id: u64 = String::from_utf8(out.stdout)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let id: u64 = stdout_of(&out).trim().parse().unwrap();
     assert_eq!(s(&pool.wait_done(id, T), "state"), "COMPLETED");
     let o = read_output(&pool.work.join(format!("out-{id}.txt")));
     assert!(o.contains("secret= keep=yes home=/"), "{o}");

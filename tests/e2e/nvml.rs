@@ -1,7 +1,7 @@
 //! GPU discovery through NVML, against a stub `libnvidia-ml.so` built here with gcc, and the
 //! clear fallback when there is no NVML at all.
 
-use crate::pool::{Pool, have_tool, read_output, s};
+use crate::pool::{Pool, have_tool, read_output, s, stdout_of};
 use std::process::Command;
 use std::time::Duration;
 
@@ -88,12 +88,7 @@ fn without_nvml_init_says_so_and_offers_virtual_gpus() {
         .env("LABPOOL_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1")
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let stdout = String::from_utf8(out.stdout).unwrap();
+    let stdout = stdout_of(&out);
     assert!(
         stdout.contains("GPUs   none found on this machine (NVML did not load"),
         "{stdout}"

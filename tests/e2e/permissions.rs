@@ -1,19 +1,14 @@
 //! Identity comes from the socket: members act only on their own jobs, and jobs run as their
 //! submitter, with files owned by them.
 
-use crate::pool::{Pool, ensure_user, have_root, read_output, s};
+use crate::pool::{Pool, ensure_user, have_root, read_output, s, stdout_of};
 use std::os::unix::fs::MetadataExt;
 use std::time::Duration;
 
 const T: Duration = Duration::from_secs(20);
 
 fn id_of(out: &std::process::Output) -> u64 {
-    assert!(
-        out.status.success(),
-        "submit failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+    stdout_of(out).trim().parse().unwrap()
 }
 
 #[test]

@@ -349,6 +349,17 @@ pub fn read_output(path: &Path) -> String {
     panic!("{} never appeared", path.display());
 }
 
+/// A command's standard output; panics with its stderr when it failed.
+pub fn stdout_of(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "command failed ({}): {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout.clone()).unwrap()
+}
+
 /// A value's string field, or "".
 pub fn s<'a>(v: &'a Value, key: &str) -> &'a str {
     v[key].as_str().unwrap_or("")
