@@ -22,6 +22,7 @@ CREATE TABLE jobs (
     start_time     INTEGER,
     end_time       INTEGER,
     attempt        INTEGER NOT NULL DEFAULT 0,
+    cancel_requested_by TEXT,          -- set while a cancel of the running job is in progress
     workdir        TEXT    NOT NULL,
     stdout         TEXT,
     stderr         TEXT,

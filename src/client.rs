@@ -14,9 +14,7 @@ use tokio::net::UnixStream;
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
     /// The socket did not answer.
-    #[error(
-        "cannot reach the labpool controller at {socket}: {source}\nhint: start it with `labpool serve` (same --config), or check `socket` under [controller] in the config"
-    )]
+    #[error("cannot reach the labpool controller at {socket}: {source}\nhint: {}", connect_hint(.source))]
     Connect {
         /// The socket.
         socket: PathBuf,
@@ -39,6 +37,17 @@ pub enum ClientError {
         "unexpected answer from the controller ({0}); are the CLI and `labpool serve` the same version?"
     )]
     Decode(String),
+}
+
+fn connect_hint(e: &std::io::Error) -> &'static str {
+    match e.kind() {
+        std::io::ErrorKind::PermissionDenied => {
+            "the socket or a directory above it is not open to you; an admin can check their permissions (the socket is meant to be 0666)"
+        }
+        _ => {
+            "start it with `labpool serve` (same --config), or check `socket` under [controller] in the config"
+        }
+    }
 }
 
 /// A client for one controller socket.

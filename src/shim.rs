@@ -7,6 +7,7 @@
 //! so that it can switch its effective uid safely while still single-threaded.
 
 use crate::agent::jobdir::{JobDir, Started};
+use crate::agent::procs::kill_job_processes;
 use crate::agent::protocol::Outcome;
 use crate::clock::now_ms;
 use labpool_scheduler::JobState;
@@ -62,7 +63,7 @@ pub struct ShimSpec {
 }
 
 enum Event {
-    Exited(WaitStatus),
+    Exited,
     Signal(Signal),
 }
 
@@ -114,99 +115,43 @@ pub fn run(dir: &Path) -> anyhow::Result<()> {
         }
     };
     let pid = Pid::from_raw(child.id() as i32);
-    let started = Instant::now();
-    jd.write_json(
-        "started.json",
-        &Started {
-            shim_pid: std::process::id() as i32,
-            pgid: pid.as_raw(),
-            start_time_ms: now_ms(),
-        },
-    )?;
     log(&format!(
         "job {job}.{attempt} started as pid {pid} (user {})",
         spec.user
     ));
-
-    let (tx, rx) = mpsc::channel();
-    let waiter = tx.clone();
-    std::thread::spawn(move || {
-        // WNOWAIT: see the exit but leave the zombie, so that the pid (and the process group id)
-        // cannot be reused before the stragglers in the group are killed.
-        let status = loop {
-            match waitid(Id::Pid(pid), WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT) {
-                Err(nix::errno::Errno::EINTR) => continue,
-                other => break other,
-            }
-        };
-        let _ = waiter.send(Event::Exited(status.unwrap_or(WaitStatus::StillAlive)));
-    });
-    std::thread::spawn(move || {
-        while let Ok(sig) = stop.wait() {
-            if tx.send(Event::Signal(sig)).is_err() {
-                break;
-            }
-        }
-    });
-
-    let grace = Duration::from_millis(spec.kill_grace_ms);
-    let limit = spec.time_limit_s.map(|s| started + Duration::from_secs(s));
-    // (state to report, when to send KILL) once the job is being stopped.
-    let mut stopping: Option<(JobState, Instant)> = None;
-    let mut stop_reason: Option<String> = None;
-    let exited = loop {
-        let deadline = match stopping {
-            Some((_, kill_at)) => Some(kill_at),
-            None => limit,
-        };
-        let event = match deadline {
-            Some(d) => match rx.recv_timeout(d.saturating_duration_since(Instant::now())) {
-                Ok(ev) => Some(ev),
-                Err(mpsc::RecvTimeoutError::Timeout) => None,
-                Err(mpsc::RecvTimeoutError::Disconnected) => anyhow::bail!("shim threads stopped"),
-            },
-            None => Some(rx.recv()?),
-        };
-        match (event, stopping) {
-            (Some(Event::Exited(status)), _) => break status,
-            (Some(Event::Signal(sig)), None) => {
-                log(&format!("{sig} received: cancelling job"));
-                let _ = killpg(pid, Signal::SIGTERM);
-                stopping = Some((JobState::Cancelled, Instant::now() + grace));
-                stop_reason = Some("cancelled".to_string());
-            }
-            (Some(Event::Signal(_)), Some(_)) => {}
-            (None, None) => {
-                log("time limit reached: sending TERM");
-                let _ = killpg(pid, Signal::SIGTERM);
-                stopping = Some((JobState::Timeout, Instant::now() + grace));
-                stop_reason = Some(format!(
-                    "time limit of {} reached",
-                    labpool_scheduler::time::format_duration(spec.time_limit_s.unwrap_or(0))
-                ));
-            }
-            (None, Some((state, _))) => {
-                log("grace period over: sending KILL");
-                let _ = killpg(pid, Signal::SIGKILL);
-                stopping = Some((state, Instant::now() + Duration::from_secs(3600)));
-            }
+    // From here on the script runs: every way out, errors included, must stop all of its
+    // processes and record an end, or its GPUs would be handed out while it still uses them.
+    let result = supervise(&jd, &spec, pid, stop);
+    let (forced, reason) = match result {
+        Ok(stopped) => stopped,
+        Err(e) => {
+            log(&format!("supervision failed: {e:#}; killing the job"));
+            (
+                Some(JobState::Failed),
+                Some(format!("labpool's shim failed: {e:#}")),
+            )
         }
     };
-    // The script is gone; anything it left behind in its group goes too (no zombie jobs).
+    // The script is gone; anything it left behind goes too (no zombie jobs): its process group,
+    // then any process that still carries the job's identity, such as one that called setsid.
     let _ = killpg(pid, Signal::SIGKILL);
-    let reaped = waitpid(pid, None).unwrap_or(exited);
+    let strays = kill_job_processes(&jd.key());
+    if strays > 0 {
+        log(&format!("killed {strays} leftover process(es) of the job"));
+    }
+    let reaped = waitpid(pid, None).unwrap_or(WaitStatus::StillAlive);
     let _ = child.try_wait();
     let (exit_code, signal) = match reaped {
         WaitStatus::Exited(_, code) => (Some(code), None),
         WaitStatus::Signaled(_, sig, _) => (None, Some(sig as i32)),
         _ => (None, None),
     };
-    let state = match (stopping, exit_code) {
-        (Some((state, _)), _) => state,
+    let state = match (forced, exit_code) {
+        (Some(state), _) => state,
         (None, Some(0)) => JobState::Completed,
         _ => JobState::Failed,
     };
-    let reason = stop_reason.or_else(|| signal.map(|s| format!("killed by signal {s}")));
+    let reason = reason.or_else(|| signal.map(|s| format!("killed by signal {s}")));
     finish(
         &jd,
         Outcome {
@@ -217,6 +162,92 @@ pub fn run(dir: &Path) -> anyhow::Result<()> {
             reason,
         },
     )
+}
+
+/// Watches the running script until it exits: enforces the time limit and stops it on a
+/// cancel. Returns the state to report when labpool stopped it, with the reason. The script
+/// is left as a zombie (not reaped), so that its pid and process group cannot be reused yet.
+fn supervise(
+    jd: &JobDir,
+    spec: &ShimSpec,
+    pid: Pid,
+    stop: SigSet,
+) -> anyhow::Result<(Option<JobState>, Option<String>)> {
+    let started = Instant::now();
+    jd.write_json(
+        "started.json",
+        &Started {
+            shim_pid: std::process::id() as i32,
+            pgid: pid.as_raw(),
+            start_time_ms: now_ms(),
+        },
+    )?;
+    let (tx, rx) = mpsc::channel();
+    let waiter = tx.clone();
+    std::thread::Builder::new()
+        .name("wait".into())
+        .spawn(move || {
+            // WNOWAIT: see the exit but leave the zombie for the caller to reap.
+            while let Err(nix::errno::Errno::EINTR) =
+                waitid(Id::Pid(pid), WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT)
+            {}
+            let _ = waiter.send(Event::Exited);
+        })?;
+    std::thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || {
+            while let Ok(sig) = stop.wait() {
+                if tx.send(Event::Signal(sig)).is_err() {
+                    break;
+                }
+            }
+        })?;
+
+    let grace = Duration::from_millis(spec.kill_grace_ms);
+    let limit = spec.time_limit_s.map(|s| started + Duration::from_secs(s));
+    // (state to report, when to send KILL) once the job is being stopped.
+    let mut stopping: Option<(JobState, Instant)> = None;
+    let mut reason: Option<String> = None;
+    loop {
+        let deadline = match stopping {
+            Some((_, kill_at)) => Some(kill_at),
+            None => limit,
+        };
+        let event = match deadline {
+            Some(d) => match rx.recv_timeout(d.saturating_duration_since(Instant::now())) {
+                Ok(ev) => Some(ev),
+                Err(mpsc::RecvTimeoutError::Timeout) => None,
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    anyhow::bail!("the shim's threads stopped")
+                }
+            },
+            None => Some(rx.recv()?),
+        };
+        match (event, stopping) {
+            (Some(Event::Exited), _) => return Ok((stopping.map(|(state, _)| state), reason)),
+            (Some(Event::Signal(sig)), None) => {
+                log(&format!("{sig} received: cancelling job"));
+                let _ = killpg(pid, Signal::SIGTERM);
+                stopping = Some((JobState::Cancelled, Instant::now() + grace));
+                reason = Some("cancelled".to_string());
+            }
+            (Some(Event::Signal(_)), Some(_)) => {}
+            (None, None) => {
+                log("time limit reached: sending TERM");
+                let _ = killpg(pid, Signal::SIGTERM);
+                stopping = Some((JobState::Timeout, Instant::now() + grace));
+                let limit =
+                    labpool_scheduler::time::format_duration(spec.time_limit_s.unwrap_or(0));
+                reason = Some(format!("time limit of {limit} reached"));
+            }
+            (None, Some((state, _))) => {
+                log("grace period over: sending KILL");
+                let _ = killpg(pid, Signal::SIGKILL);
+                let _ = kill_job_processes(&jd.key());
+                stopping = Some((state, Instant::now() + Duration::from_secs(3600)));
+            }
+        }
+    }
 }
 
 fn finish(jd: &JobDir, outcome: Outcome) -> anyhow::Result<()> {

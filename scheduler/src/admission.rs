@@ -54,6 +54,14 @@ pub enum AdmissionError {
         /// Types with counts, such as `rtx4090 (4 on gpu1)`.
         available: String,
     },
+    /// GPUs asked for, but no node has any.
+    #[error("job asks for {requested} GPUs but no node in partition {partition} has GPUs")]
+    NoGpus {
+        /// What was asked for.
+        requested: u32,
+        /// The partition.
+        partition: String,
+    },
     /// More GPUs than any node has.
     #[error("job asks for {requested} {what} but the node with the most, {node}, has {most}")]
     TooManyGpus {
@@ -115,6 +123,11 @@ impl AdmissionError {
             }
             AdmissionError::UnknownGpuType { .. } => {
                 "--gpus N without a type takes any type".to_string()
+            }
+            AdmissionError::NoGpus { .. } => {
+                "leave out --gpus for a CPU-only job; on a machine without an \
+                 NVIDIA driver, switch on virtual_gpus under [node] in the config"
+                    .to_string()
             }
             AdmissionError::TooManyGpus { most, .. } => {
                 format!("ask for at most {most} (--gpus {most})")
@@ -190,6 +203,12 @@ pub(crate) fn explain_misfit(
                 requested: t.to_string(),
                 partition: partition.to_string(),
                 available,
+            };
+        }
+        if wanted.is_none() && count(best) == 0 {
+            return AdmissionError::NoGpus {
+                requested: res.gpus,
+                partition: partition.to_string(),
             };
         }
         if count(best) < res.gpus {

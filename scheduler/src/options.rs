@@ -16,8 +16,13 @@ pub struct JobOptions {
     /// GPUs, Slurm style: gpu:N, gpu:TYPE:N or gpu:TYPE
     #[arg(long, value_name = "gpu[:TYPE]:N")]
     pub gres: Option<String>,
-    /// GPUs: N or TYPE:N
-    #[arg(short = 'G', long, value_name = "[TYPE:]N")]
+    /// GPUs: N or TYPE:N (--gpus-per-node is the same, as a job runs on one node)
+    #[arg(
+        short = 'G',
+        long,
+        visible_alias = "gpus-per-node",
+        value_name = "[TYPE:]N"
+    )]
     pub gpus: Option<String>,
     /// CPU cores for the job [default: 1]
     #[arg(short = 'c', long = "cpus-per-task", value_name = "N")]
@@ -46,8 +51,8 @@ pub struct JobOptions {
     /// Nodes; labpool runs each job on one node, so only 1 is accepted
     #[arg(short = 'N', long, value_name = "1")]
     pub nodes: Option<String>,
-    /// Tasks; the job gets tasks x cpus-per-task cores
-    #[arg(short = 'n', long, value_name = "N")]
+    /// Tasks; the job gets tasks x cpus-per-task cores (--ntasks-per-node is the same)
+    #[arg(short = 'n', long, alias = "ntasks-per-node", value_name = "N")]
     pub ntasks: Option<u32>,
     /// Accepted for Slurm scripts; labpool sends no mail
     #[arg(long = "mail-type", value_name = "TYPE", hide = true)]
@@ -55,6 +60,15 @@ pub struct JobOptions {
     /// Accepted for Slurm scripts; labpool sends no mail
     #[arg(long = "mail-user", value_name = "ADDR", hide = true)]
     pub mail_user: Option<String>,
+    /// Accepted for Slurm scripts; ignored until labpool has accounts
+    #[arg(short = 'A', long, value_name = "ACCOUNT", hide = true)]
+    pub account: Option<String>,
+    /// Accepted for Slurm scripts; ignored until labpool has QOS
+    #[arg(short = 'q', long, value_name = "QOS", hide = true)]
+    pub qos: Option<String>,
+    /// Accepted for Slurm scripts; ignored (a job holds only what it asks for)
+    #[arg(long, value_name = "MODE", num_args = 0..=1, default_missing_value = "node", hide = true)]
+    pub exclusive: Option<String>,
 }
 
 impl JobOptions {
@@ -78,6 +92,9 @@ impl JobOptions {
             ntasks: over.ntasks.or(self.ntasks),
             mail_type: over.mail_type.or(self.mail_type),
             mail_user: over.mail_user.or(self.mail_user),
+            account: over.account.or(self.account),
+            qos: over.qos.or(self.qos),
+            exclusive: over.exclusive.or(self.exclusive),
         }
     }
 
@@ -102,6 +119,17 @@ impl JobOptions {
         }
         if self.mail_type.is_some() || self.mail_user.is_some() {
             warnings.push("--mail-type/--mail-user ignored: labpool sends no mail".to_string());
+        }
+        if self.account.is_some() || self.qos.is_some() {
+            warnings.push(
+                "--account/--qos ignored: this labpool has no accounts or QOS yet".to_string(),
+            );
+        }
+        if self.exclusive.is_some() {
+            warnings.push(
+                "--exclusive ignored: the job holds only the GPUs, cores and memory it asks for"
+                    .to_string(),
+            );
         }
         if let Some(name) = &self.job_name {
             check_name(name)?;
@@ -289,6 +317,12 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(tasks.resolve().unwrap().cpus, 8);
+        let lenient = JobOptions {
+            account: Some("lab".into()),
+            exclusive: Some("node".into()),
+            ..Default::default()
+        };
+        assert_eq!(lenient.resolve().unwrap().warnings.len(), 2);
         let zero = JobOptions {
             cpus_per_task: Some(0),
             ..Default::default()

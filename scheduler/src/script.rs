@@ -222,6 +222,14 @@ mod tests {
     }
 
     #[test]
+    fn common_slurm_lines_are_accepted() {
+        let s = "#!/bin/sh\n#SBATCH -A lab --exclusive --gpus-per-node=2 --ntasks-per-node=4\n";
+        let d = parse_script(s).unwrap();
+        assert_eq!(d.options.gpus.as_deref(), Some("2"));
+        assert_eq!(d.options.resolve().unwrap().cpus, 4);
+    }
+
+    #[test]
     fn needs_shebang() {
         assert!(matches!(
             parse_script("python train.py\n"),

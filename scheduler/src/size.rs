@@ -23,13 +23,14 @@ pub fn parse_mem_mib(text: &str) -> Result<u64, SizeParseError> {
         return Err(err());
     }
     let n: u64 = digits.parse().map_err(|_| err())?;
-    let kib = match unit.to_ascii_uppercase().trim_end_matches('B') {
-        "K" => n,
-        "" | "M" => n * 1024,
-        "G" => n * 1024 * 1024,
-        "T" => n * 1024 * 1024 * 1024,
+    let scale: u64 = match unit.to_ascii_uppercase().trim_end_matches('B') {
+        "K" => 1,
+        "" | "M" => 1024,
+        "G" => 1024 * 1024,
+        "T" => 1024 * 1024 * 1024,
         _ => return Err(err()),
     };
+    let kib = n.checked_mul(scale).ok_or_else(err)?;
     Ok(kib.div_ceil(1024))
 }
 
@@ -77,7 +78,7 @@ mod tests {
         assert_eq!(parse_mem_mib("2g").unwrap(), 2048);
         assert_eq!(parse_mem_mib("1T").unwrap(), 1024 * 1024);
         assert_eq!(parse_mem_mib("1GB").unwrap(), 1024);
-        for bad in ["", "G", "12X", "-1G", "1.5G"] {
+        for bad in ["", "G", "12X", "-1G", "1.5G", "99999999999999G"] {
             assert!(parse_mem_mib(bad).is_err(), "{bad}");
         }
     }

@@ -239,6 +239,19 @@ fn admission_refuses_what_could_never_run() {
 }
 
 #[test]
+fn gpu_jobs_on_gpu_less_nodes_are_told_so() {
+    let mut s = sched();
+    s.upsert_node(node("cpu-only", &[], 8));
+    let e = s.admit(None, None, &res(1, None)).unwrap_err();
+    assert!(
+        matches!(e, AdmissionError::NoGpus { requested: 1, .. }),
+        "{e}"
+    );
+    assert!(e.hint().unwrap().contains("virtual_gpus"));
+    assert!(s.admit(None, None, &res(0, None)).is_ok());
+}
+
+#[test]
 fn restore_refuses_conflicts() {
     let mut s = sched();
     s.upsert_node(node("box", &["t4"; 2], 4));

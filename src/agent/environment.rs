@@ -2,11 +2,13 @@
 //! it lacks them, and the variables labpool and Slurm scripts expect. `CUDA_VISIBLE_DEVICES` is
 //! always set by labpool, whatever the submitter's shell had.
 
+use crate::agent::procs::JOB_KEY_VAR;
 use crate::agent::protocol::Launch;
 use std::collections::BTreeMap;
 
-/// Builds the job's whole environment for `launch` on `node`.
-pub fn job_environment(launch: &Launch, node: &str) -> BTreeMap<String, String> {
+/// Builds the job's whole environment for `launch` on `node`; `key` marks its processes (see
+/// [`crate::agent::procs`]).
+pub fn job_environment(launch: &Launch, node: &str, key: &str) -> BTreeMap<String, String> {
     let mut env = launch.environment.clone();
     let mut default = |k: &str, v: String| {
         env.entry(k.to_string()).or_insert(v);
@@ -33,6 +35,7 @@ pub fn job_environment(launch: &Launch, node: &str) -> BTreeMap<String, String> 
         ("LABPOOL_JOB_ID", job.clone()),
         ("LABPOOL_JOB_NAME", launch.name.clone()),
         ("LABPOOL_ATTEMPT", launch.attempt.to_string()),
+        (JOB_KEY_VAR, key.to_string()),
         ("LABPOOL_GPUS", gpus.clone()),
         ("LABPOOL_NODE", node.to_string()),
         ("LABPOOL_PARTITION", launch.partition.clone()),

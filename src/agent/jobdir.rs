@@ -2,8 +2,8 @@
 //!
 //! ```text
 //! SPOOL/jobs/ID.ATTEMPT/   root, 0711
-//!     spec.json            what the shim runs (0600)
-//!     lock                 held (flock) by the shim for as long as it lives
+//!     spec.json            what the shim runs, with the job's environment (0600)
+//!     lock                 held (flock) by the shim for as long as it lives; holds its pid
 //!     started.json         written by the shim once the script runs: its pid and process group
 //!     status.json          written by the shim when the script ends (fsync, then rename)
 //!     fenced               written by a restarted agent for an attempt that never started:
@@ -42,7 +42,7 @@ pub enum Liveness {
     /// The shim recorded the end.
     Ended(Outcome),
     /// The script started but its shim died without recording the end.
-    Died(Option<Started>),
+    Died,
     /// The script never started; the attempt is now fenced, so it never will.
     NeverStarted,
 }
@@ -94,6 +94,11 @@ impl JobDir {
         &self.path
     }
 
+    /// The key that marks this attempt's processes (its directory, unique on the machine).
+    pub fn key(&self) -> String {
+        self.path.display().to_string()
+    }
+
     /// `spec.json`.
     pub fn spec_path(&self) -> PathBuf {
         self.path.join("spec.json")
@@ -142,12 +147,21 @@ impl JobDir {
         Ok(())
     }
 
-    /// Writes `value` as JSON to `name` so that a reader sees the old file or the whole new one.
+    /// Writes `value` as JSON to `name` (mode 0644) so that a reader sees the old file or the
+    /// whole new one.
     pub fn write_json<T: Serialize>(&self, name: &str, value: &T) -> io::Result<()> {
-        write_atomic(
-            &self.path.join(name),
-            &serde_json::to_vec_pretty(value).map_err(io::Error::other)?,
-        )
+        self.write_json_mode(name, value, 0o644)
+    }
+
+    /// Like [`JobDir::write_json`], with the file's mode from its creation on.
+    pub fn write_json_mode<T: Serialize>(
+        &self,
+        name: &str,
+        value: &T,
+        mode: u32,
+    ) -> io::Result<()> {
+        let bytes = serde_json::to_vec_pretty(value).map_err(io::Error::other)?;
+        write_atomic(&self.path.join(name), &bytes, mode)
     }
 
     fn read_json<T: for<'de> Deserialize<'de>>(&self, name: &str) -> Option<T> {
@@ -180,9 +194,24 @@ impl JobDir {
             .open(self.path.join("lock"))
     }
 
-    /// Takes the lock, waiting for it (the shim does this first).
+    /// Takes the lock, waiting for it, and writes this process's pid into it (the shim does
+    /// this first, so that a live shim can always be signalled).
     pub fn lock(&self) -> io::Result<Flock<File>> {
-        Flock::lock(self.open_lock()?, FlockArg::LockExclusive).map_err(|(_, e)| e.into())
+        let mut lock = Flock::lock(self.open_lock()?, FlockArg::LockExclusive)
+            .map_err(|(_, e)| io::Error::from(e))?;
+        lock.set_len(0)?;
+        write!(lock, "{}", std::process::id())?;
+        lock.sync_all()?;
+        Ok(lock)
+    }
+
+    /// The pid of the shim that holds (or last held) the lock.
+    pub fn shim_pid(&self) -> Option<i32> {
+        std::fs::read_to_string(self.path.join("lock"))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
     }
 
     /// Takes the lock if nobody holds it. `None` means a shim is alive.
@@ -206,15 +235,13 @@ impl JobDir {
         if let Some(outcome) = self.status() {
             return Ok(Liveness::Ended(outcome));
         }
-        if let Some(started) = self.started() {
-            return Ok(Liveness::Died(Some(started)));
-        }
         if self.path.join("started.json").exists() {
-            return Ok(Liveness::Died(None));
+            return Ok(Liveness::Died);
         }
         write_atomic(
             &self.path.join("fenced"),
             b"fenced by the agent: this attempt never started\n",
+            0o644,
         )?;
         Ok(Liveness::NeverStarted)
     }
@@ -235,18 +262,19 @@ impl JobDir {
     }
 }
 
-/// Writes a file completely or not at all: a temporary file, fsync, rename, fsync of the directory.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+/// Writes a file completely or not at all: a temporary file created with `mode`, fsync, rename,
+/// fsync of the directory.
+pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
     let dir = path.parent().expect("a file path has a parent");
     let tmp = dir.join(format!(
         ".{}.tmp",
         path.file_name().and_then(|n| n.to_str()).unwrap_or("file")
     ));
+    let _ = std::fs::remove_file(&tmp);
     let mut f = OpenOptions::new()
         .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o644)
+        .create_new(true)
+        .mode(mode)
         .open(&tmp)?;
     f.write_all(bytes)?;
     f.sync_all()?;

@@ -4,6 +4,7 @@
 
 use crate::agent::environment::job_environment;
 use crate::agent::jobdir::{JobDir, Liveness};
+use crate::agent::procs::kill_job_processes;
 use crate::agent::protocol::{AgentOrder, AgentReport, Launch, Outcome};
 use crate::clock::now_ms;
 use crate::identity::groups_of;
@@ -134,16 +135,13 @@ impl Executor {
             workdir: launch.workdir.clone(),
             stdout: launch.stdout.clone(),
             stderr: launch.stderr.clone(),
-            env: job_environment(launch, &self.node),
+            env: job_environment(launch, &self.node, &dir.key()),
             time_limit_s: launch.time_limit_s,
             kill_grace_ms: launch.kill_grace_ms,
             umask: launch.umask,
         };
-        dir.write_json("spec.json", &spec)?;
-        std::fs::set_permissions(
-            dir.spec_path(),
-            std::os::unix::fs::PermissionsExt::from_mode(0o600),
-        )?;
+        // The spec holds the job's environment, which may hold secrets: private from the start.
+        dir.write_json_mode("spec.json", &spec, 0o600)?;
         let log = std::fs::File::create(dir.log_path())?;
         let mut cmd = std::process::Command::new(&self.exe);
         cmd.arg("shim")
@@ -162,34 +160,44 @@ impl Executor {
     async fn watch_child(&self, job: u64, attempt: u32, mut child: tokio::process::Child) {
         let status = child.wait().await;
         let dir = JobDir::new(&self.spool, job, attempt);
-        let outcome = dir.status().unwrap_or_else(|| {
-            let cancelled = self
-                .cancelled
-                .lock()
-                .expect("not poisoned")
-                .contains(&(job, attempt));
-            let (state, reason) = if cancelled {
-                (
-                    JobState::Cancelled,
-                    "cancelled before it started".to_string(),
-                )
-            } else {
-                let tail = dir.log_tail(5);
-                (
-                    JobState::Failed,
-                    format!(
-                        "the job's shim ended ({status:?}) without a status; its log says: {tail}"
-                    ),
-                )
-            };
-            Outcome {
-                state,
-                exit_code: None,
-                signal: None,
-                end_time_ms: now_ms(),
-                reason: Some(reason),
+        let outcome = match dir.status() {
+            Some(outcome) => outcome,
+            // The script ran, but its shim died without recording the end (killed, out of
+            // memory): the job's processes must not outlive it on GPUs that are now free.
+            None if dir.started().is_some() => self.died(
+                &dir,
+                JobState::Failed,
+                &format!("the job's shim died ({status:?}) while the job ran"),
+            ),
+            None => {
+                let cancelled = self
+                    .cancelled
+                    .lock()
+                    .expect("not poisoned")
+                    .contains(&(job, attempt));
+                let (state, reason) = if cancelled {
+                    (
+                        JobState::Cancelled,
+                        "cancelled before it started".to_string(),
+                    )
+                } else {
+                    let tail = dir.log_tail(5);
+                    (
+                        JobState::Failed,
+                        format!(
+                            "the job's shim ended ({status:?}) before starting the job; its log says: {tail}"
+                        ),
+                    )
+                };
+                Outcome {
+                    state,
+                    exit_code: None,
+                    signal: None,
+                    end_time_ms: now_ms(),
+                    reason: Some(reason),
+                }
             }
-        });
+        };
         self.ended(job, attempt, outcome);
     }
 
@@ -198,12 +206,13 @@ impl Executor {
             .lock()
             .expect("not poisoned")
             .insert((job, attempt));
-        let pid = self
+        let known = self
             .shims
             .lock()
             .expect("not poisoned")
             .get(&(job, attempt))
             .copied();
+        let pid = known.or_else(|| JobDir::new(&self.spool, job, attempt).shim_pid());
         match pid {
             Some(pid) => {
                 if let Err(e) = signal_shim(pid) {
@@ -220,11 +229,11 @@ impl Executor {
             let dir = JobDir::new(&self.spool, job, attempt);
             match dir.inspect() {
                 Ok(Liveness::Alive) => {
-                    if let Some(started) = dir.started() {
+                    if let Some(pid) = dir.shim_pid() {
                         self.shims
                             .lock()
                             .expect("not poisoned")
-                            .insert((job, attempt), started.shim_pid);
+                            .insert((job, attempt), pid);
                     }
                     tracing::info!(job, attempt, "re-adopted running job");
                     self.report(AgentReport::Adopted {
@@ -236,7 +245,14 @@ impl Executor {
                     tokio::spawn(async move { this.watch_adopted(dir).await });
                 }
                 Ok(Liveness::Ended(outcome)) => self.ended(job, attempt, outcome),
-                Ok(Liveness::Died(started)) => self.ended(job, attempt, self.died(&dir, started)),
+                Ok(Liveness::Died) => {
+                    let outcome = self.died(
+                        &dir,
+                        JobState::NodeFail,
+                        "the job's shim died while labpool was down (node rebooted?)",
+                    );
+                    self.ended(job, attempt, outcome);
+                }
                 Ok(Liveness::NeverStarted) => {
                     self.report(AgentReport::NeverStarted {
                         node: self.node.clone(),
@@ -246,7 +262,12 @@ impl Executor {
                 }
                 Err(e) => {
                     tracing::error!(job, attempt, "cannot inspect job directory: {e}");
-                    self.ended(job, attempt, self.died(&dir, None));
+                    let outcome = self.died(
+                        &dir,
+                        JobState::NodeFail,
+                        &format!("its job directory cannot be read: {e}"),
+                    );
+                    self.ended(job, attempt, outcome);
                 }
             }
         }
@@ -258,13 +279,13 @@ impl Executor {
             }
             match dir.try_lock() {
                 Ok(None) => {
-                    if let Some(started) = dir.started() {
+                    if let Some(pid) = dir.shim_pid() {
                         tracing::warn!(
                             job = dir.job,
                             attempt = dir.attempt,
                             "stopping a job the controller no longer expects here"
                         );
-                        let _ = signal_shim(started.shim_pid);
+                        let _ = signal_shim(pid);
                     }
                 }
                 Ok(Some(_lock)) => {
@@ -275,22 +296,26 @@ impl Executor {
         }
     }
 
-    /// The outcome of an attempt whose shim died without recording one.
-    fn died(&self, dir: &JobDir, started: Option<crate::agent::jobdir::Started>) -> Outcome {
-        if let Some(s) = &started {
-            // Whatever the job left running has no shim to answer for it any more.
-            let _ = nix::sys::signal::killpg(
-                nix::unistd::Pid::from_raw(s.pgid),
-                nix::sys::signal::Signal::SIGKILL,
+    /// The outcome of an attempt whose shim died without recording one. Whatever the job left
+    /// running has no shim to answer for it any more, so it is killed, found by the job's
+    /// identity in its environment (never by a recorded pid, which may since have been reused).
+    fn died(&self, dir: &JobDir, state: JobState, what: &str) -> Outcome {
+        let killed = kill_job_processes(&dir.key());
+        if killed > 0 {
+            tracing::warn!(
+                job = dir.job,
+                attempt = dir.attempt,
+                killed,
+                "killed processes of a job whose shim died"
             );
         }
         Outcome {
-            state: JobState::NodeFail,
+            state,
             exit_code: None,
             signal: None,
             end_time_ms: now_ms(),
             reason: Some(format!(
-                "the job's shim died without recording an end (node rebooted?); last log lines: {}",
+                "{what}; last lines of its shim log: {}",
                 dir.log_tail(3)
             )),
         }
@@ -307,9 +332,13 @@ impl Executor {
                 // The lock is free: the shim is gone. Re-read the status it may have written
                 // just before exiting.
                 Ok(Some(_lock)) => {
-                    let outcome = dir
-                        .status()
-                        .unwrap_or_else(|| self.died(&dir, dir.started()));
+                    let outcome = dir.status().unwrap_or_else(|| {
+                        self.died(
+                            &dir,
+                            JobState::NodeFail,
+                            "the job's shim died without recording an end",
+                        )
+                    });
                     return self.ended(dir.job, dir.attempt, outcome);
                 }
                 Err(e) => {

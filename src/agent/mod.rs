@@ -4,4 +4,5 @@
 pub mod environment;
 pub mod jobdir;
 pub mod local;
+pub mod procs;
 pub mod protocol;

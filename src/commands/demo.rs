@@ -98,17 +98,70 @@ pub async fn run(args: &DemoArgs) -> anyhow::Result<()> {
         let _ = stop_rx.await;
     }));
     let client = Client::new(&config.controller.socket);
+    let log = tmp.path().join("labpool.log");
+    let outcome = tokio::select! {
+        r = drive(&client, &server, total, tmp.path()) => r,
+        _ = tokio::signal::ctrl_c() => Err(anyhow::anyhow!("interrupted")),
+    };
+    if outcome.is_err() {
+        // Leave nothing running, whatever went wrong: the shims outlive the controller by
+        // design, so stop their jobs first.
+        stop_all(&client).await;
+    }
+    let _ = stop_tx.send(());
+    let stopped = server.await;
+    outcome.with_context(|| format!("the demo stopped early; its log was {}", log.display()))?;
+    stopped.context("the demo controller panicked")??;
+    if args.keep {
+        let kept = tmp.keep();
+        println!("Kept {} (config, database, job output).", kept.display());
+    } else {
+        println!(
+            "Stopped the controller and removed {}. Nothing is left running.",
+            tmp.path().display()
+        );
+    }
+    println!(
+        "Next: `labpool init --dir DIR` writes a config for this machine; the README shows the rest."
+    );
+    Ok(())
+}
+
+/// Cancels every demo job still queued or running and waits (briefly) for them to end.
+async fn stop_all(client: &Client) {
+    let Ok(active) = client.get::<Vec<JobView>>("/v1/jobs").await else {
+        return;
+    };
+    let ids: Vec<u64> = active.iter().map(|j| j.id).collect();
+    if ids.is_empty() {
+        return;
+    }
+    let _ = client
+        .post::<_, Vec<crate::api::CancelOutcome>>(
+            "/v1/jobs/cancel",
+            &crate::api::CancelRequest { ids },
+        )
+        .await;
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(15) {
+        match client.get::<Vec<JobView>>("/v1/jobs").await {
+            Ok(a) if !a.is_empty() => tokio::time::sleep(Duration::from_millis(100)).await,
+            _ => return,
+        }
+    }
+}
+
+/// Waits for the controller, submits the demo jobs, prints their transitions and a summary.
+async fn drive(
+    client: &Client,
+    server: &tokio::task::JoinHandle<anyhow::Result<()>>,
+    total: u32,
+    dir: &std::path::Path,
+) -> anyhow::Result<()> {
     let started = Instant::now();
     while client.get::<crate::api::Ping>("/v1/ping").await.is_err() {
         if server.is_finished() || started.elapsed() > Duration::from_secs(20) {
-            let _ = stop_tx.send(());
-            return match server.await {
-                Ok(Err(e)) => Err(e.context("the demo controller did not start")),
-                _ => Err(anyhow::anyhow!(
-                    "the demo controller did not start; see {}",
-                    tmp.path().join("labpool.log").display()
-                )),
-            };
+            anyhow::bail!("the demo controller did not start");
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -118,13 +171,12 @@ pub async fn run(args: &DemoArgs) -> anyhow::Result<()> {
         "Submitting {} jobs that contend for {total} GPUs:",
         jobs.len()
     );
-    let mut names = BTreeMap::new();
     for j in &jobs {
         let req = SubmitRequest {
             name: j.name.to_string(),
             script: format!("#!/bin/sh\n{}\n", j.command),
             args: Vec::new(),
-            workdir: tmp.path().to_path_buf(),
+            workdir: dir.to_path_buf(),
             output: Some("%x-%j.out".to_string()),
             error: None,
             gpus: j.gpus,
@@ -139,15 +191,11 @@ pub async fn run(args: &DemoArgs) -> anyhow::Result<()> {
             umask: 0o022,
         };
         let s: Submitted = client.post("/v1/jobs", &req).await?;
+        let plural = if j.gpus == 1 { " " } else { "s" };
         println!(
-            "  job {:<2} {:<15} {} GPU{}  {}",
-            s.job_id,
-            j.name,
-            j.gpus,
-            if j.gpus == 1 { " " } else { "s" },
-            j.what
+            "  job {:<2} {:<15} {} GPU{plural}  {}",
+            s.job_id, j.name, j.gpus, j.what
         );
-        names.insert(s.job_id, j.name);
     }
     println!();
 
@@ -170,9 +218,9 @@ pub async fn run(args: &DemoArgs) -> anyhow::Result<()> {
                     _ => String::new(),
                 },
             };
+            let at = t0.elapsed().as_secs_f64();
             println!(
-                "[{:>5.1}s] job {:<2} {:<15} {:<10} {what}",
-                t0.elapsed().as_secs_f64(),
+                "[{at:>5.1}s] job {:<2} {:<15} {:<10} {what}",
                 j.id,
                 j.name,
                 j.state.as_str()
@@ -182,58 +230,46 @@ pub async fn run(args: &DemoArgs) -> anyhow::Result<()> {
             break done;
         }
         if t0.elapsed() > Duration::from_secs(120) {
-            let _ = stop_tx.send(());
-            anyhow::bail!(
-                "the demo jobs did not finish within 2 minutes; see {}",
-                tmp.path().join("labpool.log").display()
-            );
+            anyhow::bail!("the demo jobs did not finish within 2 minutes");
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
 
-    let overlap = gpu_overlap(&finished);
     println!();
-    let mut rows: Vec<Vec<String>> = finished
+    let ms = |t: &Option<String>| t.as_deref().and_then(crate::clock::parse_ms);
+    let mut rows: Vec<(u64, Vec<String>)> = finished
         .iter()
         .map(|j| {
-            vec![
+            let ran = match (ms(&j.start_time), ms(&j.end_time)) {
+                (Some(s), Some(e)) => format!("{:.1}s", (e - s) as f64 / 1000.0),
+                _ => "-".to_string(),
+            };
+            let cells = vec![
                 j.id.to_string(),
                 j.name.clone(),
                 j.state.to_string(),
                 exit_text(j.exit_code, j.signal),
                 gpu_list(&j.gpus),
-                format!("{:.1}s", j.elapsed_s.unwrap_or(0) as f64),
-            ]
+                ran,
+            ];
+            (j.id, cells)
         })
         .collect();
-    rows.sort_by_key(|r| r[0].parse::<u64>().unwrap_or(0));
+    rows.sort_by_key(|(id, _)| *id);
+    let rows = rows.into_iter().map(|(_, r)| r).collect();
     println!(
         "{}",
-        table(&["JOB", "NAME", "STATE", "EXIT", "GPUS", "ELAPSED"], rows)
+        table(&["JOB", "NAME", "STATE", "EXIT", "GPUS", "RAN"], rows)
     );
     println!();
-    match overlap {
+    match gpu_overlap(&finished) {
         None => println!(
             "{} jobs ran on {total} GPUs in {:.1} s; no GPU was ever held by two jobs at once.",
             finished.len(),
             t0.elapsed().as_secs_f64()
         ),
-        Some(msg) => println!("warning: {msg}"),
+        Some(msg) => anyhow::bail!("{msg}"),
     }
-    let _ = stop_tx.send(());
-    server.await.context("the demo controller panicked")??;
-    if args.keep {
-        let kept = tmp.keep();
-        println!("Kept {} (config, database, job output).", kept.display());
-    } else {
-        println!(
-            "Stopped the controller and removed {}. Nothing is left running.",
-            tmp.path().display()
-        );
-    }
-    println!(
-        "Next: `labpool init --dir DIR` writes a config for this machine; the README shows the rest."
-    );
     Ok(())
 }
 

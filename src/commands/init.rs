@@ -31,7 +31,7 @@ pub struct NewConfig {
 impl NewConfig {
     /// The config text.
     pub fn render(&self) -> String {
-        let dir = self.dir.display();
+        let path = |name: &str| quote(&self.dir.join(name).display().to_string());
         let gpu_section = match (&self.virtual_gpus, &self.nvml) {
             (Some(v), _) => format!(
                 "# GPUs: virtual ones are switched on ({} of type {}); a job sees their numbers in\n\
@@ -61,18 +61,18 @@ impl NewConfig {
 
 [controller]
 # State database (SQLite) and the job spool.
-state_dir = "{dir}/state"
+state_dir = {state}
 # The CLI talks to the controller over this Unix socket.
-socket = "{dir}/labpool.sock"
+socket = {socket}
 # `labpool serve` logs here as well as to standard error.
-log_file = "{dir}/labpool.log"
+log_file = {log}
 # Members of this Unix group may act on every job; root always may.
 admin_group = "labpool-admins"
 # Time between TERM and KILL when a job is cancelled or reaches its time limit.
 kill_grace = "{grace}"
 
 [node]
-name = "{name}"
+name = {name}
 # CPU cores and memory the pool may hand out.
 cpus = {cpus}
 memory = "{mem}"
@@ -95,8 +95,11 @@ priority = 20
 default_time = "30:00"
 max_time = "1:00:00"
 "#,
+            state = path("state"),
+            socket = path("labpool.sock"),
+            log = path("labpool.log"),
             grace = self.kill_grace,
-            name = self.node_name,
+            name = quote(&self.node_name),
             cpus = self.cpus,
             mem = format_mib_exact(self.mem_mib),
         )
@@ -104,22 +107,30 @@ max_time = "1:00:00"
 
     /// Writes `DIR/labpool.toml` (and creates DIR), then loads it back to be sure it works.
     pub fn write(&self, force: bool) -> anyhow::Result<Config> {
+        let path = self.dir.join("labpool.toml");
+        let text = self.render();
+        // Check the text before anything is made, so that a bad --dir or --name leaves nothing
+        // half-made behind.
+        Config::parse(&text, &path)?;
         std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o755)
             .create(&self.dir)
             .with_context(|| format!("cannot create {}", self.dir.display()))?;
-        let path = self.dir.join("labpool.toml");
         if path.exists() && !force {
             anyhow::bail!(
                 "{} already exists\nhint: pass --force to overwrite it",
                 path.display()
             );
         }
-        std::fs::write(&path, self.render())
-            .with_context(|| format!("cannot write {}", path.display()))?;
+        std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
         Ok(Config::load(&path)?)
     }
+}
+
+/// A TOML string literal, escaped.
+fn quote(s: &str) -> String {
+    toml::Value::String(s.to_string()).to_string()
 }
 
 fn describe_gpus(gpus: &[GpuDevice]) -> String {

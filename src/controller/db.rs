@@ -71,6 +71,8 @@ pub struct JobRow {
     pub end_time: Option<i64>,
     /// Attempt count.
     pub attempt: u32,
+    /// Who asked to cancel the running job, until it ends.
+    pub cancel_requested_by: Option<String>,
     /// Standard output file.
     pub stdout: Option<PathBuf>,
     /// Standard error file.
@@ -161,7 +163,7 @@ fn migrator() -> Migrator {
 }
 
 const JOB_COLUMNS: &str = "id, name, user, uid, gid, partition, state, reason, reason_detail, gpus_requested, gpu_type, \
-     cpus, mem_mib, time_limit_s, node, gpus, exit_code, signal, submit_time, start_time, end_time, attempt, stdout, stderr, request";
+     cpus, mem_mib, time_limit_s, node, gpus, exit_code, signal, submit_time, start_time, end_time, attempt, cancel_requested_by, stdout, stderr, request";
 
 /// The states of jobs that are not finished.
 pub const ACTIVE_STATES: &str = "('PENDING', 'STAGING', 'RUNNING')";
@@ -173,6 +175,7 @@ impl Db {
             path: path.to_path_buf(),
             source: e,
         };
+        make_private(path).map_err(|e| open_err(Box::new(e)))?;
         let options = SqliteConnectOptions::new()
             .filename(path)
             .create_if_missing(true)
@@ -265,7 +268,7 @@ impl Db {
             .join(",");
         sqlx::query(
             "UPDATE jobs SET state = 'RUNNING', reason = NULL, reason_detail = NULL, node = ?, gpus = ?, attempt = ?, \
-             start_time = ?, end_time = NULL, exit_code = NULL, signal = NULL, stdout = ?, stderr = ? WHERE id = ?",
+             start_time = ?, end_time = NULL, exit_code = NULL, signal = NULL, cancel_requested_by = NULL, stdout = ?, stderr = ? WHERE id = ?",
         )
         .bind(node)
         .bind(&gpus)
@@ -330,6 +333,22 @@ impl Db {
             None => what,
         };
         Db::event(tx, job, end_time, "end", Some(&detail)).await
+    }
+
+    /// Records that `by` asked to cancel a running job, so that a restarted controller still
+    /// stops it.
+    pub async fn request_cancel(
+        tx: &mut Transaction<'_, Sqlite>,
+        job: u64,
+        time: i64,
+        by: &str,
+    ) -> Result<(), DbError> {
+        sqlx::query("UPDATE jobs SET cancel_requested_by = ? WHERE id = ?")
+            .bind(by)
+            .bind(job as i64)
+            .execute(&mut **tx)
+            .await?;
+        Db::event(tx, job, time, "cancel", Some(&format!("requested by {by}"))).await
     }
 
     /// Puts a job back in the queue.
@@ -430,6 +449,27 @@ impl Db {
     }
 }
 
+/// Creates the database file readable by its owner only, or makes an existing one so, with its
+/// WAL files: jobs' environments (tokens, keys) are stored in it.
+fn make_private(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(path)?;
+    for suffix in ["", "-wal", "-shm"] {
+        let mut file = path.as_os_str().to_owned();
+        file.push(suffix);
+        match std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 fn job_from_row(r: &SqliteRow) -> Result<JobRow, DbError> {
     let id: i64 = r.try_get("id")?;
     let corrupt = |what: String| DbError::Corrupt { job: id, what };
@@ -482,6 +522,7 @@ fn job_from_row(r: &SqliteRow) -> Result<JobRow, DbError> {
         start_time: r.try_get("start_time")?,
         end_time: r.try_get("end_time")?,
         attempt: r.try_get::<i64, _>("attempt")? as u32,
+        cancel_requested_by: r.try_get("cancel_requested_by")?,
         stdout: opt_path("stdout")?,
         stderr: opt_path("stderr")?,
         request,

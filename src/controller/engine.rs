@@ -73,8 +73,6 @@ pub struct Engine {
     gpu_sources: BTreeMap<String, String>,
     /// Jobs not yet finished, with everything needed to launch them.
     active: BTreeMap<u64, JobRow>,
-    /// Who asked to cancel a running job, until it ends.
-    cancelled_by: BTreeMap<u64, String>,
     controller_uid: u32,
 }
 
@@ -94,7 +92,6 @@ impl Engine {
             agents,
             gpu_sources,
             active: BTreeMap::new(),
-            cancelled_by: BTreeMap::new(),
             controller_uid: effective_uid(),
         }
     }
@@ -152,6 +149,19 @@ impl Engine {
         for (node, link) in &self.agents {
             let expected = expected.remove(node).unwrap_or_default();
             let _ = link.send(AgentOrder::Adopt { expected });
+        }
+        // Cancels that were asked for before the restart are carried out now.
+        for row in self
+            .active
+            .values()
+            .filter(|r| r.state == JobState::Running && r.cancel_requested_by.is_some())
+        {
+            if let Some(link) = row.node.as_ref().and_then(|n| self.agents.get(n)) {
+                let _ = link.send(AgentOrder::Kill {
+                    job: row.id,
+                    attempt: row.attempt,
+                });
+            }
         }
         Ok(())
     }
@@ -317,6 +327,7 @@ impl Engine {
                     start_time: None,
                     end_time: None,
                     attempt: 0,
+                    cancel_requested_by: None,
                     stdout: None,
                     stderr: None,
                     request: *req,
@@ -465,7 +476,20 @@ impl Engine {
                     .active
                     .get(&job)
                     .is_some_and(|r| r.attempt == attempt && r.state == JobState::Running);
-                if current {
+                let cancelled_by = self
+                    .active
+                    .get(&job)
+                    .and_then(|r| r.cancel_requested_by.clone());
+                if current && let Some(by) = cancelled_by {
+                    let outcome = Outcome {
+                        state: JobState::Cancelled,
+                        exit_code: None,
+                        signal: None,
+                        end_time_ms: now_ms(),
+                        reason: Some(format!("cancelled by {by}")),
+                    };
+                    self.record_end(job, outcome).await?;
+                } else if current {
                     let why = "the controller stopped before the job started; it waits again";
                     let mut tx = self.db.begin().await?;
                     Db::mark_requeued(&mut tx, job, now_ms(), why).await?;
@@ -487,7 +511,11 @@ impl Engine {
     }
 
     async fn record_end(&mut self, job: u64, outcome: Outcome) -> anyhow::Result<()> {
-        let detail = match (outcome.state, self.cancelled_by.remove(&job)) {
+        let cancelled_by = self
+            .active
+            .get(&job)
+            .and_then(|r| r.cancel_requested_by.clone());
+        let detail = match (outcome.state, cancelled_by) {
             (JobState::Cancelled, Some(by)) => Some(format!("cancelled by {by}")),
             _ => outcome.reason.clone(),
         };
@@ -512,6 +540,7 @@ impl Engine {
 
     async fn cancel(&mut self, ids: &[u64], caller: &Caller) -> anyhow::Result<Vec<CancelOutcome>> {
         let mut out = Vec::new();
+        let mut kills = Vec::new();
         let mut tx = self.db.begin().await?;
         let now = now_ms();
         for &id in ids {
@@ -555,18 +584,8 @@ impl Engine {
                 _ => {
                     let node = row.node.clone().unwrap_or_default();
                     let attempt = row.attempt;
-                    Db::event(
-                        &mut tx,
-                        id,
-                        now,
-                        "cancel",
-                        Some(&format!("requested by {}", caller.user)),
-                    )
-                    .await?;
-                    self.cancelled_by.insert(id, caller.user.clone());
-                    if let Some(link) = self.agents.get(&node) {
-                        let _ = link.send(AgentOrder::Kill { job: id, attempt });
-                    }
+                    Db::request_cancel(&mut tx, id, now, &caller.user).await?;
+                    kills.push((node, id, attempt, caller.user.clone()));
                     let grace = humantime::format_duration(self.config.controller.kill_grace);
                     out.push(reply(
                         true,
@@ -576,6 +595,16 @@ impl Engine {
             }
         }
         tx.commit().await?;
+        // Only once the request is on disk: a controller that dies now still stops the job
+        // after its restart.
+        for (node, job, attempt, by) in kills {
+            if let Some(row) = self.active.get_mut(&job) {
+                row.cancel_requested_by = Some(by);
+            }
+            if let Some(link) = self.agents.get(&node) {
+                let _ = link.send(AgentOrder::Kill { job, attempt });
+            }
+        }
         Ok(out)
     }
 

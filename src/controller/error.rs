@@ -46,12 +46,15 @@ impl ApiError {
         )
     }
 
-    /// 503: the controller is stopping.
+    /// 503: the controller's engine is not taking requests (stopping, or stopped on an error).
     pub fn unavailable() -> ApiError {
         ApiError::new(
             503,
-            "the controller is shutting down",
-            Some("retry once `labpool serve` is back".to_string()),
+            "the controller is not taking requests: it is stopping, or it stopped on an error",
+            Some(
+                "its log (log_file under [controller]) says which; start `labpool serve` again"
+                    .to_string(),
+            ),
         )
     }
 }

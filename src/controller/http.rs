@@ -79,8 +79,13 @@ pub fn router(state: AppState) -> Router {
                 Some(format!("paths start with {}", api::PREFIX)),
             )
         })
+        // A submit carries the script (up to 4 MiB) and the environment.
+        .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(state)
 }
+
+/// Largest request body the API takes.
+pub const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
 
 fn caller(state: &AppState, peer: &Peer) -> Result<Caller, ApiError> {
     let uid = peer

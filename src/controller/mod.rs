@@ -35,11 +35,15 @@ pub async fn serve(
 ) -> anyhow::Result<()> {
     let config = Arc::new(config);
     let state_dir = &config.controller.state_dir;
+    // Traversable (jobs reach their scripts in the spool below it) but not listable; the
+    // database inside is private to the controller's user.
     std::fs::DirBuilder::new()
         .recursive(true)
-        .mode(0o755)
+        .mode(0o711)
         .create(state_dir)
         .with_context(|| format!("cannot create state directory {}", state_dir.display()))?;
+    std::fs::set_permissions(state_dir, std::fs::Permissions::from_mode(0o711))
+        .with_context(|| format!("cannot set the mode of {}", state_dir.display()))?;
     let _lock = lock_controller(state_dir)?;
     if !nix::unistd::geteuid().is_root() {
         let me = crate::identity::user_name(crate::identity::effective_uid());
@@ -154,8 +158,19 @@ fn bind_socket(path: &Path) -> anyhow::Result<UnixListener> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     }
-    // We hold the controller lock, so a socket file here is a dead controller's.
-    let _ = std::fs::remove_file(path);
+    // We hold the controller lock, so a socket here is a dead controller's. Anything else at
+    // that path is a mistake in the config, and is left alone.
+    if let Ok(meta) = std::fs::symlink_metadata(path) {
+        use std::os::unix::fs::FileTypeExt;
+        if !meta.file_type().is_socket() {
+            anyhow::bail!(
+                "{} exists and is not a socket; refusing to replace it\nhint: point `socket` under [controller] at a free path",
+                path.display()
+            );
+        }
+        std::fs::remove_file(path)
+            .with_context(|| format!("cannot remove the stale socket {}", path.display()))?;
+    }
     let listener =
         UnixListener::bind(path).with_context(|| format!("cannot listen on {}", path.display()))?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666))?;

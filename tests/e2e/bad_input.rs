@@ -195,3 +195,78 @@ fn config_mistakes_name_the_line_and_key() {
     );
     assert!(!std::path::Path::new("/tmp/lp-never").exists());
 }
+
+#[test]
+fn gpu_jobs_on_a_node_without_gpus_say_how_to_get_some() {
+    let mut pool = Pool::build(
+        None,
+        &[("LABPOOL_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1")],
+    );
+    pool.start();
+    let (_, err) = fails(&pool, &["submit", "--gpus", "1", "--wrap", "true"]);
+    has(
+        &err,
+        &[
+            "job asks for 1 GPUs but no node in partition normal has GPUs",
+            "switch on virtual_gpus under [node]",
+        ],
+    );
+    // CPU-only jobs run.
+    let id = pool.submit(&["--wrap", "echo cvd=[$CUDA_VISIBLE_DEVICES]"]);
+    assert_eq!(
+        crate::pool::s(
+            &pool.wait_done(id, std::time::Duration::from_secs(20)),
+            "state"
+        ),
+        "COMPLETED"
+    );
+    let out = crate::pool::read_output(&pool.work.join(format!("labpool-{id}.out")));
+    assert_eq!(out.trim(), "cvd=[]", "a CPU-only job sees no GPU");
+}
+
+#[test]
+fn serve_refuses_to_replace_a_file_that_is_not_a_socket() {
+    let pool = Pool::new("1:t4");
+    pool.edit_config(|t| t.replace("labpool.sock\"", "notes.txt\""));
+    std::fs::write(pool.dir.join("notes.txt"), "keep me").unwrap();
+    let out = pool.cli(&["serve"]);
+    assert!(!out.status.success());
+    has(
+        &String::from_utf8(out.stderr).unwrap(),
+        &["notes.txt exists and is not a socket"],
+    );
+    assert_eq!(
+        std::fs::read_to_string(pool.dir.join("notes.txt")).unwrap(),
+        "keep me"
+    );
+}
+
+#[test]
+fn init_quotes_odd_directory_names() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("lab \"pool\" \\ x");
+    let out = std::process::Command::new(crate::pool::bin())
+        .args(["init", "--virtual-gpus", "1", "--dir"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let bad = std::process::Command::new(crate::pool::bin())
+        .args(["init", "--name", "no spaces please", "--dir"])
+        .arg(tmp.path().join("other"))
+        .output()
+        .unwrap();
+    assert!(!bad.status.success());
+    has(
+        &String::from_utf8(bad.stderr).unwrap(),
+        &["[node] name", "letters, digits"],
+    );
+    assert!(
+        !tmp.path().join("other").exists(),
+        "a refused init leaves nothing behind"
+    );
+}

@@ -248,3 +248,35 @@ fn listings_print_tables_and_json() {
     );
     pool.ok(&["cancel", &a.to_string(), &b.to_string()]);
 }
+
+#[test]
+fn finished_job_leaves_no_process_behind_and_secrets_stay_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let mut pool = Pool::new("1:t4");
+    pool.start();
+    // A process that leaves the job's process group still carries the job's identity.
+    let id = pool.submit(&[
+        "--wrap",
+        "setsid sleep 300 & echo $! > escaped-$LABPOOL_JOB_ID; sleep 1",
+    ]);
+    pool.wait_for(id, T, |j| s(j, "state") == "RUNNING");
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    let spec = pool.dir.join(format!("state/spool/jobs/{id}.1/spec.json"));
+    assert_eq!(mode(&spec), 0o600, "the spec holds the job's environment");
+    assert_eq!(mode(&pool.dir.join("state/labpool.db")), 0o600);
+    assert_eq!(mode(&pool.dir.join("state")), 0o711);
+    let pid: i32 = read_output(&pool.work.join(format!("escaped-{id}")))
+        .trim()
+        .parse()
+        .unwrap();
+    assert_eq!(s(&pool.wait_done(id, T), "state"), "COMPLETED");
+    let alive = |pid: i32| {
+        // A killed child of init may linger as a zombie for a moment; count only live ones.
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|st| !st.contains(") Z "))
+    };
+    let t0 = std::time::Instant::now();
+    while alive(pid) && t0.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(!alive(pid), "the setsid'd process {pid} outlived its job");
+}

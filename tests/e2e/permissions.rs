@@ -1,7 +1,7 @@
 //! Identity comes from the socket: members act only on their own jobs, and jobs run as their
 //! submitter, with files owned by them.
 
-use crate::pool::{Pool, ensure_user, have_root, read_output, s, stdout_of};
+use crate::pool::{Pool, ensure_user, ensure_user_in, have_root, read_output, s, stdout_of};
 use std::os::unix::fs::MetadataExt;
 use std::time::Duration;
 
@@ -131,4 +131,26 @@ fn controller_without_root_runs_only_its_own_users_jobs() {
     );
     assert!(err.contains("hint: run `labpool serve` as root"), "{err}");
     assert_eq!(pool.history().len(), 1);
+}
+
+#[test]
+fn admin_group_members_may_cancel_any_job() {
+    if !have_root("admin_group_members_may_cancel_any_job") {
+        return;
+    }
+    let (alice, alice_gid) = ensure_user("lp-alice");
+    let (admin, admin_gid) = ensure_user_in("lp-admin", Some("labpool-admins"));
+    let mut pool = Pool::new("1:t4").for_users();
+    pool.start();
+    let id = id_of(&pool.cli_as(
+        alice,
+        alice_gid,
+        &["submit", "--parsable", "--wrap", "sleep 30"],
+    ));
+    pool.wait_for(id, T, |j| s(j, "state") == "RUNNING");
+    let out = stdout_of(&pool.cli_as(admin, admin_gid, &["cancel", &id.to_string()]));
+    assert!(out.contains(&format!("job {id} is being stopped")), "{out}");
+    let job = pool.wait_done(id, T);
+    assert_eq!(s(&job, "state"), "CANCELLED");
+    assert_eq!(s(&job, "reason_detail"), "cancelled by lp-admin");
 }

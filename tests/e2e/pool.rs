@@ -49,18 +49,36 @@ pub fn have_tool(test: &str, tool: &str) -> bool {
 
 /// Makes sure a local test user exists; returns (uid, gid).
 pub fn ensure_user(name: &str) -> (u32, u32) {
+    ensure_user_in(name, None)
+}
+
+/// Makes sure a local test user exists, as a member of `group` when given (the group is
+/// created too); returns (uid, gid).
+pub fn ensure_user_in(name: &str, group: Option<&str>) -> (u32, u32) {
     for _ in 0..50 {
+        if let Some(g) = group
+            && nix::unistd::Group::from_name(g).ok().flatten().is_none()
+        {
+            let _ = Command::new("groupadd")
+                .args(["-f", g])
+                .stderr(Stdio::null())
+                .status();
+            std::thread::sleep(Duration::from_millis(100));
+            continue;
+        }
         if let Ok(Some(u)) = nix::unistd::User::from_name(name) {
             return (u.uid.as_raw(), u.gid.as_raw());
         }
         // useradd locks /etc/passwd; a parallel test may hold it for a moment.
-        let _ = Command::new("useradd")
-            .args(["-M", "-s", "/bin/sh", name])
-            .stderr(Stdio::null())
-            .status();
+        let mut add = Command::new("useradd");
+        add.args(["-M", "-s", "/bin/sh"]);
+        if let Some(g) = group {
+            add.args(["-G", g]);
+        }
+        let _ = add.arg(name).stderr(Stdio::null()).status();
         std::thread::sleep(Duration::from_millis(100));
     }
-    panic!("cannot create test user {name} (is useradd installed?)");
+    panic!("cannot create test user {name} (are useradd and groupadd installed?)");
 }
 
 /// A pool under test.
@@ -230,12 +248,23 @@ impl Pool {
         self.command(args).output().unwrap()
     }
 
-    /// Runs the CLI as another user.
+    /// Runs the CLI as another user, with that user's groups (through `setpriv`, as the
+    /// controller must see real supplementary groups for the admin group to count).
     pub fn cli_as(&self, uid: u32, gid: u32, args: &[&str]) -> Output {
-        use std::os::unix::process::CommandExt;
-        let mut cmd = self.command(args);
-        // As root, std drops the supplementary groups when it sets the uid.
-        cmd.uid(uid).gid(gid);
+        let user = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
+            .unwrap()
+            .unwrap();
+        let mut cmd = Command::new("setpriv");
+        cmd.args([
+            format!("--reuid={uid}"),
+            format!("--regid={gid}"),
+            "--init-groups".to_string(),
+        ])
+        .arg(&self.bin)
+        .args(args)
+        .env("LABPOOL_CONFIG", &self.config)
+        .env("USER", &user.name)
+        .current_dir(&self.work);
         cmd.output().unwrap()
     }
 

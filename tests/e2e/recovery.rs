@@ -118,3 +118,55 @@ fn attempt_that_never_started_is_requeued_not_lost() {
         "{show}\n{job:#}"
     );
 }
+
+#[test]
+fn a_dead_shim_ends_its_job_kills_its_processes_and_frees_the_gpu() {
+    let mut pool = Pool::new("1:t4");
+    pool.start();
+    let first = pool.submit(&[
+        "--gpus",
+        "1",
+        "--wrap",
+        "echo $$ > pid-$LABPOOL_JOB_ID; sleep 60",
+    ]);
+    let second = pool.submit(&["--gpus", "1", "--wrap", "true"]);
+    pool.wait_for(first, Duration::from_secs(20), |j| {
+        s(j, "state") == "RUNNING"
+    });
+    let pid: i32 = read_output(&pool.work.join(format!("pid-{first}")))
+        .trim()
+        .parse()
+        .unwrap();
+    let lock = pool.dir.join(format!("state/spool/jobs/{first}.1/lock"));
+    let shim: i32 = read_output(&lock).trim().parse().unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(shim),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let job = pool.wait_done(first, Duration::from_secs(20));
+    assert_eq!(s(&job, "state"), "FAILED", "{job:#}");
+    assert!(s(&job, "reason_detail").contains("shim died"), "{job:#}");
+    assert_eq!(
+        s(&pool.wait_done(second, Duration::from_secs(20)), "state"),
+        "COMPLETED"
+    );
+    let alive =
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|st| !st.contains(") Z "));
+    assert!(!alive, "the job's script {pid} outlived its shim");
+}
+
+#[test]
+fn a_cancel_survives_a_controller_crash() {
+    let mut pool = Pool::new("1:t4");
+    pool.start();
+    // The job ignores TERM, so it is still running (in its grace period) when the controller dies.
+    let id = pool.submit(&["--wrap", "trap '' TERM; sleep 60"]);
+    pool.wait_for(id, Duration::from_secs(20), |j| s(j, "state") == "RUNNING");
+    pool.ok(&["cancel", &id.to_string()]);
+    pool.kill9();
+    pool.start();
+    let job = pool.wait_done(id, Duration::from_secs(20));
+    assert_eq!(s(&job, "state"), "CANCELLED", "{job:#}");
+    assert_eq!(s(&job, "reason_detail"), "cancelled by root");
+}

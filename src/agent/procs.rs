@@ -1,0 +1,43 @@
+//! Finding a job's processes by what they carry, not by a number that may have been reused.
+//!
+//! Every process of a job inherits `LABPOOL_JOB_KEY` from its script, even one that left the
+//! job's process group with `setsid`. The key is the attempt's spool directory, unique on the
+//! machine even when several pools run on it (a demo beside a production pool), unlike a job
+//! id. After a shim dies, or after a reboot when its recorded process group id may belong to
+//! someone else, the agent kills exactly the processes that carry the key, and nothing else.
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+/// The environment variable that marks a job attempt's processes.
+pub const JOB_KEY_VAR: &str = "LABPOOL_JOB_KEY";
+
+/// Sends SIGKILL to every process that carries `key` (see [`JOB_KEY_VAR`]); returns how many.
+pub fn kill_job_processes(key: &str) -> usize {
+    let wanted = format!("{JOB_KEY_VAR}={key}");
+    let me = std::process::id();
+    let mut killed = 0;
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    for entry in entries.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid == me {
+            continue;
+        }
+        let Ok(environ) = std::fs::read(entry.path().join("environ")) else {
+            continue;
+        };
+        let marked = environ.split(|b| *b == 0).any(|var| var == wanted.as_bytes());
+        if marked && kill(Pid::from_raw(pid as i32), Signal::SIGKILL).is_ok() {
+            killed += 1;
+        }
+    }
+    killed
+}
