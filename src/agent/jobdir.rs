@@ -148,20 +148,18 @@ impl JobDir {
     }
 
     /// Writes `value` as JSON to `name` (mode 0644) so that a reader sees the old file or the
-    /// whole new one.
+    /// whole new one, even after a power loss.
     pub fn write_json<T: Serialize>(&self, name: &str, value: &T) -> io::Result<()> {
-        self.write_json_mode(name, value, 0o644)
+        let bytes = serde_json::to_vec_pretty(value).map_err(io::Error::other)?;
+        write_atomic(&self.path.join(name), &bytes, 0o644, true)
     }
 
-    /// Like [`JobDir::write_json`], with the file's mode from its creation on.
-    pub fn write_json_mode<T: Serialize>(
-        &self,
-        name: &str,
-        value: &T,
-        mode: u32,
-    ) -> io::Result<()> {
+    /// Writes the shim's spec (private: it holds the job's environment). Atomic but not synced:
+    /// it matters only to the shim started right after, which a power loss kills anyway, and
+    /// two fsyncs on the start path would delay every job.
+    pub fn write_spec<T: Serialize>(&self, value: &T) -> io::Result<()> {
         let bytes = serde_json::to_vec_pretty(value).map_err(io::Error::other)?;
-        write_atomic(&self.path.join(name), &bytes, mode)
+        write_atomic(&self.spec_path(), &bytes, 0o600, false)
     }
 
     fn read_json<T: for<'de> Deserialize<'de>>(&self, name: &str) -> Option<T> {
@@ -201,7 +199,6 @@ impl JobDir {
             .map_err(|(_, e)| io::Error::from(e))?;
         lock.set_len(0)?;
         write!(lock, "{}", std::process::id())?;
-        lock.sync_all()?;
         Ok(lock)
     }
 
@@ -242,6 +239,7 @@ impl JobDir {
             &self.path.join("fenced"),
             b"fenced by the agent: this attempt never started\n",
             0o644,
+            true,
         )?;
         Ok(Liveness::NeverStarted)
     }
@@ -262,9 +260,10 @@ impl JobDir {
     }
 }
 
-/// Writes a file completely or not at all: a temporary file created with `mode`, fsync, rename,
-/// fsync of the directory.
-pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
+/// Writes a file completely or not at all: a temporary file created with `mode`, then a rename.
+/// When `durable`, the file is fsynced before the rename and the directory after it, so the
+/// write also survives a power loss.
+pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32, durable: bool) -> io::Result<()> {
     let dir = path.parent().expect("a file path has a parent");
     let tmp = dir.join(format!(
         ".{}.tmp",
@@ -277,10 +276,15 @@ pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
         .mode(mode)
         .open(&tmp)?;
     f.write_all(bytes)?;
-    f.sync_all()?;
+    if durable {
+        f.sync_all()?;
+    }
     drop(f);
     std::fs::rename(&tmp, path)?;
-    File::open(dir)?.sync_all()
+    if durable {
+        File::open(dir)?.sync_all()?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

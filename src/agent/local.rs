@@ -141,7 +141,7 @@ impl Executor {
             umask: launch.umask,
         };
         // The spec holds the job's environment, which may hold secrets: private from the start.
-        dir.write_json_mode("spec.json", &spec, 0o600)?;
+        dir.write_spec(&spec)?;
         let log = std::fs::File::create(dir.log_path())?;
         let mut cmd = std::process::Command::new(&self.exe);
         cmd.arg("shim")

@@ -34,7 +34,9 @@ pub fn kill_job_processes(key: &str) -> usize {
         let Ok(environ) = std::fs::read(entry.path().join("environ")) else {
             continue;
         };
-        let marked = environ.split(|b| *b == 0).any(|var| var == wanted.as_bytes());
+        let marked = environ
+            .split(|b| *b == 0)
+            .any(|var| var == wanted.as_bytes());
         if marked && kill(Pid::from_raw(pid as i32), Signal::SIGKILL).is_ok() {
             killed += 1;
         }
