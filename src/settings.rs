@@ -293,6 +293,8 @@ impl Config {
                 nodes: p.nodes.clone(),
                 default_time: p.default_time,
                 max_time: p.max_time,
+                allow_accounts: None,
+                max_gpus_per_job: None,
             })
             .collect()
     }

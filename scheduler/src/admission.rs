@@ -7,6 +7,25 @@ use crate::size::format_mib;
 use crate::time::TimeLimit;
 use std::collections::BTreeMap;
 
+/// What admission looks at.
+#[derive(Debug, Clone)]
+pub struct AdmitRequest<'a> {
+    /// The submitting user.
+    pub user: &'a str,
+    /// `--account`, if given.
+    pub account: Option<&'a str>,
+    /// `--partition`, if given.
+    pub partition: Option<&'a str>,
+    /// `--time`, if given.
+    pub time_limit: Option<TimeLimit>,
+    /// What each job needs.
+    pub resources: &'a Resources,
+    /// Through the emergency lane.
+    pub emergency: bool,
+    /// How many jobs this submission makes (an array makes several).
+    pub count: u32,
+}
+
 /// A submitted job's place after admission.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Admitted {
@@ -14,6 +33,8 @@ pub struct Admitted {
     pub partition: String,
     /// Its time limit, after the partition's default and maximum.
     pub time_limit: TimeLimit,
+    /// The account it runs under: the one asked for, else the user's first, else none.
+    pub account: Option<String>,
 }
 
 /// Why a job was refused at submit.
@@ -38,6 +59,74 @@ pub enum AdmissionError {
         partition: String,
         /// Its maximum.
         max: TimeLimit,
+    },
+    /// `--account` names no account.
+    #[error("unknown account '{name}'; accounts here: {known}")]
+    UnknownAccount {
+        /// What was asked for.
+        name: String,
+        /// The configured ones.
+        known: String,
+    },
+    /// The user is not in the account.
+    #[error("{user} is not a member of account {account}; {user}'s accounts: {mine}")]
+    NotMember {
+        /// The user.
+        user: String,
+        /// The account.
+        account: String,
+        /// The user's accounts.
+        mine: String,
+    },
+    /// The partition is for other accounts.
+    #[error("partition {partition} is only for accounts {allowed}; this job runs under {account}")]
+    PartitionNotAllowed {
+        /// The partition.
+        partition: String,
+        /// Who may use it.
+        allowed: String,
+        /// The job's account, or "no account".
+        account: String,
+    },
+    /// More GPUs than the partition allows per job.
+    #[error(
+        "partition {partition} takes jobs of at most {max} GPUs; this one asks for {requested}"
+    )]
+    PartitionGpuCap {
+        /// The partition.
+        partition: String,
+        /// Its cap.
+        max: u32,
+        /// What was asked for.
+        requested: u32,
+    },
+    /// An emergency job over the lane's size cap.
+    #[error(
+        "emergency jobs may ask for at most {max_gpus} GPUs and {max_time}; this one asks for {gpus} GPUs and {time}"
+    )]
+    EmergencyTooBig {
+        /// The cap on GPUs.
+        max_gpus: u32,
+        /// The cap on time.
+        max_time: TimeLimit,
+        /// What was asked for.
+        gpus: u32,
+        /// Its time limit.
+        time: TimeLimit,
+    },
+    /// Over `MaxSubmitJobsPerUser`.
+    #[error(
+        "{user} has {queued} jobs queued or running and this adds {adding}; MaxSubmitJobsPerUser={max}"
+    )]
+    SubmitLimit {
+        /// The user.
+        user: String,
+        /// Jobs they have.
+        queued: u32,
+        /// Jobs being submitted.
+        adding: u32,
+        /// The limit.
+        max: u32,
     },
     /// The partition has no nodes.
     #[error("partition {0} has no nodes yet")]
@@ -118,6 +207,24 @@ impl AdmissionError {
                 )
             }
             AdmissionError::TimeOverMax { max, .. } => format!("ask for --time={max} or less"),
+            AdmissionError::UnknownAccount { .. } => {
+                "leave out --account to use your default account; `labpool account list` shows them".to_string()
+            }
+            AdmissionError::NotMember { account, user, .. } => {
+                format!("an admin can add you: labpool account add-user {account} {user}")
+            }
+            AdmissionError::PartitionNotAllowed { .. } => {
+                "use another partition (`labpool partition list`), or ask an admin to add you to an allowed account".to_string()
+            }
+            AdmissionError::PartitionGpuCap { max, .. } => {
+                format!("ask for at most {max} GPUs here, or use another partition")
+            }
+            AdmissionError::EmergencyTooBig { max_gpus, max_time, .. } => {
+                format!("shrink the job (--gpus {max_gpus} --time {max_time}), or submit it without --emergency")
+            }
+            AdmissionError::SubmitLimit { .. } => {
+                "wait for some of your jobs to end, or cancel some (`labpool queue --me`)".to_string()
+            }
             AdmissionError::NoNodes(_) => {
                 "start `labpool serve` (or an agent) so that a node joins".to_string()
             }

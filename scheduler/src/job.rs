@@ -1,12 +1,15 @@
 //! The job model: identity, state, and what a job asks for.
 
+use crate::dependency::Dependency;
 use crate::time::{TimeLimit, Timestamp};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
 
 /// A job's number, unique in a pool and never reused.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Default,
+)]
 #[serde(transparent)]
 pub struct JobId(pub u64);
 
@@ -113,7 +116,7 @@ pub struct Resources {
 }
 
 /// What the scheduler knows of a job: enough to place it, nothing about how it runs.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub struct JobSpec {
     /// The job's id.
     pub id: JobId,
@@ -121,6 +124,8 @@ pub struct JobSpec {
     pub name: String,
     /// The submitting user's name.
     pub user: String,
+    /// The account (research group) it runs under, if any.
+    pub account: Option<String>,
     /// The partition it was admitted to.
     pub partition: String,
     /// What it needs.
@@ -129,11 +134,32 @@ pub struct JobSpec {
     pub time_limit: TimeLimit,
     /// When it was submitted.
     pub submit_time: Timestamp,
+    /// Submitted through the emergency lane: top priority tier.
+    pub emergency: bool,
+    /// Datasets it reads, by name.
+    pub datasets: Vec<String>,
+    /// Jobs it waits for.
+    pub dependencies: Vec<Dependency>,
+    /// Its place in an array, if it is an array task.
+    pub array: Option<ArrayTask>,
+}
+
+/// A job's place in an array.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArrayTask {
+    /// The array's id (the id of its first task).
+    pub array_id: JobId,
+    /// This task's index.
+    pub task: u32,
+    /// At most this many of the array's tasks run at once.
+    pub throttle: Option<u32>,
 }
 
 /// Where a running job is, and what it holds there.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Allocation {
+    /// When it started.
+    pub start: Timestamp,
     /// Node name.
     pub node: String,
     /// GPU indexes on that node, as NVML numbers them.

@@ -6,6 +6,7 @@
 //!
 //! ```
 //! use labpool_scheduler::{Decision, JobId, JobSpec, Resources, Scheduler, Timestamp};
+//! use labpool_scheduler::admission::AdmitRequest;
 //! use labpool_scheduler::node::{GpuDevice, NodeSpec};
 //! use labpool_scheduler::partition::Partition;
 //! use labpool_scheduler::time::TimeLimit;
@@ -13,16 +14,18 @@
 //! let normal = Partition {
 //!     name: "normal".into(), default: true, priority: 0, nodes: None,
 //!     default_time: TimeLimit::Seconds(3600), max_time: TimeLimit::Seconds(86_400),
+//!     allow_accounts: None, max_gpus_per_job: None,
 //! };
 //! let mut s = Scheduler::new(vec![normal]).unwrap();
 //! let gpu = |index| GpuDevice { index, gpu_type: "rtx4090".into(), product: "virtual".into(), memory_mib: 0, uuid: None };
-//! s.upsert_node(NodeSpec { name: "box".into(), gpus: vec![gpu(0), gpu(1)], cpus: 8, mem_mib: 65_536 });
+//! s.upsert_node(NodeSpec { name: "box".into(), gpus: vec![gpu(0), gpu(1)], cpus: 8, mem_mib: 65_536 }).unwrap();
 //!
 //! let res = Resources { gpus: 2, gpu_type: None, cpus: 1, mem_mib: 0 };
-//! let admitted = s.admit(None, None, &res).unwrap();
+//! let req = AdmitRequest { user: "alice", account: None, partition: None, time_limit: None, resources: &res, emergency: false, count: 1 };
+//! let admitted = s.admit(&req).unwrap();
 //! s.enqueue(JobSpec {
 //!     id: JobId(1), name: "train".into(), user: "alice".into(), partition: admitted.partition,
-//!     resources: res, time_limit: admitted.time_limit, submit_time: Timestamp(0),
+//!     resources: res, time_limit: admitted.time_limit, submit_time: Timestamp(0), ..JobSpec::default()
 //! });
 //! let decisions = s.schedule(Timestamp(1_000));
 //! assert!(matches!(&decisions[0], Decision::Start { allocation, .. } if allocation.gpus == [0, 1]));
@@ -31,13 +34,22 @@
 #![deny(missing_docs)]
 
 pub mod admission;
+pub mod array;
+pub mod cache_view;
+pub mod credits;
+pub mod dependency;
 pub mod export;
 pub mod gpu;
 pub mod job;
+pub mod limits;
 pub mod node;
 pub mod options;
 pub mod partition;
+pub mod pass;
 pub mod placement;
+pub mod policy;
+pub mod priority;
+pub mod profile;
 pub mod reason;
 pub mod scheduler;
 pub mod script;

@@ -138,6 +138,23 @@ impl Node {
             .filter(|i| !self.gpu_owner.contains_key(i))
     }
 
+    /// The GPUs of `gpu_type` (any type when `None`) as a bit mask (bit `i` is GPU index `i`).
+    pub fn type_mask(&self, gpu_type: Option<&str>) -> u64 {
+        self.gpus_of_type(gpu_type)
+            .fold(0, |m, g| m | (1u64 << g.index))
+    }
+
+    /// What is free now, as the backfill profile starts from.
+    pub fn free_capacity(&self) -> crate::profile::Capacity {
+        let all = self.type_mask(None);
+        let held = self.gpu_owner.keys().fold(0u64, |m, i| m | (1u64 << i));
+        crate::profile::Capacity {
+            gpus: all & !held,
+            cpus: self.free_cpus() as i64,
+            mem: self.free_mem_mib() as i64,
+        }
+    }
+
     /// The job holding GPU `index`, if any.
     pub fn gpu_owner(&self, index: u32) -> Option<JobId> {
         self.gpu_owner.get(&index).copied()

@@ -18,6 +18,12 @@ pub struct Partition {
     pub default_time: TimeLimit,
     /// Longest time limit a job may ask for.
     pub max_time: TimeLimit,
+    /// Accounts whose jobs may use it; `None` lets everyone in.
+    #[serde(default)]
+    pub allow_accounts: Option<Vec<String>>,
+    /// Most GPUs one job may ask for here (a debug partition is for small jobs).
+    #[serde(default)]
+    pub max_gpus_per_job: Option<u32>,
 }
 
 impl Partition {

@@ -1,18 +1,49 @@
 //! Placement: an ordered chain of named filters, then scorers, over a read-only view of the
 //! nodes. Each filter that rejects a node counts the rejection under its name; those counts
-//! become the job's pending reason (`0/3 nodes fit: 2 gpu-type, 1 gpus-free`).
+//! become the job's pending reason (`0/3 nodes fit: 2 gpu-type, 1 gpus-free`). Scorers rank the
+//! nodes that pass, compared in chain order: the first scorer decides, later ones break ties.
 
-use crate::job::{JobId, JobSpec};
+use crate::cache_view::CacheView;
+use crate::job::JobSpec;
 use crate::node::Node;
 use crate::partition::Partition;
-use std::collections::BTreeMap;
+use crate::policy::PlacementPolicy;
+use crate::profile::{Need, Profile};
+use crate::time::Timestamp;
+
+/// A node as placement sees it: its state and its capacity over time.
+pub struct Candidate<'a> {
+    /// The node.
+    pub node: &'a Node,
+    /// Its free capacity from now on, reservations included.
+    pub profile: &'a Profile,
+}
 
 /// What every stage may look at besides the job and the node.
 pub struct PlacementContext<'a> {
     /// The job's partition.
     pub partition: &'a Partition,
-    /// Nodes held for a higher-priority job that could not start, with that job.
-    pub reserved: &'a BTreeMap<String, JobId>,
+    /// Now.
+    pub now: Timestamp,
+    /// Dataset caches.
+    pub cache: &'a dyn CacheView,
+}
+
+impl PlacementContext<'_> {
+    /// When the job would end if it started now.
+    pub fn end_if_started_now(&self, job: &JobSpec) -> Timestamp {
+        self.now.plus_limit(job.time_limit)
+    }
+}
+
+/// What `job` needs on `node`.
+pub fn need_on(job: &JobSpec, node: &Node) -> Need {
+    Need {
+        gpus: job.resources.gpus,
+        eligible: node.type_mask(job.resources.gpu_type.as_deref()),
+        cpus: job.resources.cpus as i64,
+        mem: job.resources.mem_mib as i64,
+    }
 }
 
 /// A stage that rejects nodes unable to take a job.
@@ -22,8 +53,8 @@ pub trait Filter {
     /// True when the stage judges the node as if it were empty and healthy: a job that every
     /// node rejects at a static stage can never run on this cluster.
     fn is_static(&self) -> bool;
-    /// True when `node` passes.
-    fn accepts(&self, job: &JobSpec, node: &Node, ctx: &PlacementContext<'_>) -> bool;
+    /// True when the node passes.
+    fn accepts(&self, job: &JobSpec, c: &Candidate<'_>, ctx: &PlacementContext<'_>) -> bool;
 }
 
 /// A stage that ranks the nodes that passed every filter. Higher is better.
@@ -31,11 +62,11 @@ pub trait Scorer {
     /// Stable name.
     fn name(&self) -> &'static str;
     /// The node's score for the job.
-    fn score(&self, job: &JobSpec, node: &Node) -> i64;
+    fn score(&self, job: &JobSpec, c: &Candidate<'_>, ctx: &PlacementContext<'_>) -> i64;
 }
 
 macro_rules! filter {
-    ($(#[$doc:meta])* $ty:ident, $name:literal, static = $static:literal, |$job:ident, $node:ident, $ctx:ident| $body:expr) => {
+    ($(#[$doc:meta])* $ty:ident, $name:literal, static = $static:literal, |$job:ident, $c:ident, $ctx:ident| $body:expr) => {
         $(#[$doc])*
         pub struct $ty;
         impl Filter for $ty {
@@ -45,7 +76,7 @@ macro_rules! filter {
             fn is_static(&self) -> bool {
                 $static
             }
-            fn accepts(&self, $job: &JobSpec, $node: &Node, $ctx: &PlacementContext<'_>) -> bool {
+            fn accepts(&self, $job: &JobSpec, $c: &Candidate<'_>, $ctx: &PlacementContext<'_>) -> bool {
                 $body
             }
         }
@@ -55,53 +86,72 @@ macro_rules! filter {
 filter!(
     /// The node belongs to the job's partition.
     PartitionFilter, "partition", static = true,
-    |_job, node, ctx| ctx.partition.has_node(node.name())
+    |_job, c, ctx| ctx.partition.has_node(c.node.name())
 );
 filter!(
     /// The node has GPUs of the requested type at all.
     GpuTypeFilter, "gpu-type", static = true,
-    |job, node, _ctx| job.resources.gpus == 0 || node.gpus_of_type(job.resources.gpu_type.as_deref()).next().is_some()
+    |job, c, _ctx| job.resources.gpus == 0 || c.node.gpus_of_type(job.resources.gpu_type.as_deref()).next().is_some()
 );
 filter!(
     /// The node has enough GPUs of the requested type in all.
     GpuCountFilter, "gpu-count", static = true,
-    |job, node, _ctx| node.gpus_of_type(job.resources.gpu_type.as_deref()).count() >= job.resources.gpus as usize
+    |job, c, _ctx| c.node.gpus_of_type(job.resources.gpu_type.as_deref()).count() >= job.resources.gpus as usize
 );
 filter!(
     /// The node has enough cores in all.
     CpuCountFilter, "cpu-count", static = true,
-    |job, node, _ctx| node.spec.cpus >= job.resources.cpus
+    |job, c, _ctx| c.node.spec.cpus >= job.resources.cpus
 );
 filter!(
     /// The node has enough memory in all.
     MemorySizeFilter, "memory-size", static = true,
-    |job, node, _ctx| node.spec.mem_mib >= job.resources.mem_mib
+    |job, c, _ctx| c.node.spec.mem_mib >= job.resources.mem_mib
 );
 filter!(
     /// The node is up and not draining.
     NodeUpFilter, "node-up", static = false,
-    |_job, node, _ctx| node.accepts_jobs()
+    |_job, c, _ctx| c.node.accepts_jobs()
 );
 filter!(
-    /// Enough of the node's GPUs are free now.
+    /// Enough of the node's GPUs are free now (jobs placed earlier in this pass included).
     GpusFreeFilter, "gpus-free", static = false,
-    |job, node, _ctx| node.free_gpus(job.resources.gpu_type.as_deref()).count() >= job.resources.gpus as usize
+    |job, c, _ctx| {
+        let eligible = c.node.type_mask(job.resources.gpu_type.as_deref());
+        (c.profile.free_now().gpus & eligible).count_ones() >= job.resources.gpus
+    }
 );
 filter!(
     /// Enough of the node's cores are free now.
     CpusFreeFilter, "cpus-free", static = false,
-    |job, node, _ctx| node.free_cpus() >= job.resources.cpus
+    |job, c, _ctx| c.profile.free_now().cpus >= job.resources.cpus as i64
 );
 filter!(
     /// Enough of the node's memory is free now.
     MemoryFreeFilter, "memory-free", static = false,
-    |job, node, _ctx| node.free_mem_mib() >= job.resources.mem_mib
+    |job, c, _ctx| c.profile.free_now().mem >= job.resources.mem_mib as i64
 );
 filter!(
-    /// The node is not held for a higher-priority job that is waiting for it.
+    /// Starting now would not delay a higher-priority job's reservation on this node: the job
+    /// fits over its whole time limit (backfill).
     ReservedFilter, "reserved", static = false,
-    |_job, node, ctx| !ctx.reserved.contains_key(node.name())
+    |job, c, ctx| c.profile.fits(ctx.now, ctx.end_if_started_now(job), &need_on(job, c.node)).is_some()
 );
+
+/// Prefers the node that already holds the most bytes of the job's datasets.
+pub struct LocalityScorer;
+
+impl Scorer for LocalityScorer {
+    fn name(&self) -> &'static str {
+        "dataset-locality"
+    }
+    fn score(&self, job: &JobSpec, c: &Candidate<'_>, ctx: &PlacementContext<'_>) -> i64 {
+        job.datasets
+            .iter()
+            .map(|d| ctx.cache.cached_bytes(c.node.name(), d) as i64)
+            .sum()
+    }
+}
 
 /// Prefers the node left fullest after placement, so that large jobs find whole nodes free.
 pub struct BinPackScorer;
@@ -110,9 +160,10 @@ impl Scorer for BinPackScorer {
     fn name(&self) -> &'static str {
         "binpack"
     }
-    fn score(&self, job: &JobSpec, node: &Node) -> i64 {
-        let gpus_left = node.free_gpus(None).count() as i64 - job.resources.gpus as i64;
-        let cpus_left = node.free_cpus() as i64 - job.resources.cpus as i64;
+    fn score(&self, job: &JobSpec, c: &Candidate<'_>, _ctx: &PlacementContext<'_>) -> i64 {
+        let free = c.profile.free_now();
+        let gpus_left = free.gpus.count_ones() as i64 - job.resources.gpus as i64;
+        let cpus_left = free.cpus - job.resources.cpus as i64;
         -(gpus_left * 100_000 + cpus_left)
     }
 }
@@ -126,10 +177,19 @@ pub struct Chain {
     scorers: Vec<Box<dyn Scorer + Send + Sync>>,
 }
 
-impl Default for Chain {
-    /// Static filters first (could the node ever fit?), then health, then what is free now,
-    /// then reservations, so that a reservation is blamed only where the job would otherwise fit.
-    fn default() -> Self {
+impl Chain {
+    /// The chain for a placement policy. Static filters come first (could the node ever fit?),
+    /// then health, then what is free now, then reservations, so that a reservation is blamed
+    /// only where the job would otherwise fit. Scorers: dataset locality, then bin-packing;
+    /// with neither, the first node in order wins (first fit).
+    pub fn for_policy(policy: &PlacementPolicy) -> Chain {
+        let mut scorers: Vec<Box<dyn Scorer + Send + Sync>> = Vec::new();
+        if policy.locality {
+            scorers.push(Box::new(LocalityScorer));
+        }
+        if policy.binpack {
+            scorers.push(Box::new(BinPackScorer));
+        }
         Chain {
             filters: vec![
                 Box::new(PartitionFilter),
@@ -143,22 +203,30 @@ impl Default for Chain {
                 Box::new(MemoryFreeFilter),
                 Box::new(ReservedFilter),
             ],
-            scorers: vec![Box::new(BinPackScorer)],
+            scorers,
         }
     }
 }
 
+impl Default for Chain {
+    fn default() -> Self {
+        Chain::for_policy(&PlacementPolicy::default())
+    }
+}
+
 /// The nodes each filter rejected, in chain order.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct Rejections {
     /// Nodes looked at.
     pub considered: usize,
     /// Nodes that passed every filter.
     pub fit: usize,
     /// (stage name, nodes it rejected), for stages that rejected any.
-    pub by_stage: Vec<(&'static str, usize)>,
-    /// Nodes that failed only at a busy-resource stage: they would fit if jobs ended.
-    pub busy_nodes: Vec<String>,
+    pub by_stage: Vec<(String, usize)>,
+    /// Indexes (in the pass's node order) of nodes that failed only at a busy-resource stage
+    /// or a reservation: they would fit once jobs end.
+    #[serde(skip)]
+    pub busy_nodes: Vec<usize>,
 }
 
 impl Rejections {
@@ -166,7 +234,7 @@ impl Rejections {
     pub fn count(&self, stage: &str) -> usize {
         self.by_stage
             .iter()
-            .find(|(s, _)| *s == stage)
+            .find(|(s, _)| s == stage)
             .map_or(0, |(_, n)| *n)
     }
 
@@ -189,76 +257,83 @@ impl Rejections {
 /// Where a job would go.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Choice {
-    /// Node name.
-    pub node: String,
+    /// Index of the node in the order the candidates were given.
+    pub index: usize,
     /// GPU indexes to give it, lowest first.
     pub gpus: Vec<u32>,
 }
 
 impl Chain {
-    /// Runs the chain over `nodes` (in their iteration order, which must be deterministic).
-    /// Returns the best node, or the rejection counts when none fits.
-    pub fn place<'n>(
+    /// Runs the chain over `nodes` (in a deterministic order) with their profiles. Returns the
+    /// best node, or the rejection counts when none fits.
+    pub fn place_in(
         &self,
         job: &JobSpec,
-        nodes: impl Iterator<Item = &'n Node>,
+        nodes: &[&Node],
+        profiles: &[Profile],
         ctx: &PlacementContext<'_>,
     ) -> Result<Choice, Rejections> {
         let mut rejections = Rejections::default();
         let mut counts = vec![0usize; self.filters.len()];
-        let mut best: Option<(i64, &Node)> = None;
-        for node in nodes {
+        let mut best: Option<(Vec<i64>, usize)> = None;
+        for (i, (node, profile)) in nodes.iter().zip(profiles).enumerate() {
+            let c = Candidate { node, profile };
             rejections.considered += 1;
-            match self.filters.iter().position(|f| !f.accepts(job, node, ctx)) {
-                Some(i) => {
-                    counts[i] += 1;
-                    if BUSY_STAGES.contains(&self.filters[i].name()) {
-                        rejections.busy_nodes.push(node.name().to_string());
+            match self.filters.iter().position(|f| !f.accepts(job, &c, ctx)) {
+                Some(k) => {
+                    counts[k] += 1;
+                    let name = self.filters[k].name();
+                    if BUSY_STAGES.contains(&name) || name == "reserved" {
+                        rejections.busy_nodes.push(i);
                     }
                 }
                 None => {
                     rejections.fit += 1;
-                    let score: i64 = self.scorers.iter().map(|s| s.score(job, node)).sum();
+                    if self.scorers.is_empty() {
+                        best = Some((Vec::new(), i));
+                        break;
+                    }
+                    let score: Vec<i64> =
+                        self.scorers.iter().map(|s| s.score(job, &c, ctx)).collect();
                     // Strictly greater: ties keep the earlier node, so the order decides.
-                    if best.is_none_or(|(b, _)| score > b) {
-                        best = Some((score, node));
+                    if best.as_ref().is_none_or(|(b, _)| score > *b) {
+                        best = Some((score, i));
                     }
                 }
             }
         }
-        if let Some((_, node)) = best {
-            let gpus = node
-                .free_gpus(job.resources.gpu_type.as_deref())
-                .take(job.resources.gpus as usize)
-                .collect();
-            return Ok(Choice {
-                node: node.name().to_string(),
-                gpus,
-            });
+        if let Some((_, i)) = best {
+            let taken = profiles[i]
+                .fits(
+                    ctx.now,
+                    ctx.end_if_started_now(job),
+                    &need_on(job, nodes[i]),
+                )
+                .expect("the reserved filter passed");
+            let gpus = (0..64).filter(|b| taken.gpus & (1u64 << b) != 0).collect();
+            return Ok(Choice { index: i, gpus });
         }
         rejections.by_stage = self
             .filters
             .iter()
             .zip(counts)
             .filter(|(_, n)| *n > 0)
-            .map(|(f, n)| (f.name(), n))
+            .map(|(f, n)| (f.name().to_string(), n))
             .collect();
         Err(rejections)
     }
 
-    /// True when some node passes every static filter, i.e. the job could run on an empty cluster.
-    pub fn could_ever_fit<'n>(
+    /// True when `node` passes every static filter, i.e. could take the job when empty.
+    pub fn statically_fits(
         &self,
         job: &JobSpec,
-        mut nodes: impl Iterator<Item = &'n Node>,
+        c: &Candidate<'_>,
         ctx: &PlacementContext<'_>,
     ) -> bool {
-        nodes.any(|node| {
-            self.filters
-                .iter()
-                .filter(|f| f.is_static())
-                .all(|f| f.accepts(job, node, ctx))
-        })
+        self.filters
+            .iter()
+            .filter(|f| f.is_static())
+            .all(|f| f.accepts(job, c, ctx))
     }
 
     /// The filter names, in order.

@@ -22,7 +22,8 @@ impl PendingReason {
         }
     }
 
-    /// The reason for a job no node could take in this pass.
+    /// The reason for a job no node could take in this pass. `holders` are the reservations
+    /// (node, job) that kept it from nodes where it would otherwise fit.
     pub fn from_rejections(r: &Rejections, holders: &[(String, u64)]) -> PendingReason {
         let busy: usize = BUSY_STAGES.iter().map(|s| r.count(s)).sum();
         let code = if busy > 0 {

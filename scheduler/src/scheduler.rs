@@ -1,19 +1,23 @@
 //! The scheduler: a synchronous state machine. Events come in as method calls (a job submitted,
-//! a job ended, a node joined or went down); [`Scheduler::schedule`] turns the state into
-//! decisions (start job J on node N with GPUs [..], or keep it waiting for reason R).
+//! a job ended, a node joined or went down, an account changed); [`Scheduler::schedule`] turns
+//! the state into decisions (start job J on node N with GPUs [..], keep it waiting for reason R,
+//! stage dataset D on node N ahead of a predicted start). The pass itself is in [`crate::pass`].
 //!
 //! It reads no clock and does no I/O; every map it iterates is ordered, so the same calls give
 //! the same decisions. The controller drives it with the wall clock and the simulator with a
 //! simulated one.
 
-use crate::admission::{AdmissionError, Admitted, NodeShape, explain_misfit};
-use crate::job::{Allocation, JobId, JobSpec, Resources};
+use crate::admission::{AdmissionError, AdmitRequest, Admitted, NodeShape, explain_misfit};
+use crate::cache_view::NoCache;
+use crate::job::{Allocation, JobId, JobSpec, JobState};
 use crate::node::{Node, NodeSpec};
 use crate::partition::{Partition, PartitionConfigError, check_partitions};
-use crate::placement::{Chain, PlacementContext};
+use crate::placement::{Candidate, Chain, PlacementContext};
+use crate::policy::{Account, Limits, Policy};
+use crate::priority::{Factors, UsageBook};
+use crate::profile::Profile;
 use crate::reason::PendingReason;
 use crate::time::{TimeLimit, Timestamp};
-use std::cmp::Reverse;
 use std::collections::BTreeMap;
 
 /// What the scheduler decided for one job in a pass.
@@ -25,6 +29,9 @@ pub enum Decision {
         job: JobId,
         /// Where, and what it holds.
         allocation: Allocation,
+        /// Declared datasets not yet cached on that node: the job holds its GPUs while they
+        /// are staged.
+        stage: Vec<String>,
     },
     /// The job keeps waiting; emitted only when its reason changed.
     Wait {
@@ -32,6 +39,18 @@ pub enum Decision {
         job: JobId,
         /// Why.
         reason: PendingReason,
+    },
+    /// Stage a dataset on the node a waiting job is expected to start on, so that it finds its
+    /// data there. Emitted every pass while it applies; the consumer ignores repeats.
+    Prefetch {
+        /// The job.
+        job: JobId,
+        /// Where it is expected to run.
+        node: String,
+        /// The dataset.
+        dataset: String,
+        /// When it is expected to start.
+        expected_start: Timestamp,
     },
 }
 
@@ -47,28 +66,81 @@ pub struct RestoreError {
     pub problem: String,
 }
 
+/// A node the scheduler cannot take.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("node {node} has {gpus} GPUs; labpool handles at most 64 per node")]
+pub struct NodeError {
+    /// The node.
+    pub node: String,
+    /// Its GPU count.
+    pub gpus: usize,
+}
+
+/// Where a waiting job stood in the last pass, for `labpool why`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct JobNote {
+    /// Its priority and the factors behind it.
+    pub factors: Factors,
+    /// Its place in the pass's order, from 1.
+    pub position: usize,
+    /// The stage that stopped it: dependency, limits, or placement.
+    pub stage: String,
+    /// The reason it waits.
+    pub reason: PendingReason,
+    /// Per-stage rejection counts, when placement stopped it.
+    pub rejections: Option<crate::placement::Rejections>,
+    /// The node and time reserved for it, when it has a reservation.
+    pub reservation: Option<(String, Timestamp)>,
+}
+
 /// The scheduling state of a pool.
 pub struct Scheduler {
-    partitions: Vec<Partition>,
-    chain: Chain,
-    nodes: BTreeMap<String, Node>,
-    pending: BTreeMap<JobId, JobSpec>,
-    running: BTreeMap<JobId, (JobSpec, Allocation)>,
-    reasons: BTreeMap<JobId, PendingReason>,
-    last_pass: Option<Timestamp>,
+    pub(crate) partitions: Vec<Partition>,
+    pub(crate) policy: Policy,
+    pub(crate) chain: Chain,
+    pub(crate) nodes: BTreeMap<String, Node>,
+    /// The order nodes are tried in: by name, or a seeded permutation.
+    pub(crate) node_order: Vec<String>,
+    pub(crate) pending: BTreeMap<JobId, JobSpec>,
+    pub(crate) running: BTreeMap<JobId, (JobSpec, Allocation)>,
+    pub(crate) reasons: BTreeMap<JobId, PendingReason>,
+    pub(crate) notes: BTreeMap<JobId, JobNote>,
+    pub(crate) accounts: BTreeMap<String, Account>,
+    pub(crate) user_limits: BTreeMap<String, Limits>,
+    pub(crate) balances: BTreeMap<String, f64>,
+    pub(crate) usage: UsageBook,
+    /// How jobs that dependencies point at ended: true for COMPLETED.
+    pub(crate) outcomes: BTreeMap<JobId, bool>,
+    pub(crate) last_pass: Option<Timestamp>,
 }
 
 impl Scheduler {
-    /// A scheduler with these partitions and no nodes.
+    /// A scheduler with these partitions, the default policy and no nodes.
     pub fn new(partitions: Vec<Partition>) -> Result<Scheduler, PartitionConfigError> {
+        Scheduler::with_policy(partitions, Policy::default())
+    }
+
+    /// A scheduler with these partitions and this policy.
+    pub fn with_policy(
+        partitions: Vec<Partition>,
+        policy: Policy,
+    ) -> Result<Scheduler, PartitionConfigError> {
         check_partitions(&partitions)?;
         Ok(Scheduler {
+            chain: Chain::for_policy(&policy.placement),
             partitions,
-            chain: Chain::default(),
+            policy,
             nodes: BTreeMap::new(),
+            node_order: Vec::new(),
             pending: BTreeMap::new(),
             running: BTreeMap::new(),
             reasons: BTreeMap::new(),
+            notes: BTreeMap::new(),
+            accounts: BTreeMap::new(),
+            user_limits: BTreeMap::new(),
+            balances: BTreeMap::new(),
+            usage: UsageBook::default(),
+            outcomes: BTreeMap::new(),
             last_pass: None,
         })
     }
@@ -78,13 +150,24 @@ impl Scheduler {
         &self.partitions
     }
 
+    /// The policy.
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
     /// The placement chain.
     pub fn chain(&self) -> &Chain {
         &self.chain
     }
 
     /// Adds a node, or updates the spec of a known one and marks it up.
-    pub fn upsert_node(&mut self, spec: NodeSpec) {
+    pub fn upsert_node(&mut self, spec: NodeSpec) -> Result<(), NodeError> {
+        if spec.gpus.len() > 64 || spec.gpus.iter().any(|g| g.index >= 64) {
+            return Err(NodeError {
+                node: spec.name.clone(),
+                gpus: spec.gpus.len(),
+            });
+        }
         match self.nodes.get_mut(&spec.name) {
             Some(node) => {
                 node.spec = spec;
@@ -92,8 +175,13 @@ impl Scheduler {
             }
             None => {
                 self.nodes.insert(spec.name.clone(), Node::new(spec));
+                self.node_order = self.nodes.keys().cloned().collect();
+                if let Some(seed) = self.policy.placement.node_order_seed {
+                    shuffle(&mut self.node_order, seed);
+                }
             }
         }
+        Ok(())
     }
 
     /// Marks a node down (with a reason) or up (`None`). False when the node is unknown.
@@ -116,6 +204,76 @@ impl Scheduler {
         self.nodes.values()
     }
 
+    /// Adds or replaces an account.
+    pub fn set_account(&mut self, name: &str, account: Account) {
+        self.accounts.insert(name.to_string(), account);
+    }
+
+    /// Removes an account; its jobs keep running and waiting, without its limits.
+    pub fn remove_account(&mut self, name: &str) -> Option<Account> {
+        self.accounts.remove(name)
+    }
+
+    /// The accounts, by name.
+    pub fn accounts(&self) -> &BTreeMap<String, Account> {
+        &self.accounts
+    }
+
+    /// Sets one user's own limits (on top of their account's).
+    pub fn set_user_limits(&mut self, user: &str, limits: Limits) {
+        self.user_limits.insert(user.to_string(), limits);
+    }
+
+    /// Users' own limits.
+    pub fn user_limits(&self) -> &BTreeMap<String, Limits> {
+        &self.user_limits
+    }
+
+    /// The account a user's jobs go to when they name none: the first they belong to.
+    pub fn default_account(&self, user: &str) -> Option<&str> {
+        self.accounts
+            .iter()
+            .find(|(_, a)| a.members.contains(user))
+            .map(|(n, _)| n.as_str())
+    }
+
+    /// The limits a job is held to: its user's own, tightened by its account's.
+    pub fn limits_for(&self, job: &JobSpec) -> Limits {
+        let user = self.user_limits.get(&job.user).cloned().unwrap_or_default();
+        match job.account.as_deref().and_then(|a| self.accounts.get(a)) {
+            Some(account) => user.tightest(&account.limits),
+            None => Limits {
+                grp_gpus: None,
+                ..user
+            },
+        }
+    }
+
+    /// Tells the scheduler a user's credit balance for this month, charges of ended jobs
+    /// included (the running ones it accrues itself).
+    pub fn set_balance(&mut self, user: &str, balance: f64) {
+        self.balances.insert(user.to_string(), balance);
+    }
+
+    /// A user's balance as last set; the monthly grant when never set.
+    pub fn balance(&self, user: &str) -> f64 {
+        self.balances
+            .get(user)
+            .copied()
+            .unwrap_or(self.policy.credits.monthly_grant)
+    }
+
+    /// Records past GPU use for fair-share (e.g. replayed from history at start-up).
+    pub fn record_usage(&mut self, user: &str, gpu_seconds: f64, at: Timestamp) {
+        self.usage
+            .add(user, gpu_seconds, at, self.policy.weights.half_life_s);
+    }
+
+    /// Records how a job that others may depend on ended (true: COMPLETED).
+    pub fn note_outcome(&mut self, job: JobId, completed: bool) {
+        self.outcomes.insert(job, completed);
+    }
+
     /// Jobs waiting, by id.
     pub fn pending(&self) -> impl Iterator<Item = &JobSpec> {
         self.pending.values()
@@ -126,9 +284,22 @@ impl Scheduler {
         self.running.values().map(|(j, a)| (j, a))
     }
 
+    /// A waiting or running job.
+    pub fn job(&self, id: JobId) -> Option<&JobSpec> {
+        self.pending
+            .get(&id)
+            .or_else(|| self.running.get(&id).map(|(j, _)| j))
+    }
+
     /// The reason a pending job gave in the last pass.
     pub fn pending_reason(&self, job: JobId) -> Option<&PendingReason> {
         self.reasons.get(&job)
+    }
+
+    /// Where a waiting job stood in the last pass: priority factors, the stage that stopped it
+    /// and its per-stage rejections.
+    pub fn explain(&self, job: JobId) -> Option<&JobNote> {
+        self.notes.get(&job)
     }
 
     /// When [`Scheduler::schedule`] last ran.
@@ -140,20 +311,16 @@ impl Scheduler {
         self.partitions.iter().find(|p| p.name == name)
     }
 
-    /// Decides whether a job may enter the queue: its partition and time limit, and whether any
-    /// node could ever take it. A job that could run later is admitted.
-    pub fn admit(
-        &self,
-        partition: Option<&str>,
-        time_limit: Option<TimeLimit>,
-        resources: &Resources,
-    ) -> Result<Admitted, AdmissionError> {
+    /// Decides whether jobs may enter the queue: partition, account, time limit, the emergency
+    /// lane's cap, the submit limit, and whether any node could ever take them. A job that could
+    /// run later is admitted.
+    pub fn admit(&self, req: &AdmitRequest<'_>) -> Result<Admitted, AdmissionError> {
         let default = self
             .partitions
             .iter()
             .find(|p| p.default)
             .expect("checked at construction");
-        let part = match partition {
+        let part = match req.partition {
             None => default,
             Some(name) => self
                 .partition(name)
@@ -174,7 +341,63 @@ impl Scheduler {
                     default: default.name.clone(),
                 })?,
         };
-        let time_limit = match (time_limit, part.max_time) {
+        let account = match req.account {
+            Some(name) => {
+                let Some(a) = self.accounts.get(name) else {
+                    let known: Vec<&str> = self.accounts.keys().map(String::as_str).collect();
+                    return Err(AdmissionError::UnknownAccount {
+                        name: name.to_string(),
+                        known: if known.is_empty() {
+                            "none".to_string()
+                        } else {
+                            known.join(", ")
+                        },
+                    });
+                };
+                if !a.members.contains(req.user) {
+                    let mine: Vec<&str> = self
+                        .accounts
+                        .iter()
+                        .filter(|(_, a)| a.members.contains(req.user))
+                        .map(|(n, _)| n.as_str())
+                        .collect();
+                    return Err(AdmissionError::NotMember {
+                        user: req.user.to_string(),
+                        account: name.to_string(),
+                        mine: if mine.is_empty() {
+                            "none".to_string()
+                        } else {
+                            mine.join(", ")
+                        },
+                    });
+                }
+                Some(name.to_string())
+            }
+            None => self.default_account(req.user).map(str::to_string),
+        };
+        if let Some(allowed) = &part.allow_accounts
+            && !account.as_ref().is_some_and(|a| allowed.contains(a))
+        {
+            return Err(AdmissionError::PartitionNotAllowed {
+                partition: part.name.clone(),
+                allowed: if allowed.is_empty() {
+                    "none yet".to_string()
+                } else {
+                    allowed.join(", ")
+                },
+                account: account.clone().unwrap_or_else(|| "no account".to_string()),
+            });
+        }
+        if let Some(max) = part.max_gpus_per_job
+            && req.resources.gpus > max
+        {
+            return Err(AdmissionError::PartitionGpuCap {
+                partition: part.name.clone(),
+                max,
+                requested: req.resources.gpus,
+            });
+        }
+        let time_limit = match (req.time_limit, part.max_time) {
             (None, _) => part.default_time,
             (Some(TimeLimit::Unlimited), max) => max,
             (Some(TimeLimit::Seconds(s)), TimeLimit::Seconds(m)) if s > m => {
@@ -186,21 +409,62 @@ impl Scheduler {
             }
             (Some(t), _) => t,
         };
+        if req.emergency {
+            let c = &self.policy.credits;
+            let too_long = match time_limit {
+                TimeLimit::Unlimited => true,
+                TimeLimit::Seconds(s) => s > c.emergency_max_time_s,
+            };
+            if req.resources.gpus > c.emergency_max_gpus || too_long {
+                return Err(AdmissionError::EmergencyTooBig {
+                    max_gpus: c.emergency_max_gpus,
+                    max_time: TimeLimit::Seconds(c.emergency_max_time_s),
+                    gpus: req.resources.gpus,
+                    time: time_limit,
+                });
+            }
+        }
         let probe = JobSpec {
-            id: JobId(0),
-            name: String::new(),
-            user: String::new(),
+            user: req.user.to_string(),
+            account: account.clone(),
             partition: part.name.clone(),
-            resources: resources.clone(),
+            resources: req.resources.clone(),
             time_limit,
-            submit_time: Timestamp(0),
+            ..JobSpec::default()
         };
-        let reserved = BTreeMap::new();
+        if let Some(max) = self.limits_for(&probe).max_submit_jobs_per_user {
+            let queued = self
+                .pending
+                .values()
+                .chain(self.running.values().map(|(j, _)| j))
+                .filter(|j| j.user == req.user)
+                .count() as u32;
+            if queued + req.count.max(1) > max {
+                return Err(AdmissionError::SubmitLimit {
+                    user: req.user.to_string(),
+                    queued,
+                    adding: req.count.max(1),
+                    max,
+                });
+            }
+        }
         let ctx = PlacementContext {
             partition: part,
-            reserved: &reserved,
+            now: Timestamp(0),
+            cache: &NoCache,
         };
-        if !self.chain.could_ever_fit(&probe, self.nodes.values(), &ctx) {
+        let fits = self.nodes.values().any(|node| {
+            let profile = Profile::new(Timestamp(0), node.free_capacity());
+            self.chain.statically_fits(
+                &probe,
+                &Candidate {
+                    node,
+                    profile: &profile,
+                },
+                &ctx,
+            )
+        });
+        if !fits {
             let shapes: Vec<NodeShape<'_>> = self
                 .nodes
                 .values()
@@ -212,11 +476,12 @@ impl Scheduler {
                     mem_mib: n.spec.mem_mib,
                 })
                 .collect();
-            return Err(explain_misfit(&part.name, &shapes, resources));
+            return Err(explain_misfit(&part.name, &shapes, req.resources));
         }
         Ok(Admitted {
             partition: part.name.clone(),
             time_limit,
+            account,
         })
     }
 
@@ -246,6 +511,7 @@ impl Scheduler {
         node.hold(job.id, &alloc);
         self.pending.remove(&job.id);
         self.reasons.remove(&job.id);
+        self.notes.remove(&job.id);
         self.running.insert(job.id, (job, alloc));
         Ok(())
     }
@@ -253,103 +519,77 @@ impl Scheduler {
     /// Removes a waiting job (cancelled). `None` when it was not waiting.
     pub fn remove_pending(&mut self, job: JobId) -> Option<JobSpec> {
         self.reasons.remove(&job);
-        self.pending.remove(&job)
+        self.notes.remove(&job);
+        let spec = self.pending.remove(&job)?;
+        self.outcomes.insert(job, false);
+        Some(spec)
     }
 
-    /// A running job ended: frees what it held. `None` when it was not running.
-    pub fn finish(&mut self, job: JobId) -> Option<(JobSpec, Allocation)> {
+    /// A running job ended at `end` in `state`: frees what it held, and counts its GPU time
+    /// toward its user's fair-share usage. `None` when it was not running.
+    pub fn finish(
+        &mut self,
+        job: JobId,
+        state: JobState,
+        end: Timestamp,
+    ) -> Option<(JobSpec, Allocation)> {
         let (spec, alloc) = self.running.remove(&job)?;
         if let Some(node) = self.nodes.get_mut(&alloc.node) {
             node.release(job, &alloc);
         }
+        let gpu_seconds = alloc.gpus.len() as f64 * end.secs_since(alloc.start) as f64;
+        self.usage.add(
+            &spec.user,
+            gpu_seconds,
+            end,
+            self.policy.weights.half_life_s,
+        );
+        self.outcomes.insert(job, state == JobState::Completed);
         Some((spec, alloc))
+    }
+
+    /// What a job owes for its allocated time up to `end`: GPU-hours times the weight of the
+    /// GPU type of its node.
+    pub fn charge_for(&self, alloc: &Allocation, end: Timestamp) -> f64 {
+        let gpu_type = self.gpu_type_of(alloc);
+        self.policy.credits.charge(
+            alloc.gpus.len() as u32,
+            gpu_type,
+            end.secs_since(alloc.start),
+        )
+    }
+
+    fn gpu_type_of(&self, alloc: &Allocation) -> &str {
+        self.nodes
+            .get(&alloc.node)
+            .and_then(|n| {
+                alloc
+                    .gpus
+                    .first()
+                    .and_then(|g| n.spec.gpus.iter().find(|d| d.index == *g))
+            })
+            .map_or("", |d| d.gpu_type.as_str())
+    }
+
+    /// Credits the user's running jobs have used so far.
+    pub fn accrued(&self, user: &str, now: Timestamp) -> f64 {
+        self.running
+            .values()
+            .filter(|(j, _)| j.user == user)
+            .map(|(_, a)| self.charge_for(a, now))
+            .sum()
     }
 
     /// A running job goes back to the queue, keeping its place (its submit time).
     pub fn requeue(&mut self, job: JobId) -> bool {
-        match self.finish(job) {
-            Some((spec, _)) => {
-                self.pending.insert(job, spec);
-                true
-            }
-            None => false,
+        let Some((spec, alloc)) = self.running.remove(&job) else {
+            return false;
+        };
+        if let Some(node) = self.nodes.get_mut(&alloc.node) {
+            node.release(job, &alloc);
         }
-    }
-
-    /// Waiting jobs in the order they are considered: partition priority, then submit time.
-    pub fn priority_order(&self) -> Vec<JobId> {
-        let prio = |j: &JobSpec| self.partition(&j.partition).map_or(0, |p| p.priority);
-        let mut order: Vec<&JobSpec> = self.pending.values().collect();
-        order.sort_by_key(|j| (Reverse(prio(j)), j.submit_time, j.id));
-        order.into_iter().map(|j| j.id).collect()
-    }
-
-    /// One scheduling pass at time `now`. Jobs are taken in priority order; a job that is
-    /// blocked by busy resources holds the nodes it is waiting for, so that smaller jobs behind
-    /// it cannot take them first and starve it.
-    pub fn schedule(&mut self, now: Timestamp) -> Vec<Decision> {
-        self.last_pass = Some(now);
-        let mut decisions = Vec::new();
-        let mut reserved: BTreeMap<String, JobId> = BTreeMap::new();
-        for id in self.priority_order() {
-            let job = &self.pending[&id];
-            let Some(partition) = self.partition(&job.partition) else {
-                let reason = PendingReason::new(
-                    "PartitionDown",
-                    format!(
-                        "partition {} is no longer configured; cancel and resubmit",
-                        job.partition
-                    ),
-                );
-                self.note_reason(id, reason, &mut decisions);
-                continue;
-            };
-            let ctx = PlacementContext {
-                partition,
-                reserved: &reserved,
-            };
-            match self.chain.place(job, self.nodes.values(), &ctx) {
-                Ok(choice) => {
-                    let job = self.pending.remove(&id).expect("job is pending");
-                    let allocation = Allocation {
-                        node: choice.node,
-                        gpus: choice.gpus,
-                        cpus: job.resources.cpus,
-                        mem_mib: job.resources.mem_mib,
-                    };
-                    self.nodes
-                        .get_mut(&allocation.node)
-                        .expect("placed on a known node")
-                        .hold(id, &allocation);
-                    self.reasons.remove(&id);
-                    self.running.insert(id, (job, allocation.clone()));
-                    decisions.push(Decision::Start {
-                        job: id,
-                        allocation,
-                    });
-                }
-                Err(rejections) => {
-                    let holders: Vec<(String, u64)> = reserved
-                        .iter()
-                        .filter(|(n, _)| partition.has_node(n))
-                        .map(|(n, j)| (n.clone(), j.0))
-                        .collect();
-                    let reason = PendingReason::from_rejections(&rejections, &holders);
-                    for node in rejections.busy_nodes {
-                        reserved.entry(node).or_insert(id);
-                    }
-                    self.note_reason(id, reason, &mut decisions);
-                }
-            }
-        }
-        decisions
-    }
-
-    fn note_reason(&mut self, id: JobId, reason: PendingReason, decisions: &mut Vec<Decision>) {
-        if self.reasons.get(&id) != Some(&reason) {
-            self.reasons.insert(id, reason.clone());
-            decisions.push(Decision::Wait { job: id, reason });
-        }
+        self.pending.insert(job, spec);
+        true
     }
 
     /// Checks what must always hold: no GPU is given twice, no node is over-committed, and the
@@ -412,5 +652,22 @@ impl Scheduler {
             }
         }
         Ok(())
+    }
+}
+
+/// A seeded Fisher-Yates shuffle (splitmix64), so that node order ties break the same way for
+/// the same seed.
+fn shuffle<T>(items: &mut [T], seed: u64) {
+    let mut state = seed;
+    let mut next = || {
+        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    };
+    for i in (1..items.len()).rev() {
+        let j = (next() % (i as u64 + 1)) as usize;
+        items.swap(i, j);
     }
 }

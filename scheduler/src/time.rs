@@ -13,6 +13,17 @@ use std::fmt;
 pub struct Timestamp(pub i64);
 
 impl Timestamp {
+    /// The far future: what never comes.
+    pub const NEVER: Timestamp = Timestamp(i64::MAX);
+
+    /// This timestamp plus a time limit; [`Timestamp::NEVER`] for an unlimited one.
+    pub fn plus_limit(self, limit: TimeLimit) -> Timestamp {
+        match limit {
+            TimeLimit::Unlimited => Timestamp::NEVER,
+            TimeLimit::Seconds(s) => self.plus_secs(s),
+        }
+    }
+
     /// This timestamp plus `secs` seconds.
     pub fn plus_secs(self, secs: u64) -> Timestamp {
         Timestamp(self.0.saturating_add((secs as i64).saturating_mul(1000)))
@@ -25,10 +36,11 @@ impl Timestamp {
 }
 
 /// A job's wall-time limit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum TimeLimit {
     /// No limit of its own: the partition's maximum applies, if it has one.
+    #[default]
     Unlimited,
     /// At most this many seconds.
     Seconds(u64),

@@ -1,12 +1,22 @@
-//! The scheduling core driven through its public API: placement, reasons, reservations,
-//! admission errors, and a property test that no GPU is ever given twice.
+//! The scheduling core driven through its public API: placement, reasons, reservations and
+//! backfill, limits, tiers, dependencies, arrays, locality, admission, and property tests that
+//! something bad never happens.
 
-use labpool_scheduler::admission::AdmissionError;
+use labpool_scheduler::admission::{AdmissionError, AdmitRequest};
+use labpool_scheduler::cache_view::CacheView;
+use labpool_scheduler::dependency::parse_dependencies;
+use labpool_scheduler::job::ArrayTask;
 use labpool_scheduler::node::{GpuDevice, NodeSpec, NodeState};
 use labpool_scheduler::partition::Partition;
-use labpool_scheduler::{Decision, JobId, JobSpec, Resources, Scheduler, TimeLimit, Timestamp};
+use labpool_scheduler::policy::{Account, Limits, Policy};
+use labpool_scheduler::priority::Tier;
+use labpool_scheduler::{
+    Allocation, Decision, JobId, JobSpec, JobState, Resources, Scheduler, TimeLimit, Timestamp,
+};
 use proptest::prelude::*;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+
+const H: u64 = 3600;
 
 fn partition(name: &str, default: bool, priority: u32, max_s: u64) -> Partition {
     Partition {
@@ -14,8 +24,10 @@ fn partition(name: &str, default: bool, priority: u32, max_s: u64) -> Partition 
         default,
         priority,
         nodes: None,
-        default_time: TimeLimit::Seconds(max_s.min(3600)),
+        default_time: TimeLimit::Seconds(max_s.min(H)),
         max_time: TimeLimit::Seconds(max_s),
+        allow_accounts: None,
+        max_gpus_per_job: None,
     }
 }
 
@@ -41,7 +53,7 @@ fn node(name: &str, gpus: &[&str], cpus: u32) -> NodeSpec {
 fn sched() -> Scheduler {
     Scheduler::new(vec![
         partition("normal", true, 0, 86_400),
-        partition("high", false, 10, 3600),
+        partition("high", false, 10, H),
     ])
     .unwrap()
 }
@@ -55,43 +67,90 @@ fn res(gpus: u32, ty: Option<&str>) -> Resources {
     }
 }
 
+fn req<'a>(user: &'a str, r: &'a Resources) -> AdmitRequest<'a> {
+    AdmitRequest {
+        user,
+        account: None,
+        partition: None,
+        time_limit: None,
+        resources: r,
+        emergency: false,
+        count: 1,
+    }
+}
+
+/// A job as a test builds it: id, user, GPUs, time limit in seconds.
+fn job(id: u64, user: &str, gpus: u32, limit_s: u64) -> JobSpec {
+    JobSpec {
+        id: JobId(id),
+        name: format!("j{id}"),
+        user: user.into(),
+        partition: "normal".into(),
+        resources: res(gpus, None),
+        time_limit: TimeLimit::Seconds(limit_s),
+        submit_time: Timestamp(id as i64),
+        ..JobSpec::default()
+    }
+}
+
 fn submit(s: &mut Scheduler, id: u64, r: Resources, partition: Option<&str>) {
-    let a = s.admit(partition, None, &r).expect("admitted");
+    let mut rq = req("u", &r);
+    rq.partition = partition;
+    let a = s.admit(&rq).expect("admitted");
     s.enqueue(JobSpec {
         id: JobId(id),
         name: format!("j{id}"),
         user: "u".into(),
+        account: a.account,
         partition: a.partition,
         resources: r,
         time_limit: a.time_limit,
         submit_time: Timestamp(id as i64),
+        ..JobSpec::default()
     });
 }
 
 fn started(d: &[Decision]) -> BTreeMap<u64, (String, Vec<u32>)> {
     d.iter()
         .filter_map(|d| match d {
-            Decision::Start { job, allocation } => {
-                Some((job.0, (allocation.node.clone(), allocation.gpus.clone())))
-            }
+            Decision::Start {
+                job, allocation, ..
+            } => Some((job.0, (allocation.node.clone(), allocation.gpus.clone()))),
             _ => None,
         })
         .collect()
 }
 
-fn reason(d: &[Decision], id: u64) -> String {
-    d.iter()
-        .find_map(|d| match d {
-            Decision::Wait { job, reason } if job.0 == id => Some(reason.to_string()),
-            _ => None,
-        })
-        .unwrap_or_else(|| panic!("no wait decision for job {id} in {d:?}"))
+fn ids(d: &[Decision]) -> Vec<u64> {
+    started(d).keys().copied().collect()
+}
+
+fn reason(s: &Scheduler, id: u64) -> String {
+    s.pending_reason(JobId(id))
+        .unwrap_or_else(|| panic!("job {id} has no reason"))
+        .to_string()
+}
+
+fn code(s: &Scheduler, id: u64) -> String {
+    s.pending_reason(JobId(id))
+        .unwrap_or_else(|| panic!("job {id} has no reason"))
+        .code
+        .clone()
+}
+
+fn at(h: f64) -> Timestamp {
+    Timestamp((h * 3_600_000.0) as i64)
+}
+
+fn end(s: &mut Scheduler, id: u64, when: Timestamp) {
+    s.finish(JobId(id), JobState::Completed, when)
+        .expect("was running");
 }
 
 #[test]
 fn gpus_are_handed_out_lowest_first_and_never_twice() {
     let mut s = sched();
-    s.upsert_node(node("box", &["t4"; 4], 16));
+    s.upsert_node(node("box", &["t4"; 4], 16)).unwrap();
     for id in 1..=5 {
         submit(&mut s, id, res(1, None), None);
     }
@@ -100,138 +159,335 @@ fn gpus_are_handed_out_lowest_first_and_never_twice() {
     assert_eq!(st.len(), 4);
     assert_eq!(st[&1].1, [0]);
     assert_eq!(st[&4].1, [3]);
-    assert_eq!(reason(&d, 5), "Resources (0/1 nodes fit: 1 gpus-free)");
+    assert!(
+        reason(&s, 5).starts_with(
+            "Resources (0/1 nodes fit: 1 gpus-free; expected to start on box in 1:00:00)"
+        ),
+        "{}",
+        reason(&s, 5)
+    );
     assert_eq!(s.node("box").unwrap().state(), NodeState::Allocated);
     s.check_invariants().unwrap();
 
-    s.finish(JobId(2)).unwrap();
-    let d = s.schedule(Timestamp(1));
+    end(&mut s, 2, Timestamp(1000));
+    let d = s.schedule(Timestamp(1001));
     assert_eq!(started(&d)[&5].1, [1]);
     s.check_invariants().unwrap();
 }
 
 #[test]
-fn blocked_big_job_holds_the_node_against_smaller_ones() {
+fn backfill_fills_holes_without_delaying_the_reserved_job() {
+    // 5 GPUs. Job 1 holds 3 GPUs for 2 h. Job 2 wants all 5: it is reserved for t = 2 h.
+    // Job 3 (1 GPU, 1 h) fits in the hole and ends before 2 h: it backfills.
+    // Job 4 (1 GPU, 3 h) would still run at 2 h and delay job 2: it waits (Priority), though a
+    // GPU is free.
     let mut s = sched();
-    s.upsert_node(node("box", &["t4"; 4], 16));
-    submit(&mut s, 1, res(3, None), None);
-    submit(&mut s, 2, res(4, None), None);
-    submit(&mut s, 3, res(1, None), None);
-    let d = s.schedule(Timestamp(0));
-    assert_eq!(started(&d).keys().copied().collect::<Vec<_>>(), [1]);
-    assert!(reason(&d, 2).starts_with("Resources"));
-    let r3 = reason(&d, 3);
+    s.upsert_node(node("box", &["t4"; 5], 16)).unwrap();
+    s.enqueue(job(1, "u", 3, 2 * H));
+    assert_eq!(ids(&s.schedule(at(0.0))), [1]);
+    s.enqueue(job(2, "u", 5, H));
+    s.enqueue(job(3, "u", 1, H));
+    s.enqueue(job(4, "u", 1, 3 * H));
+    let d = s.schedule(at(0.0));
+    assert_eq!(ids(&d), [3]);
+    assert_eq!(code(&s, 2), "Resources");
     assert!(
-        r3.starts_with(
-            "Priority (0/1 nodes fit: 1 reserved; held for higher-priority jobs: box for job 2"
-        ),
-        "{r3}"
+        reason(&s, 2).contains("expected to start on box in 2:00:00"),
+        "{}",
+        reason(&s, 2)
     );
-    // Nothing changes: no repeated wait decisions.
-    assert!(s.schedule(Timestamp(1)).is_empty());
-    s.finish(JobId(1)).unwrap();
-    let d = s.schedule(Timestamp(2));
-    assert_eq!(started(&d).keys().copied().collect::<Vec<_>>(), [2]);
-    s.finish(JobId(2)).unwrap();
-    assert_eq!(
-        started(&s.schedule(Timestamp(3)))
-            .keys()
-            .copied()
-            .collect::<Vec<_>>(),
-        [3]
+    assert_eq!(code(&s, 4), "Priority");
+    assert!(
+        reason(&s, 4).contains("1 reserved; held for higher-priority jobs: box for job 2"),
+        "{}",
+        reason(&s, 4)
     );
-}
-
-#[test]
-fn partition_priority_goes_first_and_types_are_respected() {
-    let mut s = sched();
-    s.upsert_node(node("a", &["a100", "a100"], 8));
-    s.upsert_node(node("b", &["t4", "t4"], 8));
-    submit(&mut s, 1, res(2, Some("a100")), None);
-    submit(&mut s, 2, res(2, Some("a100")), Some("high"));
-    submit(&mut s, 3, res(1, Some("t4")), None);
-    let d = s.schedule(Timestamp(0));
-    let st = started(&d);
-    assert_eq!(st[&2], ("a".to_string(), vec![0, 1]));
-    assert_eq!(st[&3].0, "b");
-    assert!(!st.contains_key(&1));
-    assert_eq!(
-        reason(&d, 1),
-        "Resources (0/2 nodes fit: 1 gpu-type, 1 gpus-free)"
-    );
-}
-
-#[test]
-fn down_nodes_give_reqnodenotavail_and_requeue_keeps_place() {
-    let mut s = sched();
-    s.upsert_node(node("box", &["t4"; 2], 4));
-    submit(&mut s, 1, res(1, None), None);
-    assert_eq!(started(&s.schedule(Timestamp(0))).len(), 1);
-    s.set_node_down("box", Some("no heartbeat".into()));
-    assert_eq!(s.node("box").unwrap().state(), NodeState::Down);
-    submit(&mut s, 2, res(1, None), None);
-    assert!(s.requeue(JobId(1)));
-    let d = s.schedule(Timestamp(1));
-    assert!(reason(&d, 1).starts_with("ReqNodeNotAvail"));
-    s.set_node_down("box", None);
-    let st = started(&s.schedule(Timestamp(2)));
-    assert_eq!(st.keys().copied().collect::<Vec<_>>(), [1, 2]);
+    let why = s.explain(JobId(2)).unwrap();
+    assert_eq!(why.reservation, Some(("box".to_string(), at(2.0))));
+    assert_eq!(why.stage, "placement");
+    // Job 1 ends on time; job 2 starts then, job 4 still waits behind it.
+    end(&mut s, 3, at(1.0));
+    end(&mut s, 1, at(2.0));
+    assert_eq!(ids(&s.schedule(at(2.0))), [2]);
     s.check_invariants().unwrap();
+}
+
+#[test]
+fn a_user_at_the_per_user_cap_waits_and_starts_when_a_job_ends() {
+    let mut s = sched();
+    s.upsert_node(node("box", &["t4"; 4], 16)).unwrap();
+    s.set_user_limits(
+        "alice",
+        Limits {
+            max_gpus_per_user: Some(2),
+            ..Limits::default()
+        },
+    );
+    s.enqueue(job(1, "alice", 2, H));
+    s.enqueue(job(2, "alice", 1, H));
+    s.enqueue(job(3, "bob", 1, H));
+    let d = s.schedule(at(0.0));
+    assert_eq!(ids(&d), [1, 3]);
+    assert_eq!(code(&s, 2), "QOSMaxGRESPerUser");
+    assert!(
+        reason(&s, 2)
+            .contains("alice holds 2 GPUs and this job asks for 1; MaxTRESPerUser=gres/gpu=2"),
+        "{}",
+        reason(&s, 2)
+    );
+    assert_eq!(s.explain(JobId(2)).unwrap().stage, "limits");
+    end(&mut s, 1, at(0.5));
+    assert_eq!(ids(&s.schedule(at(0.5))), [2]);
+}
+
+#[test]
+fn account_caps_wall_time_and_job_counts() {
+    let mut s = sched();
+    s.upsert_node(node("box", &["t4"; 8], 16)).unwrap();
+    let members: BTreeSet<String> = ["alice", "bob"].into_iter().map(String::from).collect();
+    let mut limits = Limits::default();
+    limits
+        .apply(&["GrpTRES=gres/gpu=3", "MaxWall=2:00:00", "MaxJobsPerUser=2"])
+        .unwrap();
+    s.set_account("vision", Account { members, limits });
+    let spec = |id, user: &str, gpus, limit| JobSpec {
+        account: Some("vision".into()),
+        ..job(id, user, gpus, limit)
+    };
+    s.enqueue(spec(1, "alice", 2, H));
+    s.enqueue(spec(2, "bob", 2, H)); // would make 4 > GrpTRES 3
+    s.enqueue(spec(3, "bob", 1, 3 * H)); // over MaxWall
+    s.enqueue(spec(4, "alice", 1, H));
+    s.enqueue(spec(5, "alice", 0, H)); // alice already runs 2 jobs
+    let d = s.schedule(at(0.0));
+    assert_eq!(ids(&d), [1, 4]);
+    assert_eq!(code(&s, 2), "AssocGrpGRES");
+    assert_eq!(code(&s, 3), "QOSMaxWallDurationPerJobLimit");
+    assert_eq!(code(&s, 5), "QOSMaxJobsPerUserLimit");
+    assert_eq!(s.limits_for(&spec(9, "carol", 1, H)).grp_gpus, Some(3));
+}
+
+#[test]
+fn an_overdrawn_user_runs_only_on_idle_gpus() {
+    let mut s = sched();
+    s.upsert_node(node("box", &["t4"; 2], 16)).unwrap();
+    s.set_balance("spent", -5.0);
+    s.enqueue(job(1, "spent", 1, H));
+    s.enqueue(job(2, "spent", 1, H));
+    s.enqueue(job(3, "fresh", 1, H));
+    s.enqueue(job(4, "fresh", 1, H));
+    // The overdrawn user submitted first, but the GPUs go to the user in credit.
+    assert_eq!(ids(&s.schedule(at(0.0))), [3, 4]);
+    assert_eq!(s.explain(JobId(1)).unwrap().factors.tier, Tier::Overdrawn);
+    // Once nobody in credit wants them, the idle GPUs go to the overdrawn user.
+    end(&mut s, 3, at(0.5));
+    assert_eq!(ids(&s.schedule(at(0.5))), [1]);
+}
+
+#[test]
+fn credit_accrues_while_jobs_run() {
+    let mut s = sched();
+    s.upsert_node(node("box", &["t4"; 4], 16)).unwrap();
+    s.set_balance("u", 3.0);
+    s.enqueue(job(1, "u", 2, 10 * H));
+    s.schedule(at(0.0));
+    s.enqueue(job(2, "u", 2, H));
+    // 2 GPUs for 1 h cost 2 credits at weight 1, for 2 h 4: the balance of 3 is spent by then.
+    let tier = |s: &Scheduler, h| {
+        s.priority_order_at(at(h))
+            .into_iter()
+            .find(|(id, _)| *id == JobId(2))
+            .unwrap()
+            .1
+            .tier
+    };
+    assert_eq!(tier(&s, 1.0), Tier::InCredit);
+    assert_eq!(tier(&s, 2.0), Tier::Overdrawn);
+    assert!((s.accrued("u", at(2.0)) - 4.0).abs() < 1e-9);
+}
+
+#[test]
+fn an_emergency_job_jumps_the_queue() {
+    let mut s = sched();
+    s.upsert_node(node("box", &["t4"; 1], 16)).unwrap();
+    s.enqueue(job(1, "a", 1, H));
+    s.schedule(at(0.0));
+    s.enqueue(job(2, "b", 1, H));
+    s.enqueue(job(3, "c", 1, H));
+    s.enqueue(JobSpec {
+        emergency: true,
+        ..job(4, "d", 1, H)
+    });
+    s.schedule(at(0.1));
+    assert_eq!(s.explain(JobId(4)).unwrap().factors.tier, Tier::Emergency);
+    assert_eq!(s.explain(JobId(4)).unwrap().position, 1);
+    end(&mut s, 1, at(0.2));
+    assert_eq!(ids(&s.schedule(at(0.2))), [4]);
+}
+
+#[test]
+fn fairshare_puts_light_users_first() {
+    let mut s = sched();
+    s.upsert_node(node("box", &["t4"; 1], 16)).unwrap();
+    s.record_usage("heavy", 1e6, at(0.0));
+    s.enqueue(job(1, "heavy", 1, H));
+    s.enqueue(job(2, "light", 1, H));
+    let order = s.priority_order(at(0.0));
+    assert_eq!(order, [JobId(2), JobId(1)]);
+    let heavy = s
+        .priority_order_at(at(0.0))
+        .into_iter()
+        .find(|(id, _)| *id == JobId(1))
+        .unwrap()
+        .1;
+    assert!(heavy.fairshare < 0.5, "{heavy:?}");
+}
+
+#[test]
+fn dependencies_hold_jobs_until_met() {
+    let mut s = sched();
+    s.upsert_node(node("box", &["t4"; 4], 16)).unwrap();
+    s.enqueue(job(1, "u", 1, H));
+    s.enqueue(JobSpec {
+        dependencies: parse_dependencies("afterok:1").unwrap(),
+        ..job(2, "u", 1, H)
+    });
+    s.enqueue(JobSpec {
+        dependencies: parse_dependencies("afterany:1").unwrap(),
+        ..job(3, "u", 1, H)
+    });
+    s.enqueue(JobSpec {
+        dependencies: parse_dependencies("afterok:99").unwrap(),
+        ..job(4, "u", 1, H)
+    });
+    assert_eq!(ids(&s.schedule(at(0.0))), [1]);
+    assert_eq!(reason(&s, 2), "Dependency (waits for afterok:1)");
+    assert_eq!(code(&s, 4), "DependencyNeverSatisfied");
+    s.finish(JobId(1), JobState::Failed, at(0.5)).unwrap();
+    assert_eq!(ids(&s.schedule(at(0.5))), [3]);
+    assert!(
+        reason(&s, 2).starts_with("DependencyNeverSatisfied (afterok:1 can no longer be met"),
+        "{}",
+        reason(&s, 2)
+    );
+}
+
+#[test]
+fn array_throttle_limits_running_tasks() {
+    let mut s = sched();
+    s.upsert_node(node("box", &["t4"; 4], 16)).unwrap();
+    for t in 0..4 {
+        let array = Some(ArrayTask {
+            array_id: JobId(10),
+            task: t,
+            throttle: Some(2),
+        });
+        s.enqueue(JobSpec {
+            array,
+            ..job(10 + t as u64, "u", 1, H)
+        });
+    }
+    assert_eq!(ids(&s.schedule(at(0.0))), [10, 11]);
+    assert_eq!(code(&s, 12), "JobArrayTaskLimit");
+    end(&mut s, 10, at(0.1));
+    assert_eq!(ids(&s.schedule(at(0.1))), [12]);
+}
+
+struct Cached(BTreeSet<(String, String)>);
+
+impl CacheView for Cached {
+    fn cached_bytes(&self, node: &str, dataset: &str) -> u64 {
+        if self.0.contains(&(node.to_string(), dataset.to_string())) {
+            1 << 30
+        } else {
+            0
+        }
+    }
+}
+
+#[test]
+fn locality_prefers_nodes_with_the_data_and_prefetch_stages_ahead() {
+    let mut s = sched();
+    for n in ["a", "b", "c"] {
+        s.upsert_node(node(n, &["t4"; 2], 16)).unwrap();
+    }
+    let cache = Cached([("c".to_string(), "imagenet".to_string())].into());
+    let reads = |id, gpus| JobSpec {
+        datasets: vec!["imagenet".into()],
+        ..job(id, "u", gpus, H)
+    };
+    s.enqueue(reads(1, 1));
+    let d = s.schedule_with(at(0.0), &cache);
+    assert_eq!(started(&d)[&1].0, "c");
+    assert!(matches!(&d[0], Decision::Start { stage, .. } if stage.is_empty()));
+    // Fill everything; a job that waits for node a gets its data staged there ahead of time.
+    s.enqueue(job(2, "u", 2, H / 4));
+    s.enqueue(job(3, "u", 2, 4 * H));
+    s.enqueue(job(4, "u", 1, 4 * H));
+    s.schedule_with(at(0.0), &cache);
+    s.enqueue(reads(5, 2));
+    let d = s.schedule_with(at(0.0), &cache);
+    let prefetch: Vec<_> = d
+        .iter()
+        .filter_map(|d| match d {
+            Decision::Prefetch {
+                job,
+                node,
+                dataset,
+                expected_start,
+            } => Some((job.0, node.clone(), dataset.clone(), *expected_start)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        prefetch,
+        [(5, "a".to_string(), "imagenet".to_string(), at(0.25))]
+    );
 }
 
 #[test]
 fn admission_refuses_what_could_never_run() {
     let mut s = sched();
-    s.upsert_node(node("small", &["t4"; 2], 4));
-    s.upsert_node(node("big", &["t4"; 4], 8));
-    let e = s.admit(None, None, &res(8, None)).unwrap_err();
+    s.upsert_node(node("small", &["t4"; 2], 4)).unwrap();
+    s.upsert_node(node("big", &["t4"; 4], 8)).unwrap();
+    let r8 = res(8, None);
+    let e = s.admit(&req("u", &r8)).unwrap_err();
     assert!(
         matches!(&e, AdmissionError::TooManyGpus { node, most: 4, .. } if node == "big"),
         "{e}"
     );
-    assert_eq!(
-        e.to_string(),
-        "job asks for 8 GPUs but the node with the most, big, has 4"
-    );
     assert_eq!(e.hint().unwrap(), "ask for at most 4 (--gpus 4)");
-    let e = s.admit(None, None, &res(1, Some("a100"))).unwrap_err();
+    let a100 = res(1, Some("a100"));
     assert_eq!(
-        e.to_string(),
+        s.admit(&req("u", &a100)).unwrap_err().to_string(),
         "no node in partition normal has GPUs of type 'a100'; types here: t4 (4 on big, 2 on small)"
     );
-    let e = s.admit(Some("gpu"), None, &res(1, None)).unwrap_err();
+    let r1 = res(1, None);
+    let mut rq = req("u", &r1);
+    rq.partition = Some("gpu");
     assert_eq!(
-        e.to_string(),
+        s.admit(&rq).unwrap_err().to_string(),
         "unknown partition 'gpu'; partitions here: normal (default), high"
     );
-    let e = s
-        .admit(Some("high"), Some(TimeLimit::Seconds(7200)), &res(1, None))
-        .unwrap_err();
+    rq.partition = Some("high");
+    rq.time_limit = Some(TimeLimit::Seconds(7200));
     assert_eq!(
-        e.to_string(),
+        s.admit(&rq).unwrap_err().to_string(),
         "time limit 2:00:00 is over partition high's maximum of 1:00:00"
     );
-    let e = s
-        .admit(
-            None,
-            None,
-            &Resources {
-                cpus: 64,
-                ..res(0, None)
-            },
-        )
-        .unwrap_err();
+    let cpus = Resources {
+        cpus: 64,
+        ..res(0, None)
+    };
     assert_eq!(
-        e.to_string(),
+        s.admit(&req("u", &cpus)).unwrap_err().to_string(),
         "job asks for 64 CPUs but the largest node, big, has 8"
     );
-    let ok = s
-        .admit(
-            Some("high"),
-            Some(TimeLimit::Unlimited),
-            &res(4, Some("t4")),
-        )
-        .unwrap();
+    let t4 = res(4, Some("t4"));
+    let mut rq = req("u", &t4);
+    rq.partition = Some("high");
+    rq.time_limit = Some(TimeLimit::Unlimited);
+    let ok = s.admit(&rq).unwrap();
     assert_eq!(
         (ok.partition.as_str(), ok.time_limit),
         ("high", TimeLimit::Seconds(3600))
@@ -239,34 +495,108 @@ fn admission_refuses_what_could_never_run() {
 }
 
 #[test]
+fn admission_checks_accounts_partitions_the_emergency_cap_and_submit_limits() {
+    let mut high = partition("high", false, 10, H);
+    high.allow_accounts = Some(vec!["deadline".into()]);
+    let mut debug = partition("debug", false, 5, H);
+    debug.max_gpus_per_job = Some(1);
+    let mut s = Scheduler::new(vec![partition("normal", true, 0, 86_400), high, debug]).unwrap();
+    s.upsert_node(node("box", &["t4"; 4], 16)).unwrap();
+    let members = |u: &[&str]| u.iter().map(|s| s.to_string()).collect();
+    s.set_account(
+        "deadline",
+        Account {
+            members: members(&["alice"]),
+            limits: Limits::default(),
+        },
+    );
+    s.set_account(
+        "vision",
+        Account {
+            members: members(&["alice", "bob"]),
+            limits: Limits::default(),
+        },
+    );
+    let r = res(1, None);
+    assert_eq!(
+        s.admit(&req("alice", &r)).unwrap().account.as_deref(),
+        Some("deadline"),
+        "first account by name"
+    );
+    assert_eq!(s.admit(&req("carol", &r)).unwrap().account, None);
+    let mut rq = req("bob", &r);
+    rq.account = Some("deadline");
+    assert!(matches!(
+        s.admit(&rq),
+        Err(AdmissionError::NotMember { .. })
+    ));
+    rq.account = Some("nope");
+    assert!(matches!(
+        s.admit(&rq),
+        Err(AdmissionError::UnknownAccount { .. })
+    ));
+    let mut rq = req("bob", &r);
+    rq.partition = Some("high");
+    let e = s.admit(&rq).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "partition high is only for accounts deadline; this job runs under vision"
+    );
+    rq.user = "alice";
+    assert!(s.admit(&rq).is_ok());
+    let r2 = res(2, None);
+    let mut rq = req("bob", &r2);
+    rq.partition = Some("debug");
+    assert!(matches!(
+        s.admit(&rq),
+        Err(AdmissionError::PartitionGpuCap { max: 1, .. })
+    ));
+    let r3 = res(3, None);
+    let mut rq = req("bob", &r3);
+    rq.emergency = true;
+    assert!(matches!(
+        s.admit(&rq),
+        Err(AdmissionError::EmergencyTooBig { max_gpus: 2, .. })
+    ));
+    s.set_user_limits(
+        "bob",
+        Limits {
+            max_submit_jobs_per_user: Some(2),
+            ..Limits::default()
+        },
+    );
+    s.enqueue(job(1, "bob", 1, H));
+    let mut rq = req("bob", &r);
+    rq.count = 2;
+    let e = s.admit(&rq).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "bob has 1 jobs queued or running and this adds 2; MaxSubmitJobsPerUser=2"
+    );
+}
+
+#[test]
 fn gpu_jobs_on_gpu_less_nodes_are_told_so() {
     let mut s = sched();
-    s.upsert_node(node("cpu-only", &[], 8));
-    let e = s.admit(None, None, &res(1, None)).unwrap_err();
+    s.upsert_node(node("cpu-only", &[], 8)).unwrap();
+    let e = s.admit(&req("u", &res(1, None))).unwrap_err();
     assert!(
         matches!(e, AdmissionError::NoGpus { requested: 1, .. }),
         "{e}"
     );
     assert!(e.hint().unwrap().contains("virtual_gpus"));
-    assert!(s.admit(None, None, &res(0, None)).is_ok());
+    assert!(s.admit(&req("u", &res(0, None))).is_ok());
 }
 
 #[test]
 fn restore_refuses_conflicts() {
     let mut s = sched();
-    s.upsert_node(node("box", &["t4"; 2], 4));
+    s.upsert_node(node("box", &["t4"; 2], 4)).unwrap();
     submit(&mut s, 1, res(1, None), None);
     s.schedule(Timestamp(0));
-    let spec = JobSpec {
-        id: JobId(9),
-        name: "x".into(),
-        user: "u".into(),
-        partition: "normal".into(),
-        resources: res(1, None),
-        time_limit: TimeLimit::Seconds(60),
-        submit_time: Timestamp(0),
-    };
-    let alloc = labpool_scheduler::Allocation {
+    let spec = job(9, "u", 1, 60);
+    let alloc = Allocation {
+        start: Timestamp(0),
         node: "box".into(),
         gpus: vec![0],
         cpus: 1,
@@ -277,7 +607,7 @@ fn restore_refuses_conflicts() {
         e.to_string().contains("GPU 0 is already held by job 1"),
         "{e}"
     );
-    let moved = labpool_scheduler::Allocation {
+    let moved = Allocation {
         gpus: vec![7],
         ..alloc
     };
@@ -290,94 +620,243 @@ fn restore_refuses_conflicts() {
     s.check_invariants().unwrap();
 }
 
+#[test]
+fn down_nodes_give_reqnodenotavail_and_requeue_keeps_place() {
+    let mut s = sched();
+    s.upsert_node(node("box", &["t4"; 2], 4)).unwrap();
+    submit(&mut s, 1, res(1, None), None);
+    assert_eq!(started(&s.schedule(Timestamp(0))).len(), 1);
+    s.set_node_down("box", Some("no heartbeat".into()));
+    assert_eq!(s.node("box").unwrap().state(), NodeState::Down);
+    submit(&mut s, 2, res(1, None), None);
+    assert!(s.requeue(JobId(1)));
+    s.schedule(Timestamp(1));
+    assert!(reason(&s, 1).starts_with("ReqNodeNotAvail"));
+    s.set_node_down("box", None);
+    assert_eq!(ids(&s.schedule(Timestamp(2))), [1, 2]);
+    s.check_invariants().unwrap();
+}
+
+// ----- property tests -----
+
 #[derive(Debug, Clone)]
 enum Step {
     Submit {
+        user: usize,
         gpus: u32,
         ty: usize,
         cpus: u32,
-        high: bool,
+        limit_h: u64,
+        emergency: bool,
+        dep: Option<usize>,
     },
     Finish(usize),
     NodeDown(usize),
     NodeUp(usize),
+    Advance(u64),
 }
 
 fn step() -> impl Strategy<Value = Step> {
     prop_oneof![
-        4 => (1u32..=4, 0usize..3, 1u32..=4, any::<bool>()).prop_map(|(gpus, ty, cpus, high)| Step::Submit { gpus, ty, cpus, high }),
+        5 => (0usize..4, 1u32..=4, 0usize..3, 1u32..=4, 1u64..6, prop::bool::weighted(0.1), prop::option::weighted(0.2, 0usize..50))
+            .prop_map(|(user, gpus, ty, cpus, limit_h, emergency, dep)| Step::Submit { user, gpus, ty, cpus, limit_h, emergency, dep }),
         3 => any::<usize>().prop_map(Step::Finish),
         1 => any::<usize>().prop_map(Step::NodeDown),
         1 => any::<usize>().prop_map(Step::NodeUp),
+        2 => (1u64..7200).prop_map(Step::Advance),
     ]
 }
 
+const USERS: [&str; 4] = ["ann", "ben", "cy", "di"];
+const TYPES: [&str; 3] = ["a100", "t4", "v100"];
+
+fn limited() -> Scheduler {
+    let mut s = sched();
+    s.set_user_limits(
+        "ann",
+        Limits {
+            max_gpus_per_user: Some(3),
+            max_jobs_per_user: Some(2),
+            ..Limits::default()
+        },
+    );
+    let members: BTreeSet<String> = ["ben", "cy"].into_iter().map(String::from).collect();
+    s.set_account(
+        "lab",
+        Account {
+            members,
+            limits: Limits {
+                grp_gpus: Some(5),
+                ..Limits::default()
+            },
+        },
+    );
+    s.set_balance("di", -1.0);
+    s
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(200))]
-    /// Something bad never happens: whatever arrives, no GPU is held twice and no node is
-    /// over-committed, after every step.
+    #![proptest_config(ProptestConfig::with_cases(150))]
+    /// Something bad never happens, after every step: no GPU is held twice, no node is
+    /// over-committed, no QOS limit is exceeded, and no job runs before its dependencies.
     #[test]
     fn invariants_hold_under_random_streams(
         shapes in prop::collection::vec((1usize..=8, 0usize..3, 2u32..=16), 1..5),
-        steps in prop::collection::vec(step(), 1..120),
+        steps in prop::collection::vec(step(), 1..150),
     ) {
-        let types = ["a100", "t4", "v100"];
-        let mut s = sched();
+        let mut s = limited();
         for (i, (n, ty, cpus)) in shapes.iter().enumerate() {
-            s.upsert_node(node(&format!("n{i}"), &vec![types[*ty]; *n], *cpus));
+            s.upsert_node(node(&format!("n{i}"), &vec![TYPES[*ty]; *n], *cpus)).unwrap();
         }
+        let mut now = Timestamp(0);
         let mut next = 1u64;
-        for (t, st) in steps.into_iter().enumerate() {
+        let mut outcome: BTreeMap<u64, bool> = BTreeMap::new();
+        for st in steps {
             match st {
-                Step::Submit { gpus, ty, cpus, high } => {
-                    let r = Resources { gpus, gpu_type: Some(types[ty].to_string()), cpus, mem_mib: 0 };
-                    let part = if high { Some("high") } else { None };
-                    if s.admit(part, None, &r).is_ok() {
-                        submit(&mut s, next, r, part);
+                Step::Submit { user, gpus, ty, cpus, limit_h, emergency, dep } => {
+                    let r = Resources { gpus, gpu_type: Some(TYPES[ty].to_string()), cpus, mem_mib: 0 };
+                    let user = USERS[user];
+                    let rq = AdmitRequest { user, account: None, partition: None, time_limit: Some(TimeLimit::Seconds(limit_h * H)), resources: &r, emergency, count: 1 };
+                    if let Ok(a) = s.admit(&rq) {
+                        let dependencies = dep.filter(|d| (*d as u64) < next).map(|d| parse_dependencies(&format!("afterok:{}", d + 1)).unwrap()).unwrap_or_default();
+                        s.enqueue(JobSpec {
+                            id: JobId(next), name: "p".into(), user: user.into(), account: a.account, partition: a.partition,
+                            resources: r, time_limit: a.time_limit, submit_time: now, emergency, dependencies, ..JobSpec::default()
+                        });
                         next += 1;
                     }
                 }
                 Step::Finish(k) => {
                     let running: Vec<JobId> = s.running().map(|(j, _)| j.id).collect();
                     if !running.is_empty() {
-                        s.finish(running[k % running.len()]);
+                        let id = running[k % running.len()];
+                        let state = if k % 3 == 0 { JobState::Failed } else { JobState::Completed };
+                        s.finish(id, state, now);
+                        outcome.insert(id.0, state == JobState::Completed);
                     }
                 }
                 Step::NodeDown(k) => { s.set_node_down(&format!("n{}", k % shapes.len()), Some("test".into())); }
                 Step::NodeUp(k) => { s.set_node_down(&format!("n{}", k % shapes.len()), None); }
+                Step::Advance(secs) => now = now.plus_secs(secs),
             }
-            let decisions = s.schedule(Timestamp(t as i64));
-            for d in &decisions {
-                if let Decision::Start { allocation, job } = d {
-                    let n = s.node(&allocation.node).unwrap();
-                    prop_assert!(n.down.is_none(), "job {} started on a down node", job);
+            for d in s.schedule(now) {
+                if let Decision::Start { allocation, job, .. } = d {
+                    prop_assert!(s.node(&allocation.node).unwrap().down.is_none(), "job {} started on a down node", job);
+                    let spec = s.job(job).unwrap();
+                    for dep in &spec.dependencies {
+                        prop_assert_eq!(outcome.get(&dep.job.0), Some(&true), "job {} started before {}", job, dep);
+                    }
                 }
             }
             s.check_invariants().map_err(TestCaseError::fail)?;
+            let mut user_gpus: BTreeMap<&str, u32> = BTreeMap::new();
+            let mut user_jobs: BTreeMap<&str, u32> = BTreeMap::new();
+            let mut lab_gpus = 0;
+            for (j, a) in s.running() {
+                *user_gpus.entry(&j.user).or_default() += a.gpus.len() as u32;
+                *user_jobs.entry(&j.user).or_default() += 1;
+                if j.account.as_deref() == Some("lab") { lab_gpus += a.gpus.len() as u32; }
+            }
+            prop_assert!(user_gpus.get("ann").copied().unwrap_or(0) <= 3, "MaxTRESPerUser broken");
+            prop_assert!(user_jobs.get("ann").copied().unwrap_or(0) <= 2, "MaxJobsPerUser broken");
+            prop_assert!(lab_gpus <= 5, "GrpTRES broken: {}", lab_gpus);
         }
+    }
+
+    /// A backfilled job never delays the top reserved job: jobs submitted together by one user
+    /// keep their order, and the first one's reserved start never moves later, even though
+    /// jobs end at random times before their limits.
+    #[test]
+    fn backfill_never_delays_the_top_reservation(
+        jobs in prop::collection::vec((1u32..=4, 1u64..10, 1u64..=100), 2..30),
+    ) {
+        let mut s = sched();
+        s.upsert_node(node("a", &["t4"; 4], 64)).unwrap();
+        s.upsert_node(node("b", &["t4"; 2], 64)).unwrap();
+        let mut runtime = BTreeMap::new();
+        for (i, (gpus, limit_h, pct)) in jobs.iter().enumerate() {
+            let id = i as u64 + 1;
+            s.enqueue(job(id, "u", *gpus, limit_h * H));
+            runtime.insert(id, (limit_h * H * pct / 100).max(1));
+        }
+        let mut now = Timestamp(0);
+        let mut promised: BTreeMap<JobId, Timestamp> = BTreeMap::new();
+        for _ in 0..200 {
+            s.schedule(now);
+            // The first waiting job in priority order is the top job; its reservation may only
+            // move earlier.
+            if let Some(top) = s.priority_order(now).first().copied()
+                && let Some((_, at)) = s.explain(top).and_then(|n| n.reservation.clone())
+            {
+                let p = promised.entry(top).or_insert(at);
+                prop_assert!(at <= *p, "job {} was promised {:?} but now gets {:?}", top, p, at);
+                *p = at;
+            }
+            for (id, at) in &promised {
+                if let Some((_, a)) = s.running().find(|(j, _)| j.id == *id) {
+                    prop_assert!(a.start <= *at, "job {} started at {:?}, after its reservation {:?}", id, a.start, at);
+                }
+            }
+            // Advance to the next job end.
+            let next_end = s.running().map(|(j, a)| a.start.plus_secs(runtime[&j.id.0])).min();
+            let Some(t) = next_end else { break };
+            now = t;
+            let ending: Vec<JobId> = s.running().filter(|(j, a)| a.start.plus_secs(runtime[&j.id.0]) <= now).map(|(j, _)| j.id).collect();
+            for id in ending {
+                s.finish(id, JobState::Completed, now);
+            }
+            s.check_invariants().map_err(TestCaseError::fail)?;
+        }
+        prop_assert_eq!(s.pending().count(), 0, "every job ran");
     }
 
     /// The same events give the same decisions.
     #[test]
-    fn decisions_are_deterministic(jobs in prop::collection::vec((1u32..=4, 0usize..2), 1..40)) {
+    fn decisions_are_deterministic(jobs in prop::collection::vec((1u32..=4, 0usize..2, 0usize..4), 1..40)) {
         let run = || {
-            let mut s = sched();
-            s.upsert_node(node("a", &["t4"; 4], 8));
-            s.upsert_node(node("b", &["a100"; 2], 8));
+            let mut s = limited();
+            s.upsert_node(node("a", &["t4"; 4], 8)).unwrap();
+            s.upsert_node(node("b", &["a100"; 2], 8)).unwrap();
             let mut out = Vec::new();
-            for (i, (g, ty)) in jobs.iter().enumerate() {
+            for (i, (g, ty, u)) in jobs.iter().enumerate() {
                 let r = Resources { gpus: *g, gpu_type: Some(["t4", "a100"][*ty].into()), cpus: 1, mem_mib: 0 };
-                if s.admit(None, None, &r).is_ok() {
-                    submit(&mut s, i as u64 + 1, r, None);
+                let rq = AdmitRequest { user: USERS[*u], account: None, partition: None, time_limit: None, resources: &r, emergency: false, count: 1 };
+                if let Ok(a) = s.admit(&rq) {
+                    s.enqueue(JobSpec { id: JobId(i as u64 + 1), user: USERS[*u].into(), account: a.account, partition: a.partition,
+                        resources: r, time_limit: a.time_limit, submit_time: at(i as f64 / 10.0), ..JobSpec::default() });
                 }
-                out.extend(s.schedule(Timestamp(i as i64)));
+                out.extend(s.schedule(at(i as f64 / 10.0)));
                 if i % 3 == 0 {
                     let first = s.running().map(|(j, _)| j.id).next();
-                    if let Some(j) = first { s.finish(j); }
+                    if let Some(j) = first { s.finish(j, JobState::Completed, at(i as f64 / 10.0)); }
                 }
             }
             out
         };
         prop_assert_eq!(run(), run());
     }
+}
+
+#[test]
+fn seeded_node_order_is_reproducible() {
+    let build = |seed| {
+        let mut policy = Policy::default();
+        policy.placement.node_order_seed = Some(seed);
+        policy.placement.binpack = false;
+        policy.placement.locality = false;
+        let mut s =
+            Scheduler::with_policy(vec![partition("normal", true, 0, 86_400)], policy).unwrap();
+        for n in 0..8 {
+            s.upsert_node(node(&format!("n{n}"), &["t4"; 1], 4))
+                .unwrap();
+        }
+        s.enqueue(job(1, "u", 1, H));
+        started(&s.schedule(at(0.0)))[&1].0.clone()
+    };
+    assert_eq!(build(7), build(7));
+    let spread: BTreeSet<String> = (0..16).map(build).collect();
+    assert!(
+        spread.len() > 1,
+        "different seeds try nodes in different orders"
+    );
 }

@@ -512,6 +512,7 @@ fn job_from_row(r: &SqliteRow) -> Result<JobRow, DbError> {
             },
             time_limit,
             submit_time: Timestamp(r.try_get("submit_time")?),
+            ..JobSpec::default()
         },
         reason: r.try_get("reason")?,
         reason_detail: r.try_get("reason_detail")?,

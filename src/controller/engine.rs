@@ -107,6 +107,7 @@ impl Engine {
                 JobState::Pending => self.sched.enqueue(row.spec.clone()),
                 _ => {
                     let alloc = Allocation {
+                        start: Timestamp(row.start_time.unwrap_or(row.spec.submit_time.0)),
                         node: row.node.clone().unwrap_or_default(),
                         gpus: row.gpus.clone(),
                         cpus: row.spec.resources.cpus,
@@ -261,10 +262,16 @@ impl Engine {
             ));
         }
         let resources = resources_of(req);
-        let admitted = self
-            .sched
-            .admit(req.partition.as_deref(), req.time_limit, &resources)
-            .map_err(|e| ApiError::bad_request(e.to_string(), e.hint()))?;
+        let admit = labpool_scheduler::admission::AdmitRequest {
+            user: &caller.user,
+            account: None,
+            partition: req.partition.as_deref(),
+            time_limit: req.time_limit,
+            resources: &resources,
+            emergency: false,
+            count: 1,
+        };
+        let admitted = self.sched.admit(&admit).map_err(|e| ApiError::bad_request(e.to_string(), e.hint()))?;
         Ok((admitted.partition, admitted.time_limit))
     }
 
@@ -308,6 +315,7 @@ impl Engine {
                 resources: resources_of(&req),
                 time_limit,
                 submit_time: Timestamp(now),
+                ..JobSpec::default()
             };
             self.sched.enqueue(spec.clone());
             self.active.insert(
@@ -354,7 +362,7 @@ impl Engine {
         let mut launches = Vec::new();
         for d in decisions {
             match d {
-                Decision::Start { job, allocation } => {
+                Decision::Start { job, allocation, .. } => {
                     let row = self
                         .active
                         .get_mut(&job.0)
@@ -390,6 +398,8 @@ impl Engine {
                         row.reason_detail = Some(reason.detail);
                     }
                 }
+                // Staging ahead of a predicted start needs the node cache (datasets issue).
+                Decision::Prefetch { .. } => {}
             }
         }
         tx.commit().await?;
@@ -532,7 +542,7 @@ impl Engine {
         )
         .await?;
         tx.commit().await?;
-        self.sched.finish(JobId(job));
+        self.sched.finish(JobId(job), outcome.state, Timestamp(outcome.end_time_ms));
         self.active.remove(&job);
         tracing::info!(job, state = %outcome.state, exit_code = ?outcome.exit_code, "job ended");
         Ok(())

@@ -66,7 +66,7 @@ pub async fn serve(
         }
     }
     db.upsert_node(&spec, source.as_str(), now_ms()).await?;
-    sched.upsert_node(spec.clone());
+    sched.upsert_node(spec.clone())?;
 
     let (report_tx, report_rx) = mpsc::unbounded_channel();
     let (order_tx, order_rx) = mpsc::unbounded_channel();

@@ -1,0 +1,17 @@
+//! What the scheduler may know about node-local dataset caches. The cache crate implements
+//! this for the daemon; the simulator implements it with its cache model.
+
+/// A read-only view of what each node's cache holds.
+pub trait CacheView {
+    /// Bytes of `dataset` already cached (complete) on `node`.
+    fn cached_bytes(&self, node: &str, dataset: &str) -> u64;
+}
+
+/// A view in which nothing is cached anywhere.
+pub struct NoCache;
+
+impl CacheView for NoCache {
+    fn cached_bytes(&self, _node: &str, _dataset: &str) -> u64 {
+        0
+    }
+}
