@@ -271,7 +271,10 @@ impl Engine {
             emergency: false,
             count: 1,
         };
-        let admitted = self.sched.admit(&admit).map_err(|e| ApiError::bad_request(e.to_string(), e.hint()))?;
+        let admitted = self
+            .sched
+            .admit(&admit)
+            .map_err(|e| ApiError::bad_request(e.to_string(), e.hint()))?;
         Ok((admitted.partition, admitted.time_limit))
     }
 
@@ -362,7 +365,9 @@ impl Engine {
         let mut launches = Vec::new();
         for d in decisions {
             match d {
-                Decision::Start { job, allocation, .. } => {
+                Decision::Start {
+                    job, allocation, ..
+                } => {
                     let row = self
                         .active
                         .get_mut(&job.0)
@@ -542,7 +547,8 @@ impl Engine {
         )
         .await?;
         tx.commit().await?;
-        self.sched.finish(JobId(job), outcome.state, Timestamp(outcome.end_time_ms));
+        self.sched
+            .finish(JobId(job), outcome.state, Timestamp(outcome.end_time_ms));
         self.active.remove(&job);
         tracing::info!(job, state = %outcome.state, exit_code = ?outcome.exit_code, "job ended");
         Ok(())

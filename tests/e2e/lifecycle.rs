@@ -212,7 +212,10 @@ fn listings_print_tables_and_json() {
         "{q}"
     );
     assert!(q.contains("holder") && q.contains("RUNNING"), "{q}");
-    assert!(q.contains("(Resources: 0/1 nodes fit: 1 gpus-free)"), "{q}");
+    assert!(
+        q.contains("(Resources: 0/1 nodes fit: 1 gpus-free; expected to start on "),
+        "{q}"
+    );
     let jobs = pool.queue();
     assert_eq!(
         jobs.iter()
@@ -243,7 +246,7 @@ fn listings_print_tables_and_json() {
     );
     let show = pool.ok(&["show", &b.to_string()]);
     assert!(
-        show.contains("Resources: 0/1 nodes fit: 1 gpus-free"),
+        show.contains("Resources: 0/1 nodes fit: 1 gpus-free; expected to start on"),
         "{show}"
     );
     pool.ok(&["cancel", &a.to_string(), &b.to_string()]);
