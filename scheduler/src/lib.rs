@@ -51,8 +51,10 @@ pub mod policy;
 pub mod priority;
 pub mod profile;
 pub mod reason;
+pub mod runtime;
 pub mod scheduler;
 pub mod script;
+pub mod sim;
 pub mod size;
 pub mod time;
 

@@ -10,8 +10,9 @@
 //!    it fits for its whole time limit, booked in that profile. A later job may start only
 //!    where it fits over its own whole time limit, so it never delays a reservation: that is
 //!    conservative backfill, judged by time limits.
-//! 5. Reserved jobs expected to start within the prefetch horizon get their datasets staged on
-//!    the reserved node ahead of time.
+//! 5. Reserved jobs predicted to start within the prefetch horizon get their datasets staged
+//!    on the node they are predicted to start on. The prediction assumes jobs run as long as
+//!    their users' jobs usually do, not to their (overestimated) limits.
 
 use crate::cache_view::{CacheView, NoCache};
 use crate::dependency::DependencyState;
@@ -173,22 +174,7 @@ impl Scheduler {
         }
 
         if let Some(horizon) = self.policy.placement.prefetch_horizon_s {
-            for (id, i, at) in &reservations {
-                if at.secs_since(now) > horizon {
-                    continue;
-                }
-                let node = nodes[*i].name();
-                for dataset in &self.pending[id].datasets {
-                    if cache.cached_bytes(node, dataset) == 0 {
-                        decisions.push(Decision::Prefetch {
-                            job: *id,
-                            node: node.to_string(),
-                            dataset: dataset.clone(),
-                            expected_start: *at,
-                        });
-                    }
-                }
-            }
+            decisions.extend(self.prefetches(now, horizon, &nodes, &started, &reservations, cache));
         }
 
         for (id, allocation, stage) in started {
@@ -217,6 +203,79 @@ impl Scheduler {
         self.notes = notes;
         self.prune_outcomes();
         decisions
+    }
+
+    /// Stage-ahead decisions: where and when the reserved jobs are likely to start, judged by
+    /// how long jobs really run rather than by their limits (see [`crate::runtime`]), for those
+    /// predicted to start within `horizon` seconds.
+    fn prefetches(
+        &self,
+        now: Timestamp,
+        horizon: u64,
+        nodes: &[&Node],
+        started: &[(JobId, Allocation, Vec<String>)],
+        reservations: &[(JobId, usize, Timestamp)],
+        cache: &dyn CacheView,
+    ) -> Vec<Decision> {
+        let index: BTreeMap<&str, usize> = nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.name(), i))
+            .collect();
+        let mut profiles: Vec<Profile> = nodes
+            .iter()
+            .map(|n| Profile::new(now, n.free_capacity()))
+            .collect();
+        let expected_end =
+            |job: &JobSpec, start: Timestamp| self.runtimes.expected_end(job, start, now);
+        for (job, alloc) in self.running.values() {
+            if let Some(&i) = index.get(alloc.node.as_str()) {
+                profiles[i].release(
+                    expected_end(job, alloc.start).max(Timestamp(now.0 + 1)),
+                    capacity_of(alloc),
+                );
+            }
+        }
+        for (id, alloc, _) in started {
+            let i = index[alloc.node.as_str()];
+            profiles[i].take(
+                now,
+                expected_end(&self.pending[id], now),
+                capacity_of(alloc),
+            );
+        }
+        let mut out = Vec::new();
+        let limit = now.plus_secs(horizon);
+        for (id, _, _) in reservations {
+            let job = &self.pending[id];
+            let duration = self.runtimes.expected_runtime_ms(job);
+            let best = nodes
+                .iter()
+                .enumerate()
+                .filter(|(_, n)| n.accepts_jobs())
+                .filter_map(|(i, n)| {
+                    profiles[i]
+                        .earliest(&need_on(job, n), duration)
+                        .map(|(at, c)| (at, i, c))
+                })
+                .min_by_key(|(at, i, _)| (*at, *i));
+            let Some((at, i, taken)) = best else { continue };
+            profiles[i].take(at, at.plus_limit(job.time_limit), taken);
+            if at > limit {
+                continue;
+            }
+            for dataset in &job.datasets {
+                if cache.cached_bytes(nodes[i].name(), dataset) == 0 {
+                    out.push(Decision::Prefetch {
+                        job: *id,
+                        node: nodes[i].name().to_string(),
+                        dataset: dataset.clone(),
+                        expected_start: at,
+                    });
+                }
+            }
+        }
+        out
     }
 
     /// Books the earliest time and node at which `job` fits for its whole time limit.

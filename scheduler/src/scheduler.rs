@@ -17,6 +17,7 @@ use crate::policy::{Account, Limits, Policy};
 use crate::priority::{Factors, UsageBook};
 use crate::profile::Profile;
 use crate::reason::PendingReason;
+use crate::runtime::RuntimeBook;
 use crate::time::{TimeLimit, Timestamp};
 use std::collections::BTreeMap;
 
@@ -109,6 +110,7 @@ pub struct Scheduler {
     pub(crate) user_limits: BTreeMap<String, Limits>,
     pub(crate) balances: BTreeMap<String, f64>,
     pub(crate) usage: UsageBook,
+    pub(crate) runtimes: RuntimeBook,
     /// How jobs that dependencies point at ended: true for COMPLETED.
     pub(crate) outcomes: BTreeMap<JobId, bool>,
     pub(crate) last_pass: Option<Timestamp>,
@@ -140,6 +142,7 @@ impl Scheduler {
             user_limits: BTreeMap::new(),
             balances: BTreeMap::new(),
             usage: UsageBook::default(),
+            runtimes: RuntimeBook::default(),
             outcomes: BTreeMap::new(),
             last_pass: None,
         })
@@ -267,6 +270,12 @@ impl Scheduler {
     pub fn record_usage(&mut self, user: &str, gpu_seconds: f64, at: Timestamp) {
         self.usage
             .add(user, gpu_seconds, at, self.policy.weights.half_life_s);
+    }
+
+    /// Learns how long a finished job ran against its limit (e.g. replayed from history at
+    /// start-up), for start predictions.
+    pub fn learn_runtime(&mut self, job: &JobSpec, ran_ms: i64) {
+        self.runtimes.learn(job, ran_ms);
     }
 
     /// Records how a job that others may depend on ended (true: COMPLETED).

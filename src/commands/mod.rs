@@ -5,6 +5,7 @@ pub mod init;
 pub mod jobs;
 pub mod nodes;
 pub mod serve;
+pub mod sim;
 pub mod submit;
 
 use crate::cli::{Cli, Command, PartitionCommand};
@@ -14,6 +15,7 @@ use crate::settings::Config;
 pub fn dispatch(cli: Cli) -> anyhow::Result<()> {
     match &cli.command {
         Command::Init(args) => return init::run(args),
+        Command::Sim(args) => return sim::run(args),
         Command::Shim { dir } => return crate::shim::run(dir),
         _ => {}
     }
@@ -44,7 +46,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<()> {
             Command::Partition {
                 command: PartitionCommand::List(a),
             } => nodes::partitions(a.json, &config).await,
-            Command::Init(_) | Command::Shim { .. } | Command::Demo(_) => {
+            Command::Init(_) | Command::Shim { .. } | Command::Demo(_) | Command::Sim(_) => {
                 unreachable!("handled above")
             }
         }

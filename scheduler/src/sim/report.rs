@@ -1,0 +1,350 @@
+//! What a simulation run measured, per policy and per user.
+
+use super::sim_credit_weights;
+use crate::time::Timestamp;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// One finished job, as the report needs it.
+#[derive(Debug, Clone)]
+pub struct JobRecord {
+    /// Its user.
+    pub user: String,
+    /// Its GPUs.
+    pub gpus: u32,
+    /// The type it ran on.
+    pub gpu_type: String,
+    /// Submitted.
+    pub submit: Timestamp,
+    /// Given its GPUs.
+    pub placed: Timestamp,
+    /// Started computing (its data was there).
+    pub compute: Timestamp,
+    /// Ended.
+    pub end: Timestamp,
+}
+
+/// Counts kept outside the job records.
+#[derive(Debug, Clone, Copy)]
+pub struct Totals {
+    /// Trace jobs no node could ever take.
+    pub rejected: usize,
+    /// Jobs that had not ended when the run stopped.
+    pub unfinished: usize,
+    /// GPUs in the cluster.
+    pub total_gpus: u32,
+    /// Bytes read from shared storage.
+    pub shared_bytes: f64,
+    /// Dataset needs found complete on the node when the job was placed.
+    pub hits: u64,
+    /// Dataset needs in all.
+    pub needs: u64,
+}
+
+/// One user's figures.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UserFigures {
+    /// The user.
+    pub user: String,
+    /// Jobs that ran.
+    pub jobs: usize,
+    /// GPU-hours held.
+    pub gpu_hours: f64,
+    /// Credits charged: GPU-hours times the GPU type's weight.
+    pub credits: f64,
+    /// Mean wait for GPUs, seconds.
+    pub mean_wait_s: f64,
+    /// Mean slowdown: completion time over run time.
+    pub mean_slowdown: f64,
+}
+
+/// One policy's results. Field names are stable, for scripts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SimReport {
+    /// The policy.
+    pub policy: String,
+    /// Jobs that ran.
+    pub jobs: usize,
+    /// Trace jobs larger than any node, not run.
+    pub rejected: usize,
+    /// Jobs that had not ended when the run stopped (0 unless something is wrong).
+    pub unfinished: usize,
+    /// First submit to last end, seconds.
+    pub makespan_s: f64,
+    /// Mean wait from submit until the job holds its GPUs, seconds.
+    pub mean_wait_s: f64,
+    /// Median wait, seconds.
+    pub p50_wait_s: f64,
+    /// 95th-percentile wait, seconds.
+    pub p95_wait_s: f64,
+    /// Mean job completion time (submit to end), seconds.
+    pub mean_jct_s: f64,
+    /// Median completion time, seconds.
+    pub p50_jct_s: f64,
+    /// 95th-percentile completion time, seconds.
+    pub p95_jct_s: f64,
+    /// GPU allocation utilisation: GPU-time held over GPU-time available in the makespan.
+    pub gpu_util: f64,
+    /// Bytes read from shared storage.
+    pub shared_bytes: f64,
+    /// Share of dataset needs already complete on the node when the job was placed.
+    pub cache_hit_rate: f64,
+    /// GPU-seconds held while waiting for data.
+    pub data_wait_gpu_s: f64,
+    /// Jain's fairness index over the users' mean slowdowns (1: all equal).
+    pub fairness_jain: f64,
+    /// Per user.
+    pub users: Vec<UserFigures>,
+}
+
+fn secs(a: Timestamp, b: Timestamp) -> f64 {
+    (b.0 - a.0) as f64 / 1000.0
+}
+
+fn mean(v: &[f64]) -> f64 {
+    if v.is_empty() {
+        0.0
+    } else {
+        v.iter().sum::<f64>() / v.len() as f64
+    }
+}
+
+/// The value at quantile `q` (nearest rank) of `v`.
+fn quantile(v: &[f64], q: f64) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    let rank = ((q * s.len() as f64).ceil() as usize).clamp(1, s.len());
+    s[rank - 1]
+}
+
+/// Builds the report from the finished jobs.
+pub fn summarise(policy: &str, records: &[JobRecord], t: Totals) -> SimReport {
+    let waits: Vec<f64> = records.iter().map(|r| secs(r.submit, r.placed)).collect();
+    let jcts: Vec<f64> = records.iter().map(|r| secs(r.submit, r.end)).collect();
+    let first = records.iter().map(|r| r.submit).min().unwrap_or_default();
+    let last = records.iter().map(|r| r.end).max().unwrap_or_default();
+    let makespan = secs(first, last);
+    let held: f64 = records
+        .iter()
+        .map(|r| r.gpus as f64 * secs(r.placed, r.end))
+        .sum();
+    let data_wait: f64 = records
+        .iter()
+        .map(|r| r.gpus as f64 * secs(r.placed, r.compute))
+        .sum();
+    let weights = sim_credit_weights();
+    let mut per_user: BTreeMap<&str, Vec<&JobRecord>> = BTreeMap::new();
+    for r in records {
+        per_user.entry(&r.user).or_default().push(r);
+    }
+    let users: Vec<UserFigures> = per_user
+        .iter()
+        .map(|(user, rs)| {
+            let gpu_hours: f64 = rs
+                .iter()
+                .map(|r| r.gpus as f64 * secs(r.placed, r.end) / 3600.0)
+                .sum();
+            let credits: f64 = rs
+                .iter()
+                .map(|r| {
+                    r.gpus as f64 * secs(r.placed, r.end) / 3600.0
+                        * weights.get(&r.gpu_type).copied().unwrap_or(1.0)
+                })
+                .sum();
+            let waits: Vec<f64> = rs.iter().map(|r| secs(r.submit, r.placed)).collect();
+            let slowdowns: Vec<f64> = rs
+                .iter()
+                .map(|r| secs(r.submit, r.end) / secs(r.compute, r.end).max(1.0))
+                .collect();
+            UserFigures {
+                user: user.to_string(),
+                jobs: rs.len(),
+                gpu_hours,
+                credits,
+                mean_wait_s: mean(&waits),
+                mean_slowdown: mean(&slowdowns),
+            }
+        })
+        .collect();
+    let x: Vec<f64> = users.iter().map(|u| u.mean_slowdown).collect();
+    let jain = if x.is_empty() {
+        1.0
+    } else {
+        let sum: f64 = x.iter().sum();
+        let sq: f64 = x.iter().map(|v| v * v).sum();
+        if sq == 0.0 {
+            1.0
+        } else {
+            sum * sum / (x.len() as f64 * sq)
+        }
+    };
+    SimReport {
+        policy: policy.to_string(),
+        jobs: records.len(),
+        rejected: t.rejected,
+        unfinished: t.unfinished,
+        makespan_s: makespan,
+        mean_wait_s: mean(&waits),
+        p50_wait_s: quantile(&waits, 0.5),
+        p95_wait_s: quantile(&waits, 0.95),
+        mean_jct_s: mean(&jcts),
+        p50_jct_s: quantile(&jcts, 0.5),
+        p95_jct_s: quantile(&jcts, 0.95),
+        gpu_util: if makespan > 0.0 {
+            held / (t.total_gpus as f64 * makespan)
+        } else {
+            0.0
+        },
+        shared_bytes: t.shared_bytes,
+        cache_hit_rate: if t.needs == 0 {
+            1.0
+        } else {
+            t.hits as f64 / t.needs as f64
+        },
+        data_wait_gpu_s: data_wait,
+        fairness_jain: jain,
+        users,
+    }
+}
+
+/// How a table row reads a report: the value compared, and its text.
+type Measure = Box<dyn Fn(&SimReport) -> (f64, String)>;
+
+/// The reports side by side as an aligned text table, with each policy's change against the
+/// first one.
+pub fn table(reports: &[SimReport]) -> String {
+    let Some(base) = reports.first() else {
+        return String::new();
+    };
+    let hours = |s: f64| format!("{:.1} h", s / 3600.0);
+    let rows: Vec<(&str, Measure)> = vec![
+        (
+            "jobs run (rejected)",
+            Box::new(|r: &SimReport| (r.jobs as f64, format!("{} ({})", r.jobs, r.rejected))),
+        ),
+        (
+            "makespan",
+            Box::new(move |r: &SimReport| (r.makespan_s, hours(r.makespan_s))),
+        ),
+        (
+            "mean wait",
+            Box::new(move |r: &SimReport| (r.mean_wait_s, hours(r.mean_wait_s))),
+        ),
+        (
+            "p50 wait",
+            Box::new(move |r: &SimReport| (r.p50_wait_s, hours(r.p50_wait_s))),
+        ),
+        (
+            "p95 wait",
+            Box::new(move |r: &SimReport| (r.p95_wait_s, hours(r.p95_wait_s))),
+        ),
+        (
+            "mean completion time",
+            Box::new(move |r: &SimReport| (r.mean_jct_s, hours(r.mean_jct_s))),
+        ),
+        (
+            "p95 completion time",
+            Box::new(move |r: &SimReport| (r.p95_jct_s, hours(r.p95_jct_s))),
+        ),
+        (
+            "GPU allocation utilisation",
+            Box::new(|r: &SimReport| (r.gpu_util, format!("{:.1}%", r.gpu_util * 100.0))),
+        ),
+        (
+            "bytes read from shared storage",
+            Box::new(|r: &SimReport| (r.shared_bytes, format!("{:.1} TB", r.shared_bytes / 1e12))),
+        ),
+        (
+            "cache hit rate",
+            Box::new(|r: &SimReport| {
+                (
+                    r.cache_hit_rate,
+                    format!("{:.1}%", r.cache_hit_rate * 100.0),
+                )
+            }),
+        ),
+        (
+            "GPU time waiting for data",
+            Box::new(|r: &SimReport| {
+                (
+                    r.data_wait_gpu_s,
+                    format!("{:.1} GPU-h", r.data_wait_gpu_s / 3600.0),
+                )
+            }),
+        ),
+        (
+            "fairness (Jain, slowdown)",
+            Box::new(|r: &SimReport| (r.fairness_jain, format!("{:.3}", r.fairness_jain))),
+        ),
+    ];
+    let mut lines = Vec::new();
+    let mut header = vec!["measure".to_string()];
+    header.extend(reports.iter().map(|r| r.policy.clone()));
+    lines.push(header);
+    for (name, f) in &rows {
+        let mut line = vec![name.to_string()];
+        let (b, _) = f(base);
+        for (i, r) in reports.iter().enumerate() {
+            let (v, text) = f(r);
+            if i == 0 || b == 0.0 {
+                line.push(text);
+            } else {
+                line.push(format!("{text} ({:+.0}%)", (v - b) / b * 100.0));
+            }
+        }
+        lines.push(line);
+    }
+    let widths: Vec<usize> = (0..lines[0].len())
+        .map(|c| lines.iter().map(|l| l[c].len()).max().unwrap_or(0))
+        .collect();
+    lines
+        .iter()
+        .map(|l| {
+            l.iter()
+                .zip(&widths)
+                .map(|(c, w)| format!("{c:<w$}"))
+                .collect::<Vec<_>>()
+                .join("  ")
+                .trim_end()
+                .to_string()
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The per-user figures of one report as an aligned text table.
+pub fn user_table(report: &SimReport) -> String {
+    let mut out = format!(
+        "{:<6} {:>5} {:>10} {:>10} {:>10} {:>9}\n",
+        "user", "jobs", "GPU-hours", "credits", "mean wait", "slowdown"
+    );
+    for u in &report.users {
+        out.push_str(&format!(
+            "{:<6} {:>5} {:>10.0} {:>10.0} {:>8.1} h {:>9.2}\n",
+            u.user,
+            u.jobs,
+            u.gpu_hours,
+            u.credits,
+            u.mean_wait_s / 3600.0,
+            u.mean_slowdown
+        ));
+    }
+    out.trim_end().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantiles_and_means() {
+        let v = [5.0, 1.0, 3.0, 2.0, 4.0];
+        assert_eq!(quantile(&v, 0.5), 3.0);
+        assert_eq!(quantile(&v, 0.95), 5.0);
+        assert_eq!(mean(&v), 3.0);
+        assert_eq!(quantile(&[], 0.5), 0.0);
+    }
+}

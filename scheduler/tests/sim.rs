@@ -1,0 +1,133 @@
+//! The trace simulator on small synthetic traces with exact expectations. (The shipped Philly
+//! trace is for benchmarks, not for tests that pin numbers tuned to it.)
+
+use labpool_scheduler::sim::config::{ClusterSpec, parse_nodes};
+use labpool_scheduler::sim::trace::{TraceJob, parse_trace};
+use labpool_scheduler::sim::{SimError, SimInput, SimPolicy, simulate};
+use std::collections::BTreeMap;
+
+const GB: u64 = 1_000_000_000;
+
+fn job(id: u64, submit_s: f64, gpus: u32, dataset: &str, secs: f64) -> TraceJob {
+    TraceJob {
+        job_id: id,
+        submit_s,
+        user: format!("u{}", id % 2),
+        gpus,
+        dataset: dataset.into(),
+        job_type: "test".into(),
+        dur_v100_s: Some(secs),
+        dur_p100_s: Some(secs * 2.0),
+        dur_k80_s: None,
+    }
+}
+
+fn input(nodes: &str, jobs: Vec<TraceJob>) -> SimInput {
+    SimInput {
+        jobs,
+        datasets: BTreeMap::from([("big".to_string(), 10 * GB), ("small".to_string(), GB)]),
+        cluster: ClusterSpec {
+            groups: parse_nodes(nodes).unwrap(),
+            ssd_bytes: 100 * GB,
+            shared_bw: 1e9,
+            ssd_bw: 2e9,
+        },
+        horizon_s: 86_400,
+        seed: 1,
+    }
+}
+
+#[test]
+fn prefetch_stages_while_the_previous_job_runs() {
+    // One GPU. Job 2 reads 10 GB (10 s at 1 GB/s) and waits behind job 1 for an hour.
+    let sim = input(
+        "1x1:v100",
+        vec![job(1, 0.0, 1, "none", 3600.0), job(2, 1.0, 1, "big", 100.0)],
+    );
+    let fifo = simulate(&sim, SimPolicy::Fifo).unwrap();
+    let pre = simulate(&sim, SimPolicy::LocalityPrefetch).unwrap();
+    assert_eq!(
+        fifo.data_wait_gpu_s, 10.0,
+        "fifo copies after placing the job, GPU held"
+    );
+    assert_eq!(pre.data_wait_gpu_s, 0.0, "prefetch copied it during job 1");
+    assert_eq!(fifo.shared_bytes, 10e9);
+    assert_eq!(pre.shared_bytes, 10e9, "the same bytes, earlier");
+    assert_eq!((fifo.cache_hit_rate, pre.cache_hit_rate), (0.0, 1.0));
+    assert!(pre.mean_jct_s < fifo.mean_jct_s);
+}
+
+#[test]
+fn locality_returns_jobs_to_their_data() {
+    // Two one-GPU nodes. Job 0 takes the first node, so job 1 stages 'big' on the second.
+    // When job 2 (also 'big') arrives both nodes are free: first fit picks the first and copies
+    // again; locality picks the second and copies nothing.
+    let jobs = vec![
+        job(10, 0.0, 1, "none", 150.0),
+        job(11, 0.0, 1, "big", 100.0),
+        job(12, 500.0, 1, "big", 100.0),
+    ];
+    let sim = input("2x1:v100", jobs);
+    let fifo = simulate(&sim, SimPolicy::Fifo).unwrap();
+    let loc = simulate(&sim, SimPolicy::Locality).unwrap();
+    assert_eq!(fifo.shared_bytes, 20e9);
+    assert_eq!(loc.shared_bytes, 10e9);
+    assert_eq!(loc.cache_hit_rate, 0.5);
+}
+
+#[test]
+fn bandwidth_is_shared_among_transfers() {
+    // Two nodes stage 10 GB each at once over a 1 GB/s shared link: 20 s each, not 10.
+    let sim = input(
+        "2x1:v100",
+        vec![job(1, 0.0, 1, "big", 100.0), job(2, 0.0, 1, "big", 100.0)],
+    );
+    let r = simulate(&sim, SimPolicy::Fifo).unwrap();
+    assert_eq!(r.data_wait_gpu_s, 40.0);
+}
+
+#[test]
+fn jobs_too_big_or_on_unknown_types_are_rejected_and_types_constrain_placement() {
+    let mut jobs = vec![job(1, 0.0, 8, "none", 10.0), job(2, 0.0, 2, "none", 10.0)];
+    jobs[1].dur_v100_s = None; // runs only on p100
+    let sim = input("1x4:v100,1x2:p100", jobs);
+    let r = simulate(&sim, SimPolicy::Fifo).unwrap();
+    assert_eq!((r.jobs, r.rejected, r.unfinished), (1, 1, 0));
+    assert_eq!(
+        r.users.iter().map(|u| u.credits).sum::<f64>(),
+        2.0 * 20.0 / 3600.0 * 0.5,
+        "p100 weight, p100 run time"
+    );
+}
+
+#[test]
+fn runs_are_deterministic_and_inputs_are_checked() {
+    let jobs: Vec<TraceJob> = (0..60)
+        .map(|i| {
+            job(
+                i,
+                i as f64 * 97.0,
+                [1, 2, 4][(i % 3) as usize],
+                ["big", "small", "none"][(i % 3) as usize],
+                500.0 + (i * 37 % 900) as f64,
+            )
+        })
+        .collect();
+    let sim = input("3x4:v100", jobs);
+    for p in SimPolicy::ALL {
+        assert_eq!(simulate(&sim, p).unwrap(), simulate(&sim, p).unwrap());
+    }
+    let mut bad = sim.clone();
+    bad.jobs[0].dataset = "laion".into();
+    assert!(matches!(
+        simulate(&bad, SimPolicy::Fifo),
+        Err(SimError::UnknownDataset { .. })
+    ));
+    let mut small = sim;
+    small.cluster.ssd_bytes = 5 * GB;
+    assert!(matches!(
+        simulate(&small, SimPolicy::Fifo),
+        Err(SimError::DatasetTooBig { .. })
+    ));
+    assert!(parse_trace("not,a,trace\n1,2,3\n".as_bytes()).is_err());
+}

@@ -1,0 +1,69 @@
+//! `labpool sim`: replays a trace through the scheduler core under several policies.
+
+use crate::cli::SimArgs;
+use anyhow::Context;
+use labpool_scheduler::sim::config::{ClusterSpec, parse_nodes, parse_rate, parse_size};
+use labpool_scheduler::sim::report::{table, user_table};
+use labpool_scheduler::sim::trace::{parse_datasets, parse_trace};
+use labpool_scheduler::sim::{SimInput, SimPolicy, simulate};
+
+/// Runs `labpool sim`.
+pub fn run(args: &SimArgs) -> anyhow::Result<()> {
+    let policies = args
+        .policy
+        .split(',')
+        .map(|p| {
+            SimPolicy::parse(p).ok_or_else(|| {
+                let known: Vec<&str> = SimPolicy::ALL.iter().map(|p| p.name()).collect();
+                anyhow::anyhow!("unknown policy '{p}'; policies: {}", known.join(", "))
+            })
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let open = |path: &std::path::Path| {
+        std::fs::File::open(path).with_context(|| format!("cannot read {}", path.display()))
+    };
+    let jobs =
+        parse_trace(open(&args.trace)?).with_context(|| format!("in {}", args.trace.display()))?;
+    let datasets = parse_datasets(open(&args.datasets)?)
+        .with_context(|| format!("in {}", args.datasets.display()))?;
+    let cluster = ClusterSpec {
+        groups: parse_nodes(&args.nodes)?,
+        ssd_bytes: parse_size(&args.ssd)?,
+        shared_bw: parse_rate(&args.shared_bw)?,
+        ssd_bw: parse_rate(&args.ssd_bw)?,
+    };
+    let input = SimInput {
+        jobs,
+        datasets,
+        cluster,
+        horizon_s: args.horizon,
+        seed: args.seed,
+    };
+    let mut reports = Vec::new();
+    for p in policies {
+        reports.push(simulate(&input, p)?);
+    }
+    if args.json {
+        for r in &reports {
+            println!("{}", serde_json::to_string(r)?);
+        }
+        return Ok(());
+    }
+    println!(
+        "{} jobs, nodes {}, SSD cache {} per node, shared storage {}, SSD {}, prefetch horizon {} s, seed {}",
+        input.jobs.len(),
+        args.nodes,
+        args.ssd,
+        args.shared_bw,
+        args.ssd_bw,
+        args.horizon,
+        args.seed
+    );
+    println!("{}", table(&reports));
+    if args.users {
+        for r in &reports {
+            println!("\n{}:\n{}", r.policy, user_table(r));
+        }
+    }
+    Ok(())
+}
