@@ -141,6 +141,11 @@ impl Labpool {
             partition: None,
             environment: [("PATH".to_string(), "/usr/bin:/bin".to_string())].into(),
             umask: 0o022,
+            account: None,
+            emergency: false,
+            datasets: Vec::new(),
+            dependency: None,
+            array: None,
         }
     }
 
@@ -162,6 +167,7 @@ impl Labpool {
     }
 
     fn cancel_all(&self, ids: Vec<u64>) {
+        let ids = ids.into_iter().map(|i| i.to_string()).collect();
         let _: Vec<CancelOutcome> = self
             .rt
             .block_on(self.client.post("/v1/jobs/cancel", &CancelRequest { ids }))

@@ -54,6 +54,21 @@ pub struct SubmitRequest {
     /// The submitter's umask.
     #[serde(default = "default_umask")]
     pub umask: u32,
+    /// Account to run under; the user's default account when absent.
+    #[serde(default)]
+    pub account: Option<String>,
+    /// Spend an emergency token: the job goes first in line.
+    #[serde(default)]
+    pub emergency: bool,
+    /// Datasets the job reads.
+    #[serde(default)]
+    pub datasets: Vec<String>,
+    /// Dependencies, as Slurm writes them: `afterok:12:13,afterany:9`.
+    #[serde(default)]
+    pub dependency: Option<String>,
+    /// An array, as Slurm writes it: `0-9%2`.
+    #[serde(default)]
+    pub array: Option<String>,
 }
 
 fn one() -> u32 {
@@ -67,8 +82,12 @@ fn default_umask() -> u32 {
 /// Answer to a submit.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Submitted {
-    /// The new job's id.
+    /// The new job's id (for an array, its first task's, which is the array's id).
     pub job_id: u64,
+    /// Every job made: one, or one per array task.
+    pub job_ids: Vec<u64>,
+    /// The account it runs under.
+    pub account: Option<String>,
     /// Its partition.
     pub partition: String,
     /// Its time limit.
@@ -128,6 +147,28 @@ pub struct JobView {
     pub stderr: Option<PathBuf>,
     /// How many times it has been started.
     pub attempt: u32,
+    /// Account.
+    pub account: Option<String>,
+    /// Submitted through the emergency lane.
+    pub emergency: bool,
+    /// Datasets it reads.
+    pub datasets: Vec<String>,
+    /// Its dependencies, Slurm style.
+    pub dependency: Option<String>,
+    /// The array it belongs to.
+    pub array_id: Option<u64>,
+    /// Its task index in that array.
+    pub array_task: Option<u32>,
+}
+
+impl JobView {
+    /// How Slurm shows a job id: `12`, or `10_2` for task 2 of array 10.
+    pub fn display_id(&self) -> String {
+        match (self.array_id, self.array_task) {
+            (Some(a), Some(t)) => format!("{a}_{t}"),
+            _ => self.id.to_string(),
+        }
+    }
 }
 
 /// One GPU of a node.
@@ -187,21 +228,167 @@ pub struct PartitionView {
     pub max_time_s: Option<u64>,
     /// Node names; empty means every node.
     pub nodes: Vec<String>,
+    /// Accounts allowed; `None` means everyone.
+    pub allow_accounts: Option<Vec<String>>,
+    /// Most GPUs per job.
+    pub max_gpus_per_job: Option<u32>,
+}
+
+/// An account, as `labpool account list` prints it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct AccountView {
+    /// Name.
+    pub name: String,
+    /// What it is for.
+    pub description: String,
+    /// Members.
+    pub members: Vec<String>,
+    /// Its QOS limits, Slurm spelling.
+    pub limits: Vec<String>,
+    /// GPUs its jobs hold now.
+    pub gpus_in_use: u32,
+}
+
+/// `labpool account list`: accounts and users' own limits.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct AccountsView {
+    /// Accounts.
+    pub accounts: Vec<AccountView>,
+    /// Users with limits of their own: user and limits.
+    pub user_limits: Vec<(String, Vec<String>)>,
+}
+
+/// `POST /v1/accounts`: an admin change to accounts.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, tag = "op", rename_all = "snake_case")]
+pub enum AccountChange {
+    /// Create an account.
+    Add {
+        /// Name.
+        name: String,
+        /// What it is for.
+        #[serde(default)]
+        description: String,
+    },
+    /// Remove an account.
+    Remove {
+        /// Name.
+        name: String,
+    },
+    /// Add a member.
+    AddUser {
+        /// Account.
+        account: String,
+        /// User.
+        user: String,
+    },
+    /// Remove a member.
+    RemoveUser {
+        /// Account.
+        account: String,
+        /// User.
+        user: String,
+    },
+    /// Set QOS limits on an account, or on a user (`account` absent).
+    SetQos {
+        /// Account.
+        account: Option<String>,
+        /// User.
+        user: Option<String>,
+        /// `KEY=VALUE` settings in Slurm's names.
+        settings: Vec<String>,
+    },
+}
+
+/// One ledger line, as `labpool credits` shows it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct LedgerLine {
+    /// When.
+    pub time: String,
+    /// grant, charge, rebate or emergency_token.
+    pub kind: String,
+    /// Credits (positive; the kind says which way).
+    pub amount: f64,
+    /// Job.
+    pub job: Option<u64>,
+    /// Who or why.
+    pub note: Option<String>,
+}
+
+/// `labpool credits`: a user's month.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct CreditsView {
+    /// The user.
+    pub user: String,
+    /// The month, `YYYY-MM`.
+    pub month: String,
+    /// When credits and tokens reset.
+    pub resets: String,
+    /// The equal monthly grant.
+    pub monthly_grant: f64,
+    /// Admin grants this month.
+    pub granted: f64,
+    /// Rebates this month.
+    pub rebated: f64,
+    /// Charges of ended jobs this month.
+    pub charged: f64,
+    /// Credits running jobs have used so far.
+    pub accruing: f64,
+    /// What is left, running jobs counted (may be negative: overdrawn).
+    pub balance: f64,
+    /// Emergency tokens left this month.
+    pub tokens_left: u32,
+    /// Tokens per month.
+    pub tokens_per_month: u32,
+    /// The month's ledger lines, oldest first.
+    pub entries: Vec<LedgerLine>,
+}
+
+/// `POST /v1/credits/grant`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GrantRequest {
+    /// To whom.
+    pub user: String,
+    /// Credits, more than 0.
+    pub amount: f64,
+    /// Why.
+    #[serde(default)]
+    pub note: Option<String>,
+}
+
+/// `labpool why N`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct WhyView {
+    /// The job.
+    pub id: u64,
+    /// Its state.
+    pub state: JobState,
+    /// For waiting jobs, the last pass's view of it.
+    pub note: Option<labpool_scheduler::scheduler::JobNote>,
+    /// The limits it is held to, Slurm spelling.
+    pub limits: Vec<String>,
+    /// The placement chain: filter names, then scorer names.
+    pub filters: Vec<String>,
+    /// Scorers, in order.
+    pub scorers: Vec<String>,
+    /// In words, when there is no note (running or ended jobs).
+    pub summary: String,
 }
 
 /// `POST /v1/jobs/cancel`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CancelRequest {
-    /// Jobs to cancel.
-    pub ids: Vec<u64>,
+    /// Jobs to cancel: `12` (a job, or every task of array 12) or `12_3` (one task).
+    pub ids: Vec<String>,
 }
 
 /// What became of one job in a cancel.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct CancelOutcome {
-    /// The job.
-    pub id: u64,
+    /// The job, as it was named.
+    pub id: String,
     /// True when it was cancelled or is being stopped.
     pub ok: bool,
     /// What happened, or why not.

@@ -34,6 +34,8 @@ pub enum Command {
     Submit(Box<SubmitArgs>),
     /// Jobs waiting and running
     Queue(QueueArgs),
+    /// Why a job waits: its tier, priority factors, and what each placement stage rejected
+    Why(ShowArgs),
     /// One job in detail, with its history of events
     Show(ShowArgs),
     /// Cancel jobs
@@ -48,6 +50,20 @@ pub enum Command {
         #[command(subcommand)]
         command: PartitionCommand,
     },
+    /// Accounts (research groups) and their members (changes: admins)
+    Account {
+        /// What to do.
+        #[command(subcommand)]
+        command: AccountCommand,
+    },
+    /// QOS limits on accounts and users, with Slurm's names (changes: admins)
+    Qos {
+        /// What to do.
+        #[command(subcommand)]
+        command: QosCommand,
+    },
+    /// Credits: this month's balance, charges and emergency tokens; `grant` (admins)
+    Credits(CreditsArgs),
     /// Try labpool: a throwaway pool runs a few jobs that contend for GPUs, then stops
     Demo(DemoArgs),
     /// Replay a job trace through the scheduler with a simulated clock, comparing policies
@@ -136,9 +152,9 @@ pub struct ShowArgs {
 /// `labpool cancel`.
 #[derive(Args, Debug)]
 pub struct CancelArgs {
-    /// Job ids
+    /// Job ids: N (a job, or a whole array), or ARRAY_TASK such as 12_3
     #[arg(required = true)]
-    pub ids: Vec<u64>,
+    pub ids: Vec<String>,
 }
 
 /// `labpool history`.
@@ -213,4 +229,86 @@ pub struct SimArgs {
     /// One JSON object per policy, one per line
     #[arg(long)]
     pub json: bool,
+}
+
+/// `labpool account`.
+#[derive(Subcommand, Debug)]
+pub enum AccountCommand {
+    /// Create an account
+    Add {
+        /// Name
+        name: String,
+        /// What it is for
+        #[arg(long, default_value = "")]
+        description: String,
+    },
+    /// Remove an account (its jobs keep running, without its limits)
+    Rm {
+        /// Name
+        name: String,
+    },
+    /// Accounts, members, limits and GPUs in use
+    List(JsonArg),
+    /// Add a member
+    AddUser {
+        /// Account
+        account: String,
+        /// User
+        user: String,
+    },
+    /// Remove a member
+    RmUser {
+        /// Account
+        account: String,
+        /// User
+        user: String,
+    },
+}
+
+/// `labpool qos`.
+#[derive(Subcommand, Debug)]
+pub enum QosCommand {
+    /// Set limits: `qos set ACCOUNT KEY=VALUE...` or `qos set --user U KEY=VALUE...`
+    /// (GrpTRES=gres/gpu=N, MaxTRESPerUser=gres/gpu=N, MaxWall=HH:MM:SS, MaxJobsPerUser=N,
+    /// MaxSubmitJobsPerUser=N; -1 removes one)
+    Set {
+        /// Set a user's own limits instead of an account's
+        #[arg(long, value_name = "USER")]
+        user: Option<String>,
+        /// ACCOUNT (without --user), then KEY=VALUE settings
+        #[arg(required = true, value_name = "ACCOUNT|KEY=VALUE")]
+        items: Vec<String>,
+    },
+    /// Every limit in force
+    List(JsonArg),
+}
+
+/// `labpool credits`.
+#[derive(Args, Debug)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct CreditsArgs {
+    /// Whose credits [default: yours]
+    #[arg(long, short = 'u', value_name = "USER")]
+    pub user: Option<String>,
+    /// Print JSON instead of text
+    #[arg(long)]
+    pub json: bool,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Option<CreditsCommand>,
+}
+
+/// `labpool credits grant`.
+#[derive(Subcommand, Debug)]
+pub enum CreditsCommand {
+    /// Give a user more credit this month (admins)
+    Grant {
+        /// User
+        user: String,
+        /// Credits
+        amount: f64,
+        /// Why, for the ledger
+        #[arg(long)]
+        note: Option<String>,
+    },
 }

@@ -14,12 +14,12 @@ use tokio::net::UnixStream;
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
     /// The socket did not answer.
-    #[error("cannot reach the labpool controller at {socket}: {source}\nhint: {}", connect_hint(.source))]
+    #[error("cannot reach the labpool controller at {socket}: {error}\nhint: {}", connect_hint(.error))]
     Connect {
         /// The socket.
         socket: PathBuf,
         /// Why.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// HTTP failed mid-way.
     #[error("talking to the controller failed: {0}")]
@@ -88,9 +88,9 @@ impl Client {
         let stream =
             UnixStream::connect(&self.socket)
                 .await
-                .map_err(|source| ClientError::Connect {
+                .map_err(|error| ClientError::Connect {
                     socket: self.socket.clone(),
-                    source,
+                    error,
                 })?;
         let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
             .await

@@ -41,3 +41,52 @@ pub fn parse_ms(rfc3339: &str) -> Option<i64> {
         .ok()
         .map(|t| t.timestamp_millis())
 }
+
+/// The local calendar month holding `ms`: its start and end (ms), its name (`2026-12`) and the
+/// date it ends (`2027-01-01`), when credits and emergency tokens reset.
+pub fn month_of(ms: i64) -> (i64, i64, String, String) {
+    use chrono::{Datelike, Local, NaiveDate, TimeZone};
+    let t = chrono::DateTime::from_timestamp_millis(ms)
+        .unwrap_or_default()
+        .with_timezone(&Local);
+    let first =
+        NaiveDate::from_ymd_opt(t.year(), t.month(), 1).expect("the first of a month exists");
+    let next = if t.month() == 12 {
+        NaiveDate::from_ymd_opt(t.year() + 1, 1, 1)
+    } else {
+        NaiveDate::from_ymd_opt(t.year(), t.month() + 1, 1)
+    }
+    .expect("the first of a month exists");
+    let at = |d: NaiveDate| {
+        Local
+            .from_local_datetime(&d.and_hms_opt(0, 0, 0).expect("midnight exists"))
+            .earliest()
+            .map_or(0, |t| t.timestamp_millis())
+    };
+    (
+        at(first),
+        at(next),
+        first.format("%Y-%m").to_string(),
+        next.format("%Y-%m-%d").to_string(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn months() {
+        let dec = chrono::NaiveDate::from_ymd_opt(2026, 12, 2)
+            .unwrap()
+            .and_hms_opt(12, 0, 0)
+            .unwrap();
+        let ms = chrono::TimeZone::from_local_datetime(&chrono::Local, &dec)
+            .earliest()
+            .unwrap()
+            .timestamp_millis();
+        let (start, end, name, resets) = month_of(ms);
+        assert!(start <= ms && ms < end);
+        assert_eq!((name.as_str(), resets.as_str()), ("2026-12", "2027-01-01"));
+    }
+}

@@ -5,9 +5,11 @@
 //! Relative paths in the file are taken relative to the file's own directory.
 
 use labpool_scheduler::partition::{Partition, check_partitions};
+use labpool_scheduler::policy::{CreditPolicy, PlacementPolicy, Policy, PriorityWeights};
 use labpool_scheduler::size::parse_mem_mib;
 use labpool_scheduler::time::{TimeLimit, parse_time_limit};
 use serde::{Deserialize, Deserializer};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -26,6 +28,12 @@ pub struct Config {
     /// Partitions (queues).
     #[serde(default = "default_partitions", rename = "partition")]
     pub partitions: Vec<PartitionConfig>,
+    /// Credits and the emergency lane.
+    #[serde(default)]
+    pub credits: CreditsConfig,
+    /// Priority weights.
+    #[serde(default)]
+    pub priority: PriorityConfig,
     /// Where the file was read from.
     #[serde(skip)]
     pub path: PathBuf,
@@ -102,6 +110,77 @@ impl VirtualGpus {
     }
 }
 
+/// `[credits]`: the second seed lab's scheme.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CreditsConfig {
+    /// Credits every user gets at the start of each month.
+    pub monthly_grant: f64,
+    /// Credits per GPU-hour by GPU type, e.g. `{ a100 = 2.0, rtx4090 = 1.0 }`.
+    pub gpu_weights: BTreeMap<String, f64>,
+    /// Credits per GPU-hour of types not listed.
+    pub default_weight: f64,
+    /// Emergency tokens per user per month.
+    pub emergency_tokens: u32,
+    /// Most GPUs an emergency job may ask for.
+    pub emergency_max_gpus: u32,
+    /// Longest time limit of an emergency job (Slurm format).
+    #[serde(deserialize_with = "de_time")]
+    pub emergency_max_time: TimeLimit,
+    /// Share of a charge given back to jobs with GPU utilisation of at least `rebate_min_util`
+    /// (needs GPU metrics; 0 switches rebates off).
+    pub rebate_fraction: f64,
+    /// Utilisation (0 to 1) that earns a rebate.
+    pub rebate_min_util: f64,
+}
+
+impl Default for CreditsConfig {
+    fn default() -> Self {
+        let d = CreditPolicy::default();
+        CreditsConfig {
+            monthly_grant: d.monthly_grant,
+            gpu_weights: d.gpu_weights,
+            default_weight: d.default_weight,
+            emergency_tokens: d.emergency_tokens,
+            emergency_max_gpus: d.emergency_max_gpus,
+            emergency_max_time: TimeLimit::Seconds(d.emergency_max_time_s),
+            rebate_fraction: d.rebate_fraction,
+            rebate_min_util: d.rebate_min_util,
+        }
+    }
+}
+
+/// `[priority]`: weights of Slurm-style multifactor priority within a tier.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PriorityConfig {
+    /// Weight of time waiting.
+    pub weight_age: f64,
+    /// Weight of fair-share.
+    pub weight_fairshare: f64,
+    /// Weight of the partition's priority.
+    pub weight_partition: f64,
+    /// Waiting time at which the age factor is full.
+    #[serde(deserialize_with = "de_duration")]
+    pub max_age: Duration,
+    /// Half-life of past usage in fair-share.
+    #[serde(deserialize_with = "de_duration")]
+    pub fairshare_half_life: Duration,
+}
+
+impl Default for PriorityConfig {
+    fn default() -> Self {
+        let d = PriorityWeights::default();
+        PriorityConfig {
+            weight_age: d.age,
+            weight_fairshare: d.fairshare,
+            weight_partition: d.partition,
+            max_age: Duration::from_secs(d.max_age_s),
+            fairshare_half_life: Duration::from_secs(d.half_life_s),
+        }
+    }
+}
+
 /// `[[partition]]`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -123,6 +202,12 @@ pub struct PartitionConfig {
     /// Longest time limit a job may ask for (Slurm format, or UNLIMITED).
     #[serde(deserialize_with = "de_time")]
     pub max_time: TimeLimit,
+    /// Accounts whose jobs may use it [default: everyone].
+    #[serde(default)]
+    pub allow_accounts: Option<Vec<String>>,
+    /// Most GPUs one job may ask for here.
+    #[serde(default)]
+    pub max_gpus_per_job: Option<u32>,
 }
 
 fn default_admin_group() -> String {
@@ -134,23 +219,29 @@ fn default_kill_grace() -> Duration {
 }
 
 fn default_partitions() -> Vec<PartitionConfig> {
+    let part = |name: &str, default, priority, default_time, max_time| PartitionConfig {
+        name: name.into(),
+        default,
+        priority,
+        nodes: None,
+        default_time: TimeLimit::Seconds(default_time),
+        max_time: TimeLimit::Seconds(max_time),
+        allow_accounts: None,
+        max_gpus_per_job: None,
+    };
     vec![
+        // Deadline work: an admin grants it by adding people to the `deadline` account.
         PartitionConfig {
-            name: "normal".into(),
-            default: true,
-            priority: 10,
-            nodes: None,
-            default_time: TimeLimit::Seconds(86_400),
-            max_time: TimeLimit::Seconds(7 * 86_400),
+            allow_accounts: Some(vec!["deadline".into()]),
+            ..part("high", false, 100, 86_400, 3 * 86_400)
         },
+        part("normal", true, 10, 86_400, 7 * 86_400),
+        // Short and small: for trying code.
         PartitionConfig {
-            name: "debug".into(),
-            default: false,
-            priority: 20,
-            nodes: None,
-            default_time: TimeLimit::Seconds(1800),
-            max_time: TimeLimit::Seconds(3600),
+            max_gpus_per_job: Some(1),
+            ..part("debug", false, 50, 1800, 3600)
         },
+        part("interactive", false, 30, 3600, 4 * 3600),
     ]
 }
 
@@ -274,6 +365,22 @@ impl Config {
                 "[node] name {name:?}: use letters, digits, '-', '_' and '.'"
             )));
         }
+        let c = &config.credits;
+        if !(c.monthly_grant >= 0.0 && c.monthly_grant.is_finite())
+            || c.gpu_weights
+                .values()
+                .chain([&c.default_weight])
+                .any(|w| !(*w >= 0.0 && w.is_finite()))
+        {
+            return Err(invalid(
+                "[credits]: grants and weights must be numbers of 0 or more".to_string(),
+            ));
+        }
+        if !(0.0..=1.0).contains(&c.rebate_fraction) || !(0.0..=1.0).contains(&c.rebate_min_util) {
+            return Err(invalid(
+                "[credits]: rebate_fraction and rebate_min_util are between 0 and 1".to_string(),
+            ));
+        }
         if config.node.cpus == Some(0) {
             return Err(invalid(
                 "[node] cpus = 0: give at least 1, or leave it out to use every core".to_string(),
@@ -293,10 +400,39 @@ impl Config {
                 nodes: p.nodes.clone(),
                 default_time: p.default_time,
                 max_time: p.max_time,
-                allow_accounts: None,
-                max_gpus_per_job: None,
+                allow_accounts: p.allow_accounts.clone(),
+                max_gpus_per_job: p.max_gpus_per_job,
             })
             .collect()
+    }
+
+    /// The scheduling policy the config describes.
+    pub fn policy(&self) -> Policy {
+        let c = &self.credits;
+        let p = &self.priority;
+        Policy {
+            credits: CreditPolicy {
+                monthly_grant: c.monthly_grant,
+                gpu_weights: c.gpu_weights.clone(),
+                default_weight: c.default_weight,
+                emergency_tokens: c.emergency_tokens,
+                emergency_max_gpus: c.emergency_max_gpus,
+                emergency_max_time_s: match c.emergency_max_time {
+                    TimeLimit::Seconds(s) => s,
+                    TimeLimit::Unlimited => u64::MAX / 2,
+                },
+                rebate_fraction: c.rebate_fraction,
+                rebate_min_util: c.rebate_min_util,
+            },
+            weights: PriorityWeights {
+                age: p.weight_age,
+                fairshare: p.weight_fairshare,
+                partition: p.weight_partition,
+                max_age_s: p.max_age.as_secs(),
+                half_life_s: p.fairshare_half_life.as_secs(),
+            },
+            placement: PlacementPolicy::default(),
+        }
     }
 
     /// The job spool directory.

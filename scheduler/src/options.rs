@@ -1,6 +1,8 @@
 //! The submit options a job can carry, shared by the command line and by `#SBATCH`/`#LABPOOL`
 //! lines in the script, and their resolution into a typed [`JobRequest`].
 
+use crate::array::parse_array;
+use crate::dependency::parse_dependencies;
 use crate::export::{ExportParseError, ExportPolicy, parse_export};
 use crate::gpu::{GpuParseError, GpuRequest, parse_gpus, parse_gres};
 use crate::size::{SizeParseError, parse_mem_mib};
@@ -60,12 +62,24 @@ pub struct JobOptions {
     /// Accepted for Slurm scripts; labpool sends no mail
     #[arg(long = "mail-user", value_name = "ADDR", hide = true)]
     pub mail_user: Option<String>,
-    /// Accepted for Slurm scripts; ignored until labpool has accounts
-    #[arg(short = 'A', long, value_name = "ACCOUNT", hide = true)]
+    /// Account (research group) to run under [default: your first account]
+    #[arg(short = 'A', long, value_name = "ACCOUNT")]
     pub account: Option<String>,
-    /// Accepted for Slurm scripts; ignored until labpool has QOS
+    /// Accepted for Slurm scripts; labpool's limits come from accounts and users, not named QOS
     #[arg(short = 'q', long, value_name = "QOS", hide = true)]
     pub qos: Option<String>,
+    /// Wait for other jobs: afterok:N[:M], afterany:N, afternotok:N, comma-separated
+    #[arg(short = 'd', long, value_name = "TYPE:JOB[:JOB]")]
+    pub dependency: Option<String>,
+    /// A job array: 0-9, 1,3,5-7 or 0-15:4, with %N to run at most N at once
+    #[arg(short = 'a', long, value_name = "INDEXES")]
+    pub array: Option<String>,
+    /// A dataset the job reads (repeat for several)
+    #[arg(long = "dataset", value_name = "NAME")]
+    pub datasets: Vec<String>,
+    /// Spend one of this month's emergency tokens: the job goes first in line
+    #[arg(long)]
+    pub emergency: bool,
     /// Accepted for Slurm scripts; ignored (a job holds only what it asks for)
     #[arg(long, value_name = "MODE", num_args = 0..=1, default_missing_value = "node", hide = true)]
     pub exclusive: Option<String>,
@@ -94,6 +108,14 @@ impl JobOptions {
             mail_user: over.mail_user.or(self.mail_user),
             account: over.account.or(self.account),
             qos: over.qos.or(self.qos),
+            dependency: over.dependency.or(self.dependency),
+            array: over.array.or(self.array),
+            datasets: if over.datasets.is_empty() {
+                self.datasets
+            } else {
+                over.datasets
+            },
+            emergency: over.emergency || self.emergency,
             exclusive: over.exclusive.or(self.exclusive),
         }
     }
@@ -120,10 +142,14 @@ impl JobOptions {
         if self.mail_type.is_some() || self.mail_user.is_some() {
             warnings.push("--mail-type/--mail-user ignored: labpool sends no mail".to_string());
         }
-        if self.account.is_some() || self.qos.is_some() {
-            warnings.push(
-                "--account/--qos ignored: this labpool has no accounts or QOS yet".to_string(),
-            );
+        if self.qos.is_some() {
+            warnings.push("--qos ignored: labpool's limits come from accounts and users (`labpool account list`)".to_string());
+        }
+        if let Some(d) = &self.dependency {
+            parse_dependencies(d)?;
+        }
+        if let Some(a) = &self.array {
+            parse_array(a)?;
         }
         if self.exclusive.is_some() {
             warnings.push(
@@ -155,6 +181,11 @@ impl JobOptions {
                 .map(parse_export)
                 .transpose()?
                 .unwrap_or_default(),
+            account: self.account.clone(),
+            dependency: self.dependency.clone(),
+            array: self.array.clone(),
+            datasets: self.datasets.clone(),
+            emergency: self.emergency,
             warnings,
         })
     }
@@ -191,6 +222,16 @@ pub struct JobRequest {
     pub chdir: Option<String>,
     /// Environment policy.
     pub export: ExportPolicy,
+    /// Account, if named.
+    pub account: Option<String>,
+    /// Dependencies, as written (checked).
+    pub dependency: Option<String>,
+    /// Array spec, as written (checked).
+    pub array: Option<String>,
+    /// Datasets read.
+    pub datasets: Vec<String>,
+    /// Through the emergency lane.
+    pub emergency: bool,
     /// Things accepted but worth telling the user.
     pub warnings: Vec<String>,
 }
@@ -210,6 +251,12 @@ pub enum OptionError {
     /// Bad --export.
     #[error(transparent)]
     Export(#[from] ExportParseError),
+    /// Bad --dependency.
+    #[error(transparent)]
+    Dependency(#[from] crate::dependency::DependencyParseError),
+    /// Bad --array.
+    #[error(transparent)]
+    Array(#[from] crate::array::ArrayParseError),
     /// Both spellings of a GPU request.
     #[error("--gres and --gpus both given: use one of them (e.g. --gpus 2)")]
     GresAndGpus,
@@ -237,13 +284,16 @@ pub struct PatternValues<'a> {
     pub user: &'a str,
     /// Node name, for `%N`.
     pub node: &'a str,
+    /// The array's id and this task's index, for `%A` and `%a`.
+    pub array: Option<(u64, u32)>,
 }
 
-/// Expands `%j`, `%x`, `%u`, `%N` and `%%` in an output file pattern, as Slurm does.
+/// Expands `%j`, `%x`, `%u`, `%N`, `%A`, `%a` and `%%` in an output file pattern, as Slurm
+/// does (outside an array, `%A` is the job id and `%a` Slurm's 4294967294).
 ///
 /// ```
 /// use labpool_scheduler::options::{expand_pattern, PatternValues};
-/// let v = PatternValues { job_id: 42, job_name: "train", user: "alice", node: "gpu1" };
+/// let v = PatternValues { job_id: 42, job_name: "train", user: "alice", node: "gpu1", array: None };
 /// assert_eq!(expand_pattern("logs/%x-%j.out", &v), "logs/train-42.out");
 /// ```
 pub fn expand_pattern(pattern: &str, v: &PatternValues<'_>) -> String {
@@ -259,6 +309,10 @@ pub fn expand_pattern(pattern: &str, v: &PatternValues<'_>) -> String {
             Some('x') => out.push_str(v.job_name),
             Some('u') => out.push_str(v.user),
             Some('N') => out.push_str(v.node),
+            Some('A') => out.push_str(&v.array.map_or(v.job_id, |(a, _)| a).to_string()),
+            Some('a') => {
+                out.push_str(&v.array.map_or(4_294_967_294, |(_, t)| t as u64).to_string())
+            }
             Some('%') => out.push('%'),
             Some(other) => {
                 out.push('%');
@@ -318,11 +372,21 @@ mod tests {
         };
         assert_eq!(tasks.resolve().unwrap().cpus, 8);
         let lenient = JobOptions {
-            account: Some("lab".into()),
+            qos: Some("normal".into()),
             exclusive: Some("node".into()),
             ..Default::default()
         };
         assert_eq!(lenient.resolve().unwrap().warnings.len(), 2);
+        let bad_dep = JobOptions {
+            dependency: Some("after:3".into()),
+            ..Default::default()
+        };
+        assert!(matches!(bad_dep.resolve(), Err(OptionError::Dependency(_))));
+        let bad_array = JobOptions {
+            array: Some("5-1".into()),
+            ..Default::default()
+        };
+        assert!(matches!(bad_array.resolve(), Err(OptionError::Array(_))));
         let zero = JobOptions {
             cpus_per_task: Some(0),
             ..Default::default()
@@ -337,7 +401,11 @@ mod tests {
             job_name: "n",
             user: "u",
             node: "h",
+            array: Some((5, 2)),
         };
-        assert_eq!(expand_pattern("%j.%x.%u.%N.%%.%q.%", &v), "7.n.u.h.%.%q.%");
+        assert_eq!(
+            expand_pattern("%j.%x.%u.%N.%%.%q.%A_%a.%", &v),
+            "7.n.u.h.%.%q.5_2.%"
+        );
     }
 }

@@ -586,7 +586,8 @@ impl Scheduler {
             .values()
             .filter(|(j, _)| j.user == user)
             .map(|(_, a)| self.charge_for(a, now))
-            .sum()
+            // fold from +0.0: an empty f64 sum() is -0.0, which prints as "-0.00".
+            .fold(0.0, |total, c| total + c)
     }
 
     /// A running job goes back to the queue, keeping its place (its submit time).

@@ -68,6 +68,24 @@ pub fn job_environment(launch: &Launch, node: &str, key: &str) -> BTreeMap<Strin
     if launch.mem_mib > 0 {
         env.insert("SLURM_MEM_PER_NODE".to_string(), launch.mem_mib.to_string());
     }
+    if let Some(a) = &launch.array {
+        for (k, v) in [
+            ("SLURM_ARRAY_JOB_ID", a.array_id),
+            ("SLURM_ARRAY_TASK_ID", a.task as u64),
+            ("SLURM_ARRAY_TASK_COUNT", a.count as u64),
+            ("SLURM_ARRAY_TASK_MIN", a.min as u64),
+            ("SLURM_ARRAY_TASK_MAX", a.max as u64),
+        ] {
+            env.insert(k.to_string(), v.to_string());
+        }
+    }
+    if let Some(a) = &launch.account {
+        env.insert("SLURM_JOB_ACCOUNT".to_string(), a.clone());
+        env.insert("LABPOOL_ACCOUNT".to_string(), a.clone());
+    }
+    if !launch.datasets.is_empty() {
+        env.insert("LABPOOL_DATASETS".to_string(), launch.datasets.join(","));
+    }
     if let Some(t) = launch.time_limit_s {
         env.insert("LABPOOL_TIME_LIMIT_S".to_string(), t.to_string());
     }

@@ -52,6 +52,27 @@ pub struct Launch {
     pub kill_grace_ms: u64,
     /// Submitter's umask.
     pub umask: u32,
+    /// Account.
+    pub account: Option<String>,
+    /// Its place in an array.
+    pub array: Option<ArrayEnv>,
+    /// Datasets it declared.
+    pub datasets: Vec<String>,
+}
+
+/// What an array task's environment says about its array.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ArrayEnv {
+    /// The array's id.
+    pub array_id: u64,
+    /// This task's index.
+    pub task: u32,
+    /// Tasks in the array.
+    pub count: u32,
+    /// Lowest task index.
+    pub min: u32,
+    /// Highest task index.
+    pub max: u32,
 }
 
 /// An order from the controller.

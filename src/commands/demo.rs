@@ -132,7 +132,7 @@ async fn stop_all(client: &Client) {
     let Ok(active) = client.get::<Vec<JobView>>("/v1/jobs").await else {
         return;
     };
-    let ids: Vec<u64> = active.iter().map(|j| j.id).collect();
+    let ids: Vec<String> = active.iter().map(|j| j.id.to_string()).collect();
     if ids.is_empty() {
         return;
     }
@@ -189,6 +189,11 @@ async fn drive(
                 .filter(|(k, _)| k == "PATH" || k == "HOME")
                 .collect(),
             umask: 0o022,
+            account: None,
+            emergency: false,
+            datasets: Vec::new(),
+            dependency: None,
+            array: None,
         };
         let s: Submitted = client.post("/v1/jobs", &req).await?;
         let plural = if j.gpus == 1 { " " } else { "s" };

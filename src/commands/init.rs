@@ -81,7 +81,14 @@ memory = "{mem}"
 # nvml_library = "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1"
 
 # Partitions (queues). A job without --partition goes to the default one; a job asking for
-# more time than max_time is refused at submit.
+# more time than max_time is refused at submit. Higher priority is considered first.
+[[partition]]
+name = "high"                # deadline work: an admin grants it by adding people to the
+priority = 100               # "deadline" account (labpool account add deadline;
+default_time = "1-00:00:00"  # labpool account add-user deadline alice)
+max_time = "3-00:00:00"
+allow_accounts = ["deadline"]
+
 [[partition]]
 name = "normal"
 default = true
@@ -90,10 +97,37 @@ default_time = "1-00:00:00"
 max_time = "7-00:00:00"
 
 [[partition]]
-name = "debug"
-priority = 20
+name = "debug"               # short and small: for trying code
+priority = 50
 default_time = "30:00"
 max_time = "1:00:00"
+max_gpus_per_job = 1
+
+[[partition]]
+name = "interactive"
+priority = 30
+default_time = "1:00:00"
+max_time = "4:00:00"
+
+# Credits: everyone gets the same grant each month; a job costs GPU-hours x its GPU type's
+# weight. A user whose credit is spent still runs, but only where nobody in credit wants the
+# GPUs. Emergency tokens (submit --emergency) put a job first in line.
+[credits]
+monthly_grant = 1000
+default_weight = 1.0
+# gpu_weights = {{ a100 = 2.0, rtx4090 = 1.0, t4 = 0.5 }}
+emergency_tokens = 2
+emergency_max_gpus = 2
+emergency_max_time = "1-00:00:00"
+
+# Priority within a tier: a weighted sum of age, fair-share (recent use, decaying with the
+# half-life) and partition priority, as in Slurm's multifactor plugin.
+[priority]
+weight_age = 1000
+weight_fairshare = 10000
+weight_partition = 5000
+max_age = "7days"
+fairshare_half_life = "7days"
 "#,
             state = path("state"),
             socket = path("labpool.sock"),

@@ -55,7 +55,7 @@ pub async fn queue(args: &QueueArgs, config: &Config) -> anyhow::Result<()> {
             .iter()
             .map(|j| {
                 vec![
-                    j.id.to_string(),
+                    j.display_id(),
                     j.partition.clone(),
                     j.name.clone(),
                     j.user.clone(),
@@ -202,7 +202,7 @@ pub async fn history(args: &HistoryArgs, config: &Config) -> anyhow::Result<()> 
             .iter()
             .map(|j| {
                 vec![
-                    j.id.to_string(),
+                    j.display_id(),
                     j.name.clone(),
                     j.user.clone(),
                     j.state.to_string(),

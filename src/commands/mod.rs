@@ -4,6 +4,7 @@ pub mod demo;
 pub mod init;
 pub mod jobs;
 pub mod nodes;
+pub mod policy;
 pub mod serve;
 pub mod sim;
 pub mod submit;
@@ -43,6 +44,10 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<()> {
             Command::Cancel(args) => jobs::cancel(args, &config).await,
             Command::History(args) => jobs::history(args, &config).await,
             Command::Nodes(a) => nodes::nodes(a.json, &config).await,
+            Command::Why(args) => policy::why(args, &config).await,
+            Command::Account { command } => policy::account(command, &config).await,
+            Command::Qos { command } => policy::qos(command, &config).await,
+            Command::Credits(args) => policy::credits(args, &config).await,
             Command::Partition {
                 command: PartitionCommand::List(a),
             } => nodes::partitions(a.json, &config).await,

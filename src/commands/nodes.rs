@@ -98,11 +98,24 @@ pub async fn partitions(as_json: bool, config: &Config) -> anyhow::Result<()> {
                     } else {
                         p.nodes.join(",")
                     },
+                    p.allow_accounts
+                        .as_ref()
+                        .map_or_else(|| "all".to_string(), |a| a.join(",")),
+                    p.max_gpus_per_job
+                        .map_or_else(|| "-".to_string(), |n| n.to_string()),
                 ]
             })
             .collect();
         table(
-            &["PARTITION", "PRIORITY", "DEFAULT-TIME", "MAX-TIME", "NODES"],
+            &[
+                "PARTITION",
+                "PRIORITY",
+                "DEFAULT-TIME",
+                "MAX-TIME",
+                "NODES",
+                "ACCOUNTS",
+                "MAX-GPUS/JOB",
+            ],
             rows,
         )
     });

@@ -100,6 +100,11 @@ pub fn build_request(
         partition: request.partition.clone(),
         environment: request.export.apply(env),
         umask: current_umask(),
+        account: request.account.clone(),
+        emergency: request.emergency,
+        datasets: request.datasets.clone(),
+        dependency: request.dependency.clone(),
+        array: request.array.clone(),
     };
     Ok((req, warnings))
 }
@@ -123,8 +128,16 @@ pub async fn run(args: &SubmitArgs, config: &Config) -> anyhow::Result<()> {
     let submitted: Submitted = Client::new(&config.controller.socket)
         .post("/v1/jobs", &req)
         .await?;
+    let n = submitted.job_ids.len();
     if args.parsable {
         println!("{}", submitted.job_id);
+    } else if n > 1 {
+        println!(
+            "Submitted array job {} ({n} tasks, job ids {}-{})",
+            submitted.job_id,
+            submitted.job_ids[0],
+            submitted.job_ids[n - 1]
+        );
     } else {
         println!("Submitted job {}", submitted.job_id);
     }

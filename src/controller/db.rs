@@ -4,7 +4,12 @@
 
 use crate::api::{JobView, SubmitRequest};
 use crate::clock::rfc3339;
+use labpool_scheduler::array::parse_array;
+use labpool_scheduler::credits::{Entry, EntryKind};
+use labpool_scheduler::dependency::parse_dependencies;
+use labpool_scheduler::job::ArrayTask;
 use labpool_scheduler::node::NodeSpec;
+use labpool_scheduler::policy::Limits;
 use labpool_scheduler::{JobId, JobSpec, JobState, Resources, TimeLimit, Timestamp};
 use sqlx::migrate::{Migration, MigrationType, Migrator};
 use sqlx::sqlite::{
@@ -113,6 +118,12 @@ impl JobRow {
             stdout: self.stdout.clone(),
             stderr: self.stderr.clone(),
             attempt: self.attempt,
+            account: self.spec.account.clone(),
+            emergency: self.spec.emergency,
+            datasets: self.spec.datasets.clone(),
+            dependency: self.request.dependency.clone(),
+            array_id: self.spec.array.as_ref().map(|a| a.array_id.0),
+            array_task: self.spec.array.as_ref().map(|a| a.task),
         }
     }
 }
@@ -133,6 +144,10 @@ pub struct NewJob<'a> {
     pub request: &'a SubmitRequest,
     /// Submit time, ms.
     pub submit_time: i64,
+    /// Account after admission.
+    pub account: Option<&'a str>,
+    /// Array id (None for the first task, which becomes the array's id) and task index.
+    pub array: Option<(Option<u64>, u32)>,
 }
 
 /// One event in a job's life.
@@ -153,17 +168,27 @@ pub struct Db {
 }
 
 fn migrator() -> Migrator {
-    Migrator::with_migrations(vec![Migration::new(
-        1,
-        "jobs".into(),
-        MigrationType::Simple,
-        include_str!("../../migrations/0001_jobs.sql").into_sql_str(),
-        false,
-    )])
+    let migration = |version, name: &'static str, sql: &'static str| {
+        Migration::new(
+            version,
+            name.into(),
+            MigrationType::Simple,
+            sql.into_sql_str(),
+            false,
+        )
+    };
+    Migrator::with_migrations(vec![
+        migration(1, "jobs", include_str!("../../migrations/0001_jobs.sql")),
+        migration(
+            2,
+            "policy",
+            include_str!("../../migrations/0002_policy.sql"),
+        ),
+    ])
 }
 
 const JOB_COLUMNS: &str = "id, name, user, uid, gid, partition, state, reason, reason_detail, gpus_requested, gpu_type, \
-     cpus, mem_mib, time_limit_s, node, gpus, exit_code, signal, submit_time, start_time, end_time, attempt, cancel_requested_by, stdout, stderr, request";
+     cpus, mem_mib, time_limit_s, node, gpus, exit_code, signal, submit_time, start_time, end_time, attempt, cancel_requested_by, stdout, stderr, request, account, emergency, array_id, array_task";
 
 /// The states of jobs that are not finished.
 pub const ACTIVE_STATES: &str = "('PENDING', 'STAGING', 'RUNNING')";
@@ -209,7 +234,8 @@ impl Db {
         let request = serde_json::to_string(r).expect("a request serialises");
         let row = sqlx::query(
             "INSERT INTO jobs (name, user, uid, gid, partition, state, gpus_requested, gpu_type, cpus, mem_mib, \
-             time_limit_s, submit_time, workdir, request) VALUES (?, ?, ?, ?, ?, 'PENDING', ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+             time_limit_s, submit_time, workdir, request, account, emergency, array_id, array_task) \
+             VALUES (?, ?, ?, ?, ?, 'PENDING', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
         )
         .bind(&r.name)
         .bind(job.user)
@@ -224,10 +250,26 @@ impl Db {
         .bind(job.submit_time)
         .bind(r.workdir.display().to_string())
         .bind(request)
+        .bind(job.account)
+        .bind(r.emergency)
+        .bind(job.array.and_then(|(a, _)| a).map(|a| a as i64))
+        .bind(job.array.map(|(_, t)| t as i64))
         .fetch_one(&mut **tx)
         .await?;
         let id: i64 = row.try_get(0)?;
-        Db::event(tx, id as u64, job.submit_time, "submit", None).await?;
+        if let Some((None, _)) = job.array {
+            // The first task's id is the array's id.
+            sqlx::query("UPDATE jobs SET array_id = id WHERE id = ?")
+                .bind(id)
+                .execute(&mut **tx)
+                .await?;
+        }
+        let detail = if r.emergency {
+            Some("through the emergency lane")
+        } else {
+            None
+        };
+        Db::event(tx, id as u64, job.submit_time, "submit", detail).await?;
         Ok(id as u64)
     }
 
@@ -428,6 +470,205 @@ impl Db {
             .collect()
     }
 
+    /// How a job ended, if it did: for dependencies.
+    pub async fn job_state(&self, id: u64) -> Result<Option<JobState>, DbError> {
+        let row = sqlx::query("SELECT state FROM jobs WHERE id = ?")
+            .bind(id as i64)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.map(|r| {
+            let s: String = r.try_get(0)?;
+            JobState::from_str(&s).map_err(|e| DbError::Corrupt {
+                job: id as i64,
+                what: e.to_string(),
+            })
+        })
+        .transpose()
+    }
+
+    /// Job ids of an array.
+    pub async fn array_tasks(&self, array_id: u64) -> Result<Vec<(u64, u32)>, DbError> {
+        let rows =
+            sqlx::query("SELECT id, array_task FROM jobs WHERE array_id = ? ORDER BY array_task")
+                .bind(array_id as i64)
+                .fetch_all(&self.pool)
+                .await?;
+        rows.iter()
+            .map(|r| {
+                Ok((
+                    r.try_get::<i64, _>(0)? as u64,
+                    r.try_get::<Option<i64>, _>(1)?.unwrap_or(0) as u32,
+                ))
+            })
+            .collect()
+    }
+
+    /// Accounts: name, description, limits, members.
+    pub async fn accounts(&self) -> Result<Vec<(String, String, Limits, Vec<String>)>, DbError> {
+        let rows = sqlx::query("SELECT name, description, limits FROM accounts ORDER BY name")
+            .fetch_all(&self.pool)
+            .await?;
+        let members =
+            sqlx::query("SELECT account, user FROM account_members ORDER BY account, user")
+                .fetch_all(&self.pool)
+                .await?;
+        let mut out = Vec::new();
+        for r in rows {
+            let name: String = r.try_get("name")?;
+            let limits: String = r.try_get("limits")?;
+            let limits: Limits = serde_json::from_str(&limits).map_err(|e| DbError::Corrupt {
+                job: 0,
+                what: format!("limits of {name}: {e}"),
+            })?;
+            let users = members
+                .iter()
+                .filter(|m| m.try_get::<String, _>("account").is_ok_and(|a| a == name))
+                .map(|m| m.try_get::<String, _>("user"))
+                .collect::<Result<Vec<_>, _>>()?;
+            out.push((name, r.try_get("description")?, limits, users));
+        }
+        Ok(out)
+    }
+
+    /// Users' own limits.
+    pub async fn user_limits(&self) -> Result<Vec<(String, Limits)>, DbError> {
+        let rows = sqlx::query("SELECT user, limits FROM user_limits ORDER BY user")
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter()
+            .map(|r| {
+                let user: String = r.try_get(0)?;
+                let text: String = r.try_get(1)?;
+                let limits = serde_json::from_str(&text).map_err(|e| DbError::Corrupt {
+                    job: 0,
+                    what: format!("limits of {user}: {e}"),
+                })?;
+                Ok((user, limits))
+            })
+            .collect()
+    }
+
+    /// Creates an account.
+    pub async fn add_account(
+        tx: &mut Transaction<'_, Sqlite>,
+        name: &str,
+        description: &str,
+        now: i64,
+    ) -> Result<(), DbError> {
+        sqlx::query("INSERT INTO accounts (name, description, created) VALUES (?, ?, ?)")
+            .bind(name)
+            .bind(description)
+            .bind(now)
+            .execute(&mut **tx)
+            .await?;
+        Ok(())
+    }
+
+    /// Removes an account and its memberships.
+    pub async fn remove_account(
+        tx: &mut Transaction<'_, Sqlite>,
+        name: &str,
+    ) -> Result<(), DbError> {
+        sqlx::query("DELETE FROM account_members WHERE account = ?")
+            .bind(name)
+            .execute(&mut **tx)
+            .await?;
+        sqlx::query("DELETE FROM accounts WHERE name = ?")
+            .bind(name)
+            .execute(&mut **tx)
+            .await?;
+        Ok(())
+    }
+
+    /// Adds (or removes) a member.
+    pub async fn set_member(
+        tx: &mut Transaction<'_, Sqlite>,
+        account: &str,
+        user: &str,
+        member: bool,
+    ) -> Result<(), DbError> {
+        let sql = if member {
+            "INSERT OR IGNORE INTO account_members (account, user) VALUES (?, ?)"
+        } else {
+            "DELETE FROM account_members WHERE account = ? AND user = ?"
+        };
+        sqlx::query(sql)
+            .bind(account)
+            .bind(user)
+            .execute(&mut **tx)
+            .await?;
+        Ok(())
+    }
+
+    /// Stores an account's limits.
+    pub async fn set_account_limits(
+        tx: &mut Transaction<'_, Sqlite>,
+        account: &str,
+        limits: &Limits,
+    ) -> Result<(), DbError> {
+        sqlx::query("UPDATE accounts SET limits = ? WHERE name = ?")
+            .bind(serde_json::to_string(limits).expect("limits serialise"))
+            .bind(account)
+            .execute(&mut **tx)
+            .await?;
+        Ok(())
+    }
+
+    /// Stores a user's own limits.
+    pub async fn set_user_limits(
+        tx: &mut Transaction<'_, Sqlite>,
+        user: &str,
+        limits: &Limits,
+    ) -> Result<(), DbError> {
+        sqlx::query("INSERT INTO user_limits (user, limits) VALUES (?, ?) ON CONFLICT (user) DO UPDATE SET limits = excluded.limits")
+            .bind(user)
+            .bind(serde_json::to_string(limits).expect("limits serialise"))
+            .execute(&mut **tx)
+            .await?;
+        Ok(())
+    }
+
+    /// Appends a ledger entry. The ledger is never updated or deleted.
+    pub async fn append_ledger(tx: &mut Transaction<'_, Sqlite>, e: &Entry) -> Result<(), DbError> {
+        sqlx::query(
+            "INSERT INTO ledger (time, user, kind, amount, job, note) VALUES (?, ?, ?, ?, ?, ?)",
+        )
+        .bind(e.time.0)
+        .bind(&e.user)
+        .bind(e.kind.as_str())
+        .bind(e.amount)
+        .bind(e.job.map(|j| j as i64))
+        .bind(&e.note)
+        .execute(&mut **tx)
+        .await?;
+        Ok(())
+    }
+
+    /// Ledger entries from `since_ms` on, of one user or all.
+    pub async fn ledger(&self, user: Option<&str>, since_ms: i64) -> Result<Vec<Entry>, DbError> {
+        let rows = sqlx::query("SELECT time, user, kind, amount, job, note FROM ledger WHERE time >= ?1 AND (?2 IS NULL OR user = ?2) ORDER BY id")
+            .bind(since_ms)
+            .bind(user)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter()
+            .map(|r| {
+                let kind: String = r.try_get("kind")?;
+                Ok(Entry {
+                    time: Timestamp(r.try_get("time")?),
+                    user: r.try_get("user")?,
+                    kind: EntryKind::parse(&kind).ok_or_else(|| DbError::Corrupt {
+                        job: 0,
+                        what: format!("ledger kind {kind}"),
+                    })?,
+                    amount: r.try_get("amount")?,
+                    job: r.try_get::<Option<i64>, _>("job")?.map(|j| j as u64),
+                    note: r.try_get("note")?,
+                })
+            })
+            .collect()
+    }
+
     /// Records a node's spec.
     pub async fn upsert_node(
         &self,
@@ -512,7 +753,25 @@ fn job_from_row(r: &SqliteRow) -> Result<JobRow, DbError> {
             },
             time_limit,
             submit_time: Timestamp(r.try_get("submit_time")?),
-            ..JobSpec::default()
+            account: r.try_get("account")?,
+            emergency: r.try_get::<i64, _>("emergency")? != 0,
+            datasets: request.datasets.clone(),
+            dependencies: match &request.dependency {
+                Some(d) => parse_dependencies(d).map_err(|e| corrupt(e.to_string()))?,
+                None => Vec::new(),
+            },
+            array: match r.try_get::<Option<i64>, _>("array_id")? {
+                Some(a) => Some(ArrayTask {
+                    array_id: JobId(a as u64),
+                    task: r.try_get::<Option<i64>, _>("array_task")?.unwrap_or(0) as u32,
+                    throttle: request
+                        .array
+                        .as_deref()
+                        .and_then(|s| parse_array(s).ok())
+                        .and_then(|a| a.throttle),
+                }),
+                None => None,
+            },
         },
         reason: r.try_get("reason")?,
         reason_detail: r.try_get("reason_detail")?,

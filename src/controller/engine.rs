@@ -1,22 +1,27 @@
 //! The controller's engine: the one task that owns the scheduler and changes state. API
 //! handlers and agents send it messages; it commits each change to the database, then acts
 //! (orders to agents, replies to callers). Messages that arrive together are handled as one
-//! batch in one transaction, followed by one scheduling pass.
+//! batch, followed by one scheduling pass. Submits are in [`crate::controller::submit`];
+//! accounts, limits, credits and `why` in [`crate::controller::admin`].
 
-use crate::agent::protocol::{AgentOrder, AgentReport, Launch, Outcome};
-use crate::api::{CancelOutcome, GpuView, NodeView, SubmitRequest, Submitted};
-use crate::clock::{now, now_ms};
-use crate::controller::db::{Db, JobRow, NewJob};
-use crate::controller::error::ApiError;
-use crate::identity::{Caller, effective_uid, user_name};
-use crate::settings::Config;
-use labpool_scheduler::options::{PatternValues, check_name, expand_pattern};
-use labpool_scheduler::{
-    Allocation, Decision, JobId, JobSpec, JobState, Resources, Scheduler, Timestamp,
+use crate::agent::protocol::{AgentOrder, AgentReport, ArrayEnv, Launch, Outcome};
+use crate::api::{
+    AccountChange, AccountsView, CancelOutcome, CreditsView, GpuView, GrantRequest, NodeView,
+    SubmitRequest, Submitted, WhyView,
 };
-use std::collections::BTreeMap;
+use crate::clock::{month_of, now, now_ms};
+use crate::controller::db::{Db, JobRow};
+use crate::controller::error::ApiError;
+use crate::identity::{Caller, effective_uid};
+use crate::settings::Config;
+use labpool_scheduler::array::parse_array;
+use labpool_scheduler::credits::{Entry, EntryKind, month_summary};
+use labpool_scheduler::options::{PatternValues, expand_pattern};
+use labpool_scheduler::{Allocation, Decision, JobId, JobState, Scheduler, Timestamp};
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};
 
 /// Output file pattern when the job names none (Slurm's is `slurm-%j.out`).
@@ -25,9 +30,12 @@ pub const DEFAULT_OUTPUT: &str = "labpool-%j.out";
 /// Most messages handled in one batch.
 const MAX_BATCH: usize = 1024;
 
+/// How often the engine schedules with nothing new: priorities age, and months turn.
+const TICK: Duration = Duration::from_secs(30);
+
 /// A request from an API handler.
 pub enum Request {
-    /// Queue a job.
+    /// Queue a job (or an array of them).
     Submit {
         /// The job.
         req: Box<SubmitRequest>,
@@ -38,8 +46,8 @@ pub enum Request {
     },
     /// Cancel jobs.
     Cancel {
-        /// Which.
-        ids: Vec<u64>,
+        /// Which, as named (`12`, `12_3`).
+        ids: Vec<String>,
         /// Who.
         caller: Caller,
         /// Answer, one per id.
@@ -50,30 +58,65 @@ pub enum Request {
         /// Answer.
         reply: oneshot::Sender<Vec<NodeView>>,
     },
+    /// Change accounts or limits (admins).
+    Account {
+        /// The change.
+        change: AccountChange,
+        /// Who.
+        caller: Caller,
+        /// Answer: what was done.
+        reply: oneshot::Sender<Result<String, ApiError>>,
+    },
+    /// Describe accounts and limits.
+    Accounts {
+        /// Answer.
+        reply: oneshot::Sender<AccountsView>,
+    },
+    /// Grant credit (admins).
+    Grant {
+        /// The grant.
+        req: GrantRequest,
+        /// Who.
+        caller: Caller,
+        /// Answer: the user's month after it.
+        reply: oneshot::Sender<Result<CreditsView, ApiError>>,
+    },
+    /// A user's credits this month.
+    Credits {
+        /// Whose.
+        user: String,
+        /// Answer.
+        reply: oneshot::Sender<CreditsView>,
+    },
+    /// Why a job waits.
+    Why {
+        /// Which.
+        id: u64,
+        /// Answer.
+        reply: oneshot::Sender<Result<WhyView, ApiError>>,
+    },
 }
 
-/// A submit waiting for its batch's transaction.
-struct SubmitItem {
-    req: Box<SubmitRequest>,
-    caller: Caller,
-    reply: oneshot::Sender<Result<Submitted, ApiError>>,
-}
-
-enum Item {
+pub(crate) enum Item {
     Request(Request),
     Report(AgentReport),
 }
 
 /// The engine's state.
 pub struct Engine {
-    config: Arc<Config>,
-    db: Db,
-    sched: Scheduler,
+    pub(crate) config: Arc<Config>,
+    pub(crate) db: Db,
+    pub(crate) sched: Scheduler,
     agents: BTreeMap<String, mpsc::UnboundedSender<AgentOrder>>,
     gpu_sources: BTreeMap<String, String>,
     /// Jobs not yet finished, with everything needed to launch them.
-    active: BTreeMap<u64, JobRow>,
-    controller_uid: u32,
+    pub(crate) active: BTreeMap<u64, JobRow>,
+    pub(crate) controller_uid: u32,
+    /// This month's ledger entries, oldest first, and the month's bounds (ms).
+    pub(crate) ledger: Vec<Entry>,
+    pub(crate) month: (i64, i64),
+    /// What each account is for.
+    pub(crate) descriptions: BTreeMap<String, String>,
 }
 
 impl Engine {
@@ -93,12 +136,48 @@ impl Engine {
             gpu_sources,
             active: BTreeMap::new(),
             controller_uid: effective_uid(),
+            ledger: Vec::new(),
+            month: (0, 0),
+            descriptions: BTreeMap::new(),
         }
     }
 
-    /// Reloads unfinished jobs after a (re)start: waiting jobs wait again, and running ones hold
-    /// their GPUs while their nodes are asked to re-adopt them.
+    /// Reloads state after a (re)start: accounts and limits, this month's credits, recent usage
+    /// for fair-share, and unfinished jobs. Waiting jobs wait again, and running ones hold their
+    /// GPUs while their nodes are asked to re-adopt them.
     pub async fn restore(&mut self) -> anyhow::Result<()> {
+        for (name, description, limits, members) in self.db.accounts().await? {
+            self.descriptions.insert(name.clone(), description);
+            let members = members.into_iter().collect();
+            self.sched.set_account(
+                &name,
+                labpool_scheduler::policy::Account { members, limits },
+            );
+        }
+        for (user, limits) in self.db.user_limits().await? {
+            self.sched.set_user_limits(&user, limits);
+        }
+        // Fair-share and run-time learning from recent history.
+        let w = &self.config.policy().weights;
+        let since = now_ms() - (4 * w.half_life_s as i64).saturating_mul(1000);
+        for row in self
+            .db
+            .finished_jobs(None, Some(since), 1_000_000)
+            .await?
+            .iter()
+            .rev()
+        {
+            if let (Some(start), Some(end)) = (row.start_time, row.end_time) {
+                let gpu_seconds = row.gpus.len() as f64 * ((end - start).max(0) / 1000) as f64;
+                self.sched
+                    .record_usage(&row.spec.user, gpu_seconds, Timestamp(end));
+                if row.state == JobState::Completed {
+                    self.sched.learn_runtime(&row.spec, end - start);
+                }
+            }
+        }
+        self.load_month(now_ms()).await?;
+
         let rows = self.db.active_jobs(None).await?;
         let mut expected: BTreeMap<String, Vec<(u64, u32)>> = BTreeMap::new();
         let mut lost = Vec::new();
@@ -142,8 +221,22 @@ impl Engine {
                 )
                 .await?;
                 self.active.remove(id);
+                self.sched.note_outcome(JobId(*id), false);
             }
             tx.commit().await?;
+        }
+        // Dependencies on jobs that ended before this start.
+        let targets: BTreeSet<u64> = self
+            .active
+            .values()
+            .flat_map(|r| r.spec.dependencies.iter().map(|d| d.job.0))
+            .filter(|id| !self.active.contains_key(id))
+            .collect();
+        for id in targets {
+            if let Some(state) = self.db.job_state(id).await? {
+                self.sched
+                    .note_outcome(JobId(id), state == JobState::Completed);
+            }
         }
         let (pending, running) = (self.sched.pending().count(), self.sched.running().count());
         tracing::info!(pending, running, "state restored");
@@ -167,6 +260,48 @@ impl Engine {
         Ok(())
     }
 
+    /// Loads the month that holds `at`: its ledger entries, and every known user's balance.
+    async fn load_month(&mut self, at: i64) -> anyhow::Result<()> {
+        let (start, end, _, _) = month_of(at);
+        self.month = (start, end);
+        self.ledger = self
+            .db
+            .ledger(None, start)
+            .await?
+            .into_iter()
+            .filter(|e| e.time.0 < end)
+            .collect();
+        let users: BTreeSet<String> = self
+            .ledger
+            .iter()
+            .map(|e| e.user.clone())
+            .chain(self.active.values().map(|r| r.spec.user.clone()))
+            .chain(self.sched.pending().map(|j| j.user.clone()))
+            .collect();
+        for user in users {
+            self.refresh_balance(&user);
+        }
+        Ok(())
+    }
+
+    /// This month's summary for `user`, from the in-memory ledger.
+    pub(crate) fn summary(&self, user: &str) -> labpool_scheduler::credits::MonthSummary {
+        let policy = &self.sched.policy().credits;
+        month_summary(
+            policy,
+            &self.ledger,
+            user,
+            Timestamp(self.month.0),
+            Timestamp(self.month.1),
+        )
+    }
+
+    /// Tells the scheduler `user`'s balance after a ledger change.
+    pub(crate) fn refresh_balance(&mut self, user: &str) {
+        let balance = self.summary(user).balance;
+        self.sched.set_balance(user, balance);
+    }
+
     /// Serves requests and reports until `shutdown` turns true. A database failure ends the
     /// engine with an error: a controller that cannot record what it does must stop, and its
     /// restart reloads a consistent state.
@@ -177,15 +312,18 @@ impl Engine {
         mut shutdown: watch::Receiver<bool>,
     ) -> anyhow::Result<()> {
         self.schedule().await?;
+        let mut tick = tokio::time::interval(TICK);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             let first = tokio::select! {
                 _ = shutdown.wait_for(|stop| *stop) => break,
-                Some(r) = requests.recv() => Item::Request(r),
-                Some(r) = reports.recv() => Item::Report(r),
+                Some(r) = requests.recv() => Some(Item::Request(r)),
+                Some(r) = reports.recv() => Some(Item::Report(r)),
+                _ = tick.tick() => None,
                 else => break,
             };
-            let mut batch = vec![first];
-            while batch.len() < MAX_BATCH {
+            let mut batch: Vec<Item> = first.into_iter().collect();
+            while !batch.is_empty() && batch.len() < MAX_BATCH {
                 if let Ok(r) = requests.try_recv() {
                     batch.push(Item::Request(r));
                 } else if let Ok(r) = reports.try_recv() {
@@ -193,6 +331,11 @@ impl Engine {
                 } else {
                     break;
                 }
+            }
+            let now = now_ms();
+            if now >= self.month.1 {
+                tracing::info!("a new month: credits and emergency tokens reset");
+                self.load_month(now).await?;
             }
             self.handle(batch).await?;
             self.schedule().await?;
@@ -206,7 +349,7 @@ impl Engine {
         for item in batch {
             match item {
                 Item::Request(Request::Submit { req, caller, reply }) => {
-                    submits.push(SubmitItem { req, caller, reply })
+                    submits.push((req, caller, reply))
                 }
                 Item::Request(Request::Cancel { ids, caller, reply }) => {
                     let out = self.cancel(&ids, &caller).await?;
@@ -214,6 +357,28 @@ impl Engine {
                 }
                 Item::Request(Request::Nodes { reply }) => {
                     let _ = reply.send(self.node_views());
+                }
+                Item::Request(Request::Account {
+                    change,
+                    caller,
+                    reply,
+                }) => {
+                    let out = self.change_accounts(change, &caller).await?;
+                    let _ = reply.send(out);
+                }
+                Item::Request(Request::Accounts { reply }) => {
+                    let _ = reply.send(self.accounts_view());
+                }
+                Item::Request(Request::Grant { req, caller, reply }) => {
+                    let out = self.grant(req, &caller).await?;
+                    let _ = reply.send(out);
+                }
+                Item::Request(Request::Credits { user, reply }) => {
+                    let _ = reply.send(self.credits_view(&user));
+                }
+                Item::Request(Request::Why { id, reply }) => {
+                    let out = self.why(id).await?;
+                    let _ = reply.send(out);
                 }
                 Item::Report(report) => self.on_report(report).await?,
             }
@@ -224,143 +389,14 @@ impl Engine {
         Ok(())
     }
 
-    fn check_submit(
-        &self,
-        req: &SubmitRequest,
-        caller: &Caller,
-    ) -> Result<(String, labpool_scheduler::TimeLimit), ApiError> {
-        if self.controller_uid != 0 && caller.uid != self.controller_uid {
-            let me = user_name(self.controller_uid);
-            return Err(ApiError::forbidden(
-                format!(
-                    "this controller runs as {me}, not root, so it runs only {me}'s jobs; {} cannot submit here",
-                    caller.user
-                ),
-                Some("run `labpool serve` as root to serve every user".to_string()),
-            ));
-        }
-        if !req.workdir.is_absolute() {
-            return Err(ApiError::bad_request(
-                format!("workdir {} is not an absolute path", req.workdir.display()),
-                None,
-            ));
-        }
-        check_name(&req.name).map_err(|e| ApiError::bad_request(e.to_string(), None))?;
-        if !req.script.starts_with("#!") {
-            return Err(ApiError::bad_request(
-                "the script does not start with '#!'",
-                Some("add an interpreter line such as #!/bin/bash".to_string()),
-            ));
-        }
-        if req.cpus == 0 {
-            return Err(ApiError::bad_request("cpus must be at least 1", None));
-        }
-        if req.gpus == 0 && req.gpu_type.is_some() {
-            return Err(ApiError::bad_request(
-                "gpu_type is set but gpus is 0",
-                Some("ask for --gpus TYPE:N".to_string()),
-            ));
-        }
-        let resources = resources_of(req);
-        let admit = labpool_scheduler::admission::AdmitRequest {
-            user: &caller.user,
-            account: None,
-            partition: req.partition.as_deref(),
-            time_limit: req.time_limit,
-            resources: &resources,
-            emergency: false,
-            count: 1,
-        };
-        let admitted = self
-            .sched
-            .admit(&admit)
-            .map_err(|e| ApiError::bad_request(e.to_string(), e.hint()))?;
-        Ok((admitted.partition, admitted.time_limit))
-    }
-
-    async fn submit(&mut self, batch: Vec<SubmitItem>) -> anyhow::Result<()> {
-        let now = now_ms();
-        let mut accepted = Vec::new();
-        for SubmitItem { req, caller, reply } in batch {
-            match self.check_submit(&req, &caller) {
-                Ok((partition, time_limit)) => {
-                    accepted.push((req, caller, reply, partition, time_limit))
-                }
-                Err(e) => {
-                    let _ = reply.send(Err(e));
-                }
-            }
-        }
-        if accepted.is_empty() {
-            return Ok(());
-        }
-        let mut tx = self.db.begin().await?;
-        let mut ids = Vec::with_capacity(accepted.len());
-        for (req, caller, _, partition, time_limit) in &accepted {
-            let new = NewJob {
-                uid: caller.uid,
-                gid: caller.gid,
-                user: &caller.user,
-                partition,
-                time_limit: *time_limit,
-                request: req,
-                submit_time: now,
-            };
-            ids.push(Db::insert_job(&mut tx, &new).await?);
-        }
-        tx.commit().await?;
-        for ((req, caller, reply, partition, time_limit), id) in accepted.into_iter().zip(ids) {
-            let spec = JobSpec {
-                id: JobId(id),
-                name: req.name.clone(),
-                user: caller.user.clone(),
-                partition: partition.clone(),
-                resources: resources_of(&req),
-                time_limit,
-                submit_time: Timestamp(now),
-                ..JobSpec::default()
-            };
-            self.sched.enqueue(spec.clone());
-            self.active.insert(
-                id,
-                JobRow {
-                    id,
-                    uid: caller.uid,
-                    gid: caller.gid,
-                    state: JobState::Pending,
-                    spec,
-                    reason: None,
-                    reason_detail: None,
-                    node: None,
-                    gpus: Vec::new(),
-                    exit_code: None,
-                    signal: None,
-                    start_time: None,
-                    end_time: None,
-                    attempt: 0,
-                    cancel_requested_by: None,
-                    stdout: None,
-                    stderr: None,
-                    request: *req,
-                },
-            );
-            tracing::debug!(job = id, user = %caller.user, "submitted");
-            let _ = reply.send(Ok(Submitted {
-                job_id: id,
-                partition,
-                time_limit,
-            }));
-        }
-        Ok(())
-    }
-
     /// One scheduling pass: decisions are committed, then the starts are sent to the nodes.
     async fn schedule(&mut self) -> anyhow::Result<()> {
-        let decisions = self.sched.schedule(now());
+        let pass_time = now();
+        let decisions = self.sched.schedule(pass_time);
         if decisions.is_empty() {
             return Ok(());
         }
-        let start_time = now_ms();
+        let start_time = pass_time.0;
         let mut tx = self.db.begin().await?;
         let mut launches = Vec::new();
         for d in decisions {
@@ -431,6 +467,16 @@ impl Engine {
             _ => (PathBuf::from("/"), PathBuf::from("/bin/sh")),
         };
         let req = &row.request;
+        let array = row.spec.array.as_ref().and_then(|a| {
+            let tasks = parse_array(req.array.as_deref()?).ok()?.tasks;
+            Some(ArrayEnv {
+                array_id: a.array_id.0,
+                task: a.task,
+                count: tasks.len() as u32,
+                min: *tasks.first()?,
+                max: *tasks.last()?,
+            })
+        });
         let launch = Launch {
             job: row.id,
             attempt: row.attempt,
@@ -441,6 +487,7 @@ impl Engine {
             home,
             shell,
             partition: row.spec.partition.clone(),
+            account: row.spec.account.clone(),
             script: req.script.clone(),
             args: req.args.clone(),
             workdir: req.workdir.clone(),
@@ -453,6 +500,8 @@ impl Engine {
             time_limit_s: crate::api::limit_secs(row.spec.time_limit),
             kill_grace_ms: self.config.controller.kill_grace.as_millis() as u64,
             umask: req.umask,
+            array,
+            datasets: row.spec.datasets.clone(),
         };
         (alloc.node.clone(), launch)
     }
@@ -525,15 +574,44 @@ impl Engine {
         Ok(())
     }
 
+    /// Records a job's end, and charges its user for the GPU time it held.
     async fn record_end(&mut self, job: u64, outcome: Outcome) -> anyhow::Result<()> {
-        let cancelled_by = self
-            .active
-            .get(&job)
-            .and_then(|r| r.cancel_requested_by.clone());
-        let detail = match (outcome.state, cancelled_by) {
+        let row = self.active.get(&job).expect("an ending job is active");
+        let user = row.spec.user.clone();
+        let detail = match (outcome.state, row.cancel_requested_by.clone()) {
             (JobState::Cancelled, Some(by)) => Some(format!("cancelled by {by}")),
             _ => outcome.reason.clone(),
         };
+        let end = Timestamp(outcome.end_time_ms);
+        let finished = self.sched.finish(JobId(job), outcome.state, end);
+        let mut entries = Vec::new();
+        if let Some((_, alloc)) = &finished {
+            let charge = self.sched.charge_for(alloc, end);
+            if charge > 0.0 {
+                let held = labpool_scheduler::time::format_duration(end.secs_since(alloc.start));
+                let note = format!("{} GPUs on {} for {held}", alloc.gpus.len(), alloc.node);
+                entries.push(Entry {
+                    time: end,
+                    user: user.clone(),
+                    kind: EntryKind::Charge,
+                    amount: charge,
+                    job: Some(job),
+                    note: Some(note),
+                });
+                // The rebate hook: GPU utilisation feeds it once node metrics are collected.
+                let rebate = self.sched.policy().credits.rebate(charge, None);
+                if rebate > 0.0 {
+                    entries.push(Entry {
+                        time: end,
+                        user: user.clone(),
+                        kind: EntryKind::Rebate,
+                        amount: rebate,
+                        job: Some(job),
+                        note: Some("efficient GPU use".into()),
+                    });
+                }
+            }
+        }
         let mut tx = self.db.begin().await?;
         Db::mark_ended(
             &mut tx,
@@ -546,68 +624,141 @@ impl Engine {
             detail.as_deref(),
         )
         .await?;
+        for e in &entries {
+            Db::append_ledger(&mut tx, e).await?;
+        }
         tx.commit().await?;
-        self.sched
-            .finish(JobId(job), outcome.state, Timestamp(outcome.end_time_ms));
         self.active.remove(&job);
+        self.ledger.extend(
+            entries
+                .into_iter()
+                .filter(|e| e.time.0 >= self.month.0 && e.time.0 < self.month.1),
+        );
+        self.refresh_balance(&user);
         tracing::info!(job, state = %outcome.state, exit_code = ?outcome.exit_code, "job ended");
         Ok(())
     }
 
-    async fn cancel(&mut self, ids: &[u64], caller: &Caller) -> anyhow::Result<Vec<CancelOutcome>> {
+    /// The jobs a cancel names: `N` (a job, or every task of array N) or `A_T` (one task).
+    async fn resolve_ids(&self, name: &str) -> anyhow::Result<Result<Vec<u64>, String>> {
+        if let Some((a, t)) = name.split_once('_') {
+            let (Ok(a), Ok(t)) = (a.parse::<u64>(), t.parse::<u32>()) else {
+                return Ok(Err(format!(
+                    "'{name}' is not a job id (N, or ARRAY_TASK such as 12_3)"
+                )));
+            };
+            return Ok(
+                match self
+                    .db
+                    .array_tasks(a)
+                    .await?
+                    .into_iter()
+                    .find(|(_, task)| *task == t)
+                {
+                    Some((id, _)) => Ok(vec![id]),
+                    None => Err(format!("no task {t} in array {a}")),
+                },
+            );
+        }
+        let Ok(id) = name.parse::<u64>() else {
+            return Ok(Err(format!(
+                "'{name}' is not a job id (N, or ARRAY_TASK such as 12_3)"
+            )));
+        };
+        let tasks = self.db.array_tasks(id).await?;
+        Ok(Ok(if tasks.is_empty() {
+            vec![id]
+        } else {
+            tasks.into_iter().map(|(j, _)| j).collect()
+        }))
+    }
+
+    async fn cancel(
+        &mut self,
+        names: &[String],
+        caller: &Caller,
+    ) -> anyhow::Result<Vec<CancelOutcome>> {
         let mut out = Vec::new();
         let mut kills = Vec::new();
         let mut tx = self.db.begin().await?;
         let now = now_ms();
-        for &id in ids {
-            let reply = |ok: bool, message: String| CancelOutcome { id, ok, message };
-            let Some(row) = self.active.get(&id) else {
-                let message = match self.db.job(id).await? {
-                    Some(r) => format!("job {id} already ended ({})", r.state),
-                    None => format!("no job {id}"),
-                };
-                out.push(reply(false, message));
-                continue;
+        for name in names {
+            let reply = |ok: bool, message: String| CancelOutcome {
+                id: name.clone(),
+                ok,
+                message,
             };
-            if row.uid != caller.uid && !caller.admin {
-                out.push(reply(
-                    false,
-                    format!(
-                        "job {id} belongs to {}; you ({}) may cancel only your own jobs (admins: root and group {})",
-                        row.spec.user, caller.user, self.config.controller.admin_group
-                    ),
-                ));
-                continue;
-            }
-            match row.state {
-                JobState::Pending => {
-                    let detail = format!("cancelled by {} while pending", caller.user);
-                    Db::mark_ended(
-                        &mut tx,
-                        id,
-                        JobState::Cancelled,
-                        None,
-                        None,
-                        now,
-                        None,
-                        Some(&detail),
-                    )
-                    .await?;
-                    self.sched.remove_pending(JobId(id));
-                    self.active.remove(&id);
-                    out.push(reply(true, format!("job {id} cancelled")));
+            let ids = match self.resolve_ids(name).await? {
+                Ok(ids) => ids,
+                Err(message) => {
+                    out.push(reply(false, message));
+                    continue;
                 }
-                _ => {
-                    let node = row.node.clone().unwrap_or_default();
-                    let attempt = row.attempt;
-                    Db::request_cancel(&mut tx, id, now, &caller.user).await?;
-                    kills.push((node, id, attempt, caller.user.clone()));
-                    let grace = humantime::format_duration(self.config.controller.kill_grace);
+            };
+            let array = ids.len() > 1;
+            let mut done = Vec::new();
+            for id in ids {
+                let Some(row) = self.active.get(&id) else {
+                    if !array {
+                        let message = match self.db.job(id).await? {
+                            Some(r) => format!("job {id} already ended ({})", r.state),
+                            None => format!("no job {id}"),
+                        };
+                        out.push(reply(false, message));
+                    }
+                    continue;
+                };
+                if row.uid != caller.uid && !caller.admin {
                     out.push(reply(
-                        true,
-                        format!("job {id} is being stopped (TERM, then KILL after {grace})"),
+                        false,
+                        format!(
+                            "job {id} belongs to {}; you ({}) may cancel only your own jobs (admins: root and group {})",
+                            row.spec.user, caller.user, self.config.controller.admin_group
+                        ),
                     ));
+                    break;
                 }
+                match row.state {
+                    JobState::Pending => {
+                        let detail = format!("cancelled by {} while pending", caller.user);
+                        Db::mark_ended(
+                            &mut tx,
+                            id,
+                            JobState::Cancelled,
+                            None,
+                            None,
+                            now,
+                            None,
+                            Some(&detail),
+                        )
+                        .await?;
+                        self.sched.remove_pending(JobId(id));
+                        self.active.remove(&id);
+                        done.push(format!("job {id} cancelled"));
+                    }
+                    _ => {
+                        let node = row.node.clone().unwrap_or_default();
+                        let attempt = row.attempt;
+                        Db::request_cancel(&mut tx, id, now, &caller.user).await?;
+                        kills.push((node, id, attempt, caller.user.clone()));
+                        let grace = humantime::format_duration(self.config.controller.kill_grace);
+                        done.push(format!(
+                            "job {id} is being stopped (TERM, then KILL after {grace})"
+                        ));
+                    }
+                }
+            }
+            if array {
+                if done.is_empty() && !out.iter().any(|o| &o.id == name) {
+                    out.push(reply(
+                        false,
+                        format!("array {name} has no tasks left to cancel"),
+                    ));
+                } else if !done.is_empty() {
+                    out.push(reply(true, format!("array {name}: {}", done.join("; "))));
+                }
+            } else if let Some(message) = done.pop() {
+                out.push(reply(true, message));
             }
         }
         tx.commit().await?;
@@ -658,15 +809,6 @@ impl Engine {
     }
 }
 
-fn resources_of(req: &SubmitRequest) -> Resources {
-    Resources {
-        gpus: req.gpus,
-        gpu_type: req.gpu_type.clone(),
-        cpus: req.cpus,
-        mem_mib: req.mem_mib,
-    }
-}
-
 /// The job's output files, patterns expanded and taken relative to its working directory.
 fn output_paths(row: &JobRow, node: &str) -> (PathBuf, PathBuf) {
     let values = PatternValues {
@@ -674,6 +816,7 @@ fn output_paths(row: &JobRow, node: &str) -> (PathBuf, PathBuf) {
         job_name: &row.spec.name,
         user: &row.spec.user,
         node,
+        array: row.spec.array.as_ref().map(|a| (a.array_id.0, a.task)),
     };
     let req = &row.request;
     let resolve = |pattern: &str| -> PathBuf {

@@ -5,6 +5,7 @@ use crate::api::{
     self, CancelOutcome, CancelRequest, JobView, NodeView, PartitionView, Ping, SubmitRequest,
     Submitted,
 };
+use crate::api::{AccountChange, AccountsView, CreditsView, GrantRequest, WhyView};
 use crate::clock::now_ms;
 use crate::controller::db::{Db, JobEvent};
 use crate::controller::engine::Request;
@@ -71,8 +72,12 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/jobs/cancel", post(cancel))
         .route("/v1/jobs/{id}", get(show_job))
         .route("/v1/history", get(history))
+        .route("/v1/jobs/{id}/why", get(why))
         .route("/v1/nodes", get(nodes))
         .route("/v1/partitions", get(partitions))
+        .route("/v1/accounts", get(accounts).post(change_accounts))
+        .route("/v1/credits", get(credits))
+        .route("/v1/credits/grant", post(grant))
         .fallback(|| async {
             ApiError::not_found(
                 "no such API path",
@@ -248,7 +253,80 @@ async fn partitions(State(state): State<AppState>) -> Json<Vec<PartitionView>> {
                 default_time_s: api::limit_secs(p.default_time),
                 max_time_s: api::limit_secs(p.max_time),
                 nodes: p.nodes.unwrap_or_default(),
+                allow_accounts: p.allow_accounts,
+                max_gpus_per_job: p.max_gpus_per_job,
             })
             .collect(),
     )
+}
+
+async fn why(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<WhyView>, ApiError> {
+    let id: u64 = id
+        .parse()
+        .map_err(|_| ApiError::bad_request(format!("'{id}' is not a job id"), None))?;
+    Ok(Json(
+        ask(&state, |reply| Request::Why { id, reply }).await??,
+    ))
+}
+
+async fn accounts(State(state): State<AppState>) -> Result<Json<AccountsView>, ApiError> {
+    Ok(Json(
+        ask(&state, |reply| Request::Accounts { reply }).await?,
+    ))
+}
+
+async fn change_accounts(
+    State(state): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<Peer>,
+    body: Result<Json<AccountChange>, JsonRejection>,
+) -> Result<Json<String>, ApiError> {
+    let caller = caller(&state, &peer)?;
+    let Json(change) = body.map_err(|e| {
+        ApiError::bad_request(format!("bad account change: {}", e.body_text()), None)
+    })?;
+    Ok(Json(
+        ask(&state, |reply| Request::Account {
+            change,
+            caller,
+            reply,
+        })
+        .await??,
+    ))
+}
+
+/// `GET /v1/credits` filters.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreditsQuery {
+    /// Whose credits [default: the caller's].
+    pub user: Option<String>,
+}
+
+async fn credits(
+    State(state): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<Peer>,
+    query: Result<Query<CreditsQuery>, QueryRejection>,
+) -> Result<Json<CreditsView>, ApiError> {
+    let caller = caller(&state, &peer)?;
+    let Query(q) = query.map_err(|e| ApiError::bad_request(e.body_text(), None))?;
+    let user = q.user.unwrap_or(caller.user);
+    Ok(Json(
+        ask(&state, |reply| Request::Credits { user, reply }).await?,
+    ))
+}
+
+async fn grant(
+    State(state): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<Peer>,
+    body: Result<Json<GrantRequest>, JsonRejection>,
+) -> Result<Json<CreditsView>, ApiError> {
+    let caller = caller(&state, &peer)?;
+    let Json(req) =
+        body.map_err(|e| ApiError::bad_request(format!("bad grant: {}", e.body_text()), None))?;
+    Ok(Json(
+        ask(&state, |reply| Request::Grant { req, caller, reply }).await??,
+    ))
 }

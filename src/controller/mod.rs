@@ -2,10 +2,12 @@
 //! the [`engine`], serves the API on a Unix socket, and, in the embedded default, runs the
 //! local node's agent in-process.
 
+pub mod admin;
 pub mod db;
 pub mod engine;
 pub mod error;
 pub mod http;
+pub mod submit;
 
 use crate::agent::local::Executor;
 use crate::clock::now_ms;
@@ -52,7 +54,7 @@ pub async fn serve(
         );
     }
     let db = Db::open(&config.database_path()).await?;
-    let mut sched = Scheduler::new(config.scheduler_partitions())?;
+    let mut sched = Scheduler::with_policy(config.scheduler_partitions(), config.policy())?;
 
     let (spec, source) = node_spec(&config.node);
     match &source {

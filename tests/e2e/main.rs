@@ -6,5 +6,6 @@ mod exclusivity;
 mod lifecycle;
 mod nvml;
 mod permissions;
+mod policy;
 mod pool;
 mod recovery;
