@@ -431,7 +431,12 @@ impl Config {
                 max_age_s: p.max_age.as_secs(),
                 half_life_s: p.fairshare_half_life.as_secs(),
             },
-            placement: PlacementPolicy::default(),
+            // Staging ahead needs the node cache, which comes with the datasets release; until
+            // then the daemon computes no prefetches.
+            placement: PlacementPolicy {
+                prefetch_horizon_s: None,
+                ..PlacementPolicy::default()
+            },
         }
     }
 

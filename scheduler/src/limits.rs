@@ -1,16 +1,24 @@
 //! QOS limits in a scheduling pass: what each user, account and array holds right now, and
 //! the Slurm-style reason a job waits for when starting it would break a limit.
+//!
+//! Each limit is counted over the jobs it governs. A user's own limits (`qos set --user`)
+//! count all of that user's jobs. An account's per-user limits count the user's jobs in that
+//! account only, so running in one group never blocks work in another. `GrpTRES` counts the
+//! whole account.
 
 use crate::job::{JobId, JobSpec};
 use crate::policy::Limits;
 use crate::reason::PendingReason;
+use crate::time::{TimeLimit, format_duration};
 use std::collections::BTreeMap;
 
 /// What is running, counted the ways limits need.
 #[derive(Debug, Clone, Default)]
 pub struct Holdings {
-    user_gpus: BTreeMap<String, u32>,
-    user_jobs: BTreeMap<String, u32>,
+    /// (gpus, jobs) per user, every account together.
+    users: BTreeMap<String, (u32, u32)>,
+    /// (gpus, jobs) per (account, user).
+    members: BTreeMap<(String, String), (u32, u32)>,
     account_gpus: BTreeMap<String, u32>,
     array_tasks: BTreeMap<JobId, u32>,
 }
@@ -18,81 +26,108 @@ pub struct Holdings {
 impl Holdings {
     /// Counts a running (or just started) job.
     pub fn add(&mut self, job: &JobSpec) {
-        *self.user_gpus.entry(job.user.clone()).or_default() += job.resources.gpus;
-        *self.user_jobs.entry(job.user.clone()).or_default() += 1;
+        let g = job.resources.gpus;
+        let u = self.users.entry(job.user.clone()).or_default();
+        *u = (u.0 + g, u.1 + 1);
         if let Some(a) = &job.account {
-            *self.account_gpus.entry(a.clone()).or_default() += job.resources.gpus;
+            let m = self
+                .members
+                .entry((a.clone(), job.user.clone()))
+                .or_default();
+            *m = (m.0 + g, m.1 + 1);
+            *self.account_gpus.entry(a.clone()).or_default() += g;
         }
         if let Some(t) = &job.array {
             *self.array_tasks.entry(t.array_id).or_default() += 1;
         }
     }
 
-    /// GPUs `user` holds.
+    /// GPUs `user` holds, in every account.
     pub fn user_gpus(&self, user: &str) -> u32 {
-        self.user_gpus.get(user).copied().unwrap_or(0)
+        self.users.get(user).map_or(0, |u| u.0)
     }
 }
 
-/// The reason `job` must wait under `limits` (the tightest of its account's and its user's),
-/// or `None` when it may start as far as limits go.
-pub fn limit_reason(job: &JobSpec, limits: &Limits, held: &Holdings) -> Option<PendingReason> {
-    let user = job.user.as_str();
-    if let (Some(max), crate::time::TimeLimit::Seconds(t)) = (limits.max_wall_s, job.time_limit)
-        && t > max
+fn per_user(
+    job: &JobSpec,
+    limits: &Limits,
+    held: (u32, u32),
+    scope: &str,
+) -> Option<PendingReason> {
+    let user = &job.user;
+    let (gpus, jobs) = held;
+    if let Some(max) = limits.max_jobs_per_user
+        && jobs >= max
     {
         return Some(PendingReason::new(
-            "QOSMaxWallDurationPerJobLimit",
+            "QOSMaxJobsPerUserLimit",
+            format!("{user} runs {jobs} jobs{scope}; MaxJobsPerUser={max}"),
+        ));
+    }
+    if let Some(max) = limits.max_gpus_per_user
+        && gpus + job.resources.gpus > max
+    {
+        return Some(PendingReason::new(
+            "QOSMaxGRESPerUser",
             format!(
-                "time limit {} is over MaxWall={}; it waits until the limit is raised (or resubmit with --time={})",
-                crate::time::format_duration(t),
-                crate::time::format_duration(max),
-                crate::time::format_duration(max)
+                "{user} holds {gpus} GPUs{scope} and this job asks for {}; MaxTRESPerUser=gres/gpu={max}",
+                job.resources.gpus
             ),
         ));
     }
-    if let Some(max) = limits.max_wall_s
-        && job.time_limit == crate::time::TimeLimit::Unlimited
-    {
-        return Some(PendingReason::new(
-            "QOSMaxWallDurationPerJobLimit",
-            format!(
-                "no time limit, but MaxWall={}",
-                crate::time::format_duration(max)
-            ),
-        ));
-    }
-    if let Some(max) = limits.max_jobs_per_user {
-        let running = held.user_jobs.get(user).copied().unwrap_or(0);
-        if running >= max {
+    None
+}
+
+/// The reason `job` must wait under its user's own limits and its account's, or `None` when
+/// it may start as far as limits go.
+pub fn limit_reason(
+    job: &JobSpec,
+    user: &Limits,
+    account: Option<&Limits>,
+    held: &Holdings,
+) -> Option<PendingReason> {
+    let wall = account.map_or(user.max_wall_s, |a| user.tightest(a).max_wall_s);
+    if let Some(max) = wall {
+        let over = match job.time_limit {
+            TimeLimit::Seconds(t) => t > max,
+            TimeLimit::Unlimited => true,
+        };
+        if over {
             return Some(PendingReason::new(
-                "QOSMaxJobsPerUserLimit",
-                format!("{user} runs {running} jobs; MaxJobsPerUser={max}"),
-            ));
-        }
-    }
-    if let Some(max) = limits.max_gpus_per_user {
-        let gpus = held.user_gpus(user);
-        if gpus + job.resources.gpus > max {
-            return Some(PendingReason::new(
-                "QOSMaxGRESPerUser",
+                "QOSMaxWallDurationPerJobLimit",
                 format!(
-                    "{user} holds {gpus} GPUs and this job asks for {}; MaxTRESPerUser=gres/gpu={max}",
-                    job.resources.gpus
+                    "time limit {} is over MaxWall={}; it waits until the limit is raised (or resubmit with --time={})",
+                    job.time_limit,
+                    format_duration(max),
+                    format_duration(max)
                 ),
             ));
         }
     }
-    if let (Some(max), Some(account)) = (limits.grp_gpus, &job.account) {
-        let gpus = held.account_gpus.get(account).copied().unwrap_or(0);
-        if gpus + job.resources.gpus > max {
-            return Some(PendingReason::new(
-                "AssocGrpGRES",
-                format!(
-                    "account {account} holds {gpus} GPUs and this job asks for {}; GrpTRES=gres/gpu={max}",
-                    job.resources.gpus
-                ),
-            ));
+    let everywhere = held.users.get(&job.user).copied().unwrap_or((0, 0));
+    if let Some(r) = per_user(job, user, everywhere, "") {
+        return Some(r);
+    }
+    if let (Some(limits), Some(name)) = (account, &job.account) {
+        let here = held
+            .members
+            .get(&(name.clone(), job.user.clone()))
+            .copied()
+            .unwrap_or((0, 0));
+        if let Some(r) = per_user(job, limits, here, &format!(" in account {name}")) {
+            return Some(r);
+        }
+        if let Some(max) = limits.grp_gpus {
+            let gpus = held.account_gpus.get(name).copied().unwrap_or(0);
+            if gpus + job.resources.gpus > max {
+                return Some(PendingReason::new(
+                    "AssocGrpGRES",
+                    format!(
+                        "account {name} holds {gpus} GPUs and this job asks for {}; GrpTRES=gres/gpu={max}",
+                        job.resources.gpus
+                    ),
+                ));
+            }
         }
     }
     if let Some(task) = &job.array

@@ -82,7 +82,17 @@ impl Scheduler {
                 notes.insert(id, note("dependency", reason));
                 continue;
             }
-            if let Some(reason) = limit_reason(job, &self.limits_for(job), &held) {
+            if let Some(reason) = self.account_reason(job) {
+                notes.insert(id, note("account", reason));
+                continue;
+            }
+            let user_limits = self.user_limits.get(&job.user).cloned().unwrap_or_default();
+            let account_limits = job
+                .account
+                .as_ref()
+                .and_then(|a| self.accounts.get(a))
+                .map(|a| &a.limits);
+            if let Some(reason) = limit_reason(job, &user_limits, account_limits, &held) {
                 notes.insert(id, note("limits", reason));
                 continue;
             }
@@ -156,11 +166,11 @@ impl Scheduler {
                         .collect();
                     let mut reason = PendingReason::from_rejections(&rejections, &holders);
                     if let Some((i, at)) = reservation {
-                        reason.detail.push_str(&format!(
-                            "; expected to start on {} in {}",
-                            nodes[i].name(),
-                            crate::time::format_duration(at.secs_since(now))
-                        ));
+                        // The node, not the time: a time relative to now would change the
+                        // reason (and rewrite it) on every pass. `why` shows the time.
+                        reason
+                            .detail
+                            .push_str(&format!("; reserved on {}", nodes[i].name()));
                         reservations.push((id, i, at));
                     } else {
                         failed_shapes.insert(shape, (reason.clone(), rejections.clone()));
@@ -248,11 +258,29 @@ impl Scheduler {
         let limit = now.plus_secs(horizon);
         for (id, _, _) in reservations {
             let job = &self.pending[id];
+            let Some(partition) = self.partitions.iter().find(|p| p.name == job.partition) else {
+                continue;
+            };
+            let ctx = PlacementContext {
+                partition,
+                now,
+                cache,
+            };
             let duration = self.runtimes.expected_runtime_ms(job);
             let best = nodes
                 .iter()
                 .enumerate()
-                .filter(|(_, n)| n.accepts_jobs())
+                .filter(|(i, n)| {
+                    n.accepts_jobs()
+                        && self.chain.statically_fits(
+                            job,
+                            &crate::placement::Candidate {
+                                node: n,
+                                profile: &profiles[*i],
+                            },
+                            &ctx,
+                        )
+                })
                 .filter_map(|(i, n)| {
                     profiles[i]
                         .earliest(&need_on(job, n), duration)
@@ -260,7 +288,9 @@ impl Scheduler {
                 })
                 .min_by_key(|(at, i, _)| (*at, *i));
             let Some((at, i, taken)) = best else { continue };
-            profiles[i].take(at, at.plus_limit(job.time_limit), taken);
+            let expected_end =
+                duration.map_or(Timestamp::NEVER, |d| Timestamp(at.0.saturating_add(d)));
+            profiles[i].take(at, expected_end, taken);
             if at > limit {
                 continue;
             }
@@ -308,6 +338,49 @@ impl Scheduler {
         let (at, i, taken) = best?;
         profiles[i].take(at, at.plus_limit(job.time_limit), taken);
         Some((i, at))
+    }
+
+    /// Why a job may not run under its account, when that changed after it was submitted: the
+    /// account was removed, the user left it, or the partition no longer admits it.
+    fn account_reason(&self, job: &JobSpec) -> Option<PendingReason> {
+        if let Some(name) = &job.account {
+            match self.accounts.get(name) {
+                None => {
+                    return Some(PendingReason::new(
+                        "InvalidAccount",
+                        format!(
+                            "account {name} was removed; cancel and resubmit under another account"
+                        ),
+                    ));
+                }
+                Some(a) if !a.members.contains(&job.user) => {
+                    return Some(PendingReason::new(
+                        "InvalidAccount",
+                        format!(
+                            "{} is no longer in account {name}; cancel and resubmit, or ask an admin",
+                            job.user
+                        ),
+                    ));
+                }
+                _ => {}
+            }
+        }
+        let allowed = self
+            .partitions
+            .iter()
+            .find(|p| p.name == job.partition)
+            .and_then(|p| p.allow_accounts.as_ref())?;
+        if job.account.as_ref().is_some_and(|a| allowed.contains(a)) {
+            return None;
+        }
+        Some(PendingReason::new(
+            "InvalidAccount",
+            format!(
+                "partition {} is only for accounts {}; cancel and resubmit to another partition",
+                job.partition,
+                allowed.join(", ")
+            ),
+        ))
     }
 
     /// Why a job's dependencies keep it waiting, if they do.
@@ -362,14 +435,20 @@ impl Scheduler {
             .chain(self.pending.values().map(|j| j.user.as_str()))
             .chain(self.running.values().map(|(j, _)| j.user.as_str()))
             .collect();
-        let total = self.usage.total(now, w.half_life_s);
+        // Usage so far of running jobs counts too: a user on 8 GPUs for three days is not light.
+        let mut running_use: BTreeMap<&str, f64> = BTreeMap::new();
+        for (job, alloc) in self.running.values() {
+            *running_use.entry(job.user.as_str()).or_insert(0.0) +=
+                alloc.gpus.len() as f64 * now.secs_since(alloc.start) as f64;
+        }
+        let usage_of = |user: &str| {
+            self.usage.decayed(user, now, w.half_life_s)
+                + running_use.get(user).copied().unwrap_or(0.0)
+        };
+        let total: f64 = users.iter().map(|u| usage_of(u)).sum();
         let mut per_user: BTreeMap<&str, (f64, f64)> = BTreeMap::new();
         for user in &users {
-            let fairshare = fairshare_factor(
-                self.usage.decayed(user, now, w.half_life_s),
-                total,
-                users.len(),
-            );
+            let fairshare = fairshare_factor(usage_of(user), total, users.len());
             let balance = self.balance(user) - self.accrued(user, now);
             per_user.insert(user, (fairshare, balance));
         }

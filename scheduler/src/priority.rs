@@ -68,14 +68,6 @@ impl UsageBook {
             .map_or(0.0, |(v, at)| decay(*v, *at, now, half_life_s))
     }
 
-    /// Everyone's usage decayed to `now`, summed.
-    pub fn total(&self, now: Timestamp, half_life_s: u64) -> f64 {
-        self.users
-            .values()
-            .map(|(v, at)| decay(*v, *at, now, half_life_s))
-            .sum()
-    }
-
     /// Users with any recorded usage.
     pub fn users(&self) -> impl Iterator<Item = &str> {
         self.users.keys().map(String::as_str)

@@ -258,6 +258,11 @@ impl Scheduler {
         self.balances.insert(user.to_string(), balance);
     }
 
+    /// Forgets every balance (a new month: everyone starts from the grant again).
+    pub fn clear_balances(&mut self) {
+        self.balances.clear();
+    }
+
     /// A user's balance as last set; the monthly grant when never set.
     pub fn balance(&self, user: &str) -> f64 {
         self.balances
@@ -557,27 +562,21 @@ impl Scheduler {
         Some((spec, alloc))
     }
 
-    /// What a job owes for its allocated time up to `end`: GPU-hours times the weight of the
-    /// GPU type of its node.
+    /// What a job owes for its allocated time up to `end`: for each GPU, hours held times the
+    /// weight of that GPU's type.
     pub fn charge_for(&self, alloc: &Allocation, end: Timestamp) -> f64 {
-        let gpu_type = self.gpu_type_of(alloc);
-        self.policy.credits.charge(
-            alloc.gpus.len() as u32,
-            gpu_type,
-            end.secs_since(alloc.start),
-        )
-    }
-
-    fn gpu_type_of(&self, alloc: &Allocation) -> &str {
-        self.nodes
-            .get(&alloc.node)
-            .and_then(|n| {
-                alloc
-                    .gpus
-                    .first()
-                    .and_then(|g| n.spec.gpus.iter().find(|d| d.index == *g))
+        let node = self.nodes.get(&alloc.node);
+        let secs = end.secs_since(alloc.start);
+        alloc
+            .gpus
+            .iter()
+            .map(|g| {
+                let ty = node
+                    .and_then(|n| n.spec.gpus.iter().find(|d| d.index == *g))
+                    .map_or("", |d| d.gpu_type.as_str());
+                self.policy.credits.charge(1, ty, secs)
             })
-            .map_or("", |d| d.gpu_type.as_str())
+            .fold(0.0, |total, c| total + c)
     }
 
     /// Credits the user's running jobs have used so far.

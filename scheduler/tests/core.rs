@@ -160,9 +160,7 @@ fn gpus_are_handed_out_lowest_first_and_never_twice() {
     assert_eq!(st[&1].1, [0]);
     assert_eq!(st[&4].1, [3]);
     assert!(
-        reason(&s, 5).starts_with(
-            "Resources (0/1 nodes fit: 1 gpus-free; expected to start on box in 1:00:00)"
-        ),
+        reason(&s, 5).starts_with("Resources (0/1 nodes fit: 1 gpus-free; reserved on box)"),
         "{}",
         reason(&s, 5)
     );
@@ -192,7 +190,7 @@ fn backfill_fills_holes_without_delaying_the_reserved_job() {
     assert_eq!(ids(&d), [3]);
     assert_eq!(code(&s, 2), "Resources");
     assert!(
-        reason(&s, 2).contains("expected to start on box in 2:00:00"),
+        reason(&s, 2).contains("reserved on box"),
         "{}",
         reason(&s, 2)
     );
@@ -859,4 +857,107 @@ fn seeded_node_order_is_reproducible() {
         spread.len() > 1,
         "different seeds try nodes in different orders"
     );
+}
+
+#[test]
+fn account_per_user_limits_count_only_that_accounts_jobs() {
+    let mut s = sched();
+    s.upsert_node(node("box", &["t4"; 8], 16)).unwrap();
+    let members = |u: &[&str]| u.iter().map(|s| s.to_string()).collect();
+    s.set_account(
+        "nlp",
+        Account {
+            members: members(&["bob"]),
+            limits: Limits::default(),
+        },
+    );
+    let capped = Limits {
+        max_gpus_per_user: Some(2),
+        ..Limits::default()
+    };
+    s.set_account(
+        "vision",
+        Account {
+            members: members(&["bob"]),
+            limits: capped,
+        },
+    );
+    s.enqueue(JobSpec {
+        account: Some("nlp".into()),
+        ..job(1, "bob", 4, H)
+    });
+    s.enqueue(JobSpec {
+        account: Some("vision".into()),
+        ..job(2, "bob", 2, H)
+    });
+    s.enqueue(JobSpec {
+        account: Some("vision".into()),
+        ..job(3, "bob", 1, H)
+    });
+    assert_eq!(
+        ids(&s.schedule(at(0.0))),
+        [1, 2],
+        "bob's nlp GPUs do not count against vision's cap"
+    );
+    assert!(
+        reason(&s, 3).contains("bob holds 2 GPUs in account vision"),
+        "{}",
+        reason(&s, 3)
+    );
+}
+
+#[test]
+fn jobs_wait_when_their_account_or_partition_access_goes_away() {
+    let mut high = partition("high", false, 10, H);
+    high.allow_accounts = Some(vec!["deadline".into()]);
+    let mut s = Scheduler::new(vec![partition("normal", true, 0, 86_400), high]).unwrap();
+    s.upsert_node(node("box", &["t4"; 1], 16)).unwrap();
+    let alice: BTreeSet<String> = ["alice".to_string()].into();
+    s.set_account(
+        "deadline",
+        Account {
+            members: alice,
+            limits: Limits::default(),
+        },
+    );
+    s.enqueue(JobSpec {
+        account: Some("deadline".into()),
+        partition: "high".into(),
+        ..job(1, "alice", 1, H)
+    });
+    s.remove_account("deadline");
+    s.schedule(at(0.0));
+    assert_eq!(code(&s, 1), "InvalidAccount");
+    assert!(
+        reason(&s, 1).contains("account deadline was removed"),
+        "{}",
+        reason(&s, 1)
+    );
+    s.set_account(
+        "deadline",
+        Account {
+            members: BTreeSet::new(),
+            limits: Limits::default(),
+        },
+    );
+    s.schedule(at(0.1));
+    assert!(
+        reason(&s, 1).contains("alice is no longer in account deadline"),
+        "{}",
+        reason(&s, 1)
+    );
+}
+
+#[test]
+fn fairshare_counts_jobs_still_running() {
+    let mut s = sched();
+    s.upsert_node(node("box", &["t4"; 8], 16)).unwrap();
+    s.enqueue(job(1, "busy", 8, 100 * H));
+    s.schedule(at(0.0));
+    s.enqueue(job(2, "busy", 1, H));
+    s.enqueue(job(3, "idle", 1, H));
+    // Three days on 8 GPUs and nothing finished yet: busy is not a light user.
+    let order = s.priority_order_at(at(72.0));
+    assert_eq!(order[0].0, JobId(3));
+    assert!(order[1].1.fairshare < 0.5, "{:?}", order[1].1);
 }

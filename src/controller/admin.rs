@@ -163,6 +163,12 @@ impl Engine {
                         )
                     }
                     (None, Some(user)) => {
+                        if !matches!(nix::unistd::User::from_name(&user), Ok(Some(_))) {
+                            return bad(
+                                format!("there is no user {user} on this machine"),
+                                Some("check the name (`getent passwd`)".into()),
+                            );
+                        }
                         let mut limits = self
                             .sched
                             .user_limits()

@@ -264,6 +264,8 @@ impl Engine {
     async fn load_month(&mut self, at: i64) -> anyhow::Result<()> {
         let (start, end, _, _) = month_of(at);
         self.month = (start, end);
+        // Everyone starts the month from the grant; last month's balances must not linger.
+        self.sched.clear_balances();
         self.ledger = self
             .db
             .ledger(None, start)

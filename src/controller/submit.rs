@@ -58,7 +58,17 @@ impl Engine {
                     continue;
                 }
             };
+            let mut req = req;
+            if !accepted.dependencies.is_empty() {
+                let list: Vec<String> = accepted
+                    .dependencies
+                    .iter()
+                    .map(|d| d.to_string())
+                    .collect();
+                req.dependency = Some(list.join(","));
+            }
             let ids = self.insert(&mut tx, &req, &caller, &accepted, now).await?;
+            self.refresh_balance(&caller.user);
             if req.emergency {
                 let entry = Entry {
                     time: Timestamp(now),
@@ -162,6 +172,20 @@ impl Engine {
             Ok(d) => d.unwrap_or_default(),
             Err(e) => return bad(e.to_string(), None),
         };
+        // As in Slurm, a dependency on an array's id is on every one of its tasks.
+        let mut expanded = Vec::new();
+        for dep in &dependencies {
+            let tasks = self.db.array_tasks(dep.job.0).await?;
+            if tasks.len() > 1 {
+                expanded.extend(tasks.into_iter().map(|(id, _)| Dependency {
+                    kind: dep.kind,
+                    job: JobId(id),
+                }));
+            } else {
+                expanded.push(*dep);
+            }
+        }
+        let dependencies = expanded;
         for dep in &dependencies {
             if self.active.contains_key(&dep.job.0) {
                 continue;

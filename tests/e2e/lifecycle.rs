@@ -213,7 +213,7 @@ fn listings_print_tables_and_json() {
     );
     assert!(q.contains("holder") && q.contains("RUNNING"), "{q}");
     assert!(
-        q.contains("(Resources: 0/1 nodes fit: 1 gpus-free; expected to start on "),
+        q.contains("(Resources: 0/1 nodes fit: 1 gpus-free; reserved on "),
         "{q}"
     );
     let jobs = pool.queue();
@@ -246,7 +246,7 @@ fn listings_print_tables_and_json() {
     );
     let show = pool.ok(&["show", &b.to_string()]);
     assert!(
-        show.contains("Resources: 0/1 nodes fit: 1 gpus-free; expected to start on"),
+        show.contains("Resources: 0/1 nodes fit: 1 gpus-free; reserved on"),
         "{show}"
     );
     pool.ok(&["cancel", &a.to_string(), &b.to_string()]);

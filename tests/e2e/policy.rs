@@ -335,6 +335,34 @@ fn dependencies_wait_for_their_jobs() {
         &["invalid --dependency 'after:1'"],
     );
     pool.ok(&["cancel", &never.to_string()]);
+    // afterok on an array waits for every task, as in Slurm.
+    let array: u64 = pool
+        .ok(&[
+            "submit",
+            "--parsable",
+            "--array=0-1",
+            "--wrap",
+            "sleep 0.$((SLURM_ARRAY_TASK_ID * 8 + 1))",
+        ])
+        .trim()
+        .parse()
+        .unwrap();
+    let whole = pool.submit(&["-d", &format!("afterok:{array}"), "--wrap", "true"]);
+    let last_end = (0..2)
+        .map(|t| ms(&pool.wait_done(array + t, T), "end_time"))
+        .max()
+        .unwrap();
+    assert_eq!(
+        s(&pool.job(whole), "dependency"),
+        format!("afterok:{array},afterok:{}", array + 1)
+    );
+    let w = pool.wait_done(whole, T);
+    assert!(
+        ms(&w, "start_time") >= last_end,
+        "it waited for the whole array: {w:#}\n{:#}\n{:#}",
+        pool.job(array),
+        pool.job(array + 1)
+    );
 }
 
 #[test]

@@ -324,20 +324,29 @@ impl World<'_> {
                 .is_some_and(|c| c.complete)
     }
 
-    /// Bytes per second of each transfer in flight.
+    /// Bytes per second of each transfer in flight: a max-min fair split of the shared
+    /// storage's bandwidth, where each transfer is also capped by its share of its node's SSD.
+    /// Bandwidth a capped transfer cannot use goes to the others.
     fn rates(&self) -> Vec<f64> {
-        let total = self.transfers.len() as f64;
         let mut per_node = vec![0usize; self.nodes.len()];
         for t in &self.transfers {
             per_node[t.node] += 1;
         }
-        self.transfers
+        let caps: Vec<f64> = self
+            .transfers
             .iter()
-            .map(|t| {
-                (self.input.cluster.shared_bw / total)
-                    .min(self.input.cluster.ssd_bw / per_node[t.node] as f64)
-            })
-            .collect()
+            .map(|t| self.input.cluster.ssd_bw / per_node[t.node] as f64)
+            .collect();
+        let mut order: Vec<usize> = (0..caps.len()).collect();
+        order.sort_by(|a, b| caps[*a].total_cmp(&caps[*b]).then(a.cmp(b)));
+        let mut rates = vec![0.0; caps.len()];
+        let mut left = self.input.cluster.shared_bw;
+        for (k, i) in order.iter().enumerate() {
+            let fair = left / (order.len() - k) as f64;
+            rates[*i] = caps[*i].min(fair);
+            left -= rates[*i];
+        }
+        rates
     }
 
     /// Moves transfers forward by `dt` seconds; returns the ones that finished.
@@ -374,14 +383,16 @@ impl World<'_> {
 }
 
 /// The time limit a simulated job is submitted with: its longest run time on the cluster's GPU
-/// types, a quarter more, plus an hour for staging, rounded up to the hour, as users write them.
-fn time_limit_for(job: &TraceJob, cluster: &ClusterSpec) -> TimeLimit {
+/// types, a quarter more, an hour, and four times what copying its dataset alone takes (the
+/// limit runs while data is staged), rounded up to the hour, as users write them.
+fn time_limit_for(job: &TraceJob, cluster: &ClusterSpec, dataset_bytes: u64) -> TimeLimit {
     let longest = cluster
         .groups
         .iter()
         .filter_map(|g| job.duration_on(&g.gpu_type))
         .fold(0.0f64, f64::max);
-    let secs = longest * 1.25 + 3600.0;
+    let staging = 4.0 * dataset_bytes as f64 / cluster.shared_bw.min(cluster.ssd_bw);
+    let secs = longest * 1.25 + 3600.0 + staging;
     TimeLimit::Seconds(((secs / 3600.0).ceil() as u64).max(1) * 3600)
 }
 
@@ -517,7 +528,11 @@ pub fn simulate(input: &SimInput, policy: SimPolicy) -> Result<SimReport, SimErr
                     cpus: 1,
                     mem_mib: 0,
                 },
-                time_limit: time_limit_for(j, &input.cluster),
+                time_limit: time_limit_for(
+                    j,
+                    &input.cluster,
+                    input.datasets.get(&j.dataset).copied().unwrap_or(0),
+                ),
                 submit_time: Timestamp((j.submit_s * 1000.0) as i64),
                 datasets: if j.dataset == "none" {
                     Vec::new()
@@ -545,9 +560,14 @@ pub fn simulate(input: &SimInput, policy: SimPolicy) -> Result<SimReport, SimErr
                 end,
             } = p
             {
+                let limit_ms = sched.job(id).and_then(|spec| match spec.time_limit {
+                    TimeLimit::Seconds(s) => Some(s as i64 * 1000),
+                    TimeLimit::Unlimited => None,
+                });
                 sched.finish(id, JobState::Completed, end);
                 let j = world.trace[&id];
                 world.records.push(JobRecord {
+                    limit_ms,
                     user: j.user.clone(),
                     gpus: j.gpus,
                     gpu_type: world.nodes[node].gpu_type.clone(),

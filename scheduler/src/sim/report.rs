@@ -22,6 +22,8 @@ pub struct JobRecord {
     pub compute: Timestamp,
     /// Ended.
     pub end: Timestamp,
+    /// Its time limit, ms.
+    pub limit_ms: Option<i64>,
 }
 
 /// Counts kept outside the job records.
@@ -85,6 +87,11 @@ pub struct SimReport {
     pub p95_jct_s: f64,
     /// GPU allocation utilisation: GPU-time held over GPU-time available in the makespan.
     pub gpu_util: f64,
+    /// GPU compute utilisation: GPU-time held with the data there (not waiting for it).
+    pub gpu_compute_util: f64,
+    /// Jobs that ran past their time limit (the simulator lets them finish; a real pool would
+    /// have ended them as TIMEOUT).
+    pub overran: usize,
     /// Bytes read from shared storage.
     pub shared_bytes: f64,
     /// Share of dataset needs already complete on the node when the job was placed.
@@ -198,6 +205,15 @@ pub fn summarise(policy: &str, records: &[JobRecord], t: Totals) -> SimReport {
         } else {
             0.0
         },
+        gpu_compute_util: if makespan > 0.0 {
+            (held - data_wait) / (t.total_gpus as f64 * makespan)
+        } else {
+            0.0
+        },
+        overran: records
+            .iter()
+            .filter(|r| r.limit_ms.is_some_and(|l| r.end.0 - r.placed.0 > l))
+            .count(),
         shared_bytes: t.shared_bytes,
         cache_hit_rate: if t.needs == 0 {
             1.0
@@ -254,6 +270,15 @@ pub fn table(reports: &[SimReport]) -> String {
             Box::new(|r: &SimReport| (r.gpu_util, format!("{:.1}%", r.gpu_util * 100.0))),
         ),
         (
+            "GPU compute utilisation",
+            Box::new(|r: &SimReport| {
+                (
+                    r.gpu_compute_util,
+                    format!("{:.1}%", r.gpu_compute_util * 100.0),
+                )
+            }),
+        ),
+        (
             "bytes read from shared storage",
             Box::new(|r: &SimReport| (r.shared_bytes, format!("{:.1} TB", r.shared_bytes / 1e12))),
         ),
@@ -278,6 +303,10 @@ pub fn table(reports: &[SimReport]) -> String {
         (
             "fairness (Jain, slowdown)",
             Box::new(|r: &SimReport| (r.fairness_jain, format!("{:.3}", r.fairness_jain))),
+        ),
+        (
+            "jobs past their time limit",
+            Box::new(|r: &SimReport| (r.overran as f64, r.overran.to_string())),
         ),
     ];
     let mut lines = Vec::new();

@@ -85,7 +85,8 @@ pub fn parse_trace(reader: impl Read) -> Result<Vec<TraceJob>, TraceError> {
     let mut rdr = csv::ReaderBuilder::new()
         .trim(csv::Trim::All)
         .from_reader(reader);
-    let mut jobs = Vec::new();
+    let mut jobs: Vec<TraceJob> = Vec::new();
+    let mut seen = std::collections::BTreeSet::new();
     for row in rdr.deserialize::<TraceJob>() {
         let job = row.map_err(|e| row_error("trace", e))?;
         let line = jobs.len() as u64 + 2;
@@ -94,6 +95,9 @@ pub fn parse_trace(reader: impl Read) -> Result<Vec<TraceJob>, TraceError> {
             line,
             message,
         };
+        if !seen.insert(job.job_id) {
+            return Err(bad(format!("job id {} appears twice", job.job_id)));
+        }
         if job.gpus == 0 {
             return Err(bad(format!("job {} asks for 0 GPUs", job.job_id)));
         }
