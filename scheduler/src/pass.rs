@@ -40,15 +40,7 @@ impl Scheduler {
     pub fn schedule_with(&mut self, now: Timestamp, cache: &dyn CacheView) -> Vec<Decision> {
         self.last_pass = Some(now);
         let nodes: Vec<&Node> = self.node_order.iter().map(|n| &self.nodes[n]).collect();
-        let index: BTreeMap<&str, usize> = nodes
-            .iter()
-            .enumerate()
-            .map(|(i, n)| (n.name(), i))
-            .collect();
-        let mut profiles: Vec<Profile> = nodes
-            .iter()
-            .map(|n| Profile::new(now, n.free_capacity()))
-            .collect();
+        let (index, mut profiles) = starting_profiles(&nodes, now);
         let mut held = Holdings::default();
         for (job, alloc) in self.running.values() {
             held.add(job);
@@ -227,15 +219,7 @@ impl Scheduler {
         reservations: &[(JobId, usize, Timestamp)],
         cache: &dyn CacheView,
     ) -> Vec<Decision> {
-        let index: BTreeMap<&str, usize> = nodes
-            .iter()
-            .enumerate()
-            .map(|(i, n)| (n.name(), i))
-            .collect();
-        let mut profiles: Vec<Profile> = nodes
-            .iter()
-            .map(|n| Profile::new(now, n.free_capacity()))
-            .collect();
+        let (index, mut profiles) = starting_profiles(nodes, now);
         let expected_end =
             |job: &JobSpec, start: Timestamp| self.runtimes.expected_end(job, start, now);
         for (job, alloc) in self.running.values() {
@@ -516,6 +500,23 @@ impl Scheduler {
             .collect();
         self.outcomes.retain(|id, _| wanted.contains(id));
     }
+}
+
+/// Each node's position in `nodes` by name, and its profile starting from what is free now.
+fn starting_profiles<'n>(
+    nodes: &[&'n Node],
+    now: Timestamp,
+) -> (BTreeMap<&'n str, usize>, Vec<Profile>) {
+    let index = nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (n.name(), i))
+        .collect();
+    let profiles = nodes
+        .iter()
+        .map(|n| Profile::new(now, n.free_capacity()))
+        .collect();
+    (index, profiles)
 }
 
 fn capacity_of(alloc: &Allocation) -> Capacity {

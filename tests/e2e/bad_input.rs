@@ -1,28 +1,8 @@
 //! Bad input of every kind gets a message that names the problem and the fix, a non-zero exit,
 //! and no change to state.
 
-use crate::pool::Pool;
+use crate::pool::{Pool, fails, has};
 use std::io::{Read, Write};
-
-/// Runs the CLI and returns (exit code, stderr).
-fn fails(pool: &Pool, args: &[&str]) -> (i32, String) {
-    let out = pool.cli(args);
-    assert!(
-        !out.status.success(),
-        "labpool {args:?} should fail but printed {}",
-        String::from_utf8_lossy(&out.stdout)
-    );
-    (
-        out.status.code().unwrap(),
-        String::from_utf8(out.stderr).unwrap(),
-    )
-}
-
-fn has(err: &str, parts: &[&str]) {
-    for p in parts {
-        assert!(err.contains(p), "expected {p:?} in:\n{err}");
-    }
-}
 
 #[test]
 fn bad_submissions_are_refused_with_the_fix_and_change_nothing() {

@@ -1,7 +1,9 @@
 //! Scheduling policy through the real binary: accounts and QOS limits, credits and tiers, the
 //! emergency lane, dependencies, arrays, `why`, and the simulator command.
 
-use crate::pool::{Pool, ensure_user, have_root, read_output, s, stdout_of};
+use crate::pool::{
+    Pool, ensure_user, fails_stderr as fails, has, have_root, read_output, s, stdout_of,
+};
 use serde_json::Value;
 use std::time::Duration;
 
@@ -11,22 +13,6 @@ fn ms(v: &Value, key: &str) -> i64 {
     chrono::DateTime::parse_from_rfc3339(s(v, key))
         .unwrap_or_else(|e| panic!("{key} of {v:#}: {e}"))
         .timestamp_millis()
-}
-
-fn fails(pool: &Pool, args: &[&str]) -> String {
-    let out = pool.cli(args);
-    assert!(
-        !out.status.success(),
-        "labpool {args:?} should fail: {}",
-        String::from_utf8_lossy(&out.stdout)
-    );
-    String::from_utf8(out.stderr).unwrap()
-}
-
-fn has(text: &str, parts: &[&str]) {
-    for p in parts {
-        assert!(text.contains(p), "expected {p:?} in:\n{text}");
-    }
 }
 
 #[test]

@@ -389,6 +389,32 @@ pub fn stdout_of(out: &Output) -> String {
     String::from_utf8(out.stdout.clone()).unwrap()
 }
 
+/// Runs the CLI, which must fail; returns (exit code, stderr).
+pub fn fails(pool: &Pool, args: &[&str]) -> (i32, String) {
+    let out = pool.cli(args);
+    assert!(
+        !out.status.success(),
+        "labpool {args:?} should fail but printed {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    (
+        out.status.code().unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+/// Runs the CLI, which must fail; returns its stderr.
+pub fn fails_stderr(pool: &Pool, args: &[&str]) -> String {
+    fails(pool, args).1
+}
+
+/// Asserts that `text` contains every one of `parts`.
+pub fn has(text: &str, parts: &[&str]) {
+    for p in parts {
+        assert!(text.contains(p), "expected {p:?} in:\n{text}");
+    }
+}
+
 /// A value's string field, or "".
 pub fn s<'a>(v: &'a Value, key: &str) -> &'a str {
     v[key].as_str().unwrap_or("")
