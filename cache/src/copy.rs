@@ -1,0 +1,151 @@
+//! Copying one file: hashed while copied, written to `.partial`, synced, then renamed, so a
+//! crash never leaves a half file under the final name.
+
+use crate::error::CacheError;
+use crate::manifest::Entry;
+use nix::sys::stat::{UtimensatFlags, utimensat};
+use nix::sys::time::TimeSpec;
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::Path;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// Caps the bytes per second that all workers read together (to spare a shared file server).
+pub struct Limiter {
+    rate: Option<f64>,
+    state: Mutex<(Instant, f64)>,
+}
+
+impl Limiter {
+    /// A limiter at `bytes_per_s`, or none.
+    pub fn new(bytes_per_s: Option<u64>) -> Limiter {
+        Limiter {
+            rate: bytes_per_s.map(|r| r.max(1) as f64),
+            state: Mutex::new((Instant::now(), 0.0)),
+        }
+    }
+
+    /// Waits until `n` more bytes may be read.
+    pub fn take(&self, n: usize) {
+        let Some(rate) = self.rate else { return };
+        let wait = {
+            let mut s = self.state.lock().expect("not poisoned");
+            let now = Instant::now();
+            // Tokens accrue at `rate`, at most one second's worth.
+            let (last, tokens) = *s;
+            let tokens =
+                (tokens + now.duration_since(last).as_secs_f64() * rate).min(rate) - n as f64;
+            *s = (now, tokens);
+            if tokens < 0.0 {
+                Duration::from_secs_f64(-tokens / rate)
+            } else {
+                Duration::ZERO
+            }
+        };
+        if !wait.is_zero() {
+            std::thread::sleep(wait);
+        }
+    }
+}
+
+const CHUNK: usize = 1 << 20;
+
+/// Copies `src` to `dst` through `dst.partial`: hashes while copying, gives the copy the entry's
+/// mode and mtime, syncs it, then renames it into place. Checks that the source still matches
+/// the entry. Returns the BLAKE3 hash.
+pub fn copy_file(
+    src: &Path,
+    dst: &Path,
+    entry: &Entry,
+    limiter: &Limiter,
+) -> Result<String, CacheError> {
+    let mut input = File::open(src).map_err(|e| CacheError::io(src, e))?;
+    let meta = input.metadata().map_err(|e| CacheError::io(src, e))?;
+    let changed = || CacheError::SourceChanged {
+        path: src.to_path_buf(),
+        expected: format!("{} bytes, mtime {} ns", entry.size, entry.mtime_ns),
+    };
+    let before = crate::manifest::entry_of(src, entry.path.clone(), &meta)?;
+    if !before.same_metadata(entry) {
+        return Err(changed());
+    }
+    let partial = partial_path(dst);
+    let mut out = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&partial)
+        .map_err(|e| CacheError::io(&partial, e))?;
+    let mut hasher = blake3::Hasher::new();
+    let mut buf = vec![0u8; CHUNK];
+    let mut copied = 0u64;
+    loop {
+        let n = input.read(&mut buf).map_err(|e| CacheError::io(src, e))?;
+        if n == 0 {
+            break;
+        }
+        limiter.take(n);
+        hasher.update(&buf[..n]);
+        out.write_all(&buf[..n])
+            .map_err(|e| CacheError::io(&partial, e))?;
+        copied += n as u64;
+    }
+    if copied != entry.size {
+        let _ = std::fs::remove_file(&partial);
+        return Err(changed());
+    }
+    out.set_permissions(std::fs::Permissions::from_mode(entry.mode))
+        .map_err(|e| CacheError::io(&partial, e))?;
+    set_mtime(&partial, entry.mtime_ns)?;
+    out.sync_all().map_err(|e| CacheError::io(&partial, e))?;
+    drop(out);
+    std::fs::rename(&partial, dst).map_err(|e| CacheError::io(dst, e))?;
+    Ok(hasher.finalize().to_hex().to_string())
+}
+
+/// The `.partial` name a copy is written under.
+pub fn partial_path(dst: &Path) -> std::path::PathBuf {
+    let mut name = dst.file_name().unwrap_or_default().to_os_string();
+    name.push(".partial");
+    dst.with_file_name(name)
+}
+
+/// Sets a path's mtime (and atime) to `ns`, not following a final symlink.
+pub fn set_mtime(path: &Path, ns: i64) -> Result<(), CacheError> {
+    let t = TimeSpec::new(ns.div_euclid(1_000_000_000), ns.rem_euclid(1_000_000_000));
+    utimensat(
+        nix::fcntl::AT_FDCWD,
+        path,
+        &t,
+        &t,
+        UtimensatFlags::NoFollowSymlink,
+    )
+    .map_err(|e| CacheError::io(path, e.into()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limiter_paces_reads() {
+        let l = Limiter::new(Some(10_000_000));
+        let t0 = Instant::now();
+        for _ in 0..3 {
+            l.take(1_000_000);
+        }
+        // 3 MB at 10 MB/s.
+        assert!(
+            t0.elapsed() >= Duration::from_millis(290),
+            "{:?}",
+            t0.elapsed()
+        );
+        let free = Limiter::new(None);
+        let t0 = Instant::now();
+        free.take(usize::MAX);
+        assert!(t0.elapsed() < Duration::from_millis(50));
+    }
+}

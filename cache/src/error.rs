@@ -1,0 +1,77 @@
+//! What can go wrong in the cache, with the paths involved.
+
+use std::path::PathBuf;
+
+/// A cache or manifest error.
+#[derive(Debug, thiserror::Error)]
+pub enum CacheError {
+    /// A filesystem call failed.
+    #[error("{path}: {source}")]
+    Io {
+        /// The path.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// The dataset root is not a directory.
+    #[error("{path} is not a directory")]
+    NotADirectory {
+        /// The path.
+        path: PathBuf,
+    },
+    /// A socket, FIFO or device inside a dataset.
+    #[error("{path} is not a file, directory or symlink; datasets hold only those")]
+    Special {
+        /// The path.
+        path: PathBuf,
+    },
+    /// A name that is not UTF-8.
+    #[error("{path}: file names in datasets must be UTF-8")]
+    NotUtf8 {
+        /// The path.
+        path: PathBuf,
+    },
+    /// The walk failed.
+    #[error("walking the dataset failed: {0}")]
+    Walk(String),
+    /// The source changed under a stage.
+    #[error(
+        "{path} changed while it was being staged (the manifest says {expected}); run `labpool dataset rescan` and stage again"
+    )]
+    SourceChanged {
+        /// The file.
+        path: PathBuf,
+        /// What the manifest recorded.
+        expected: String,
+    },
+    /// Not enough room in the cache.
+    #[error(
+        "the cache needs {needed} more bytes but only {free} are free and {pinned} are pinned by jobs"
+    )]
+    NoRoom {
+        /// Bytes needed.
+        needed: u64,
+        /// Bytes free (capacity minus use).
+        free: u64,
+        /// Bytes held by pinned versions.
+        pinned: u64,
+    },
+    /// A manifest or record did not parse.
+    #[error("{path}: {message}")]
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// What was wrong.
+        message: String,
+    },
+}
+
+impl CacheError {
+    /// An I/O error at `path`.
+    pub fn io(path: &std::path::Path, source: std::io::Error) -> CacheError {
+        CacheError::Io {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+}

@@ -1,0 +1,353 @@
+//! Dataset manifests: every entry of a source tree with its size, mtime and mode. A dataset's
+//! version is the hash of its manifest, so any change to the tree makes a new version and an
+//! unchanged tree keeps its version.
+
+use crate::error::CacheError;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::Path;
+use std::sync::Mutex;
+
+/// What an entry is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    /// A regular file.
+    File,
+    /// A directory.
+    Dir,
+    /// A symbolic link (copied as a link, never followed).
+    Symlink,
+}
+
+/// One entry of a tree.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Entry {
+    /// Path relative to the root, `/`-separated; empty for the root itself.
+    pub path: String,
+    /// What it is.
+    pub kind: Kind,
+    /// Bytes (files only).
+    pub size: u64,
+    /// Modification time, nanoseconds since the epoch.
+    pub mtime_ns: i64,
+    /// Permission bits.
+    pub mode: u32,
+    /// Link target (symlinks only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+    /// BLAKE3 of the contents, when known (filled by a rescan for changed files, and by staging).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hash: Option<String>,
+}
+
+impl Entry {
+    /// True when two entries describe the same file by size, mtime, mode and kind (the quick
+    /// check rsync uses).
+    pub fn same_metadata(&self, other: &Entry) -> bool {
+        self.kind == other.kind
+            && self.size == other.size
+            && self.mtime_ns == other.mtime_ns
+            && self.mode == other.mode
+            && self.target == other.target
+    }
+}
+
+/// Every entry of a tree, sorted by path.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct Manifest {
+    /// Entries, sorted by path.
+    pub entries: Vec<Entry>,
+}
+
+impl Manifest {
+    /// The version: the first 16 hex digits of BLAKE3 over every entry's path, kind, size, mtime,
+    /// mode and link target, in path order. Content hashes do not enter it.
+    pub fn version(&self) -> String {
+        let mut h = blake3::Hasher::new();
+        for e in &self.entries {
+            let line = format!(
+                "{:?}\t{}\t{}\t{}\t{:o}\t{}\n",
+                e.kind,
+                e.path,
+                e.size,
+                e.mtime_ns,
+                e.mode,
+                e.target.as_deref().unwrap_or("")
+            );
+            h.update(line.as_bytes());
+        }
+        h.finalize().to_hex()[..16].to_string()
+    }
+
+    /// Regular files.
+    pub fn files(&self) -> impl Iterator<Item = &Entry> {
+        self.entries.iter().filter(|e| e.kind == Kind::File)
+    }
+
+    /// Total bytes of the files.
+    pub fn bytes(&self) -> u64 {
+        self.files().map(|e| e.size).sum()
+    }
+
+    /// Entries by path.
+    pub fn by_path(&self) -> BTreeMap<&str, &Entry> {
+        self.entries.iter().map(|e| (e.path.as_str(), e)).collect()
+    }
+}
+
+/// What changed between two manifests.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Diff {
+    /// Paths only in the new one.
+    pub added: Vec<String>,
+    /// Paths only in the old one.
+    pub removed: Vec<String>,
+    /// Paths in both whose metadata differs.
+    pub changed: Vec<String>,
+}
+
+impl Diff {
+    /// True when nothing changed.
+    pub fn is_empty(&self) -> bool {
+        self.added.is_empty() && self.removed.is_empty() && self.changed.is_empty()
+    }
+}
+
+/// Compares two manifests by path and metadata.
+pub fn diff(old: &Manifest, new: &Manifest) -> Diff {
+    let (o, n) = (old.by_path(), new.by_path());
+    Diff {
+        added: n
+            .keys()
+            .filter(|p| !o.contains_key(*p))
+            .map(|p| p.to_string())
+            .collect(),
+        removed: o
+            .keys()
+            .filter(|p| !n.contains_key(*p))
+            .map(|p| p.to_string())
+            .collect(),
+        changed: n
+            .iter()
+            .filter(|(p, e)| o.get(*p).is_some_and(|old| !old.same_metadata(e)))
+            .map(|(p, _)| p.to_string())
+            .collect(),
+    }
+}
+
+fn mtime_ns(m: &std::fs::Metadata) -> i64 {
+    m.mtime()
+        .saturating_mul(1_000_000_000)
+        .saturating_add(m.mtime_nsec())
+}
+
+/// The entry for `path` (relative `rel`) from its metadata, not following links.
+pub(crate) fn entry_of(
+    path: &Path,
+    rel: String,
+    meta: &std::fs::Metadata,
+) -> Result<Entry, CacheError> {
+    let ft = meta.file_type();
+    let kind = if ft.is_file() {
+        Kind::File
+    } else if ft.is_dir() {
+        Kind::Dir
+    } else if ft.is_symlink() {
+        Kind::Symlink
+    } else {
+        return Err(CacheError::Special {
+            path: path.to_path_buf(),
+        });
+    };
+    let target = match kind {
+        Kind::Symlink => {
+            let t = std::fs::read_link(path).map_err(|e| CacheError::io(path, e))?;
+            Some(
+                t.to_str()
+                    .ok_or_else(|| CacheError::NotUtf8 {
+                        path: path.to_path_buf(),
+                    })?
+                    .to_string(),
+            )
+        }
+        _ => None,
+    };
+    Ok(Entry {
+        path: rel,
+        kind,
+        size: if kind == Kind::File { meta.len() } else { 0 },
+        mtime_ns: mtime_ns(meta),
+        mode: meta.permissions().mode() & 0o7777,
+        target,
+        hash: None,
+    })
+}
+
+/// Walks `root` in parallel (never following links or crossing mounts) and records every entry.
+/// `progress` is called with the count of entries seen so far, now and then.
+pub fn scan(
+    root: &Path,
+    threads: usize,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<Manifest, CacheError> {
+    let meta = std::fs::symlink_metadata(root).map_err(|e| CacheError::io(root, e))?;
+    if !meta.is_dir() {
+        return Err(CacheError::NotADirectory {
+            path: root.to_path_buf(),
+        });
+    }
+    let entries = Mutex::new(Vec::new());
+    let first_error: Mutex<Option<CacheError>> = Mutex::new(None);
+    let seen = std::sync::atomic::AtomicU64::new(0);
+    let walker = ignore::WalkBuilder::new(root)
+        .standard_filters(false)
+        .hidden(false)
+        .follow_links(false)
+        .same_file_system(true)
+        .threads(threads.max(1))
+        .build_parallel();
+    walker.run(|| {
+        Box::new(|result| {
+            let fail = |e: CacheError| {
+                first_error.lock().expect("not poisoned").get_or_insert(e);
+                ignore::WalkState::Quit
+            };
+            let dent = match result {
+                Ok(d) => d,
+                Err(e) => return fail(CacheError::Walk(e.to_string())),
+            };
+            let path = dent.path();
+            let rel = match path.strip_prefix(root).ok().and_then(|r| r.to_str()) {
+                Some(r) => r.to_string(),
+                None => {
+                    return fail(CacheError::NotUtf8 {
+                        path: path.to_path_buf(),
+                    });
+                }
+            };
+            let meta = match std::fs::symlink_metadata(path) {
+                Ok(m) => m,
+                Err(e) => return fail(CacheError::io(path, e)),
+            };
+            match entry_of(path, rel, &meta) {
+                Ok(e) => entries.lock().expect("not poisoned").push(e),
+                Err(e) => return fail(e),
+            }
+            let n = seen.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+            if n.is_multiple_of(10_000) {
+                progress(n);
+            }
+            ignore::WalkState::Continue
+        })
+    });
+    if let Some(e) = first_error.into_inner().expect("not poisoned") {
+        return Err(e);
+    }
+    let mut entries = entries.into_inner().expect("not poisoned");
+    entries.sort_by(|a, b| a.path.cmp(&b.path));
+    progress(entries.len() as u64);
+    Ok(Manifest { entries })
+}
+
+/// Hashes a file's contents with BLAKE3.
+pub fn hash_file(path: &Path) -> Result<String, CacheError> {
+    let mut h = blake3::Hasher::new();
+    let f = std::fs::File::open(path).map_err(|e| CacheError::io(path, e))?;
+    h.update_reader(f).map_err(|e| CacheError::io(path, e))?;
+    Ok(h.finalize().to_hex().to_string())
+}
+
+/// Scans `root` again: entries whose size and mtime match `previous` keep its content hash;
+/// changed and new files are hashed. Returns the new manifest and what changed.
+pub fn rescan(
+    root: &Path,
+    previous: &Manifest,
+    threads: usize,
+) -> Result<(Manifest, Diff), CacheError> {
+    let mut next = scan(root, threads, &|_| {})?;
+    let old = previous.by_path();
+    for e in next.entries.iter_mut().filter(|e| e.kind == Kind::File) {
+        match old.get(e.path.as_str()) {
+            Some(o) if o.same_metadata(e) => e.hash = o.hash.clone(),
+            _ => e.hash = Some(hash_file(&root.join(&e.path))?),
+        }
+    }
+    let d = diff(previous, &next);
+    Ok((next, d))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::symlink;
+
+    fn tree() -> tempfile::TempDir {
+        let t = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(t.path().join("a/b")).unwrap();
+        std::fs::write(t.path().join("a/b/x.bin"), vec![7u8; 1000]).unwrap();
+        std::fs::write(t.path().join("top.txt"), "hello").unwrap();
+        symlink("top.txt", t.path().join("link")).unwrap();
+        t
+    }
+
+    #[test]
+    fn scans_sorted_with_kinds_and_a_stable_version() {
+        let t = tree();
+        let m = scan(t.path(), 4, &|_| {}).unwrap();
+        let paths: Vec<&str> = m.entries.iter().map(|e| e.path.as_str()).collect();
+        assert_eq!(paths, ["", "a", "a/b", "a/b/x.bin", "link", "top.txt"]);
+        assert_eq!(m.bytes(), 1005);
+        assert_eq!(m.by_path()["link"].target.as_deref(), Some("top.txt"));
+        assert_eq!(m.version(), scan(t.path(), 1, &|_| {}).unwrap().version());
+        assert_eq!(m.version().len(), 16);
+    }
+
+    #[test]
+    fn any_change_makes_a_new_version_and_rescan_hashes_only_changes() {
+        let t = tree();
+        let m = scan(t.path(), 2, &|_| {}).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        std::fs::write(t.path().join("top.txt"), "hello!").unwrap();
+        std::fs::write(t.path().join("new.txt"), "n").unwrap();
+        let (next, d) = rescan(t.path(), &m, 2).unwrap();
+        assert_ne!(next.version(), m.version());
+        assert_eq!(d.added, ["new.txt"]);
+        assert!(d.changed.contains(&"top.txt".to_string()), "{d:?}");
+        let by = next.by_path();
+        assert_eq!(
+            by["top.txt"].hash.as_deref(),
+            Some(blake3::hash(b"hello!").to_hex().as_str())
+        );
+        assert_eq!(
+            by["a/b/x.bin"].hash, None,
+            "unchanged files are not re-read"
+        );
+        let (again, d) = rescan(t.path(), &next, 2).unwrap();
+        assert!(d.is_empty());
+        assert_eq!(again.version(), next.version());
+    }
+
+    #[test]
+    fn special_files_and_missing_roots_are_refused() {
+        let t = tree();
+        nix::unistd::mkfifo(
+            &t.path().join("pipe"),
+            nix::sys::stat::Mode::from_bits_truncate(0o644),
+        )
+        .unwrap();
+        assert!(matches!(
+            scan(t.path(), 2, &|_| {}),
+            Err(CacheError::Special { .. })
+        ));
+        assert!(matches!(
+            scan(&t.path().join("nope"), 2, &|_| {}),
+            Err(CacheError::Io { .. })
+        ));
+        assert!(matches!(
+            scan(&t.path().join("top.txt"), 2, &|_| {}),
+            Err(CacheError::NotADirectory { .. })
+        ));
+    }
+}

@@ -1,0 +1,658 @@
+//! A node's dataset cache.
+//!
+//! ```text
+//! ROOT/NAME/VERSION/...            the files, exactly as the manifest lists them
+//! ROOT/NAME/VERSION.journal        while staging: one "hash<TAB>path" line per finished file
+//! ROOT/NAME/VERSION.manifest.json  once staged: the manifest with each file's BLAKE3
+//! ROOT/NAME/VERSION.complete       once staged: the marker; without it a version does not exist
+//! ROOT/NAME/VERSION.stats.json     uses, hits and last use
+//! ```
+//!
+//! Versions live apart, so a running job never sees its files change. A file is copied to
+//! `.partial`, hashed on the way, synced and renamed; a file unchanged since an older staged
+//! version is hard-linked from it instead. A crash mid-stage leaves a version without its
+//! marker; staging it again picks up from the journal.
+
+use crate::copy::{Limiter, copy_file, partial_path, set_mtime};
+use crate::error::CacheError;
+use crate::manifest::{Entry, Kind, Manifest, hash_file};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, Write};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::Instant;
+
+/// How to stage.
+#[derive(Debug, Clone)]
+pub struct StageOptions {
+    /// Parallel copy workers.
+    pub workers: usize,
+    /// Read bandwidth limit, bytes per second.
+    pub bandwidth: Option<u64>,
+}
+
+impl Default for StageOptions {
+    fn default() -> Self {
+        StageOptions {
+            workers: 4,
+            bandwidth: None,
+        }
+    }
+}
+
+/// Where a stage stands.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Progress {
+    /// Files done (copied, linked or found done).
+    pub files_done: u64,
+    /// Files in all.
+    pub files_total: u64,
+    /// Bytes done.
+    pub bytes_done: u64,
+    /// Bytes in all.
+    pub bytes_total: u64,
+    /// Bytes per second copied so far.
+    pub rate: f64,
+}
+
+/// What a stage did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StageReport {
+    /// Files copied from the source.
+    pub files_copied: u64,
+    /// Bytes copied from the source.
+    pub bytes_copied: u64,
+    /// Files hard-linked from an older version.
+    pub files_linked: u64,
+    /// Bytes of those.
+    pub bytes_linked: u64,
+    /// Files found already done (a resumed stage).
+    pub files_resumed: u64,
+}
+
+/// A version in the cache, as listed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CachedVersion {
+    /// Dataset.
+    pub name: String,
+    /// Version.
+    pub version: String,
+    /// Staged completely.
+    pub complete: bool,
+    /// Bytes of its files.
+    pub bytes: u64,
+    /// Bytes that only it holds (what removing it frees; the rest is shared by hard links).
+    pub unique_bytes: u64,
+    /// Files.
+    pub files: u64,
+    /// Jobs that used it.
+    pub uses: u64,
+    /// Of those, jobs that found it already staged.
+    pub hits: u64,
+    /// Last use, ms since the epoch.
+    pub last_use_ms: Option<i64>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+struct Stats {
+    uses: u64,
+    hits: u64,
+    last_use_ms: Option<i64>,
+}
+
+/// What `verify` found.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VerifyReport {
+    /// Files checked.
+    pub files: u64,
+    /// Files whose contents no longer match their hash, or that are missing.
+    pub mismatched: Vec<String>,
+    /// Of those, files re-staged from the source.
+    pub repaired: Vec<String>,
+}
+
+/// A node's dataset cache.
+#[derive(Debug, Clone)]
+pub struct NodeCache {
+    root: PathBuf,
+}
+
+impl NodeCache {
+    /// The cache at `root`, created if missing (readable by all, writable by its owner only).
+    pub fn open(root: &Path) -> Result<NodeCache, CacheError> {
+        std::fs::create_dir_all(root).map_err(|e| CacheError::io(root, e))?;
+        std::fs::set_permissions(root, std::fs::Permissions::from_mode(0o755))
+            .map_err(|e| CacheError::io(root, e))?;
+        Ok(NodeCache {
+            root: root.to_path_buf(),
+        })
+    }
+
+    /// The cache root.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Where a version's files are.
+    pub fn dir(&self, name: &str, version: &str) -> PathBuf {
+        self.root.join(name).join(version)
+    }
+
+    fn side(&self, name: &str, version: &str, suffix: &str) -> PathBuf {
+        self.root.join(name).join(format!("{version}.{suffix}"))
+    }
+
+    /// True when the version is staged completely.
+    pub fn is_complete(&self, name: &str, version: &str) -> bool {
+        self.side(name, version, "complete").exists()
+    }
+
+    /// The staged manifest (with hashes) of a complete version.
+    pub fn staged_manifest(&self, name: &str, version: &str) -> Result<Manifest, CacheError> {
+        let p = self.side(name, version, "manifest.json");
+        let bytes = std::fs::read(&p).map_err(|e| CacheError::io(&p, e))?;
+        serde_json::from_slice(&bytes).map_err(|e| CacheError::Corrupt {
+            path: p,
+            message: e.to_string(),
+        })
+    }
+
+    /// Stages `manifest` (version `version` of dataset `name`) from `source`. Idempotent, and
+    /// resumes a stage a crash interrupted. `progress` is called as files finish.
+    pub fn stage(
+        &self,
+        name: &str,
+        version: &str,
+        manifest: &Manifest,
+        source: &Path,
+        opts: &StageOptions,
+        progress: &(dyn Fn(&Progress) + Sync),
+    ) -> Result<StageReport, CacheError> {
+        let mut report = StageReport::default();
+        if self.is_complete(name, version) {
+            return Ok(report);
+        }
+        let dir = self.dir(name, version);
+        std::fs::create_dir_all(&dir).map_err(|e| CacheError::io(&dir, e))?;
+        let journal_path = self.side(name, version, "journal");
+        let done = read_journal(&journal_path)?;
+        let donors = self.donors(name, version)?;
+        // Directories first (parents before children), then links; files last.
+        for e in manifest.entries.iter().filter(|e| e.kind == Kind::Dir) {
+            let p = dir.join(&e.path);
+            std::fs::create_dir_all(&p).map_err(|err| CacheError::io(&p, err))?;
+        }
+        for e in manifest.entries.iter().filter(|e| e.kind == Kind::Symlink) {
+            let p = dir.join(&e.path);
+            let _ = std::fs::remove_file(&p);
+            std::os::unix::fs::symlink(e.target.as_deref().unwrap_or(""), &p)
+                .map_err(|err| CacheError::io(&p, err))?;
+            set_mtime(&p, e.mtime_ns)?;
+        }
+        let files: Vec<&Entry> = manifest.files().collect();
+        let total = Progress {
+            files_total: files.len() as u64,
+            bytes_total: manifest.bytes(),
+            ..Progress::default()
+        };
+        let journal = Mutex::new(
+            OpenOptions::new()
+                .create(true)
+                .append(true)
+                .mode(0o644)
+                .open(&journal_path)
+                .map_err(|e| CacheError::io(&journal_path, e))?,
+        );
+        let limiter = Limiter::new(opts.bandwidth);
+        let next = AtomicUsize::new(0);
+        let (files_done, bytes_done, bytes_copied) =
+            (AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0));
+        let counts = Mutex::new(report.clone());
+        let first_error: Mutex<Option<CacheError>> = Mutex::new(None);
+        let started = Instant::now();
+        let hashes: Mutex<BTreeMap<String, String>> = Mutex::new(BTreeMap::new());
+        std::thread::scope(|s| {
+            for _ in 0..opts.workers.max(1) {
+                s.spawn(|| {
+                    loop {
+                        if first_error.lock().expect("not poisoned").is_some() {
+                            return;
+                        }
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(e) = files.get(i) else { return };
+                        let dst = dir.join(&e.path);
+                        let outcome = self.stage_file(e, &dst, source, &done, &donors, &limiter);
+                        match outcome {
+                            Ok((how, hash)) => {
+                                {
+                                    let mut c = counts.lock().expect("not poisoned");
+                                    match how {
+                                        How::Resumed => c.files_resumed += 1,
+                                        How::Linked => {
+                                            c.files_linked += 1;
+                                            c.bytes_linked += e.size;
+                                        }
+                                        How::Copied => {
+                                            c.files_copied += 1;
+                                            c.bytes_copied += e.size;
+                                            bytes_copied.fetch_add(e.size, Ordering::Relaxed);
+                                        }
+                                    }
+                                }
+                                if how != How::Resumed {
+                                    let line = format!("{hash}\t{}\n", e.path);
+                                    if let Err(err) = journal
+                                        .lock()
+                                        .expect("not poisoned")
+                                        .write_all(line.as_bytes())
+                                    {
+                                        first_error
+                                            .lock()
+                                            .expect("not poisoned")
+                                            .get_or_insert(CacheError::io(&journal_path, err));
+                                        return;
+                                    }
+                                }
+                                hashes
+                                    .lock()
+                                    .expect("not poisoned")
+                                    .insert(e.path.clone(), hash);
+                                let f = files_done.fetch_add(1, Ordering::Relaxed) + 1;
+                                let b = bytes_done.fetch_add(e.size, Ordering::Relaxed) + e.size;
+                                let secs = started.elapsed().as_secs_f64().max(1e-3);
+                                progress(&Progress {
+                                    files_done: f,
+                                    bytes_done: b,
+                                    rate: bytes_copied.load(Ordering::Relaxed) as f64 / secs,
+                                    ..total.clone()
+                                });
+                            }
+                            Err(err) => {
+                                first_error.lock().expect("not poisoned").get_or_insert(err);
+                                return;
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        if let Some(e) = first_error.into_inner().expect("not poisoned") {
+            return Err(e);
+        }
+        report = counts.into_inner().expect("not poisoned");
+        // Leftovers of an interrupted stage (`.partial` files) are not part of the version.
+        let listed: BTreeSet<PathBuf> =
+            manifest.entries.iter().map(|e| dir.join(&e.path)).collect();
+        for p in walkdir(&dir) {
+            if !listed.contains(&p) {
+                std::fs::remove_file(&p).map_err(|e| CacheError::io(&p, e))?;
+            }
+        }
+        // Directory modes and times last: adding files changed their mtimes.
+        for e in manifest
+            .entries
+            .iter()
+            .rev()
+            .filter(|e| e.kind == Kind::Dir)
+        {
+            let p = dir.join(&e.path);
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(e.mode))
+                .map_err(|err| CacheError::io(&p, err))?;
+            set_mtime(&p, e.mtime_ns)?;
+        }
+        let hashes = hashes.into_inner().expect("not poisoned");
+        let mut staged = manifest.clone();
+        for e in staged.entries.iter_mut().filter(|e| e.kind == Kind::File) {
+            e.hash = hashes.get(&e.path).cloned();
+        }
+        let json = serde_json::to_vec(&staged).expect("a manifest serialises");
+        write_atomic(&self.side(name, version, "manifest.json"), &json)?;
+        File::open(&dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| CacheError::io(&dir, e))?;
+        write_atomic(&self.side(name, version, "complete"), b"")?;
+        let _ = std::fs::remove_file(&journal_path);
+        Ok(report)
+    }
+
+    fn stage_file(
+        &self,
+        e: &Entry,
+        dst: &Path,
+        source: &Path,
+        done: &BTreeMap<String, String>,
+        donors: &BTreeMap<DonorKey, (PathBuf, String)>,
+        limiter: &Limiter,
+    ) -> Result<(How, String), CacheError> {
+        if let Some(hash) = done.get(&e.path)
+            && std::fs::symlink_metadata(dst).is_ok_and(|m| m.len() == e.size)
+        {
+            return Ok((How::Resumed, hash.clone()));
+        }
+        if let Some((donor, hash)) = donors.get(&DonorKey::of(e)) {
+            let _ = std::fs::remove_file(dst);
+            if std::fs::hard_link(donor, dst).is_ok() {
+                return Ok((How::Linked, hash.clone()));
+            }
+        }
+        let hash = copy_file(&source.join(&e.path), dst, e, limiter)?;
+        if let Some(expected) = &e.hash
+            && expected != &hash
+        {
+            return Err(CacheError::SourceChanged {
+                path: source.join(&e.path),
+                expected: format!("BLAKE3 {expected}"),
+            });
+        }
+        Ok((How::Copied, hash))
+    }
+
+    /// Files of complete older versions of `name`, by what makes them the same file.
+    fn donors(
+        &self,
+        name: &str,
+        version: &str,
+    ) -> Result<BTreeMap<DonorKey, (PathBuf, String)>, CacheError> {
+        let mut out = BTreeMap::new();
+        for v in self.list()? {
+            if v.name != name || v.version == version || !v.complete {
+                continue;
+            }
+            let m = self.staged_manifest(name, &v.version)?;
+            let base = self.dir(name, &v.version);
+            for e in m.files() {
+                if let Some(h) = &e.hash {
+                    out.entry(DonorKey::of(e))
+                        .or_insert((base.join(&e.path), h.clone()));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Every version in the cache, complete or not, by name and version.
+    pub fn list(&self) -> Result<Vec<CachedVersion>, CacheError> {
+        let mut out = Vec::new();
+        let names = match std::fs::read_dir(&self.root) {
+            Ok(d) => d,
+            Err(e) => return Err(CacheError::io(&self.root, e)),
+        };
+        let mut names: Vec<String> = names
+            .flatten()
+            .filter(|d| d.path().is_dir())
+            .filter_map(|d| d.file_name().into_string().ok())
+            .collect();
+        names.sort();
+        for name in names {
+            let dir = self.root.join(&name);
+            let mut versions: Vec<String> = std::fs::read_dir(&dir)
+                .map_err(|e| CacheError::io(&dir, e))?
+                .flatten()
+                .filter(|d| d.path().is_dir() && !d.file_name().to_string_lossy().starts_with('.'))
+                .filter_map(|d| d.file_name().into_string().ok())
+                .collect();
+            versions.sort();
+            for version in versions {
+                let complete = self.is_complete(&name, &version);
+                let (bytes, unique_bytes, files) = usage(&self.dir(&name, &version));
+                let stats: Stats = std::fs::read(self.side(&name, &version, "stats.json"))
+                    .ok()
+                    .and_then(|b| serde_json::from_slice(&b).ok())
+                    .unwrap_or_default();
+                out.push(CachedVersion {
+                    name: name.clone(),
+                    version,
+                    complete,
+                    bytes,
+                    unique_bytes,
+                    files,
+                    uses: stats.uses,
+                    hits: stats.hits,
+                    last_use_ms: stats.last_use_ms,
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// Records that a job used a version; `hit` when it was staged already.
+    pub fn note_use(
+        &self,
+        name: &str,
+        version: &str,
+        hit: bool,
+        at_ms: i64,
+    ) -> Result<(), CacheError> {
+        let p = self.side(name, version, "stats.json");
+        let mut stats: Stats = std::fs::read(&p)
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default();
+        stats.uses += 1;
+        stats.hits += u64::from(hit);
+        stats.last_use_ms = Some(at_ms);
+        write_atomic(&p, &serde_json::to_vec(&stats).expect("stats serialise"))
+    }
+
+    /// Bytes the whole cache holds (hard-linked files counted once).
+    pub fn used_bytes(&self) -> u64 {
+        let mut seen = BTreeSet::new();
+        let mut total = 0;
+        for e in walkdir(&self.root) {
+            if let Ok(m) = std::fs::symlink_metadata(&e)
+                && m.is_file()
+                && seen.insert((m.dev(), m.ino()))
+            {
+                total += m.len();
+            }
+        }
+        total
+    }
+
+    /// Removes a version: it disappears at once (renamed away), then its files go.
+    pub fn remove(&self, name: &str, version: &str) -> Result<(), CacheError> {
+        let _ = std::fs::remove_file(self.side(name, version, "complete"));
+        let dir = self.dir(name, version);
+        if dir.exists() {
+            let trash = self.root.join(name).join(format!(".removing-{version}"));
+            std::fs::rename(&dir, &trash).map_err(|e| CacheError::io(&dir, e))?;
+            std::fs::remove_dir_all(&trash).map_err(|e| CacheError::io(&trash, e))?;
+        }
+        for suffix in ["manifest.json", "journal", "stats.json"] {
+            let _ = std::fs::remove_file(self.side(name, version, suffix));
+        }
+        let parent = self.root.join(name);
+        if std::fs::read_dir(&parent).is_ok_and(|mut d| d.next().is_none()) {
+            let _ = std::fs::remove_dir(&parent);
+        }
+        Ok(())
+    }
+
+    /// Re-hashes a complete version's files against its staged manifest. With `source`, files
+    /// that do not match are staged again from it.
+    pub fn verify(
+        &self,
+        name: &str,
+        version: &str,
+        source: Option<&Path>,
+    ) -> Result<VerifyReport, CacheError> {
+        let m = self.staged_manifest(name, version)?;
+        let dir = self.dir(name, version);
+        let mut report = VerifyReport::default();
+        let limiter = Limiter::new(None);
+        for e in m.files() {
+            report.files += 1;
+            let p = dir.join(&e.path);
+            let ok = match (&e.hash, hash_file(&p)) {
+                (Some(expected), Ok(actual)) => expected == &actual,
+                _ => false,
+            };
+            if ok {
+                continue;
+            }
+            report.mismatched.push(e.path.clone());
+            if let Some(src) = source {
+                // A hard-linked file is shared with other versions: replace it, do not write
+                // through it.
+                let _ = std::fs::remove_file(&p);
+                let hash = copy_file(&src.join(&e.path), &p, e, &limiter)?;
+                if Some(&hash) == e.hash.as_ref() {
+                    report.repaired.push(e.path.clone());
+                }
+            }
+        }
+        Ok(report)
+    }
+
+    /// Versions to remove so that `needed` more bytes fit within `capacity`: never a pinned one;
+    /// first the one whose next use is furthest away (`next_use`: queue position; absent: no
+    /// known use), then the largest. Incomplete versions not pinned go first.
+    pub fn plan_eviction(
+        &self,
+        needed: u64,
+        capacity: u64,
+        pinned: &BTreeSet<(String, String)>,
+        next_use: &BTreeMap<(String, String), usize>,
+    ) -> Result<Vec<(String, String)>, CacheError> {
+        let versions = self.list()?;
+        let used = self.used_bytes();
+        plan(&versions, used, needed, capacity, pinned, next_use)
+    }
+}
+
+/// The eviction decision, from a listing (pure, for tests and for the controller's view).
+pub fn plan(
+    versions: &[CachedVersion],
+    used: u64,
+    needed: u64,
+    capacity: u64,
+    pinned: &BTreeSet<(String, String)>,
+    next_use: &BTreeMap<(String, String), usize>,
+) -> Result<Vec<(String, String)>, CacheError> {
+    // What must go: the bytes needed plus any overshoot (capacity may have been lowered).
+    let to_free = (used + needed).saturating_sub(capacity);
+    if to_free == 0 {
+        return Ok(Vec::new());
+    }
+    let key = |v: &CachedVersion| (v.name.clone(), v.version.clone());
+    let mut candidates: Vec<&CachedVersion> = versions
+        .iter()
+        .filter(|v| !pinned.contains(&key(v)))
+        .collect();
+    candidates.sort_by_key(|v| {
+        (
+            v.complete,
+            std::cmp::Reverse(next_use.get(&key(v)).copied().unwrap_or(usize::MAX)),
+            std::cmp::Reverse(v.unique_bytes),
+            key(v),
+        )
+    });
+    let (mut out, mut freed) = (Vec::new(), 0);
+    for v in candidates {
+        if freed >= to_free {
+            break;
+        }
+        freed += v.unique_bytes;
+        out.push(key(v));
+    }
+    if freed < to_free {
+        let pinned_bytes = versions
+            .iter()
+            .filter(|v| pinned.contains(&key(v)))
+            .map(|v| v.unique_bytes)
+            .sum();
+        return Err(CacheError::NoRoom {
+            needed,
+            free: capacity.saturating_sub(used),
+            pinned: pinned_bytes,
+        });
+    }
+    Ok(out)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum How {
+    Resumed,
+    Linked,
+    Copied,
+}
+
+/// What makes a file in an older version usable for a new one: same path, size, mtime, mode.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct DonorKey(String, u64, i64, u32);
+
+impl DonorKey {
+    fn of(e: &Entry) -> DonorKey {
+        DonorKey(e.path.clone(), e.size, e.mtime_ns, e.mode)
+    }
+}
+
+fn read_journal(path: &Path) -> Result<BTreeMap<String, String>, CacheError> {
+    let f = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(BTreeMap::new()),
+        Err(e) => return Err(CacheError::io(path, e)),
+    };
+    let mut out = BTreeMap::new();
+    for line in std::io::BufReader::new(f).lines() {
+        let line = line.map_err(|e| CacheError::io(path, e))?;
+        // A torn last line (crash while appending) is ignored: that file is done again.
+        if let Some((hash, p)) = line.split_once('\t')
+            && hash.len() == 64
+        {
+            out.insert(p.to_string(), hash.to_string());
+        }
+    }
+    Ok(out)
+}
+
+fn walkdir(root: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            match e.file_type() {
+                Ok(t) if t.is_dir() => stack.push(p),
+                Ok(_) => out.push(p),
+                Err(_) => {}
+            }
+        }
+    }
+    out
+}
+
+/// (bytes, bytes held by this tree alone, files) of a version directory.
+fn usage(dir: &Path) -> (u64, u64, u64) {
+    let (mut bytes, mut unique, mut files) = (0, 0, 0);
+    for p in walkdir(dir) {
+        if let Ok(m) = std::fs::symlink_metadata(&p)
+            && m.is_file()
+            && !p.to_string_lossy().ends_with(".partial")
+        {
+            bytes += m.len();
+            files += 1;
+            if m.nlink() == 1 {
+                unique += m.len();
+            }
+        }
+    }
+    (bytes, unique, files)
+}
+
+/// Writes a file completely or not at all.
+fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), CacheError> {
+    let tmp = partial_path(path);
+    let mut f = File::create(&tmp).map_err(|e| CacheError::io(&tmp, e))?;
+    f.write_all(bytes)
+        .and_then(|_| f.sync_all())
+        .map_err(|e| CacheError::io(&tmp, e))?;
+    std::fs::rename(&tmp, path).map_err(|e| CacheError::io(path, e))
+}
