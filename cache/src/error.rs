@@ -56,6 +56,34 @@ pub enum CacheError {
         /// Bytes held by pinned versions.
         pinned: u64,
     },
+    /// A dataset name that breaks the rules.
+    #[error(
+        "invalid dataset name {name:?}: use letters, digits, '-', '_' and '.', starting with a letter or digit, at most 64 characters"
+    )]
+    InvalidName {
+        /// The name.
+        name: String,
+    },
+    /// A dataset source that is a symlink.
+    #[error(
+        "{path} is a symlink (to {target}); register the directory itself, which must lie under the datasets root"
+    )]
+    SymlinkSource {
+        /// The path given.
+        path: PathBuf,
+        /// Where it points.
+        target: PathBuf,
+    },
+    /// A dataset source outside the datasets root.
+    #[error(
+        "{path} is not under the datasets root {root}; move or copy the data there first (the root is `root` under [datasets] in the config)"
+    )]
+    OutsideRoot {
+        /// The source, resolved.
+        path: PathBuf,
+        /// The root, resolved.
+        root: PathBuf,
+    },
     /// A manifest or record did not parse.
     #[error("{path}: {message}")]
     Corrupt {

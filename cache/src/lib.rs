@@ -22,6 +22,7 @@
 pub mod copy;
 pub mod error;
 pub mod manifest;
+pub mod registry;
 pub mod store;
 
 pub use error::CacheError;

@@ -97,6 +97,26 @@ impl Manifest {
     }
 }
 
+impl Manifest {
+    /// Writes the manifest as JSON to `path`, completely or not at all.
+    pub fn save(&self, path: &Path) -> Result<(), CacheError> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| CacheError::io(dir, e))?;
+        }
+        let json = serde_json::to_vec(self).expect("a manifest serialises");
+        crate::store::write_atomic(path, &json)
+    }
+
+    /// Reads a manifest [`Manifest::save`] wrote.
+    pub fn load(path: &Path) -> Result<Manifest, CacheError> {
+        let bytes = std::fs::read(path).map_err(|e| CacheError::io(path, e))?;
+        serde_json::from_slice(&bytes).map_err(|e| CacheError::Corrupt {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        })
+    }
+}
+
 /// What changed between two manifests.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Diff {
@@ -112,6 +132,18 @@ impl Diff {
     /// True when nothing changed.
     pub fn is_empty(&self) -> bool {
         self.added.is_empty() && self.removed.is_empty() && self.changed.is_empty()
+    }
+
+    /// Bytes of the files in `new` that were added or changed.
+    pub fn changed_bytes(&self, new: &Manifest) -> u64 {
+        let by = new.by_path();
+        self.added
+            .iter()
+            .chain(&self.changed)
+            .filter_map(|p| by.get(p.as_str()))
+            .filter(|e| e.kind == Kind::File)
+            .map(|e| e.size)
+            .sum()
     }
 }
 

@@ -97,6 +97,15 @@ pub struct CachedVersion {
     pub last_use_ms: Option<i64>,
 }
 
+/// The versions in a cache and the bytes it holds.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Inventory {
+    /// Versions, by name and version.
+    pub versions: Vec<CachedVersion>,
+    /// Bytes on disk, hard-linked files counted once.
+    pub used_bytes: u64,
+}
+
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 struct Stats {
     uses: u64,
@@ -127,6 +136,25 @@ impl NodeCache {
         std::fs::create_dir_all(root).map_err(|e| CacheError::io(root, e))?;
         std::fs::set_permissions(root, std::fs::Permissions::from_mode(0o755))
             .map_err(|e| CacheError::io(root, e))?;
+        // Versions whose removal a crash interrupted: they were invisible already.
+        for name in std::fs::read_dir(root)
+            .map_err(|e| CacheError::io(root, e))?
+            .flatten()
+        {
+            for entry in std::fs::read_dir(name.path())
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
+                if entry
+                    .file_name()
+                    .to_string_lossy()
+                    .starts_with(".removing-")
+                {
+                    let _ = std::fs::remove_dir_all(entry.path());
+                }
+            }
+        }
         Ok(NodeCache {
             root: root.to_path_buf(),
         })
@@ -351,6 +379,26 @@ impl NodeCache {
         Ok((How::Copied, hash))
     }
 
+    /// Bytes that staging `manifest` as `name`/`version` would copy from the source: files
+    /// neither staged already (a resumed stage) nor linkable from another complete version.
+    pub fn bytes_to_stage(
+        &self,
+        name: &str,
+        version: &str,
+        manifest: &Manifest,
+    ) -> Result<u64, CacheError> {
+        if self.is_complete(name, version) {
+            return Ok(0);
+        }
+        let done = read_journal(&self.side(name, version, "journal"))?;
+        let donors = self.donors(name, version)?;
+        Ok(manifest
+            .files()
+            .filter(|e| !done.contains_key(&e.path) && !donors.contains_key(&DonorKey::of(e)))
+            .map(|e| e.size)
+            .sum())
+    }
+
     /// Files of complete older versions of `name`, by what makes them the same file.
     fn donors(
         &self,
@@ -376,12 +424,17 @@ impl NodeCache {
 
     /// Every version in the cache, complete or not, by name and version.
     pub fn list(&self) -> Result<Vec<CachedVersion>, CacheError> {
-        let mut out = Vec::new();
-        let names = match std::fs::read_dir(&self.root) {
-            Ok(d) => d,
-            Err(e) => return Err(CacheError::io(&self.root, e)),
-        };
-        let mut names: Vec<String> = names
+        Ok(self.inventory()?.versions)
+    }
+
+    /// Every version, and the bytes the whole cache holds (hard-linked files counted once,
+    /// manifests and journals included), from one walk.
+    pub fn inventory(&self) -> Result<Inventory, CacheError> {
+        let mut versions = Vec::new();
+        let mut seen = BTreeSet::new();
+        let mut used = 0;
+        let mut names: Vec<String> = std::fs::read_dir(&self.root)
+            .map_err(|e| CacheError::io(&self.root, e))?
             .flatten()
             .filter(|d| d.path().is_dir())
             .filter_map(|d| d.file_name().into_string().ok())
@@ -389,21 +442,29 @@ impl NodeCache {
         names.sort();
         for name in names {
             let dir = self.root.join(&name);
-            let mut versions: Vec<String> = std::fs::read_dir(&dir)
+            let mut entries: Vec<(String, bool)> = std::fs::read_dir(&dir)
                 .map_err(|e| CacheError::io(&dir, e))?
                 .flatten()
-                .filter(|d| d.path().is_dir() && !d.file_name().to_string_lossy().starts_with('.'))
-                .filter_map(|d| d.file_name().into_string().ok())
+                .filter_map(|d| Some((d.file_name().into_string().ok()?, d.path().is_dir())))
                 .collect();
-            versions.sort();
-            for version in versions {
+            entries.sort();
+            for (entry, is_dir) in entries {
+                if !is_dir {
+                    used += std::fs::symlink_metadata(dir.join(&entry)).map_or(0, |m| m.len());
+                    continue;
+                }
+                if entry.starts_with('.') {
+                    continue;
+                }
+                let version = entry;
                 let complete = self.is_complete(&name, &version);
-                let (bytes, unique_bytes, files) = usage(&self.dir(&name, &version));
+                let (bytes, unique_bytes, files) =
+                    usage(&self.dir(&name, &version), &mut seen, &mut used);
                 let stats: Stats = std::fs::read(self.side(&name, &version, "stats.json"))
                     .ok()
                     .and_then(|b| serde_json::from_slice(&b).ok())
                     .unwrap_or_default();
-                out.push(CachedVersion {
+                versions.push(CachedVersion {
                     name: name.clone(),
                     version,
                     complete,
@@ -416,7 +477,10 @@ impl NodeCache {
                 });
             }
         }
-        Ok(out)
+        Ok(Inventory {
+            versions,
+            used_bytes: used,
+        })
     }
 
     /// Records that a job used a version; `hit` when it was staged already.
@@ -438,19 +502,9 @@ impl NodeCache {
         write_atomic(&p, &serde_json::to_vec(&stats).expect("stats serialise"))
     }
 
-    /// Bytes the whole cache holds (hard-linked files counted once).
+    /// Bytes the whole cache holds (see [`NodeCache::inventory`]); 0 when it cannot be read.
     pub fn used_bytes(&self) -> u64 {
-        let mut seen = BTreeSet::new();
-        let mut total = 0;
-        for e in walkdir(&self.root) {
-            if let Ok(m) = std::fs::symlink_metadata(&e)
-                && m.is_file()
-                && seen.insert((m.dev(), m.ino()))
-            {
-                total += m.len();
-            }
-        }
-        total
+        self.inventory().map_or(0, |i| i.used_bytes)
     }
 
     /// Removes a version: it disappears at once (renamed away), then its files go.
@@ -522,6 +576,19 @@ impl NodeCache {
         let used = self.used_bytes();
         plan(&versions, used, needed, capacity, pinned, next_use)
     }
+}
+
+/// Bytes that staging `new` would copy when the `donors` (other versions of the same dataset,
+/// complete on the node) are there to link from.
+pub fn bytes_to_stage(new: &Manifest, donors: &[&Manifest]) -> u64 {
+    let have: BTreeSet<DonorKey> = donors
+        .iter()
+        .flat_map(|m| m.files().map(DonorKey::of))
+        .collect();
+    new.files()
+        .filter(|e| !have.contains(&DonorKey::of(e)))
+        .map(|e| e.size)
+        .sum()
 }
 
 /// The eviction decision, from a listing (pure, for tests and for the controller's view).
@@ -629,14 +696,18 @@ fn walkdir(root: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// (bytes, bytes held by this tree alone, files) of a version directory.
-fn usage(dir: &Path) -> (u64, u64, u64) {
+/// (bytes, bytes held by this tree alone, files) of a version directory; adds the bytes of
+/// inodes not in `seen` to `used`.
+fn usage(dir: &Path, seen: &mut BTreeSet<(u64, u64)>, used: &mut u64) -> (u64, u64, u64) {
     let (mut bytes, mut unique, mut files) = (0, 0, 0);
     for p in walkdir(dir) {
-        if let Ok(m) = std::fs::symlink_metadata(&p)
-            && m.is_file()
-            && !p.to_string_lossy().ends_with(".partial")
-        {
+        let Ok(m) = std::fs::symlink_metadata(&p) else {
+            continue;
+        };
+        if seen.insert((m.dev(), m.ino())) {
+            *used += m.len();
+        }
+        if m.is_file() && !p.to_string_lossy().ends_with(".partial") {
             bytes += m.len();
             files += 1;
             if m.nlink() == 1 {
@@ -648,7 +719,7 @@ fn usage(dir: &Path) -> (u64, u64, u64) {
 }
 
 /// Writes a file completely or not at all.
-fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), CacheError> {
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), CacheError> {
     let tmp = partial_path(path);
     let mut f = File::create(&tmp).map_err(|e| CacheError::io(&tmp, e))?;
     f.write_all(bytes)

@@ -82,8 +82,15 @@ fn a_staged_version_is_an_exact_copy_and_a_new_one_copies_only_changes() {
         ["shard1/f1.bin", "shard2"],
         "the new file changed its directory's mtime"
     );
+    assert_eq!(
+        cache.bytes_to_stage("ds", &v2.version(), &v2).unwrap(),
+        5007
+    );
+    assert_eq!(labpool_cache::store::bytes_to_stage(&v2, &[&v1]), 5007);
+    assert_eq!(labpool_cache::store::bytes_to_stage(&v2, &[]), v2.bytes());
     let r = stage(&cache, &v2, src.path());
     assert_eq!((r.files_copied, r.bytes_copied), (2, 5007));
+    assert_eq!(cache.bytes_to_stage("ds", &v2.version(), &v2).unwrap(), 0);
     assert_eq!(r.files_linked, 39);
     same_tree(src.path(), &cache.dir("ds", &v2.version()));
     // v1 is untouched: a job running on it sees its old file.

@@ -5,6 +5,12 @@
 pub trait CacheView {
     /// Bytes of `dataset` already cached (complete) on `node`.
     fn cached_bytes(&self, node: &str, dataset: &str) -> u64;
+
+    /// True when `node`'s cache can take the `datasets` it lacks, evicting only versions no
+    /// job needs. A view without capacity limits always says yes.
+    fn has_room(&self, _node: &str, _datasets: &[String]) -> bool {
+        true
+    }
 }
 
 /// A view in which nothing is cached anywhere.

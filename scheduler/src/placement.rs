@@ -137,6 +137,13 @@ filter!(
     ReservedFilter, "reserved", static = false,
     |job, c, ctx| c.profile.fits(ctx.now, ctx.end_if_started_now(job), &need_on(job, c.node)).is_some()
 );
+filter!(
+    /// The node's dataset cache can take the job's datasets without evicting a version that a
+    /// running job, or one about to start, needs. Not a reservation stage: room comes back
+    /// when jobs end, and GPUs are not held for it meanwhile.
+    CacheRoomFilter, "cache-room", static = false,
+    |job, c, ctx| job.datasets.is_empty() || ctx.cache.has_room(c.node.name(), &job.datasets)
+);
 
 /// Prefers the node that already holds the most bytes of the job's datasets.
 pub struct LocalityScorer;
@@ -180,7 +187,7 @@ pub struct Chain {
 impl Chain {
     /// The chain for a placement policy. Static filters come first (could the node ever fit?),
     /// then health, then what is free now, then reservations, so that a reservation is blamed
-    /// only where the job would otherwise fit. Scorers: dataset locality, then bin-packing;
+    /// only where the job would otherwise fit, then room in the dataset cache. Scorers: dataset locality, then bin-packing;
     /// with neither, the first node in order wins (first fit).
     pub fn for_policy(policy: &PlacementPolicy) -> Chain {
         let mut scorers: Vec<Box<dyn Scorer + Send + Sync>> = Vec::new();
@@ -202,6 +209,7 @@ impl Chain {
                 Box::new(CpusFreeFilter),
                 Box::new(MemoryFreeFilter),
                 Box::new(ReservedFilter),
+                Box::new(CacheRoomFilter),
             ],
             scorers,
         }

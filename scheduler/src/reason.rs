@@ -30,6 +30,8 @@ impl PendingReason {
             "Resources"
         } else if r.count("reserved") > 0 {
             "Priority"
+        } else if r.count("cache-room") > 0 {
+            "CacheFull"
         } else if r.count("node-up") > 0 {
             "ReqNodeNotAvail"
         } else {

@@ -589,6 +589,18 @@ impl Scheduler {
             .fold(0.0, |total, c| total + c)
     }
 
+    /// A placed job whose datasets were being staged starts now: its time limit, charge and
+    /// fair-share usage count from `at`, not from its placement. False when it was not placed.
+    pub fn set_started(&mut self, job: JobId, at: Timestamp) -> bool {
+        match self.running.get_mut(&job) {
+            Some((_, alloc)) => {
+                alloc.start = at;
+                true
+            }
+            None => false,
+        }
+    }
+
     /// A running job goes back to the queue, keeping its place (its submit time).
     pub fn requeue(&mut self, job: JobId) -> bool {
         let Some((spec, alloc)) = self.running.remove(&job) else {

@@ -443,6 +443,51 @@ fn locality_prefers_nodes_with_the_data_and_prefetch_stages_ahead() {
     );
 }
 
+/// A cache that is full on the nodes listed: nothing new fits there.
+struct Full(BTreeSet<String>);
+
+impl CacheView for Full {
+    fn cached_bytes(&self, _node: &str, _dataset: &str) -> u64 {
+        0
+    }
+    fn has_room(&self, node: &str, _datasets: &[String]) -> bool {
+        !self.0.contains(node)
+    }
+}
+
+#[test]
+fn a_job_whose_data_cannot_fit_waits_with_cachefull_and_starts_elsewhere_or_later() {
+    let mut s = sched();
+    for n in ["a", "b"] {
+        s.upsert_node(node(n, &["t4"; 2], 16)).unwrap();
+    }
+    let reads = |id| JobSpec {
+        datasets: vec!["imagenet".into()],
+        ..job(id, "u", 1, H)
+    };
+    // Node a's cache is full: the job goes to b, and a job without datasets may still use a.
+    s.enqueue(reads(1));
+    s.enqueue(job(2, "u", 2, H));
+    let d = s.schedule_with(at(0.0), &Full(["a".to_string()].into()));
+    let placed = started(&d);
+    assert_eq!(placed[&1].0, "b");
+    assert_eq!(placed[&2].0, "a");
+    end(&mut s, 2, at(0.0));
+    // Both full: the job waits, GPUs free, and says why; room coming back starts it.
+    s.enqueue(reads(3));
+    let both = Full(["a".to_string(), "b".to_string()].into());
+    assert!(started(&s.schedule_with(at(0.0), &both)).is_empty());
+    assert_eq!(code(&s, 3), "CacheFull");
+    assert!(reason(&s, 3).contains("cache-room"), "{}", reason(&s, 3));
+    let d = s.schedule_with(at(0.1), &Full(BTreeSet::new()));
+    assert_eq!(ids(&d), [3]);
+    // Its clock starts when staging ends, not at placement.
+    assert!(s.set_started(JobId(3), at(0.5)));
+    let start = s.running().find(|(j, _)| j.id == JobId(3)).unwrap().1.start;
+    assert_eq!(start, at(0.5));
+    assert!(!s.set_started(JobId(99), at(0.5)));
+}
+
 #[test]
 fn admission_refuses_what_could_never_run() {
     let mut s = sched();
