@@ -64,6 +64,18 @@ pub enum Command {
     },
     /// Credits: this month's balance, charges and emergency tokens; `grant` (admins)
     Credits(CreditsArgs),
+    /// Datasets jobs declare with --dataset: register, list, rescan (changes: admins)
+    Dataset {
+        /// What to do.
+        #[command(subcommand)]
+        command: DatasetCommand,
+    },
+    /// Node dataset caches: what is staged where; verify and warm-up (admins)
+    Cache {
+        /// What to do.
+        #[command(subcommand)]
+        command: CacheCommand,
+    },
     /// Try labpool: a throwaway pool runs a few jobs that contend for GPUs, then stops
     Demo(DemoArgs),
     /// Replay a job trace through the scheduler with a simulated clock, comparing policies
@@ -179,6 +191,82 @@ pub struct HistoryArgs {
 pub enum PartitionCommand {
     /// Partitions with their time limits and priorities
     List(JsonArg),
+}
+
+/// `labpool dataset`.
+#[derive(Subcommand, Debug)]
+pub enum DatasetCommand {
+    /// Register a directory under the datasets root; it becomes read-only for members
+    Add {
+        /// Name jobs declare it by (--dataset NAME)
+        name: String,
+        /// Source directory
+        path: PathBuf,
+        /// What it is
+        #[arg(long, default_value = "")]
+        description: String,
+        /// Print JSON
+        #[arg(long)]
+        json: bool,
+    },
+    /// Registered datasets with their current version and size
+    List(JsonArg),
+    /// One dataset in detail
+    Show {
+        /// Name
+        name: String,
+        /// Print JSON
+        #[arg(long)]
+        json: bool,
+    },
+    /// A dataset's versions, newest first
+    Versions {
+        /// Name
+        name: String,
+        /// Print JSON
+        #[arg(long)]
+        json: bool,
+    },
+    /// Record a new version if the source changed (size and mtime quick check, then hashing
+    /// only what changed)
+    Rescan {
+        /// Name
+        name: String,
+        /// Print JSON
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// `labpool cache`.
+#[derive(Subcommand, Debug)]
+pub enum CacheCommand {
+    /// Versions staged on each node, with bytes, pins, last use and hit counts
+    Status {
+        /// One node
+        #[arg(long)]
+        node: Option<String>,
+        /// Print JSON
+        #[arg(long)]
+        json: bool,
+    },
+    /// Re-hash every staged file; files that do not match are staged again
+    Verify {
+        /// One node
+        #[arg(long)]
+        node: Option<String>,
+        /// Print JSON
+        #[arg(long)]
+        json: bool,
+    },
+    /// Stage a dataset's current version ahead of jobs, with a progress bar
+    Stage {
+        /// Dataset
+        name: String,
+        /// One node [default: every node]
+        #[arg(long)]
+        node: Option<String>,
+    },
 }
 
 /// `labpool demo`.

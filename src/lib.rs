@@ -12,6 +12,7 @@ pub mod client;
 pub mod clock;
 pub mod commands;
 pub mod controller;
+pub mod data_api;
 pub mod discovery;
 pub mod env_vars;
 pub mod identity;

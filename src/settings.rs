@@ -34,6 +34,12 @@ pub struct Config {
     /// Priority weights.
     #[serde(default)]
     pub priority: PriorityConfig,
+    /// Where registered datasets live.
+    #[serde(default)]
+    pub datasets: DatasetsConfig,
+    /// This node's dataset cache.
+    #[serde(default)]
+    pub cache: CacheConfig,
     /// Where the file was read from.
     #[serde(skip)]
     pub path: PathBuf,
@@ -146,6 +152,63 @@ impl Default for CreditsConfig {
             emergency_max_time: TimeLimit::Seconds(d.emergency_max_time_s),
             rebate_fraction: d.rebate_fraction,
             rebate_min_util: d.rebate_min_util,
+        }
+    }
+}
+
+/// `[datasets]`: the shared storage that datasets are registered from.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DatasetsConfig {
+    /// Only directories under this root may be registered.
+    pub root: PathBuf,
+    /// Threads that walk a source when it is registered or rescanned.
+    pub scan_threads: usize,
+}
+
+impl Default for DatasetsConfig {
+    fn default() -> Self {
+        DatasetsConfig {
+            root: PathBuf::from("/shared/datasets"),
+            scan_threads: 8,
+        }
+    }
+}
+
+/// `[cache]`: the node-local copy of datasets that jobs read.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CacheConfig {
+    /// Cache root on the node's local disk [default: STATE_DIR/cache].
+    pub dir: Option<PathBuf>,
+    /// Most bytes the cache may hold, e.g. "500G" [default: 90% of its file system].
+    #[serde(deserialize_with = "de_opt_size")]
+    pub capacity: Option<u64>,
+    /// Above this share of capacity, unpinned versions are removed after a stage...
+    pub high_watermark: f64,
+    /// ...until the cache is down to this share.
+    pub low_watermark: f64,
+    /// Files copied at once while staging; fewer spare the file server.
+    pub workers: usize,
+    /// Most bytes per second staging reads, e.g. "200M" [default: no limit].
+    #[serde(deserialize_with = "de_opt_rate")]
+    pub bandwidth: Option<u64>,
+    /// How far ahead a queued job's data is staged on the node it is predicted to start on
+    /// ("0s" switches prefetch off).
+    #[serde(deserialize_with = "de_duration")]
+    pub prefetch_horizon: Duration,
+}
+
+impl Default for CacheConfig {
+    fn default() -> Self {
+        CacheConfig {
+            dir: None,
+            capacity: None,
+            high_watermark: 0.9,
+            low_watermark: 0.8,
+            workers: 4,
+            bandwidth: None,
+            prefetch_horizon: Duration::from_secs(30 * 60),
         }
     }
 }
@@ -266,6 +329,20 @@ fn de_opt_mem<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> 
         .map_err(serde::de::Error::custom)
 }
 
+fn de_opt_size<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    let s = String::deserialize(d)?;
+    labpool_scheduler::sim::config::parse_size(&s)
+        .map(Some)
+        .map_err(serde::de::Error::custom)
+}
+
+fn de_opt_rate<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    let s = String::deserialize(d)?;
+    labpool_scheduler::sim::config::parse_rate(&s)
+        .map(|r| Some(r as u64))
+        .map_err(serde::de::Error::custom)
+}
+
 fn de_opt_virtual_gpus<'de, D: Deserializer<'de>>(d: D) -> Result<Option<VirtualGpus>, D::Error> {
     let s = String::deserialize(d)?;
     VirtualGpus::parse(&s)
@@ -354,6 +431,25 @@ impl Config {
         if let Some(p) = config.node.spool_dir.as_mut() {
             abs(p);
         }
+        abs(&mut config.datasets.root);
+        if let Some(p) = config.cache.dir.as_mut() {
+            abs(p);
+        }
+        let k = &config.cache;
+        if !(0.0 < k.low_watermark
+            && k.low_watermark <= k.high_watermark
+            && k.high_watermark <= 1.0)
+        {
+            return Err(invalid(format!(
+                "[cache]: watermarks must satisfy 0 < low_watermark ({}) <= high_watermark ({}) <= 1",
+                k.low_watermark, k.high_watermark
+            )));
+        }
+        if k.workers == 0 || config.datasets.scan_threads == 0 {
+            return Err(invalid(
+                "[cache] workers and [datasets] scan_threads must be at least 1".to_string(),
+            ));
+        }
         check_partitions(&config.scheduler_partitions()).map_err(|e| invalid(e.to_string()))?;
         if let Some(name) = &config.node.name
             && (name.is_empty()
@@ -431,10 +527,8 @@ impl Config {
                 max_age_s: p.max_age.as_secs(),
                 half_life_s: p.fairshare_half_life.as_secs(),
             },
-            // Staging ahead needs the node cache, which comes with the datasets release; until
-            // then the daemon computes no prefetches.
             placement: PlacementPolicy {
-                prefetch_horizon_s: None,
+                prefetch_horizon_s: Some(self.cache.prefetch_horizon.as_secs()).filter(|s| *s > 0),
                 ..PlacementPolicy::default()
             },
         }
@@ -446,6 +540,19 @@ impl Config {
             .spool_dir
             .clone()
             .unwrap_or_else(|| self.controller.state_dir.join("spool"))
+    }
+
+    /// The node's dataset cache root.
+    pub fn cache_dir(&self) -> PathBuf {
+        self.cache
+            .dir
+            .clone()
+            .unwrap_or_else(|| self.controller.state_dir.join("cache"))
+    }
+
+    /// Where the controller keeps dataset manifests: one file per version.
+    pub fn manifests_dir(&self) -> PathBuf {
+        self.controller.state_dir.join("datasets")
     }
 
     /// The state database file.

@@ -5,10 +5,18 @@
 use crate::agent::procs::JOB_KEY_VAR;
 use crate::agent::protocol::Launch;
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 
 /// Builds the job's whole environment for `launch` on `node`; `key` marks its processes (see
-/// [`crate::agent::procs`]).
-pub fn job_environment(launch: &Launch, node: &str, key: &str) -> BTreeMap<String, String> {
+/// [`crate::agent::procs`]); `links` is the directory of links to its datasets, if any, and
+/// `cached` each dataset's directory in the node cache.
+pub fn job_environment(
+    launch: &Launch,
+    node: &str,
+    key: &str,
+    links: Option<&Path>,
+    cached: &[(String, PathBuf)],
+) -> BTreeMap<String, String> {
     let mut env = launch.environment.clone();
     let mut default = |k: &str, v: String| {
         env.entry(k.to_string()).or_insert(v);
@@ -83,8 +91,14 @@ pub fn job_environment(launch: &Launch, node: &str, key: &str) -> BTreeMap<Strin
         env.insert("SLURM_JOB_ACCOUNT".to_string(), a.clone());
         env.insert("LABPOOL_ACCOUNT".to_string(), a.clone());
     }
-    if !launch.datasets.is_empty() {
-        env.insert("LABPOOL_DATASETS".to_string(), launch.datasets.join(","));
+    if let Some(dir) = links {
+        env.insert("LABPOOL_DATASETS".to_string(), dir.display().to_string());
+    }
+    for (name, dir) in cached {
+        env.insert(
+            labpool_cache::registry::env_var(name),
+            dir.display().to_string(),
+        );
     }
     if let Some(t) = launch.time_limit_s {
         env.insert("LABPOOL_TIME_LIMIT_S".to_string(), t.to_string());

@@ -147,6 +147,21 @@ impl JobDir {
         Ok(())
     }
 
+    /// Makes `datasets/NAME` point at each dataset's cached version, and returns that
+    /// directory (`None` when the job has no datasets). The job finds its data there whatever
+    /// version it was given.
+    pub fn link_datasets(&self, datasets: &[(String, PathBuf)]) -> io::Result<Option<PathBuf>> {
+        if datasets.is_empty() {
+            return Ok(None);
+        }
+        let dir = self.path.join("datasets");
+        std::fs::DirBuilder::new().mode(0o755).create(&dir)?;
+        for (name, target) in datasets {
+            std::os::unix::fs::symlink(target, dir.join(name))?;
+        }
+        Ok(Some(dir))
+    }
+
     /// Writes `value` as JSON to `name` (mode 0644) so that a reader sees the old file or the
     /// whole new one, even after a power loss.
     pub fn write_json<T: Serialize>(&self, name: &str, value: &T) -> io::Result<()> {

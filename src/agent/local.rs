@@ -6,6 +6,7 @@ use crate::agent::environment::job_environment;
 use crate::agent::jobdir::{JobDir, Liveness};
 use crate::agent::procs::kill_job_processes;
 use crate::agent::protocol::{AgentOrder, AgentReport, Launch, Outcome};
+use crate::agent::stager::Stager;
 use crate::clock::now_ms;
 use crate::identity::groups_of;
 use crate::shim::{ShimSpec, signal_shim};
@@ -33,6 +34,8 @@ pub struct Executor {
     cancelled: Arc<Mutex<BTreeSet<(u64, u32)>>>,
     /// Shim pids of the attempts this executor started or adopted.
     shims: Arc<Mutex<BTreeMap<(u64, u32), i32>>>,
+    /// The node's dataset cache.
+    stager: Stager,
 }
 
 impl Executor {
@@ -43,6 +46,7 @@ impl Executor {
         spool: PathBuf,
         exe: PathBuf,
         reports: mpsc::UnboundedSender<AgentReport>,
+        stager: Stager,
     ) -> Executor {
         Executor {
             node,
@@ -51,6 +55,7 @@ impl Executor {
             reports,
             cancelled: Arc::default(),
             shims: Arc::default(),
+            stager,
         }
     }
 
@@ -61,7 +66,11 @@ impl Executor {
                 AgentOrder::Start(launch) => self.start(*launch),
                 AgentOrder::Kill { job, attempt } => self.kill(job, attempt),
                 AgentOrder::Adopt { expected } => self.adopt(expected),
+                AgentOrder::Stage(order) => self.stager.stage(*order),
+                AgentOrder::Verify { request, sources } => self.stager.verify(request, sources),
+                AgentOrder::Inventory => self.stager.inventory(),
                 AgentOrder::Forget { job, attempt } => {
+                    self.stager.release(job, attempt);
                     self.shims
                         .lock()
                         .expect("not poisoned")
@@ -76,6 +85,7 @@ impl Executor {
                 }
             }
         }
+        self.stager.close();
     }
 
     fn report(&self, r: AgentReport) {
@@ -95,6 +105,24 @@ impl Executor {
 
     fn start(&self, launch: Launch) {
         let (job, attempt) = (launch.job, launch.attempt);
+        let versions = launch
+            .datasets
+            .iter()
+            .map(|d| (d.name.clone(), d.version.clone()))
+            .collect();
+        self.stager.hold(job, attempt, versions);
+        for d in &launch.datasets {
+            if let Err(e) = self
+                .stager
+                .cache()
+                .note_use(&d.name, &d.version, d.hit, now_ms())
+            {
+                tracing::warn!(job, dataset = d.name, "cannot record a cache use: {e}");
+            }
+        }
+        if !launch.datasets.is_empty() {
+            self.stager.inventory();
+        }
         match self.spawn_shim(&launch) {
             Ok(child) => {
                 let pid = child.id().map_or(0, |p| p as i32);
@@ -123,6 +151,12 @@ impl Executor {
     fn spawn_shim(&self, launch: &Launch) -> std::io::Result<tokio::process::Child> {
         let dir = JobDir::new(&self.spool, launch.job, launch.attempt);
         dir.create(launch.uid, launch.gid, &launch.script)?;
+        let cached: Vec<(String, PathBuf)> = launch
+            .datasets
+            .iter()
+            .map(|d| (d.name.clone(), self.stager.cache().dir(&d.name, &d.version)))
+            .collect();
+        let links = dir.link_datasets(&cached)?;
         let spec = ShimSpec {
             job: launch.job,
             attempt: launch.attempt,
@@ -135,7 +169,7 @@ impl Executor {
             workdir: launch.workdir.clone(),
             stdout: launch.stdout.clone(),
             stderr: launch.stderr.clone(),
-            env: job_environment(launch, &self.node, &dir.key()),
+            env: job_environment(launch, &self.node, &dir.key(), links.as_deref(), &cached),
             time_limit_s: launch.time_limit_s,
             kill_grace_ms: launch.kill_grace_ms,
             umask: launch.umask,

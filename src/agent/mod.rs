@@ -6,3 +6,4 @@ pub mod jobdir;
 pub mod local;
 pub mod procs;
 pub mod protocol;
+pub mod stager;

@@ -2,6 +2,7 @@
 //! embedded default receives these over a channel; a remote agent will receive the same
 //! messages over the network, so one code path serves one box and many.
 
+use labpool_cache::store::{Inventory, Progress, StageReport, VerifyReport};
 use labpool_scheduler::JobState;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -56,8 +57,84 @@ pub struct Launch {
     pub account: Option<String>,
     /// Its place in an array.
     pub array: Option<ArrayEnv>,
-    /// Datasets it declared.
-    pub datasets: Vec<String>,
+    /// Its datasets, staged complete on the node.
+    pub datasets: Vec<LaunchDataset>,
+}
+
+/// A dataset as a job gets it: the version it was given and where that is on the node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LaunchDataset {
+    /// Registered name.
+    pub name: String,
+    /// Version (manifest hash).
+    pub version: String,
+    /// True when the version was staged before this job was placed (a cache hit).
+    pub hit: bool,
+}
+
+/// One dataset version to stage.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StageItem {
+    /// Registered name.
+    pub name: String,
+    /// Version (manifest hash).
+    pub version: String,
+    /// The registered source directory.
+    pub source: PathBuf,
+    /// The version's manifest file, as the controller recorded it.
+    pub manifest: PathBuf,
+}
+
+/// Who a stage is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum StageFor {
+    /// A placed job's attempt, which starts when its versions are complete.
+    Job {
+        /// Job.
+        job: u64,
+        /// Attempt.
+        attempt: u32,
+    },
+    /// A queued job predicted to start here (prefetch).
+    Prefetch {
+        /// Job.
+        job: u64,
+    },
+    /// An admin's warm-up (`labpool cache stage`).
+    WarmUp,
+}
+
+/// Stage versions into the node cache, removing unpinned versions first where room is short.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StageOrder {
+    /// Who waits for it.
+    pub purpose: StageFor,
+    /// What to stage.
+    pub items: Vec<StageItem>,
+    /// Versions that must not be removed to make room (needed by running or coming jobs).
+    pub pinned: Vec<(String, String)>,
+    /// Queue position of each version's next known use; the furthest goes first.
+    pub next_use: Vec<((String, String), usize)>,
+}
+
+/// How a stage went, per version.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Staged {
+    /// Name.
+    pub name: String,
+    /// Version.
+    pub version: String,
+    /// What was copied, linked and resumed.
+    pub report: StageReport,
+}
+
+/// Why a stage failed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum StageFailure {
+    /// The cache cannot make room without removing pinned versions: the job should wait.
+    NoRoom(String),
+    /// Anything else (source gone or changed, disk error): the job cannot run as placed.
+    Failed(String),
 }
 
 /// What an array task's environment says about its array.
@@ -93,6 +170,17 @@ pub enum AgentOrder {
         /// (job, attempt) pairs.
         expected: Vec<(u64, u32)>,
     },
+    /// Stage dataset versions.
+    Stage(Box<StageOrder>),
+    /// Re-hash every complete version; re-stage what does not match.
+    Verify {
+        /// The controller's id for the answer.
+        request: u64,
+        /// Sources of the versions, to re-stage mismatched files from: (name, version) → dir.
+        sources: Vec<((String, String), PathBuf)>,
+    },
+    /// Send the cache's inventory.
+    Inventory,
     /// The controller has recorded this attempt's end; its files may go.
     Forget {
         /// Job.
@@ -148,5 +236,47 @@ pub enum AgentReport {
         job: u64,
         /// Attempt.
         attempt: u32,
+    },
+    /// A stage made progress (sent a few times a second at most).
+    Staging {
+        /// Node.
+        node: String,
+        /// Who it is for.
+        purpose: StageFor,
+        /// Dataset.
+        name: String,
+        /// Version.
+        version: String,
+        /// Files and bytes so far.
+        progress: Progress,
+    },
+    /// A stage ended.
+    Staged {
+        /// Node.
+        node: String,
+        /// Who it was for.
+        purpose: StageFor,
+        /// The versions it was for.
+        versions: Vec<(String, String)>,
+        /// Each version's report, or why it failed.
+        result: Result<Vec<Staged>, StageFailure>,
+    },
+    /// The node cache's contents and capacity, after every change.
+    Inventory {
+        /// Node.
+        node: String,
+        /// Capacity, bytes.
+        capacity: u64,
+        /// Versions and bytes used.
+        inventory: Inventory,
+    },
+    /// A verify ended.
+    Verified {
+        /// Node.
+        node: String,
+        /// The controller's id for it.
+        request: u64,
+        /// Per version: name, version and report; or why it could not run.
+        result: Result<Vec<(String, String, VerifyReport)>, String>,
     },
 }

@@ -109,6 +109,23 @@ priority = 30
 default_time = "1:00:00"
 max_time = "4:00:00"
 
+# Datasets: an admin registers directories under this root (labpool dataset add NAME PATH);
+# jobs that declare them (--dataset NAME) get a verified copy on their node's local disk.
+[datasets]
+root = {datasets}
+
+# The node's dataset cache: a local SSD directory. Each version of a dataset is kept apart, so
+# a running job never sees its files change; versions no job needs are removed, furthest next
+# use first, when the cache passes high_watermark of capacity.
+[cache]
+dir = {cache}
+# capacity = "500G"          # default: 90% of the cache's file system
+high_watermark = 0.9
+low_watermark = 0.8
+workers = 4                  # files copied at once; fewer spare the file server
+# bandwidth = "200M"         # bytes per second read while staging; default: no limit
+prefetch_horizon = "30m"     # stage data for jobs predicted to start this soon
+
 # Credits: everyone gets the same grant each month; a job costs GPU-hours x its GPU type's
 # weight. A user whose credit is spent still runs, but only where nobody in credit wants the
 # GPUs. Emergency tokens (submit --emergency) put a job first in line.
@@ -132,6 +149,8 @@ fairshare_half_life = "7days"
             state = path("state"),
             socket = path("labpool.sock"),
             log = path("labpool.log"),
+            datasets = path("shared/datasets"),
+            cache = path("cache"),
             grace = self.kill_grace,
             name = quote(&self.node_name),
             cpus = self.cpus,
@@ -158,7 +177,14 @@ fairshare_half_life = "7days"
             );
         }
         std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
-        Ok(Config::load(&path)?)
+        let config = Config::load(&path)?;
+        let root = &config.datasets.root;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o755)
+            .create(root)
+            .with_context(|| format!("cannot create the datasets root {}", root.display()))?;
+        Ok(config)
     }
 }
 
@@ -226,6 +252,11 @@ pub fn run(args: &InitArgs) -> anyhow::Result<()> {
             socket.display()
         );
     }
+    println!(
+        "  data   datasets under {}, cached on this node in {}",
+        config.datasets.root.display(),
+        config.cache_dir().display()
+    );
     println!("Next:");
     println!("  labpool serve --config {}", config.path.display());
     println!("  export LABPOOL_CONFIG={}", config.path.display());

@@ -1,5 +1,6 @@
 //! One module per command; each takes its clap arguments and the resolved config.
 
+pub mod datasets;
 pub mod demo;
 pub mod init;
 pub mod jobs;
@@ -51,6 +52,8 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<()> {
             Command::Partition {
                 command: PartitionCommand::List(a),
             } => nodes::partitions(a.json, &config).await,
+            Command::Dataset { command } => datasets::dataset(command, &config).await,
+            Command::Cache { command } => datasets::cache(command, &config).await,
             Command::Init(_) | Command::Shim { .. } | Command::Demo(_) | Command::Sim(_) => {
                 unreachable!("handled above")
             }

@@ -164,7 +164,7 @@ pub struct JobEvent {
 /// The state database.
 #[derive(Clone)]
 pub struct Db {
-    pool: SqlitePool,
+    pub(crate) pool: SqlitePool,
 }
 
 fn migrator() -> Migrator {
@@ -183,6 +183,11 @@ fn migrator() -> Migrator {
             2,
             "policy",
             include_str!("../../migrations/0002_policy.sql"),
+        ),
+        migration(
+            3,
+            "datasets",
+            include_str!("../../migrations/0003_datasets.sql"),
         ),
     ])
 }

@@ -10,10 +10,14 @@ use crate::api::{
     SubmitRequest, Submitted, WhyView,
 };
 use crate::clock::{month_of, now, now_ms};
+use crate::controller::dataset_db::{DatasetRow, VersionRow};
 use crate::controller::db::{Db, JobRow};
 use crate::controller::error::ApiError;
+use crate::controller::staging::DataState;
+use crate::data_api::{CacheStatus, DatasetView, StageQueued, StageRequest, VerifiedVersion};
 use crate::identity::{Caller, effective_uid};
 use crate::settings::Config;
+use labpool_cache::manifest::Manifest;
 use labpool_scheduler::array::parse_array;
 use labpool_scheduler::credits::{Entry, EntryKind, month_summary};
 use labpool_scheduler::options::{PatternValues, expand_pattern};
@@ -95,6 +99,55 @@ pub enum Request {
         /// Answer.
         reply: oneshot::Sender<Result<WhyView, ApiError>>,
     },
+    /// Record a new dataset, scanned and its manifest saved (admins).
+    AddDataset {
+        /// The dataset.
+        dataset: DatasetRow,
+        /// Its first version's manifest.
+        manifest: Box<Manifest>,
+        /// Who.
+        caller: Caller,
+        /// Answer.
+        reply: oneshot::Sender<Result<DatasetView, ApiError>>,
+    },
+    /// Record a dataset's new version after a rescan (admins).
+    AddVersion {
+        /// Dataset.
+        name: String,
+        /// The version.
+        version: VersionRow,
+        /// Its manifest.
+        manifest: Box<Manifest>,
+        /// Who.
+        caller: Caller,
+        /// Answer.
+        reply: oneshot::Sender<Result<DatasetView, ApiError>>,
+    },
+    /// Describe node caches.
+    CacheStatus {
+        /// One node, or all.
+        node: Option<String>,
+        /// Answer.
+        reply: oneshot::Sender<Result<Vec<CacheStatus>, ApiError>>,
+    },
+    /// Warm node caches with a dataset (admins).
+    CacheStage {
+        /// What and where.
+        req: StageRequest,
+        /// Who.
+        caller: Caller,
+        /// Answer.
+        reply: oneshot::Sender<Result<StageQueued, ApiError>>,
+    },
+    /// Verify node caches (admins).
+    CacheVerify {
+        /// One node, or all.
+        node: Option<String>,
+        /// Who.
+        caller: Caller,
+        /// Answer, when every node has verified.
+        reply: oneshot::Sender<Result<Vec<VerifiedVersion>, ApiError>>,
+    },
 }
 
 pub(crate) enum Item {
@@ -107,7 +160,7 @@ pub struct Engine {
     pub(crate) config: Arc<Config>,
     pub(crate) db: Db,
     pub(crate) sched: Scheduler,
-    agents: BTreeMap<String, mpsc::UnboundedSender<AgentOrder>>,
+    pub(crate) agents: BTreeMap<String, mpsc::UnboundedSender<AgentOrder>>,
     gpu_sources: BTreeMap<String, String>,
     /// Jobs not yet finished, with everything needed to launch them.
     pub(crate) active: BTreeMap<u64, JobRow>,
@@ -117,6 +170,8 @@ pub struct Engine {
     pub(crate) month: (i64, i64),
     /// What each account is for.
     pub(crate) descriptions: BTreeMap<String, String>,
+    /// Datasets and node caches.
+    pub(crate) data: DataState,
 }
 
 impl Engine {
@@ -129,7 +184,7 @@ impl Engine {
         gpu_sources: BTreeMap<String, String>,
     ) -> Engine {
         Engine {
-            config,
+            config: config.clone(),
             db,
             sched,
             agents,
@@ -139,6 +194,7 @@ impl Engine {
             ledger: Vec::new(),
             month: (0, 0),
             descriptions: BTreeMap::new(),
+            data: DataState::new(config.manifests_dir()),
         }
     }
 
@@ -193,6 +249,8 @@ impl Engine {
                         mem_mib: row.spec.resources.mem_mib,
                     };
                     match self.sched.restore_running(row.spec.clone(), alloc.clone()) {
+                        // A staging job has no shim yet: its stage resumes instead.
+                        Ok(()) if row.state == JobState::Staging => {}
                         Ok(()) => expected
                             .entry(alloc.node)
                             .or_default()
@@ -238,6 +296,7 @@ impl Engine {
                     .note_outcome(JobId(id), state == JobState::Completed);
             }
         }
+        self.restore_data().await?;
         let (pending, running) = (self.sched.pending().count(), self.sched.running().count());
         tracing::info!(pending, running, "state restored");
         for (node, link) in &self.agents {
@@ -382,6 +441,37 @@ impl Engine {
                     let out = self.why(id).await?;
                     let _ = reply.send(out);
                 }
+                Item::Request(Request::AddDataset {
+                    dataset,
+                    manifest,
+                    caller,
+                    reply,
+                }) => {
+                    let out = self.add_dataset(dataset, *manifest, &caller).await?;
+                    let _ = reply.send(out);
+                }
+                Item::Request(Request::AddVersion {
+                    name,
+                    version,
+                    manifest,
+                    caller,
+                    reply,
+                }) => {
+                    let out = self.add_version(&name, version, *manifest, &caller).await?;
+                    let _ = reply.send(out);
+                }
+                Item::Request(Request::CacheStatus { node, reply }) => {
+                    let _ = reply.send(self.cache_status(node.as_deref()));
+                }
+                Item::Request(Request::CacheStage { req, caller, reply }) => {
+                    let out = self.warm_up(&req.name, req.node.as_deref(), caller.admin);
+                    let _ = reply.send(out);
+                }
+                Item::Request(Request::CacheVerify {
+                    node,
+                    caller,
+                    reply,
+                }) => self.start_verify(node.as_deref(), caller.admin, reply),
                 Item::Report(report) => self.on_report(report).await?,
             }
         }
@@ -394,13 +484,16 @@ impl Engine {
     /// One scheduling pass: decisions are committed, then the starts are sent to the nodes.
     async fn schedule(&mut self) -> anyhow::Result<()> {
         let pass_time = now();
-        let decisions = self.sched.schedule(pass_time);
+        let view = self.pass_cache_view();
+        let decisions = self.sched.schedule_with(pass_time, &view);
         if decisions.is_empty() {
             return Ok(());
         }
         let start_time = pass_time.0;
         let mut tx = self.db.begin().await?;
         let mut launches = Vec::new();
+        let mut stages = Vec::new();
+        let mut prefetches = Vec::new();
         for d in decisions {
             match d {
                 Decision::Start {
@@ -412,6 +505,46 @@ impl Engine {
                         .expect("a scheduled job is active");
                     row.attempt += 1;
                     let (stdout, stderr) = output_paths(row, &allocation.node);
+                    let datasets = row.spec.datasets.clone();
+                    let (versions, complete) = self.placement_versions(&datasets, &allocation.node);
+                    if !versions.is_empty() {
+                        Db::set_job_datasets(&mut tx, job.0, &versions).await?;
+                        self.data.job_versions.insert(job.0, versions.clone());
+                    }
+                    let row = self
+                        .active
+                        .get_mut(&job.0)
+                        .expect("a scheduled job is active");
+                    if !complete {
+                        let what = versions
+                            .iter()
+                            .map(|(n, v)| format!("{n}@{}", crate::controller::staging::short(v)))
+                            .collect::<Vec<_>>()
+                            .join(", ");
+                        let what = format!("staging {what}");
+                        Db::mark_staging(
+                            &mut tx,
+                            job.0,
+                            &allocation.node,
+                            &allocation.gpus,
+                            row.attempt,
+                            start_time,
+                            &stdout,
+                            &stderr,
+                            &what,
+                        )
+                        .await?;
+                        row.state = JobState::Staging;
+                        row.node = Some(allocation.node.clone());
+                        row.gpus = allocation.gpus.clone();
+                        row.start_time = None;
+                        row.reason = Some("Staging".into());
+                        row.reason_detail = Some(what);
+                        row.stdout = Some(stdout);
+                        row.stderr = Some(stderr);
+                        stages.push((job.0, row.attempt, allocation.node.clone()));
+                        continue;
+                    }
                     Db::mark_started(
                         &mut tx,
                         job.0,
@@ -432,7 +565,7 @@ impl Engine {
                     row.stdout = Some(stdout.clone());
                     row.stderr = Some(stderr.clone());
                     let row = row.clone();
-                    launches.push(self.launch(&row, &allocation, stdout, stderr));
+                    launches.push(self.launch(&row, &allocation, stdout, stderr, true));
                 }
                 Decision::Wait { job, reason } => {
                     Db::set_reason(&mut tx, job.0, &reason.code, &reason.detail).await?;
@@ -441,11 +574,16 @@ impl Engine {
                         row.reason_detail = Some(reason.detail);
                     }
                 }
-                // Staging ahead of a predicted start needs the node cache (datasets issue).
-                Decision::Prefetch { .. } => {}
+                Decision::Prefetch {
+                    job, node, dataset, ..
+                } => prefetches.push((job.0, node, dataset)),
             }
         }
         tx.commit().await?;
+        for (job, attempt, node) in stages {
+            self.start_staging(job, attempt, &node);
+        }
+        self.prefetch(prefetches);
         for (node, launch) in launches {
             match self.agents.get(&node) {
                 Some(link) => {
@@ -457,12 +595,14 @@ impl Engine {
         Ok(())
     }
 
-    fn launch(
+    /// The launch of a job's attempt; `hit` when its datasets were staged before it was placed.
+    pub(crate) fn launch(
         &self,
         row: &JobRow,
         alloc: &Allocation,
         stdout: PathBuf,
         stderr: PathBuf,
+        hit: bool,
     ) -> (String, Launch) {
         let (home, shell) = match nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(row.uid)) {
             Ok(Some(u)) => (u.dir, u.shell),
@@ -503,7 +643,7 @@ impl Engine {
             kill_grace_ms: self.config.controller.kill_grace.as_millis() as u64,
             umask: req.umask,
             array,
-            datasets: row.spec.datasets.clone(),
+            datasets: self.launch_datasets(row.id, hit),
         };
         (alloc.node.clone(), launch)
     }
@@ -534,6 +674,32 @@ impl Engine {
                     let _ = link.send(AgentOrder::Forget { job, attempt });
                 }
             }
+            AgentReport::Staging {
+                node,
+                purpose,
+                name,
+                version,
+                progress,
+            } => {
+                self.on_staging(node, purpose, name, version, progress)
+                    .await?
+            }
+            AgentReport::Staged {
+                node,
+                purpose,
+                versions,
+                result,
+            } => self.on_staged(node, purpose, versions, result).await?,
+            AgentReport::Inventory {
+                node,
+                capacity,
+                inventory,
+            } => self.on_inventory(node, capacity, inventory),
+            AgentReport::Verified {
+                node,
+                request,
+                result,
+            } => self.on_verified(node, request, result),
             AgentReport::Adopted { job, attempt, .. } => {
                 tracing::info!(job, attempt, "job re-adopted")
             }
@@ -577,7 +743,7 @@ impl Engine {
     }
 
     /// Records a job's end, and charges its user for the GPU time it held.
-    async fn record_end(&mut self, job: u64, outcome: Outcome) -> anyhow::Result<()> {
+    pub(crate) async fn record_end(&mut self, job: u64, outcome: Outcome) -> anyhow::Result<()> {
         let row = self.active.get(&job).expect("an ending job is active");
         let user = row.spec.user.clone();
         let detail = match (outcome.state, row.cancel_requested_by.clone()) {
@@ -631,6 +797,7 @@ impl Engine {
         }
         tx.commit().await?;
         self.active.remove(&job);
+        self.data.job_versions.remove(&job);
         self.ledger.extend(
             entries
                 .into_iter()
@@ -737,6 +904,25 @@ impl Engine {
                         self.sched.remove_pending(JobId(id));
                         self.active.remove(&id);
                         done.push(format!("job {id} cancelled"));
+                    }
+                    // Nothing runs yet: it ends now, uncharged. Its stage may finish, for the
+                    // jobs that come after it.
+                    JobState::Staging => {
+                        let detail = format!("cancelled by {} while staging", caller.user);
+                        Db::mark_ended(
+                            &mut tx,
+                            id,
+                            JobState::Cancelled,
+                            None,
+                            None,
+                            now,
+                            None,
+                            Some(&detail),
+                        )
+                        .await?;
+                        self.end_staging(id);
+                        self.active.remove(&id);
+                        done.push(format!("job {id} cancelled while staging its datasets"));
                     }
                     _ => {
                         let node = row.node.clone().unwrap_or_default();

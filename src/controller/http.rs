@@ -78,6 +78,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/accounts", get(accounts).post(change_accounts))
         .route("/v1/credits", get(credits))
         .route("/v1/credits/grant", post(grant))
+        .merge(crate::controller::dataset_http::routes())
         .fallback(|| async {
             ApiError::not_found(
                 "no such API path",
@@ -92,7 +93,7 @@ pub fn router(state: AppState) -> Router {
 /// Largest request body the API takes.
 pub const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
 
-fn caller(state: &AppState, peer: &Peer) -> Result<Caller, ApiError> {
+pub(crate) fn caller(state: &AppState, peer: &Peer) -> Result<Caller, ApiError> {
     let uid = peer
         .uid
         .ok_or_else(|| ApiError::forbidden("the kernel did not report who is calling", None))?;
@@ -100,7 +101,7 @@ fn caller(state: &AppState, peer: &Peer) -> Result<Caller, ApiError> {
         .map_err(|e| ApiError::forbidden(e.to_string(), None))
 }
 
-async fn ask<T>(
+pub(crate) async fn ask<T>(
     state: &AppState,
     make: impl FnOnce(oneshot::Sender<T>) -> Request,
 ) -> Result<T, ApiError> {

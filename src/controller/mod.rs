@@ -3,13 +3,18 @@
 //! local node's agent in-process.
 
 pub mod admin;
+pub mod dataset_db;
+pub mod dataset_http;
+pub mod datasets;
 pub mod db;
 pub mod engine;
 pub mod error;
 pub mod http;
+pub mod staging;
 pub mod submit;
 
 use crate::agent::local::Executor;
+use crate::agent::stager::{CacheSettings, Stager};
 use crate::clock::now_ms;
 use crate::controller::db::Db;
 use crate::controller::engine::Engine;
@@ -17,6 +22,7 @@ use crate::controller::http::{AppState, Peer};
 use crate::discovery::{GpuSource, node_spec};
 use crate::settings::Config;
 use anyhow::Context;
+use labpool_cache::store::StageOptions;
 use labpool_scheduler::Scheduler;
 use nix::fcntl::{Flock, FlockArg};
 use std::collections::BTreeMap;
@@ -80,7 +86,24 @@ pub async fn serve(
         .mode(0o755)
         .create(&spool)
         .with_context(|| format!("cannot create spool {}", spool.display()))?;
-    tokio::spawn(Executor::new(spec.name.clone(), spool, exe, report_tx).run(order_rx));
+    let cache = CacheSettings {
+        dir: config.cache_dir(),
+        capacity: config.cache.capacity,
+        high_watermark: config.cache.high_watermark,
+        low_watermark: config.cache.low_watermark,
+        options: StageOptions {
+            workers: config.cache.workers,
+            bandwidth: config.cache.bandwidth,
+        },
+    };
+    let stager = Stager::start(spec.name.clone(), cache, report_tx.clone()).with_context(|| {
+        format!(
+            "cannot open the dataset cache {}; check dir under [cache] in {}",
+            config.cache_dir().display(),
+            config.path.display()
+        )
+    })?;
+    tokio::spawn(Executor::new(spec.name.clone(), spool, exe, report_tx, stager).run(order_rx));
 
     let agents = BTreeMap::from([(spec.name.clone(), order_tx)]);
     let sources = BTreeMap::from([(spec.name.clone(), source.as_str().to_string())]);

@@ -142,15 +142,20 @@ impl Engine {
             );
         }
         for d in &req.datasets {
-            if d.is_empty()
-                || !d
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
-            {
-                return bad(
-                    format!("invalid dataset name {d:?}: use letters, digits, '-', '_' and '.'"),
-                    None,
-                );
+            if let Err(e) = labpool_cache::registry::check_name(d) {
+                return bad(e.to_string(), None);
+            }
+            if !self.data.datasets.contains_key(d) {
+                let known: Vec<&str> = self.data.datasets.keys().map(String::as_str).collect();
+                let hint = if known.is_empty() {
+                    "no datasets are registered yet; an admin adds one with `labpool dataset add NAME PATH`".to_string()
+                } else {
+                    format!("registered datasets: {}", known.join(", "))
+                };
+                return Ok(Err(ApiError::bad_request(
+                    format!("unknown dataset {d:?}"),
+                    Some(hint),
+                )));
             }
         }
         let tasks = match req.array.as_deref().map(parse_array).transpose() {

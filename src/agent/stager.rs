@@ -1,0 +1,375 @@
+//! The node agent's stager: one worker thread that stages dataset versions into the node cache,
+//! makes room by removing unpinned versions, trims the cache back under its watermarks, and
+//! verifies it. Stages for placed jobs go before prefetches and warm-ups; within each kind, first
+//! come first served. Copying itself is parallel inside [`NodeCache::stage`].
+
+use crate::agent::protocol::{AgentReport, StageFailure, StageFor, StageOrder, Staged};
+use labpool_cache::CacheError;
+use labpool_cache::manifest::Manifest;
+use labpool_cache::store::{NodeCache, Progress, StageOptions, plan};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
+
+/// Shortest time between two progress reports of one stage.
+const PROGRESS_EVERY: Duration = Duration::from_millis(250);
+
+/// How the node's cache is run, from `[cache]` in the config.
+#[derive(Debug, Clone)]
+pub struct CacheSettings {
+    /// Root directory.
+    pub dir: PathBuf,
+    /// Capacity, bytes; `None`: 90% of the file system the root is on.
+    pub capacity: Option<u64>,
+    /// Trim above this share of capacity...
+    pub high_watermark: f64,
+    /// ...down to this share.
+    pub low_watermark: f64,
+    /// Copy workers and bandwidth.
+    pub options: StageOptions,
+}
+
+/// Versions read by running attempts, by (job, attempt).
+type InUse = Arc<Mutex<BTreeMap<(u64, u32), Vec<(String, String)>>>>;
+
+enum Task {
+    Stage(Box<StageOrder>),
+    Verify {
+        request: u64,
+        sources: BTreeMap<(String, String), PathBuf>,
+    },
+    Inventory,
+}
+
+#[derive(Default)]
+struct Queue {
+    urgent: VecDeque<Task>,
+    background: VecDeque<Task>,
+    closed: bool,
+}
+
+/// Handle to a node's stager thread.
+#[derive(Clone)]
+pub struct Stager {
+    queue: Arc<(Mutex<Queue>, Condvar)>,
+    /// Versions that jobs started by this agent are reading, by attempt: never removed.
+    in_use: InUse,
+    cache: NodeCache,
+}
+
+impl Stager {
+    /// Opens the cache (cleaning up what a crash left) and starts the worker thread.
+    pub fn start(
+        node: String,
+        settings: CacheSettings,
+        reports: mpsc::UnboundedSender<AgentReport>,
+    ) -> Result<Stager, CacheError> {
+        let cache = NodeCache::open(&settings.dir)?;
+        let capacity = settings
+            .capacity
+            .unwrap_or_else(|| default_capacity(&settings.dir));
+        let stager = Stager {
+            queue: Arc::default(),
+            in_use: Arc::default(),
+            cache: cache.clone(),
+        };
+        let worker = Worker {
+            node,
+            cache,
+            capacity,
+            settings,
+            reports,
+            in_use: stager.in_use.clone(),
+        };
+        let queue = stager.queue.clone();
+        std::thread::Builder::new()
+            .name("labpool-stager".into())
+            .spawn(move || worker.run(&queue))
+            .map_err(|e| CacheError::io(Path::new("stager thread"), e))?;
+        stager.push(Task::Inventory, true);
+        Ok(stager)
+    }
+
+    /// The cache this stager fills.
+    pub fn cache(&self) -> &NodeCache {
+        &self.cache
+    }
+
+    fn push(&self, task: Task, urgent: bool) {
+        let (lock, cv) = &*self.queue;
+        let mut q = lock.lock().expect("not poisoned");
+        if urgent {
+            q.urgent.push_back(task);
+        } else {
+            q.background.push_back(task);
+        }
+        cv.notify_one();
+    }
+
+    /// Queues a stage; a placed job's goes before prefetches and warm-ups.
+    pub fn stage(&self, order: StageOrder) {
+        let urgent = matches!(order.purpose, StageFor::Job { .. });
+        self.push(Task::Stage(Box::new(order)), urgent);
+    }
+
+    /// Queues a verify of every complete version.
+    pub fn verify(&self, request: u64, sources: Vec<((String, String), PathBuf)>) {
+        let sources = sources.into_iter().collect();
+        self.push(Task::Verify { request, sources }, true);
+    }
+
+    /// Queues an inventory report.
+    pub fn inventory(&self) {
+        self.push(Task::Inventory, true);
+    }
+
+    /// Marks versions as read by a running attempt, so that they are never removed under it.
+    pub fn hold(&self, job: u64, attempt: u32, versions: Vec<(String, String)>) {
+        if !versions.is_empty() {
+            let mut in_use = self.in_use.lock().expect("not poisoned");
+            in_use.insert((job, attempt), versions);
+        }
+    }
+
+    /// The attempt has ended: its versions may be removed again.
+    pub fn release(&self, job: u64, attempt: u32) {
+        self.in_use
+            .lock()
+            .expect("not poisoned")
+            .remove(&(job, attempt));
+    }
+
+    /// Stops the worker after the task at hand.
+    pub fn close(&self) {
+        let (lock, cv) = &*self.queue;
+        lock.lock().expect("not poisoned").closed = true;
+        cv.notify_all();
+    }
+}
+
+/// 90% of the file system that holds `dir`, or 0 when it cannot be read.
+fn default_capacity(dir: &Path) -> u64 {
+    match nix::sys::statvfs::statvfs(dir) {
+        Ok(s) => s.blocks().saturating_mul(s.fragment_size()) / 10 * 9,
+        Err(e) => {
+            tracing::warn!(dir = %dir.display(), "cannot size the cache's file system: {e}; set capacity under [cache]");
+            0
+        }
+    }
+}
+
+struct Worker {
+    node: String,
+    cache: NodeCache,
+    capacity: u64,
+    settings: CacheSettings,
+    reports: mpsc::UnboundedSender<AgentReport>,
+    in_use: InUse,
+}
+
+impl Worker {
+    fn run(self, queue: &(Mutex<Queue>, Condvar)) {
+        let (lock, cv) = queue;
+        loop {
+            let task = {
+                let mut q = lock.lock().expect("not poisoned");
+                loop {
+                    if q.closed {
+                        return;
+                    }
+                    if let Some(t) = q.urgent.pop_front().or_else(|| q.background.pop_front()) {
+                        break t;
+                    }
+                    q = cv.wait(q).expect("not poisoned");
+                }
+            };
+            match task {
+                Task::Stage(order) => {
+                    let result = self.stage(&order);
+                    if let Err(e) = &result {
+                        tracing::warn!(purpose = ?order.purpose, "stage failed: {e:?}");
+                    }
+                    let _ = self.reports.send(AgentReport::Staged {
+                        node: self.node.clone(),
+                        purpose: order.purpose,
+                        versions: order
+                            .items
+                            .iter()
+                            .map(|i| (i.name.clone(), i.version.clone()))
+                            .collect(),
+                        result,
+                    });
+                    self.report_inventory();
+                }
+                Task::Verify { request, sources } => {
+                    let result = self.verify(&sources).map_err(|e| e.to_string());
+                    let _ = self.reports.send(AgentReport::Verified {
+                        node: self.node.clone(),
+                        request,
+                        result,
+                    });
+                    self.report_inventory();
+                }
+                Task::Inventory => self.report_inventory(),
+            }
+        }
+    }
+
+    fn report_inventory(&self) {
+        match self.cache.inventory() {
+            Ok(inventory) => {
+                let _ = self.reports.send(AgentReport::Inventory {
+                    node: self.node.clone(),
+                    capacity: self.capacity,
+                    inventory,
+                });
+            }
+            Err(e) => tracing::error!("cannot list the node cache: {e}"),
+        }
+    }
+
+    /// Versions that must stay: the order's pins, what running jobs read, and what it stages.
+    fn pins(&self, order: &StageOrder) -> BTreeSet<(String, String)> {
+        let in_use = self.in_use.lock().expect("not poisoned");
+        order
+            .pinned
+            .iter()
+            .cloned()
+            .chain(in_use.values().flatten().cloned())
+            .chain(
+                order
+                    .items
+                    .iter()
+                    .map(|i| (i.name.clone(), i.version.clone())),
+            )
+            .collect()
+    }
+
+    fn stage(&self, order: &StageOrder) -> Result<Vec<Staged>, StageFailure> {
+        let failed = |e: CacheError| StageFailure::Failed(e.to_string());
+        let mut manifests = Vec::new();
+        let mut needed = 0;
+        for item in &order.items {
+            let m = Manifest::load(&item.manifest).map_err(failed)?;
+            needed += self
+                .cache
+                .bytes_to_stage(&item.name, &item.version, &m)
+                .map_err(failed)?;
+            manifests.push(m);
+        }
+        let pins = self.pins(order);
+        let next_use: BTreeMap<_, _> = order.next_use.iter().cloned().collect();
+        let inv = self.cache.inventory().map_err(failed)?;
+        let evict = plan(
+            &inv.versions,
+            inv.used_bytes,
+            needed,
+            self.capacity,
+            &pins,
+            &next_use,
+        )
+        .map_err(|e| StageFailure::NoRoom(e.to_string()))?;
+        for (name, version) in &evict {
+            tracing::info!(name, version, "removing a cached version to make room");
+            self.cache.remove(name, version).map_err(failed)?;
+        }
+        if !evict.is_empty() {
+            self.report_inventory();
+        }
+        let mut out = Vec::new();
+        for (item, manifest) in order.items.iter().zip(&manifests) {
+            let last = Mutex::new(Instant::now() - PROGRESS_EVERY);
+            let progress = |p: &Progress| {
+                let mut last = last.lock().expect("not poisoned");
+                if last.elapsed() >= PROGRESS_EVERY || p.files_done == p.files_total {
+                    *last = Instant::now();
+                    let _ = self.reports.send(AgentReport::Staging {
+                        node: self.node.clone(),
+                        purpose: order.purpose,
+                        name: item.name.clone(),
+                        version: item.version.clone(),
+                        progress: p.clone(),
+                    });
+                }
+            };
+            let report = self
+                .cache
+                .stage(
+                    &item.name,
+                    &item.version,
+                    manifest,
+                    &item.source,
+                    &self.settings.options,
+                    &progress,
+                )
+                .map_err(failed)?;
+            out.push(Staged {
+                name: item.name.clone(),
+                version: item.version.clone(),
+                report,
+            });
+        }
+        self.trim(&pins, &next_use);
+        Ok(out)
+    }
+
+    /// Above the high watermark, removes unpinned versions down to the low one, as far as pins
+    /// allow.
+    fn trim(
+        &self,
+        pins: &BTreeSet<(String, String)>,
+        next_use: &BTreeMap<(String, String), usize>,
+    ) {
+        let Ok(inv) = self.cache.inventory() else {
+            return;
+        };
+        let high = (self.capacity as f64 * self.settings.high_watermark) as u64;
+        if inv.used_bytes <= high {
+            return;
+        }
+        let low = (self.capacity as f64 * self.settings.low_watermark) as u64;
+        // Best effort: take what can go; what is pinned stays.
+        let unpinned: Vec<_> = inv
+            .versions
+            .iter()
+            .filter(|v| !pins.contains(&(v.name.clone(), v.version.clone())))
+            .cloned()
+            .collect();
+        let freeable: u64 = unpinned.iter().map(|v| v.unique_bytes).sum();
+        let target = low.max(inv.used_bytes.saturating_sub(freeable));
+        if let Ok(evict) = plan(&inv.versions, inv.used_bytes, 0, target, pins, next_use) {
+            for (name, version) in evict {
+                tracing::info!(name, version, "trimming the cache under its high watermark");
+                if let Err(e) = self.cache.remove(&name, &version) {
+                    tracing::warn!("cannot remove {name}@{version}: {e}");
+                }
+            }
+        }
+    }
+
+    fn verify(
+        &self,
+        sources: &BTreeMap<(String, String), PathBuf>,
+    ) -> Result<Vec<(String, String, labpool_cache::store::VerifyReport)>, CacheError> {
+        let mut out = Vec::new();
+        for v in self.cache.list()?.into_iter().filter(|v| v.complete) {
+            let source = sources.get(&(v.name.clone(), v.version.clone()));
+            let report = self
+                .cache
+                .verify(&v.name, &v.version, source.map(PathBuf::as_path))?;
+            if !report.mismatched.is_empty() {
+                tracing::warn!(
+                    name = v.name,
+                    version = v.version,
+                    mismatched = report.mismatched.len(),
+                    repaired = report.repaired.len(),
+                    "cache verify found damaged files"
+                );
+            }
+            out.push((v.name, v.version, report));
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,383 @@
+//! `labpool dataset …` and `labpool cache …`.
+
+use crate::cli::{CacheCommand, DatasetCommand};
+use crate::client::Client;
+use crate::data_api::{
+    AddDatasetRequest, CacheStatus, DatasetDetail, DatasetView, RescanOutcome, StageQueued,
+    StageRequest, VerifiedVersion, VerifyRequest,
+};
+use crate::render::{or_dash, print, table};
+use crate::settings::Config;
+use indicatif::{HumanBytes, ProgressBar, ProgressStyle};
+use std::time::{Duration, Instant};
+
+/// How often `cache stage` asks for progress.
+const POLL: Duration = Duration::from_millis(200);
+
+/// A stage that neither progresses nor is queued for this long has stopped.
+const GONE_AFTER: Duration = Duration::from_secs(3);
+
+fn short(version: &str) -> &str {
+    &version[..version.len().min(12)]
+}
+
+fn spinner(message: String) -> ProgressBar {
+    let bar = ProgressBar::new_spinner().with_message(message);
+    bar.enable_steady_tick(Duration::from_millis(120));
+    bar
+}
+
+/// Runs `labpool dataset …`.
+pub async fn dataset(command: &DatasetCommand, config: &Config) -> anyhow::Result<()> {
+    let client = Client::new(&config.controller.socket);
+    match command {
+        DatasetCommand::Add {
+            name,
+            path,
+            description,
+            json,
+        } => {
+            let path = std::path::absolute(path)?;
+            let bar = spinner(format!("scanning {}", path.display()));
+            let req = AddDatasetRequest {
+                name: name.clone(),
+                path,
+                description: description.clone(),
+            };
+            let result: Result<DatasetView, _> = client.post("/v1/datasets", &req).await;
+            bar.finish_and_clear();
+            let d = result?;
+            print(*json, &d, |d| {
+                format!(
+                    "registered {} ({} files, {}) version {}\njobs declare it with --dataset {} and read it at ${}",
+                    d.name,
+                    d.files,
+                    HumanBytes(d.bytes),
+                    short(&d.current),
+                    d.name,
+                    d.env_var
+                )
+            });
+        }
+        DatasetCommand::List(a) => {
+            let all: Vec<DatasetView> = client.get("/v1/datasets").await?;
+            print(a.json, &all, |all| {
+                let rows = all
+                    .iter()
+                    .map(|d| {
+                        vec![
+                            d.name.clone(),
+                            short(&d.current).to_string(),
+                            d.files.to_string(),
+                            HumanBytes(d.bytes).to_string(),
+                            d.versions.to_string(),
+                            d.path.display().to_string(),
+                            d.description.clone(),
+                        ]
+                    })
+                    .collect();
+                table(
+                    &[
+                        "NAME",
+                        "VERSION",
+                        "FILES",
+                        "SIZE",
+                        "VERSIONS",
+                        "SOURCE",
+                        "DESCRIPTION",
+                    ],
+                    rows,
+                )
+            });
+        }
+        DatasetCommand::Show { name, json } => {
+            let d: DatasetDetail = client.get(&format!("/v1/datasets/{name}")).await?;
+            print(*json, &d, |d| {
+                let v = &d.dataset;
+                format!(
+                    "name         {}\nsource       {}\ndescription  {}\nversion      {}\nfiles        {}\nsize         {}\nversions     {}\nregistered   {} by {}\njob variable ${}",
+                    v.name,
+                    v.path.display(),
+                    if v.description.is_empty() {
+                        "-"
+                    } else {
+                        &v.description
+                    },
+                    v.current,
+                    v.files,
+                    HumanBytes(v.bytes),
+                    v.versions,
+                    v.created,
+                    v.created_by,
+                    v.env_var
+                )
+            });
+        }
+        DatasetCommand::Versions { name, json } => {
+            let d: DatasetDetail = client.get(&format!("/v1/datasets/{name}")).await?;
+            print(*json, &d.history, |h| {
+                let rows = h
+                    .iter()
+                    .map(|v| {
+                        vec![
+                            format!("{}{}", short(&v.version), if v.current { " *" } else { "" }),
+                            v.created.clone(),
+                            v.files.to_string(),
+                            HumanBytes(v.bytes).to_string(),
+                            v.changed_files.to_string(),
+                            HumanBytes(v.changed_bytes).to_string(),
+                        ]
+                    })
+                    .collect();
+                table(
+                    &[
+                        "VERSION (* current)",
+                        "RECORDED",
+                        "FILES",
+                        "SIZE",
+                        "CHANGED FILES",
+                        "CHANGED",
+                    ],
+                    rows,
+                )
+            });
+        }
+        DatasetCommand::Rescan { name, json } => {
+            let bar = spinner(format!("rescanning {name}"));
+            let result: Result<RescanOutcome, _> = client
+                .post(&format!("/v1/datasets/{name}/rescan"), &())
+                .await;
+            bar.finish_and_clear();
+            let r = result?;
+            print(*json, &r, |r| {
+                if r.new_version {
+                    format!(
+                        "{}: new version {} ({} added, {} changed, {} removed; {} to copy to caches)\nrunning jobs keep their version; jobs placed from now on get this one",
+                        r.dataset.name,
+                        short(&r.dataset.current),
+                        r.added,
+                        r.changed,
+                        r.removed,
+                        HumanBytes(r.changed_bytes)
+                    )
+                } else {
+                    format!(
+                        "{}: unchanged, still version {}",
+                        r.dataset.name,
+                        short(&r.dataset.current)
+                    )
+                }
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Runs `labpool cache …`.
+pub async fn cache(command: &CacheCommand, config: &Config) -> anyhow::Result<()> {
+    let client = Client::new(&config.controller.socket);
+    match command {
+        CacheCommand::Status { node, json } => {
+            let path = match node {
+                Some(n) => format!("/v1/cache?node={n}"),
+                None => "/v1/cache".to_string(),
+            };
+            let caches: Vec<CacheStatus> = client.get(&path).await?;
+            print(*json, &caches, |c| status_text(c));
+        }
+        CacheCommand::Verify { node, json } => {
+            let bar = spinner("re-hashing staged files".to_string());
+            let result: Result<Vec<VerifiedVersion>, _> = client
+                .post("/v1/cache/verify", &VerifyRequest { node: node.clone() })
+                .await;
+            bar.finish_and_clear();
+            let r = result?;
+            print(*json, &r, |r| verify_text(r));
+            let unrepaired: usize = r
+                .iter()
+                .map(|v| v.mismatched.len() - v.repaired.len())
+                .sum();
+            if unrepaired > 0 {
+                anyhow::bail!(
+                    "{unrepaired} damaged files could not be staged again (their source changed since); \
+                     rescan the dataset, and jobs will get a fresh version"
+                );
+            }
+        }
+        CacheCommand::Stage { name, node } => {
+            let queued: StageQueued = client
+                .post(
+                    "/v1/cache/stage",
+                    &StageRequest {
+                        name: name.clone(),
+                        node: node.clone(),
+                    },
+                )
+                .await?;
+            if queued.nodes.is_empty() {
+                println!(
+                    "{name}@{} is staged already on every node asked for",
+                    short(&queued.version)
+                );
+                return Ok(());
+            }
+            follow_stage(&client, &queued).await?;
+        }
+    }
+    Ok(())
+}
+
+/// Shows a progress bar until the warm-up is complete on every node it was queued on.
+async fn follow_stage(client: &Client, queued: &StageQueued) -> anyhow::Result<()> {
+    let bar = ProgressBar::new(0);
+    bar.set_style(
+        ProgressStyle::with_template(
+            "{msg} [{bar:30}] {binary_bytes}/{binary_total_bytes} {binary_bytes_per_sec} eta {eta}",
+        )?
+        .progress_chars("=> "),
+    );
+    let label = format!("{}@{}", queued.name, short(&queued.version));
+    let mut last_seen = Instant::now();
+    loop {
+        let caches: Vec<CacheStatus> = client.get("/v1/cache").await?;
+        let mine: Vec<&CacheStatus> = caches
+            .iter()
+            .filter(|c| queued.nodes.contains(&c.node))
+            .collect();
+        let complete = |c: &CacheStatus| {
+            c.versions
+                .iter()
+                .any(|v| v.complete && v.name == queued.name && v.version == queued.version)
+        };
+        let (mut done, mut total) = (0, 0);
+        let mut active = false;
+        for c in &mine {
+            if let Some(s) = c
+                .staging
+                .iter()
+                .find(|s| s.name == queued.name && s.version == queued.version)
+            {
+                done += s.progress.bytes_done;
+                total += s.progress.bytes_total;
+                active = true;
+            }
+            active |= c
+                .queued
+                .contains(&format!("{}@{}", queued.name, queued.version));
+        }
+        let finished = mine.iter().filter(|c| complete(c)).count();
+        bar.set_message(format!("{label} {finished}/{} nodes", queued.nodes.len()));
+        bar.set_length(total.max(1));
+        bar.set_position(done);
+        if finished == queued.nodes.len() {
+            bar.finish_with_message(format!("{label} staged on {}", queued.nodes.join(", ")));
+            return Ok(());
+        }
+        if active {
+            last_seen = Instant::now();
+        } else if last_seen.elapsed() > GONE_AFTER {
+            bar.abandon();
+            anyhow::bail!(
+                "staging {label} stopped before it was complete on every node\nhint: the controller log says why (no room, or the source changed); `labpool cache status` shows what is staged"
+            );
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+fn status_text(caches: &[CacheStatus]) -> String {
+    let mut out = String::new();
+    for c in caches {
+        let pct = (c.used_bytes * 100).checked_div(c.capacity).unwrap_or(0);
+        out.push_str(&format!(
+            "{}: {} of {} used ({pct}%)\n",
+            c.node,
+            HumanBytes(c.used_bytes),
+            HumanBytes(c.capacity)
+        ));
+        let rows = c
+            .versions
+            .iter()
+            .map(|v| {
+                vec![
+                    v.name.clone(),
+                    format!("{}{}", short(&v.version), if v.current { " *" } else { "" }),
+                    if v.complete { "complete" } else { "partial" }.to_string(),
+                    v.files.to_string(),
+                    HumanBytes(v.bytes).to_string(),
+                    HumanBytes(v.unique_bytes).to_string(),
+                    format!("{}/{}", v.hits, v.uses),
+                    or_dash(v.last_use.as_ref()),
+                    if v.pinned_by.is_empty() {
+                        "-".to_string()
+                    } else {
+                        v.pinned_by
+                            .iter()
+                            .map(u64::to_string)
+                            .collect::<Vec<_>>()
+                            .join(",")
+                    },
+                ]
+            })
+            .collect();
+        out.push_str(&table(
+            &[
+                "DATASET",
+                "VERSION (* current)",
+                "STATE",
+                "FILES",
+                "SIZE",
+                "UNIQUE",
+                "HITS/USES",
+                "LAST USE",
+                "PINNED BY JOBS",
+            ],
+            rows,
+        ));
+        for s in &c.staging {
+            let p = &s.progress;
+            out.push_str(&format!(
+                "\nstaging {}@{} for {}: {} of {}, {} of {} files",
+                s.name,
+                short(&s.version),
+                s.purpose,
+                HumanBytes(p.bytes_done),
+                HumanBytes(p.bytes_total),
+                p.files_done,
+                p.files_total
+            ));
+        }
+        out.push('\n');
+    }
+    if caches.is_empty() {
+        out.push_str("no node has reported its cache yet");
+    }
+    out.trim_end().to_string()
+}
+
+fn verify_text(versions: &[VerifiedVersion]) -> String {
+    if versions.is_empty() {
+        return "nothing staged to verify".to_string();
+    }
+    let mut out = String::new();
+    for v in versions {
+        let state = if v.mismatched.is_empty() {
+            "ok".to_string()
+        } else {
+            format!(
+                "{} damaged, {} staged again: {}",
+                v.mismatched.len(),
+                v.repaired.len(),
+                v.mismatched.join(", ")
+            )
+        };
+        out.push_str(&format!(
+            "{} {}@{}: {} files, {state}\n",
+            v.node,
+            v.name,
+            short(&v.version),
+            v.files
+        ));
+    }
+    out.trim_end().to_string()
+}
