@@ -1,6 +1,7 @@
 //! End-to-end tests: the real binary, real processes, real SQLite, real sockets.
 
 mod bad_input;
+mod datasets;
 mod demo;
 mod exclusivity;
 mod lifecycle;
