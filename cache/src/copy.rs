@@ -52,6 +52,10 @@ impl Limiter {
 
 const CHUNK: usize = 1 << 20;
 
+thread_local! {
+    static BUFFER: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 /// Copies `src` to `dst` through `dst.partial`: hashes while copying, gives the copy the entry's
 /// mode and mtime, syncs it, then renames it into place. Checks that the source still matches
 /// the entry. Returns the BLAKE3 hash.
@@ -61,6 +65,22 @@ pub fn copy_file(
     entry: &Entry,
     limiter: &Limiter,
 ) -> Result<String, CacheError> {
+    let (file, partial, hash) = write_partial(src, dst, entry, limiter)?;
+    file.sync_all().map_err(|e| CacheError::io(&partial, e))?;
+    drop(file);
+    std::fs::rename(&partial, dst).map_err(|e| CacheError::io(dst, e))?;
+    Ok(hash)
+}
+
+/// The first half of [`copy_file`]: writes `dst.partial` (hashed, with the entry's mode and
+/// mtime) and returns it open, not yet synced or renamed, with its path and hash. A stager
+/// syncs many such files at once, then renames them.
+pub fn write_partial(
+    src: &Path,
+    dst: &Path,
+    entry: &Entry,
+    limiter: &Limiter,
+) -> Result<(File, std::path::PathBuf, String), CacheError> {
     let mut input = File::open(src).map_err(|e| CacheError::io(src, e))?;
     let meta = input.metadata().map_err(|e| CacheError::io(src, e))?;
     let changed = || CacheError::SourceChanged {
@@ -80,19 +100,23 @@ pub fn copy_file(
         .open(&partial)
         .map_err(|e| CacheError::io(&partial, e))?;
     let mut hasher = blake3::Hasher::new();
-    let mut buf = vec![0u8; CHUNK];
     let mut copied = 0u64;
-    loop {
-        let n = input.read(&mut buf).map_err(|e| CacheError::io(src, e))?;
-        if n == 0 {
-            break;
+    BUFFER.with_borrow_mut(|buf| -> Result<(), CacheError> {
+        // One buffer per copying thread: most dataset files are small, and a fresh 1 MiB
+        // buffer per file would cost more than the file.
+        buf.resize(CHUNK, 0);
+        loop {
+            let n = input.read(buf).map_err(|e| CacheError::io(src, e))?;
+            if n == 0 {
+                return Ok(());
+            }
+            limiter.take(n);
+            hasher.update(&buf[..n]);
+            out.write_all(&buf[..n])
+                .map_err(|e| CacheError::io(&partial, e))?;
+            copied += n as u64;
         }
-        limiter.take(n);
-        hasher.update(&buf[..n]);
-        out.write_all(&buf[..n])
-            .map_err(|e| CacheError::io(&partial, e))?;
-        copied += n as u64;
-    }
+    })?;
     if copied != entry.size {
         let _ = std::fs::remove_file(&partial);
         return Err(changed());
@@ -100,10 +124,7 @@ pub fn copy_file(
     out.set_permissions(std::fs::Permissions::from_mode(entry.mode))
         .map_err(|e| CacheError::io(&partial, e))?;
     set_mtime(&partial, entry.mtime_ns)?;
-    out.sync_all().map_err(|e| CacheError::io(&partial, e))?;
-    drop(out);
-    std::fs::rename(&partial, dst).map_err(|e| CacheError::io(dst, e))?;
-    Ok(hasher.finalize().to_hex().to_string())
+    Ok((out, partial, hasher.finalize().to_hex().to_string()))
 }
 
 /// The `.partial` name a copy is written under.

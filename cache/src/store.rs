@@ -13,7 +13,7 @@
 //! version is hard-linked from it instead. A crash mid-stage leaves a version without its
 //! marker; staging it again picks up from the journal.
 
-use crate::copy::{Limiter, copy_file, partial_path, set_mtime};
+use crate::copy::{Limiter, copy_file, partial_path, set_mtime, write_partial};
 use crate::error::CacheError;
 use crate::manifest::{Entry, Kind, Manifest, hash_file};
 use serde::{Deserialize, Serialize};
@@ -33,6 +33,9 @@ pub struct StageOptions {
     pub workers: usize,
     /// Read bandwidth limit, bytes per second.
     pub bandwidth: Option<u64>,
+    /// Complete versions of the same dataset that no job needs any more: a new version may take
+    /// one over (renamed, then only its changed files replaced) instead of linking every file.
+    pub take_over: Vec<String>,
 }
 
 impl Default for StageOptions {
@@ -40,6 +43,7 @@ impl Default for StageOptions {
         StageOptions {
             workers: 4,
             bandwidth: None,
+            take_over: Vec::new(),
         }
     }
 }
@@ -72,6 +76,12 @@ pub struct StageReport {
     pub bytes_linked: u64,
     /// Files found already done (a resumed stage).
     pub files_resumed: u64,
+    /// Unchanged files kept in place in a version taken over.
+    #[serde(default)]
+    pub files_reused: u64,
+    /// Their bytes.
+    #[serde(default)]
+    pub bytes_reused: u64,
 }
 
 /// A version in the cache, as listed.
@@ -205,6 +215,21 @@ impl NodeCache {
             return Ok(report);
         }
         let dir = self.dir(name, version);
+        let resuming = dir.exists();
+        let mut reused = (0, 0);
+        if !resuming {
+            // Of the versions offered, the one with the most files in common.
+            let best = opts
+                .take_over
+                .iter()
+                .filter(|v| *v != version && self.is_complete(name, v))
+                .filter_map(|v| Some((v, self.staged_manifest(name, v).ok()?)))
+                .map(|(v, m)| (kept(&m, manifest).count(), v, m))
+                .max_by(|a, b| a.0.cmp(&b.0).then_with(|| b.1.cmp(a.1)));
+            if let Some((_, old, previous)) = best {
+                reused = self.take_over(name, old, &previous, version, manifest)?;
+            }
+        }
         std::fs::create_dir_all(&dir).map_err(|e| CacheError::io(&dir, e))?;
         let journal_path = self.side(name, version, "journal");
         let done = read_journal(&journal_path)?;
@@ -243,6 +268,27 @@ impl NodeCache {
         let first_error: Mutex<Option<CacheError>> = Mutex::new(None);
         let started = Instant::now();
         let hashes: Mutex<BTreeMap<String, String>> = Mutex::new(BTreeMap::new());
+        // Copies wait here, written but not yet durable, until a batch is synced and renamed.
+        let pending: Mutex<Batch> = Mutex::new(Batch::default());
+        let flush = |batch: Batch| -> Result<(), CacheError> {
+            if batch.files.is_empty() {
+                return Ok(());
+            }
+            // One sync for the batch instead of one per file: on a disk that takes a
+            // millisecond per fsync, per-file syncs cost more than copying small files.
+            let d = File::open(&dir).map_err(|e| CacheError::io(&dir, e))?;
+            nix::unistd::syncfs(&d).map_err(|e| CacheError::io(&dir, e.into()))?;
+            let mut lines = String::new();
+            for (partial, dst, path, hash) in batch.files {
+                std::fs::rename(&partial, &dst).map_err(|e| CacheError::io(&dst, e))?;
+                lines.push_str(&format!("{hash}\t{path}\n"));
+            }
+            journal
+                .lock()
+                .expect("not poisoned")
+                .write_all(lines.as_bytes())
+                .map_err(|e| CacheError::io(&journal_path, e))
+        };
         std::thread::scope(|s| {
             for _ in 0..opts.workers.max(1) {
                 s.spawn(|| {
@@ -255,7 +301,7 @@ impl NodeCache {
                         let dst = dir.join(&e.path);
                         let outcome = self.stage_file(e, &dst, source, &done, &donors, &limiter);
                         match outcome {
-                            Ok((how, hash)) => {
+                            Ok((how, hash, partial)) => {
                                 {
                                     let mut c = counts.lock().expect("not poisoned");
                                     match how {
@@ -271,17 +317,27 @@ impl NodeCache {
                                         }
                                     }
                                 }
-                                if how != How::Resumed {
-                                    let line = format!("{hash}\t{}\n", e.path);
-                                    if let Err(err) = journal
-                                        .lock()
-                                        .expect("not poisoned")
-                                        .write_all(line.as_bytes())
+                                // Links are cheap to make again: only copies are journaled,
+                                // once they are durable and in place.
+                                if let Some(partial) = partial {
+                                    let full = {
+                                        let mut b = pending.lock().expect("not poisoned");
+                                        b.bytes += e.size;
+                                        b.since.get_or_insert_with(Instant::now);
+                                        b.files.push((partial, dst, e.path.clone(), hash.clone()));
+                                        if b.full() {
+                                            Some(std::mem::take(&mut *b))
+                                        } else {
+                                            None
+                                        }
+                                    };
+                                    if let Some(batch) = full
+                                        && let Err(err) = flush(batch)
                                     {
                                         first_error
                                             .lock()
                                             .expect("not poisoned")
-                                            .get_or_insert(CacheError::io(&journal_path, err));
+                                            .get_or_insert(err);
                                         return;
                                     }
                                 }
@@ -308,16 +364,24 @@ impl NodeCache {
                 });
             }
         });
+        // Good copies are kept even when another file failed: a later stage resumes them.
+        let flushed = flush(pending.into_inner().expect("not poisoned"));
         if let Some(e) = first_error.into_inner().expect("not poisoned") {
             return Err(e);
         }
+        flushed?;
         report = counts.into_inner().expect("not poisoned");
+        // Files kept in place by a take-over were found done, like resumed ones.
+        report.files_resumed = report.files_resumed.saturating_sub(reused.0);
+        (report.files_reused, report.bytes_reused) = reused;
         // Leftovers of an interrupted stage (`.partial` files) are not part of the version.
-        let listed: BTreeSet<PathBuf> =
-            manifest.entries.iter().map(|e| dir.join(&e.path)).collect();
-        for p in walkdir(&dir) {
-            if !listed.contains(&p) {
-                std::fs::remove_file(&p).map_err(|e| CacheError::io(&p, e))?;
+        if resuming {
+            let listed: BTreeSet<PathBuf> =
+                manifest.entries.iter().map(|e| dir.join(&e.path)).collect();
+            for p in walkdir(&dir) {
+                if !listed.contains(&p) {
+                    std::fs::remove_file(&p).map_err(|e| CacheError::io(&p, e))?;
+                }
             }
         }
         // Directory modes and times last: adding files changed their mtimes.
@@ -347,6 +411,57 @@ impl NodeCache {
         Ok(report)
     }
 
+    /// Turns complete version `old` into the start of `version`: its unchanged files are
+    /// journaled as done, it is renamed, and what `manifest` does not hold is removed. Returns
+    /// the files and bytes kept. `old` stops being complete first, so no job is handed it
+    /// half-changed; a crash part-way leaves an incomplete `version` that a later stage
+    /// resumes.
+    fn take_over(
+        &self,
+        name: &str,
+        old: &str,
+        previous: &Manifest,
+        version: &str,
+        manifest: &Manifest,
+    ) -> Result<(u64, u64), CacheError> {
+        let (mut files, mut bytes) = (0, 0);
+        let mut journal = String::new();
+        for (e, hash) in kept(previous, manifest) {
+            journal.push_str(&format!("{hash}\t{}\n", e.path));
+            files += 1;
+            bytes += e.size;
+        }
+        write_atomic(&self.side(name, version, "journal"), journal.as_bytes())?;
+        std::fs::remove_file(self.side(name, old, "complete"))
+            .map_err(|e| CacheError::io(&self.side(name, old, "complete"), e))?;
+        let (from, to) = (self.dir(name, old), self.dir(name, version));
+        std::fs::rename(&from, &to).map_err(|e| CacheError::io(&from, e))?;
+        for suffix in ["manifest.json", "stats.json"] {
+            let _ = std::fs::remove_file(self.side(name, old, suffix));
+        }
+        // What the new version does not hold goes, deepest first.
+        let after = manifest.by_path();
+        for o in previous.entries.iter().rev() {
+            let keep = after.get(o.path.as_str()).is_some_and(|n| n.kind == o.kind);
+            if keep {
+                continue;
+            }
+            let p = to.join(&o.path);
+            let gone = if o.kind == Kind::Dir {
+                std::fs::remove_dir_all(&p)
+            } else {
+                std::fs::remove_file(&p)
+            };
+            match gone {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(CacheError::io(&p, e));
+                }
+                _ => {}
+            }
+        }
+        Ok((files, bytes))
+    }
+
     fn stage_file(
         &self,
         e: &Entry,
@@ -355,28 +470,37 @@ impl NodeCache {
         done: &BTreeMap<String, String>,
         donors: &BTreeMap<DonorKey, (PathBuf, String)>,
         limiter: &Limiter,
-    ) -> Result<(How, String), CacheError> {
+    ) -> Result<(How, String, Option<PathBuf>), CacheError> {
         if let Some(hash) = done.get(&e.path)
             && std::fs::symlink_metadata(dst).is_ok_and(|m| m.len() == e.size)
         {
-            return Ok((How::Resumed, hash.clone()));
+            return Ok((How::Resumed, hash.clone(), None));
         }
         if let Some((donor, hash)) = donors.get(&DonorKey::of(e)) {
-            let _ = std::fs::remove_file(dst);
-            if std::fs::hard_link(donor, dst).is_ok() {
-                return Ok((How::Linked, hash.clone()));
+            let linked = match std::fs::hard_link(donor, dst) {
+                // Left by an interrupted stage: replace it.
+                Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {
+                    let _ = std::fs::remove_file(dst);
+                    std::fs::hard_link(donor, dst).is_ok()
+                }
+                r => r.is_ok(),
+            };
+            if linked {
+                return Ok((How::Linked, hash.clone(), None));
             }
         }
-        let hash = copy_file(&source.join(&e.path), dst, e, limiter)?;
+        let (file, partial, hash) = write_partial(&source.join(&e.path), dst, e, limiter)?;
+        drop(file);
         if let Some(expected) = &e.hash
             && expected != &hash
         {
+            let _ = std::fs::remove_file(&partial);
             return Err(CacheError::SourceChanged {
                 path: source.join(&e.path),
                 expected: format!("BLAKE3 {expected}"),
             });
         }
-        Ok((How::Copied, hash))
+        Ok((How::Copied, hash, Some(partial)))
     }
 
     /// Bytes that staging `manifest` as `name`/`version` would copy from the source: files
@@ -406,12 +530,24 @@ impl NodeCache {
         version: &str,
     ) -> Result<BTreeMap<DonorKey, (PathBuf, String)>, CacheError> {
         let mut out = BTreeMap::new();
-        for v in self.list()? {
-            if v.name != name || v.version == version || !v.complete {
-                continue;
-            }
-            let m = self.staged_manifest(name, &v.version)?;
-            let base = self.dir(name, &v.version);
+        // Only the complete markers are read: listing the whole cache's usage would cost a
+        // stat per cached file.
+        let mut complete: Vec<String> = std::fs::read_dir(self.root.join(name))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| {
+                e.file_name()
+                    .to_str()?
+                    .strip_suffix(".complete")
+                    .map(str::to_string)
+            })
+            .filter(|v| v != version)
+            .collect();
+        complete.sort();
+        for v in complete {
+            let m = self.staged_manifest(name, &v)?;
+            let base = self.dir(name, &v);
             for e in m.files() {
                 if let Some(h) = &e.hash {
                     out.entry(DonorKey::of(e))
@@ -640,6 +776,41 @@ pub fn plan(
     }
     Ok(out)
 }
+
+/// Files of `new` that `old` (a staged manifest, with hashes) holds unchanged at the same path,
+/// with their hashes.
+fn kept<'a>(old: &'a Manifest, new: &'a Manifest) -> impl Iterator<Item = (&'a Entry, &'a str)> {
+    let before = old.by_path();
+    new.files().filter_map(move |e| {
+        let o = before.get(e.path.as_str())?;
+        (o.kind == Kind::File && DonorKey::of(o) == DonorKey::of(e))
+            .then_some(())
+            .and(o.hash.as_deref())
+            .map(|h| (e, h))
+    })
+}
+
+/// Copies written and not yet synced and renamed: (partial, final path, manifest path, hash).
+#[derive(Default)]
+struct Batch {
+    files: Vec<(PathBuf, PathBuf, String, String)>,
+    bytes: u64,
+    since: Option<Instant>,
+}
+
+impl Batch {
+    /// Big or old enough to sync: this bounds what a crash loses and must copy again.
+    fn full(&self) -> bool {
+        self.files.len() >= BATCH_FILES
+            || self.bytes >= BATCH_BYTES
+            || self.since.is_some_and(|t| t.elapsed() >= BATCH_AGE)
+    }
+}
+
+/// A batch is synced and renamed at this many files, bytes or age, whichever comes first.
+const BATCH_FILES: usize = 2048;
+const BATCH_BYTES: u64 = 256 << 20;
+const BATCH_AGE: std::time::Duration = std::time::Duration::from_secs(1);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum How {

@@ -46,7 +46,7 @@ fn stage(cache: &NodeCache, m: &Manifest, src: &Path) -> labpool_cache::store::S
             src,
             &StageOptions {
                 workers: 3,
-                bandwidth: None,
+                ..StageOptions::default()
             },
             &|_| {},
         )
@@ -123,6 +123,80 @@ fn a_staged_version_is_an_exact_copy_and_a_new_one_copies_only_changes() {
 }
 
 #[test]
+fn a_version_no_job_needs_is_taken_over_and_only_changes_are_written() {
+    let src = tempfile::tempdir().unwrap();
+    make_tree(src.path(), 40);
+    let cache_dir = tempfile::tempdir().unwrap();
+    let cache = NodeCache::open(cache_dir.path()).unwrap();
+    let v1 = scan(src.path(), 2, &|_| {}).unwrap();
+    stage(&cache, &v1, src.path());
+    // v2 links from v1 (a job still reads v1).
+    std::fs::write(src.path().join("shard1/f1.bin"), b"changed").unwrap();
+    let (v2, _) = rescan(src.path(), &v1, 2).unwrap();
+    stage(&cache, &v2, src.path());
+    // v3: a change, a removal, a new file, a file turned into a directory, a directory gone.
+    std::fs::write(src.path().join("shard2/f2.bin"), b"v3").unwrap();
+    std::fs::remove_file(src.path().join("shard3/f3.bin")).unwrap();
+    std::fs::write(src.path().join("shard0/new.bin"), vec![7u8; 300]).unwrap();
+    std::fs::remove_file(src.path().join("shard0/f4.bin")).unwrap();
+    std::fs::create_dir(src.path().join("shard0/f4.bin")).unwrap();
+    std::fs::write(src.path().join("shard0/f4.bin/inner"), b"x").unwrap();
+    for i in (1..40).step_by(4) {
+        std::fs::remove_file(src.path().join(format!("shard1/f{i}.bin"))).unwrap();
+    }
+    std::fs::remove_dir(src.path().join("shard1")).unwrap();
+    let (v3, _) = rescan(src.path(), &v2, 2).unwrap();
+    let r = cache
+        .stage(
+            "ds",
+            &v3.version(),
+            &v3,
+            src.path(),
+            &StageOptions {
+                take_over: vec![v2.version()],
+                ..StageOptions::default()
+            },
+            &|_| {},
+        )
+        .unwrap();
+    assert_eq!(r.files_copied, 3, "f2, new.bin and f4.bin/inner: {r:?}");
+    assert_eq!(r.files_linked, 0, "{r:?}");
+    assert_eq!(r.files_reused, 40 - 10 - 3, "{r:?}");
+    assert_eq!(r.files_resumed, 0, "{r:?}");
+    same_tree(src.path(), &cache.dir("ds", &v3.version()));
+    assert!(!cache.is_complete("ds", &v2.version()));
+    assert!(!cache.dir("ds", &v2.version()).exists());
+    // v1 shared inodes with v2; replacing and removing files in v3 never wrote through them.
+    let v1_dir = cache.dir("ds", &v1.version());
+    assert_eq!(
+        std::fs::read(v1_dir.join("shard2/f2.bin")).unwrap().len(),
+        1074
+    );
+    assert!(v1_dir.join("shard3/f3.bin").exists());
+    assert!(
+        cache
+            .verify("ds", &v1.version(), None)
+            .unwrap()
+            .mismatched
+            .is_empty()
+    );
+    assert!(
+        cache
+            .verify("ds", &v3.version(), None)
+            .unwrap()
+            .mismatched
+            .is_empty()
+    );
+    let listed: Vec<String> = cache
+        .list()
+        .unwrap()
+        .into_iter()
+        .map(|v| v.version)
+        .collect();
+    assert_eq!(listed.len(), 2, "{listed:?}");
+}
+
+#[test]
 fn an_interrupted_stage_resumes_and_never_shows_half_files() {
     let src = tempfile::tempdir().unwrap();
     make_tree(src.path(), 20);
@@ -140,7 +214,7 @@ fn an_interrupted_stage_resumes_and_never_shows_half_files() {
         src.path(),
         &StageOptions {
             workers: 1,
-            bandwidth: None,
+            ..StageOptions::default()
         },
         &|_| {},
     );

@@ -279,7 +279,20 @@ impl Worker {
             self.report_inventory();
         }
         let mut out = Vec::new();
+        let inv = self.cache.inventory().map_err(failed)?;
         for (item, manifest) in order.items.iter().zip(&manifests) {
+            // An older version no job needs is taken over: only changed files are written.
+            let take_over = inv
+                .versions
+                .iter()
+                .filter(|v| v.complete && v.name == item.name)
+                .filter(|v| !pins.contains(&(v.name.clone(), v.version.clone())))
+                .map(|v| v.version.clone())
+                .collect();
+            let options = StageOptions {
+                take_over,
+                ..self.settings.options.clone()
+            };
             let last = Mutex::new(Instant::now() - PROGRESS_EVERY);
             let progress = |p: &Progress| {
                 let mut last = last.lock().expect("not poisoned");
@@ -301,7 +314,7 @@ impl Worker {
                     &item.version,
                     manifest,
                     &item.source,
-                    &self.settings.options,
+                    &options,
                     &progress,
                 )
                 .map_err(failed)?;

@@ -94,6 +94,7 @@ pub async fn serve(
         options: StageOptions {
             workers: config.cache.workers,
             bandwidth: config.cache.bandwidth,
+            take_over: Vec::new(),
         },
     };
     let stager = Stager::start(spec.name.clone(), cache, report_tx.clone()).with_context(|| {

@@ -492,13 +492,15 @@ impl Engine {
                 for s in &staged {
                     let r = &s.report;
                     let detail = format!(
-                        "{}@{} on {node}: copied {} files ({}), linked {} unchanged ({}), resumed {}",
+                        "{}@{} on {node}: copied {} files ({}), linked {} unchanged ({}), reused {} in place ({}), resumed {}",
                         s.name,
                         short(&s.version),
                         r.files_copied,
                         format_bytes(r.bytes_copied),
                         r.files_linked,
                         format_bytes(r.bytes_linked),
+                        r.files_reused,
+                        format_bytes(r.bytes_reused),
                         r.files_resumed
                     );
                     Db::event(&mut tx, job, now_ms, "staged", Some(&detail)).await?;

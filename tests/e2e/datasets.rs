@@ -192,6 +192,13 @@ fn a_controller_killed_mid_stage_resumes_and_nothing_half_copied_is_visible() {
         .unwrap()
         .to_string();
     let cache = pool.dir.join("cache/shards");
+    // Copies become durable in batches (synced, renamed, journaled): wait for the first.
+    let journal = cache.join(format!("{version}.journal"));
+    let t0 = std::time::Instant::now();
+    while std::fs::metadata(&journal).map_or(0, |m| m.len()) == 0 {
+        assert!(t0.elapsed() < T, "no copy was journaled");
+        std::thread::sleep(Duration::from_millis(20));
+    }
     pool.kill9();
     assert!(
         !cache.join(format!("{version}.complete")).exists(),
@@ -270,6 +277,29 @@ fn a_rescan_makes_a_version_that_copies_only_changed_files_and_running_jobs_keep
     has(
         &read_output(&pool.work.join(format!("labpool-{id1}.out"))),
         &["KEPT"],
+    );
+
+    // No job reads the older versions now: the next version takes the closest one over, and
+    // writes only the changed file.
+    std::fs::write(src.join("extra.bin"), bytes(79, 7_001)).unwrap();
+    let r = json(&pool, &["dataset", "rescan", "coco", "--json"]);
+    assert_eq!(r["new_version"], true, "{r:#}");
+    let id3 = pool.submit(&["--dataset", "coco", "--wrap", &script]);
+    let j3 = pool.wait_done(id3, T);
+    assert_eq!(s(&j3, "state"), "COMPLETED", "{j3:#}");
+    has(
+        &events(&j3, "staged")[0],
+        &[
+            "copied 1 files (6.84 KiB)",
+            "linked 0",
+            "reused 20 in place",
+        ],
+    );
+    let status = json(&pool, &["cache", "status", "--json"]);
+    assert_eq!(
+        status[0]["versions"].as_array().unwrap().len(),
+        2,
+        "{status:#}"
     );
 }
 
