@@ -117,7 +117,10 @@ pub fn write_partial(
             copied += n as u64;
         }
     })?;
-    if copied != entry.size {
+    // Rewritten while it was read (same size or not): what was copied is no version.
+    let after = input.metadata().map_err(|e| CacheError::io(src, e))?;
+    let after = crate::manifest::entry_of(src, entry.path.clone(), &after)?;
+    if copied != entry.size || !after.same_metadata(entry) {
         let _ = std::fs::remove_file(&partial);
         return Err(changed());
     }

@@ -36,7 +36,7 @@ pub enum CacheError {
     Walk(String),
     /// The source changed under a stage.
     #[error(
-        "{path} changed while it was being staged (the manifest says {expected}); run `labpool dataset rescan` and stage again"
+        "{path} changed while it was being staged (its registered version says {expected}); the source must not change between rescans: an admin runs `labpool dataset rescan` after changing it"
     )]
     SourceChanged {
         /// The file.
@@ -46,7 +46,7 @@ pub enum CacheError {
     },
     /// Not enough room in the cache.
     #[error(
-        "the cache needs {needed} more bytes but only {free} are free and {pinned} are pinned by jobs"
+        "the node cache needs {needed} more bytes but has {free} free, and {pinned} bytes are held by versions that running or coming jobs read; the job waits for them to end (or raise capacity under [cache])"
     )]
     NoRoom {
         /// Bytes needed.

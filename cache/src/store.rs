@@ -114,6 +114,10 @@ pub struct Inventory {
     pub versions: Vec<CachedVersion>,
     /// Bytes on disk, hard-linked files counted once.
     pub used_bytes: u64,
+    /// By dataset: bytes that removing all its versions would free (files its versions share
+    /// counted once; files linked from elsewhere not at all).
+    #[serde(default)]
+    pub datasets: BTreeMap<String, u64>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -403,9 +407,9 @@ impl NodeCache {
         }
         let json = serde_json::to_vec(&staged).expect("a manifest serialises");
         write_atomic(&self.side(name, version, "manifest.json"), &json)?;
-        File::open(&dir)
-            .and_then(|d| d.sync_all())
-            .map_err(|e| CacheError::io(&dir, e))?;
+        // Everything (the last renames, links, directories) is on disk before the marker is.
+        let d = File::open(&dir).map_err(|e| CacheError::io(&dir, e))?;
+        nix::unistd::syncfs(&d).map_err(|e| CacheError::io(&dir, e.into()))?;
         write_atomic(&self.side(name, version, "complete"), b"")?;
         let _ = std::fs::remove_file(&journal_path);
         Ok(report)
@@ -576,7 +580,10 @@ impl NodeCache {
             .filter_map(|d| d.file_name().into_string().ok())
             .collect();
         names.sort();
+        let mut datasets = BTreeMap::new();
         for name in names {
+            // Inode → (links seen in this dataset, links in all, size).
+            let mut inodes: BTreeMap<(u64, u64), (u64, u64, u64)> = BTreeMap::new();
             let dir = self.root.join(&name);
             let mut entries: Vec<(String, bool)> = std::fs::read_dir(&dir)
                 .map_err(|e| CacheError::io(&dir, e))?
@@ -594,8 +601,12 @@ impl NodeCache {
                 }
                 let version = entry;
                 let complete = self.is_complete(&name, &version);
-                let (bytes, unique_bytes, files) =
-                    usage(&self.dir(&name, &version), &mut seen, &mut used);
+                let (bytes, unique_bytes, files) = usage(
+                    &self.dir(&name, &version),
+                    &mut seen,
+                    &mut used,
+                    &mut inodes,
+                );
                 let stats: Stats = std::fs::read(self.side(&name, &version, "stats.json"))
                     .ok()
                     .and_then(|b| serde_json::from_slice(&b).ok())
@@ -612,10 +623,17 @@ impl NodeCache {
                     last_use_ms: stats.last_use_ms,
                 });
             }
+            let own: u64 = inodes
+                .values()
+                .filter(|(seen, links, _)| seen == links)
+                .map(|(_, _, size)| size)
+                .sum();
+            datasets.insert(name, own);
         }
         Ok(Inventory {
             versions,
             used_bytes: used,
+            datasets,
         })
     }
 
@@ -685,15 +703,21 @@ impl NodeCache {
                 continue;
             }
             report.mismatched.push(e.path.clone());
-            if let Some(src) = source {
-                // A hard-linked file is shared with other versions: replace it, do not write
-                // through it.
-                let _ = std::fs::remove_file(&p);
-                let hash = copy_file(&src.join(&e.path), &p, e, &limiter)?;
-                if Some(&hash) == e.hash.as_ref() {
-                    report.repaired.push(e.path.clone());
-                }
+            // A hard-linked file is shared with other versions: it is replaced (through its
+            // `.partial` and a rename), never written through.
+            let repaired = source.is_some_and(|src| {
+                copy_file(&src.join(&e.path), &p, e, &limiter)
+                    .is_ok_and(|hash| Some(&hash) == e.hash.as_ref())
+            });
+            if repaired {
+                report.repaired.push(e.path.clone());
             }
+        }
+        if report.repaired.len() < report.mismatched.len() {
+            // Damage that could not be repaired: the version is no longer complete, so no job
+            // is handed it, no new version links from it, and it is staged again when needed.
+            let marker = self.side(name, version, "complete");
+            std::fs::remove_file(&marker).map_err(|e| CacheError::io(&marker, e))?;
         }
         Ok(report)
     }
@@ -727,6 +751,29 @@ pub fn bytes_to_stage(new: &Manifest, donors: &[&Manifest]) -> u64 {
         .sum()
 }
 
+/// Unpinned versions in the order they go: incomplete ones first, then the one whose next use
+/// is furthest away (absent: no known use), then the largest.
+pub fn eviction_order<'a>(
+    versions: &'a [CachedVersion],
+    pinned: &BTreeSet<(String, String)>,
+    next_use: &BTreeMap<(String, String), usize>,
+) -> Vec<&'a CachedVersion> {
+    let key = |v: &CachedVersion| (v.name.clone(), v.version.clone());
+    let mut candidates: Vec<&CachedVersion> = versions
+        .iter()
+        .filter(|v| !pinned.contains(&key(v)))
+        .collect();
+    candidates.sort_by_key(|v| {
+        (
+            v.complete,
+            std::cmp::Reverse(next_use.get(&key(v)).copied().unwrap_or(usize::MAX)),
+            std::cmp::Reverse(v.unique_bytes),
+            key(v),
+        )
+    });
+    candidates
+}
+
 /// The eviction decision, from a listing (pure, for tests and for the controller's view).
 pub fn plan(
     versions: &[CachedVersion],
@@ -742,18 +789,7 @@ pub fn plan(
         return Ok(Vec::new());
     }
     let key = |v: &CachedVersion| (v.name.clone(), v.version.clone());
-    let mut candidates: Vec<&CachedVersion> = versions
-        .iter()
-        .filter(|v| !pinned.contains(&key(v)))
-        .collect();
-    candidates.sort_by_key(|v| {
-        (
-            v.complete,
-            std::cmp::Reverse(next_use.get(&key(v)).copied().unwrap_or(usize::MAX)),
-            std::cmp::Reverse(v.unique_bytes),
-            key(v),
-        )
-    });
+    let candidates = eviction_order(versions, pinned, next_use);
     let (mut out, mut freed) = (Vec::new(), 0);
     for v in candidates {
         if freed >= to_free {
@@ -869,7 +905,12 @@ fn walkdir(root: &Path) -> Vec<PathBuf> {
 
 /// (bytes, bytes held by this tree alone, files) of a version directory; adds the bytes of
 /// inodes not in `seen` to `used`.
-fn usage(dir: &Path, seen: &mut BTreeSet<(u64, u64)>, used: &mut u64) -> (u64, u64, u64) {
+fn usage(
+    dir: &Path,
+    seen: &mut BTreeSet<(u64, u64)>,
+    used: &mut u64,
+    inodes: &mut BTreeMap<(u64, u64), (u64, u64, u64)>,
+) -> (u64, u64, u64) {
     let (mut bytes, mut unique, mut files) = (0, 0, 0);
     for p in walkdir(dir) {
         let Ok(m) = std::fs::symlink_metadata(&p) else {
@@ -884,6 +925,10 @@ fn usage(dir: &Path, seen: &mut BTreeSet<(u64, u64)>, used: &mut u64) -> (u64, u
             if m.nlink() == 1 {
                 unique += m.len();
             }
+            let e = inodes
+                .entry((m.dev(), m.ino()))
+                .or_insert((0, m.nlink(), m.len()));
+            e.0 += 1;
         }
     }
     (bytes, unique, files)

@@ -38,6 +38,11 @@ impl PendingReason {
             "BadConstraints"
         };
         let mut detail = r.summary();
+        if code == "CacheFull" {
+            detail.push_str(
+                "; the dataset cache cannot take this job's data without removing versions that running or coming jobs read: it starts when they end (or raise capacity under [cache])",
+            );
+        }
         if code == "Priority" && !holders.is_empty() {
             let held: Vec<String> = holders
                 .iter()

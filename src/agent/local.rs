@@ -111,6 +111,28 @@ impl Executor {
             .map(|d| (d.name.clone(), d.version.clone()))
             .collect();
         self.stager.hold(job, attempt, versions);
+        // Held first, then checked: the stager removes nothing held. The controller placed it
+        // on what the last inventory said; a version removed since
+        // (an unrepairable verify) must not become dangling links.
+        if let Some(d) = launch
+            .datasets
+            .iter()
+            .find(|d| !self.stager.cache().is_complete(&d.name, &d.version))
+        {
+            let outcome = Outcome {
+                state: JobState::Failed,
+                exit_code: None,
+                signal: None,
+                end_time_ms: now_ms(),
+                reason: Some(format!(
+                    "dataset {}@{} is no longer complete in this node's cache; submit the job again",
+                    d.name, d.version
+                )),
+            };
+            self.stager.release(job, attempt);
+            self.ended(job, attempt, outcome);
+            return;
+        }
         for d in &launch.datasets {
             if let Err(e) = self
                 .stager

@@ -3,10 +3,10 @@
 //! verifies it. Stages for placed jobs go before prefetches and warm-ups; within each kind, first
 //! come first served. Copying itself is parallel inside [`NodeCache::stage`].
 
-use crate::agent::protocol::{AgentReport, StageFailure, StageFor, StageOrder, Staged};
+use crate::agent::protocol::{AgentReport, StageFailure, StageFor, StageItem, StageOrder, Staged};
 use labpool_cache::CacheError;
 use labpool_cache::manifest::Manifest;
-use labpool_cache::store::{NodeCache, Progress, StageOptions, plan};
+use labpool_cache::store::{NodeCache, Progress, StageOptions, eviction_order, plan};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex};
@@ -69,7 +69,7 @@ impl Stager {
         let cache = NodeCache::open(&settings.dir)?;
         let capacity = settings
             .capacity
-            .unwrap_or_else(|| default_capacity(&settings.dir));
+            .unwrap_or_else(|| default_capacity(&settings.dir, cache.used_bytes()));
         let stager = Stager {
             queue: Arc::default(),
             in_use: Arc::default(),
@@ -149,10 +149,15 @@ impl Stager {
     }
 }
 
-/// 90% of the file system that holds `dir`, or 0 when it cannot be read.
-fn default_capacity(dir: &Path) -> u64 {
+/// 90% of the file system that holds `dir`, but no more than the cache holds now plus what is
+/// free (the disk may be shared with job output); 0 when it cannot be read.
+fn default_capacity(dir: &Path, cached: u64) -> u64 {
     match nix::sys::statvfs::statvfs(dir) {
-        Ok(s) => s.blocks().saturating_mul(s.fragment_size()) / 10 * 9,
+        Ok(s) => {
+            let size = s.blocks().saturating_mul(s.fragment_size()) / 10 * 9;
+            let free = s.blocks_available().saturating_mul(s.fragment_size());
+            size.min(cached + free)
+        }
         Err(e) => {
             tracing::warn!(dir = %dir.display(), "cannot size the cache's file system: {e}; set capacity under [cache]");
             0
@@ -230,7 +235,8 @@ impl Worker {
         }
     }
 
-    /// Versions that must stay: the order's pins, what running jobs read, and what it stages.
+    /// Versions that must stay: the order's pins, what running jobs read (read now), and what
+    /// it stages.
     fn pins(&self, order: &StageOrder) -> BTreeSet<(String, String)> {
         let in_use = self.in_use.lock().expect("not poisoned");
         order
@@ -247,39 +253,103 @@ impl Worker {
             .collect()
     }
 
+    /// Removes a version unless a running job reads it; the check and the removal happen under
+    /// the lock that job starts take, so a job never starts on a version being removed.
+    fn remove_unless_in_use(&self, name: &str, version: &str) -> Result<bool, CacheError> {
+        let in_use = self.in_use.lock().expect("not poisoned");
+        if in_use
+            .values()
+            .flatten()
+            .any(|(n, v)| n == name && v == version)
+        {
+            return Ok(false);
+        }
+        self.cache.remove(name, version)?;
+        Ok(true)
+    }
+
+    /// Removes unpinned versions until `needed` more bytes fit under `limit`. Per-version
+    /// unique bytes undercount versions that share files, so when the plan says no, versions
+    /// are removed one at a time, in eviction order, and the cache measured again, as long as
+    /// removing every unpinned version could make the room.
+    fn make_room(
+        &self,
+        needed: u64,
+        limit: u64,
+        pins: &BTreeSet<(String, String)>,
+        next_use: &BTreeMap<(String, String), usize>,
+    ) -> Result<(), CacheError> {
+        let mut pins = pins.clone();
+        loop {
+            let inv = self.cache.inventory()?;
+            let evict = match plan(
+                &inv.versions,
+                inv.used_bytes,
+                needed,
+                limit,
+                &pins,
+                next_use,
+            ) {
+                Ok(evict) if evict.is_empty() => return Ok(()),
+                Ok(evict) => evict,
+                Err(e) => {
+                    let order = eviction_order(&inv.versions, &pins, next_use);
+                    let upper: u64 = order.iter().map(|v| v.bytes).sum();
+                    match order.first() {
+                        Some(v) if limit.saturating_sub(inv.used_bytes) + upper >= needed => {
+                            vec![(v.name.clone(), v.version.clone())]
+                        }
+                        _ => return Err(e),
+                    }
+                }
+            };
+            for (name, version) in evict {
+                tracing::info!(name, version, "removing a cached version to make room");
+                if !self.remove_unless_in_use(&name, &version)? {
+                    pins.insert((name, version));
+                }
+            }
+            self.report_inventory();
+        }
+    }
+
     fn stage(&self, order: &StageOrder) -> Result<Vec<Staged>, StageFailure> {
-        let failed = |e: CacheError| StageFailure::Failed(e.to_string());
+        // Every failure names the dataset and says what to do.
+        let failed_item = |item: &StageItem, e: CacheError| {
+            StageFailure::Failed(format!(
+                "dataset {}: {e}; check its source {} (after changing it, an admin runs `labpool dataset rescan {}`), then submit again",
+                item.name,
+                item.source.display(),
+                item.name
+            ))
+        };
         let mut manifests = Vec::new();
         let mut needed = 0;
         for item in &order.items {
-            let m = Manifest::load(&item.manifest).map_err(failed)?;
+            let m = Manifest::load(&item.manifest).map_err(|e| failed_item(item, e))?;
             needed += self
                 .cache
                 .bytes_to_stage(&item.name, &item.version, &m)
-                .map_err(failed)?;
+                .map_err(|e| failed_item(item, e))?;
             manifests.push(m);
         }
         let pins = self.pins(order);
         let next_use: BTreeMap<_, _> = order.next_use.iter().cloned().collect();
-        let inv = self.cache.inventory().map_err(failed)?;
-        let evict = plan(
-            &inv.versions,
-            inv.used_bytes,
-            needed,
-            self.capacity,
-            &pins,
-            &next_use,
-        )
-        .map_err(|e| StageFailure::NoRoom(e.to_string()))?;
-        for (name, version) in &evict {
-            tracing::info!(name, version, "removing a cached version to make room");
-            self.cache.remove(name, version).map_err(failed)?;
+        let inv = self
+            .cache
+            .inventory()
+            .map_err(|e| StageFailure::Failed(e.to_string()))?;
+        // Older versions of the datasets being staged are what unchanged files come from
+        // (linked, or taken over): they stay while room is made.
+        let mut keep = pins.clone();
+        for v in inv.versions.iter().filter(|v| v.complete) {
+            if order.items.iter().any(|i| i.name == v.name) {
+                keep.insert((v.name.clone(), v.version.clone()));
+            }
         }
-        if !evict.is_empty() {
-            self.report_inventory();
-        }
+        self.make_room(needed, self.capacity, &keep, &next_use)
+            .map_err(|e| StageFailure::NoRoom(e.to_string()))?;
         let mut out = Vec::new();
-        let inv = self.cache.inventory().map_err(failed)?;
         for (item, manifest) in order.items.iter().zip(&manifests) {
             // An older version no job needs is taken over: only changed files are written.
             let take_over = inv
@@ -317,49 +387,23 @@ impl Worker {
                     &options,
                     &progress,
                 )
-                .map_err(failed)?;
+                .map_err(|e| failed_item(item, e))?;
             out.push(Staged {
                 name: item.name.clone(),
                 version: item.version.clone(),
                 report,
             });
         }
-        self.trim(&pins, &next_use);
-        Ok(out)
-    }
-
-    /// Above the high watermark, removes unpinned versions down to the low one, as far as pins
-    /// allow.
-    fn trim(
-        &self,
-        pins: &BTreeSet<(String, String)>,
-        next_use: &BTreeMap<(String, String), usize>,
-    ) {
-        let Ok(inv) = self.cache.inventory() else {
-            return;
-        };
-        let high = (self.capacity as f64 * self.settings.high_watermark) as u64;
-        if inv.used_bytes <= high {
-            return;
-        }
-        let low = (self.capacity as f64 * self.settings.low_watermark) as u64;
-        // Best effort: take what can go; what is pinned stays.
-        let unpinned: Vec<_> = inv
-            .versions
-            .iter()
-            .filter(|v| !pins.contains(&(v.name.clone(), v.version.clone())))
-            .cloned()
-            .collect();
-        let freeable: u64 = unpinned.iter().map(|v| v.unique_bytes).sum();
-        let target = low.max(inv.used_bytes.saturating_sub(freeable));
-        if let Ok(evict) = plan(&inv.versions, inv.used_bytes, 0, target, pins, next_use) {
-            for (name, version) in evict {
-                tracing::info!(name, version, "trimming the cache under its high watermark");
-                if let Err(e) = self.cache.remove(&name, &version) {
-                    tracing::warn!("cannot remove {name}@{version}: {e}");
-                }
+        // Above the high watermark, unpinned versions go down to the low one, as far as pins
+        // allow; pins are read again, for jobs that started meanwhile.
+        let used = self.cache.used_bytes();
+        if used as f64 > self.capacity as f64 * self.settings.high_watermark {
+            let low = (self.capacity as f64 * self.settings.low_watermark) as u64;
+            if let Err(e) = self.make_room(0, low, &self.pins(order), &next_use) {
+                tracing::info!("the cache stays above its high watermark: {e}");
             }
         }
+        Ok(out)
     }
 
     fn verify(

@@ -727,6 +727,7 @@ impl Engine {
                     Db::mark_requeued(&mut tx, job, now_ms(), why).await?;
                     tx.commit().await?;
                     self.sched.requeue(JobId(job));
+                    self.data.job_versions.remove(&job);
                     if let Some(row) = self.active.get_mut(&job) {
                         row.state = JobState::Pending;
                         row.node = None;
@@ -796,7 +797,10 @@ impl Engine {
             Db::append_ledger(&mut tx, e).await?;
         }
         tx.commit().await?;
-        self.active.remove(&job);
+        if let Some(node) = self.active.remove(&job).and_then(|r| r.node) {
+            // Its versions may go now: waiting jobs may fit.
+            self.data.unblock(&node);
+        }
         self.data.job_versions.remove(&job);
         self.ledger.extend(
             entries

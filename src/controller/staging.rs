@@ -70,6 +70,9 @@ pub struct DataState {
     predicted: BTreeMap<String, BTreeMap<(String, String), BTreeSet<u64>>>,
     verifies: BTreeMap<u64, PendingVerify>,
     next_request: u64,
+    /// (node, dataset) whose stage found no room: not placed there again until a job ends or
+    /// a stage completes on that node, so a wrong estimate never loops.
+    blocked: BTreeSet<(String, String)>,
 }
 
 impl DataState {
@@ -105,6 +108,11 @@ impl DataState {
                 None
             }
         }
+    }
+
+    /// Room may have come back on `node`.
+    pub fn unblock(&mut self, node: &str) {
+        self.blocked.retain(|(n, _)| n != node);
     }
 
     /// Keeps a manifest just written.
@@ -182,6 +190,8 @@ pub struct PassCacheView {
     /// Node → bytes a stage may still use: free space plus unpinned versions, less stages
     /// under way. Absent: the node's cache has not reported yet.
     spare: BTreeMap<String, u64>,
+    /// (node, dataset) whose last stage found no room.
+    blocked: BTreeSet<(String, String)>,
 }
 
 impl CacheView for PassCacheView {
@@ -193,6 +203,12 @@ impl CacheView for PassCacheView {
     }
 
     fn has_room(&self, node: &str, datasets: &[String]) -> bool {
+        if datasets
+            .iter()
+            .any(|d| self.blocked.contains(&(node.to_string(), d.clone())))
+        {
+            return false;
+        }
         let Some(spare) = self.spare.get(node) else {
             return true;
         };
@@ -256,6 +272,7 @@ impl Engine {
             cached: BTreeMap::new(),
             needed: BTreeMap::new(),
             spare: BTreeMap::new(),
+            blocked: self.data.blocked.clone(),
         };
         for node in &nodes {
             for d in &wanted {
@@ -288,13 +305,19 @@ impl Engine {
                 continue;
             };
             let pins = self.pins(node);
-            let evictable: u64 = cache
-                .inventory
-                .versions
-                .iter()
-                .filter(|v| !pins.contains_key(&(v.name.clone(), v.version.clone())))
-                .map(|v| v.unique_bytes)
-                .sum();
+            // A dataset none of whose versions is pinned can go whole (files its versions
+            // share counted once); otherwise only what its unpinned versions hold alone.
+            let mut evictable = 0;
+            for (name, own) in &cache.inventory.datasets {
+                let versions = cache.inventory.versions.iter().filter(|v| v.name == *name);
+                let (pinned, free): (Vec<_>, Vec<_>) =
+                    versions.partition(|v| pins.contains_key(&(v.name.clone(), v.version.clone())));
+                evictable += if pinned.is_empty() {
+                    *own
+                } else {
+                    free.iter().map(|v| v.unique_bytes).sum()
+                };
+            }
             let under_way: u64 = self
                 .data
                 .progress
@@ -326,7 +349,12 @@ impl Engine {
                 .or_default()
                 .insert(*job);
         }
+        let view = self.pass_cache_view();
         for (job, node, dataset) in predictions {
+            // Within the room pins leave: a prefetch never pushes out what others need.
+            if !view.has_room(&node, std::slice::from_ref(&dataset)) {
+                continue;
+            }
             let versions = self.data.current(std::slice::from_ref(&dataset));
             let Some((name, version)) = versions.into_iter().next() else {
                 continue;
@@ -396,15 +424,14 @@ impl Engine {
 
     /// After a placed job is recorded STAGING: asks its node to stage what it lacks.
     pub(crate) fn start_staging(&mut self, job: u64, attempt: u32, node: &str) {
-        let versions: Vec<(String, String)> = self
+        // All of them: a version the last inventory showed complete may have gone since, and
+        // staging a complete one costs nothing.
+        let versions = self
             .data
             .job_versions
             .get(&job)
             .cloned()
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|(n, v)| !self.data.complete_on(node, n, v))
-            .collect();
+            .unwrap_or_default();
         self.send_stage(node, StageFor::Job { job, attempt }, &versions);
     }
 
@@ -460,6 +487,9 @@ impl Engine {
         result: Result<Vec<Staged>, StageFailure>,
     ) -> anyhow::Result<()> {
         self.data.progress.remove(&(node.clone(), purpose));
+        if result.is_ok() {
+            self.data.unblock(&node);
+        }
         for (name, version) in versions {
             self.data.background.remove(&(node.clone(), name, version));
         }
@@ -530,6 +560,11 @@ impl Engine {
             }
             Err(StageFailure::NoRoom(why)) => {
                 let detail = format!("the cache on {node} cannot take this job's datasets: {why}");
+                if let Some(row) = self.active.get(&job) {
+                    for d in &row.spec.datasets {
+                        self.data.blocked.insert((node.clone(), d.clone()));
+                    }
+                }
                 let mut tx = self.db.begin().await?;
                 Db::mark_requeued(&mut tx, job, now_ms, &detail).await?;
                 Db::set_reason(&mut tx, job, "CacheFull", &detail).await?;
@@ -811,6 +846,9 @@ impl Engine {
         self.sched.set_started(JobId(job), now);
         self.sched.finish(JobId(job), JobState::Cancelled, now);
         self.data.job_versions.remove(&job);
+        if let Some(node) = self.active.get(&job).and_then(|r| r.node.clone()) {
+            self.data.unblock(&node);
+        }
     }
 }
 
