@@ -65,19 +65,23 @@ impl Manifest {
     /// The version: the first 16 hex digits of BLAKE3 over every entry's path, kind, size, mtime,
     /// mode and link target, in path order. Content hashes do not enter it.
     pub fn version(&self) -> String {
-        let mut h = blake3::Hasher::new();
+        use std::io::Write as _;
+        // Written straight into the hasher: a line per entry, no allocation per entry.
+        let mut h = std::io::BufWriter::with_capacity(1 << 16, blake3::Hasher::new());
         for e in &self.entries {
-            let line = format!(
-                "{:?}\t{}\t{}\t{}\t{:o}\t{}\n",
+            writeln!(
+                h,
+                "{:?}\t{}\t{}\t{}\t{:o}\t{}",
                 e.kind,
                 e.path,
                 e.size,
                 e.mtime_ns,
                 e.mode,
                 e.target.as_deref().unwrap_or("")
-            );
-            h.update(line.as_bytes());
+            )
+            .expect("hashing does not fail");
         }
+        let h = h.into_inner().expect("hashing does not fail");
         h.finalize().to_hex()[..16].to_string()
     }
 
@@ -147,26 +151,37 @@ impl Diff {
     }
 }
 
-/// Compares two manifests by path and metadata.
+/// Compares two manifests by path and metadata, walking both in path order at once.
 pub fn diff(old: &Manifest, new: &Manifest) -> Diff {
-    let (o, n) = (old.by_path(), new.by_path());
-    Diff {
-        added: n
-            .keys()
-            .filter(|p| !o.contains_key(*p))
-            .map(|p| p.to_string())
-            .collect(),
-        removed: o
-            .keys()
-            .filter(|p| !n.contains_key(*p))
-            .map(|p| p.to_string())
-            .collect(),
-        changed: n
-            .iter()
-            .filter(|(p, e)| o.get(*p).is_some_and(|old| !old.same_metadata(e)))
-            .map(|(p, _)| p.to_string())
-            .collect(),
+    let mut d = Diff::default();
+    for pair in pairs(old, new) {
+        match pair {
+            (None, Some(n)) => d.added.push(n.path.clone()),
+            (Some(o), None) => d.removed.push(o.path.clone()),
+            (Some(o), Some(n)) if !o.same_metadata(n) => d.changed.push(n.path.clone()),
+            _ => {}
+        }
     }
+    d
+}
+
+/// The entries of two path-sorted manifests side by side: (old, new) with the same path, or
+/// one side alone.
+fn pairs<'a>(
+    old: &'a Manifest,
+    new: &'a Manifest,
+) -> impl Iterator<Item = (Option<&'a Entry>, Option<&'a Entry>)> {
+    let (mut o, mut n) = (old.entries.iter().peekable(), new.entries.iter().peekable());
+    std::iter::from_fn(move || match (o.peek(), n.peek()) {
+        (None, None) => None,
+        (Some(_), None) => Some((o.next(), None)),
+        (None, Some(_)) => Some((None, n.next())),
+        (Some(a), Some(b)) => match a.path.cmp(&b.path) {
+            std::cmp::Ordering::Less => Some((o.next(), None)),
+            std::cmp::Ordering::Greater => Some((None, n.next())),
+            std::cmp::Ordering::Equal => Some((o.next(), n.next())),
+        },
+    })
 }
 
 fn mtime_ns(m: &std::fs::Metadata) -> i64 {
@@ -299,14 +314,53 @@ pub fn rescan(
     threads: usize,
 ) -> Result<(Manifest, Diff), CacheError> {
     let mut next = scan(root, threads, &|_| {})?;
-    let old = previous.by_path();
-    for e in next.entries.iter_mut().filter(|e| e.kind == Kind::File) {
-        match old.get(e.path.as_str()) {
-            Some(o) if o.same_metadata(e) => e.hash = o.hash.clone(),
-            _ => e.hash = Some(hash_file(&root.join(&e.path))?),
+    let d = diff(previous, &next);
+    // Unchanged files keep their hashes; added and changed ones are hashed, in parallel.
+    let mut hashes: Vec<Option<String>> = Vec::with_capacity(next.entries.len());
+    let mut todo: Vec<usize> = Vec::new();
+    for (o, n) in pairs(previous, &next) {
+        let Some(n) = n else { continue };
+        match o {
+            Some(o) if n.kind == Kind::File && o.same_metadata(n) => hashes.push(o.hash.clone()),
+            _ => {
+                if n.kind == Kind::File {
+                    todo.push(hashes.len());
+                }
+                hashes.push(None);
+            }
         }
     }
-    let d = diff(previous, &next);
+    let fresh: Mutex<Vec<(usize, String)>> = Mutex::new(Vec::new());
+    let first_error: Mutex<Option<CacheError>> = Mutex::new(None);
+    let at = std::sync::atomic::AtomicUsize::new(0);
+    let entries = &next.entries;
+    std::thread::scope(|s| {
+        for _ in 0..threads.clamp(1, todo.len().max(1)) {
+            s.spawn(|| {
+                while let Some(&i) = todo.get(at.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+                {
+                    match hash_file(&root.join(&entries[i].path)) {
+                        Ok(h) => fresh.lock().expect("not poisoned").push((i, h)),
+                        Err(e) => {
+                            first_error.lock().expect("not poisoned").get_or_insert(e);
+                            return;
+                        }
+                    }
+                }
+            });
+        }
+    });
+    if let Some(e) = first_error.into_inner().expect("not poisoned") {
+        return Err(e);
+    }
+    for (i, h) in fresh.into_inner().expect("not poisoned") {
+        hashes[i] = Some(h);
+    }
+    for (e, h) in next.entries.iter_mut().zip(hashes) {
+        if e.kind == Kind::File {
+            e.hash = h;
+        }
+    }
     Ok((next, d))
 }
 

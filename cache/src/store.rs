@@ -221,6 +221,8 @@ impl NodeCache {
         let dir = self.dir(name, version);
         let resuming = dir.exists();
         let mut reused = (0, 0);
+        // Files a take-over kept, known good: the workers skip them.
+        let mut trusted: BTreeMap<String, String> = BTreeMap::new();
         if !resuming {
             // Of the versions offered, the one with the most files in common.
             let best = opts
@@ -231,12 +233,25 @@ impl NodeCache {
                 .map(|(v, m)| (kept(&m, manifest).count(), v, m))
                 .max_by(|a, b| a.0.cmp(&b.0).then_with(|| b.1.cmp(a.1)));
             if let Some((_, old, previous)) = best {
-                reused = self.take_over(name, old, &previous, version, manifest)?;
+                trusted = self.take_over(name, old, &previous, version, manifest)?;
+                reused = (
+                    trusted.len() as u64,
+                    manifest
+                        .files()
+                        .filter(|e| trusted.contains_key(&e.path))
+                        .map(|e| e.size)
+                        .sum(),
+                );
             }
         }
         std::fs::create_dir_all(&dir).map_err(|e| CacheError::io(&dir, e))?;
         let journal_path = self.side(name, version, "journal");
-        let done = read_journal(&journal_path)?;
+        // After a take-over the journal holds exactly the trusted files.
+        let done = if trusted.is_empty() {
+            read_journal(&journal_path)?
+        } else {
+            BTreeMap::new()
+        };
         let donors = self.donors(name, version)?;
         // Directories first (parents before children), then links; files last.
         for e in manifest.entries.iter().filter(|e| e.kind == Kind::Dir) {
@@ -250,9 +265,12 @@ impl NodeCache {
                 .map_err(|err| CacheError::io(&p, err))?;
             set_mtime(&p, e.mtime_ns)?;
         }
-        let files: Vec<&Entry> = manifest.files().collect();
+        let files: Vec<&Entry> = manifest
+            .files()
+            .filter(|e| !trusted.contains_key(&e.path))
+            .collect();
         let total = Progress {
-            files_total: files.len() as u64,
+            files_total: files.len() as u64 + reused.0,
             bytes_total: manifest.bytes(),
             ..Progress::default()
         };
@@ -266,12 +284,15 @@ impl NodeCache {
         );
         let limiter = Limiter::new(opts.bandwidth);
         let next = AtomicUsize::new(0);
-        let (files_done, bytes_done, bytes_copied) =
-            (AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0));
+        let (files_done, bytes_done, bytes_copied) = (
+            AtomicU64::new(reused.0),
+            AtomicU64::new(reused.1),
+            AtomicU64::new(0),
+        );
         let counts = Mutex::new(report.clone());
         let first_error: Mutex<Option<CacheError>> = Mutex::new(None);
         let started = Instant::now();
-        let hashes: Mutex<BTreeMap<String, String>> = Mutex::new(BTreeMap::new());
+        let hashes: Mutex<BTreeMap<String, String>> = Mutex::new(trusted);
         // Copies wait here, written but not yet durable, until a batch is synced and renamed.
         let pending: Mutex<Batch> = Mutex::new(Batch::default());
         let flush = |batch: Batch| -> Result<(), CacheError> {
@@ -375,8 +396,6 @@ impl NodeCache {
         }
         flushed?;
         report = counts.into_inner().expect("not poisoned");
-        // Files kept in place by a take-over were found done, like resumed ones.
-        report.files_resumed = report.files_resumed.saturating_sub(reused.0);
         (report.files_reused, report.bytes_reused) = reused;
         // Leftovers of an interrupted stage (`.partial` files) are not part of the version.
         if resuming {
@@ -417,7 +436,7 @@ impl NodeCache {
 
     /// Turns complete version `old` into the start of `version`: its unchanged files are
     /// journaled as done, it is renamed, and what `manifest` does not hold is removed. Returns
-    /// the files and bytes kept. `old` stops being complete first, so no job is handed it
+    /// the files kept, with their hashes. `old` stops being complete first, so no job is handed it
     /// half-changed; a crash part-way leaves an incomplete `version` that a later stage
     /// resumes.
     fn take_over(
@@ -427,13 +446,12 @@ impl NodeCache {
         previous: &Manifest,
         version: &str,
         manifest: &Manifest,
-    ) -> Result<(u64, u64), CacheError> {
-        let (mut files, mut bytes) = (0, 0);
+    ) -> Result<BTreeMap<String, String>, CacheError> {
         let mut journal = String::new();
+        let mut trusted = BTreeMap::new();
         for (e, hash) in kept(previous, manifest) {
             journal.push_str(&format!("{hash}\t{}\n", e.path));
-            files += 1;
-            bytes += e.size;
+            trusted.insert(e.path.clone(), hash.to_string());
         }
         write_atomic(&self.side(name, version, "journal"), journal.as_bytes())?;
         std::fs::remove_file(self.side(name, old, "complete"))
@@ -463,7 +481,7 @@ impl NodeCache {
                 _ => {}
             }
         }
-        Ok((files, bytes))
+        Ok(trusted)
     }
 
     fn stage_file(
