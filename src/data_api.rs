@@ -144,6 +144,10 @@ pub struct CacheStatus {
     pub staging: Vec<StagingView>,
     /// Prefetches and warm-ups sent and not finished, as `NAME@VERSION`.
     pub queued: Vec<String>,
+    /// The last prefetch or warm-up of a dataset that failed here, as `NAME@VERSION: why`
+    /// (until one succeeds).
+    #[serde(default)]
+    pub failed: Vec<String>,
 }
 
 /// `POST /v1/cache/stage`: warm a node's cache with a dataset's current version (admins).

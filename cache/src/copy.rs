@@ -130,10 +130,14 @@ pub fn write_partial(
     Ok((out, partial, hasher.finalize().to_hex().to_string()))
 }
 
+/// What a copy's name ends with until it is complete and synced. Distinct enough that a
+/// dataset's own `*.partial` files never clash with it.
+pub const PARTIAL_SUFFIX: &str = ".labpool.partial";
+
 /// The `.partial` name a copy is written under.
 pub fn partial_path(dst: &Path) -> std::path::PathBuf {
     let mut name = dst.file_name().unwrap_or_default().to_os_string();
-    name.push(".partial");
+    name.push(PARTIAL_SUFFIX);
     dst.with_file_name(name)
 }
 

@@ -937,7 +937,7 @@ fn usage(
         if seen.insert((m.dev(), m.ino())) {
             *used += m.len();
         }
-        if m.is_file() && !p.to_string_lossy().ends_with(".partial") {
+        if m.is_file() && !p.to_string_lossy().ends_with(crate::copy::PARTIAL_SUFFIX) {
             bytes += m.len();
             files += 1;
             if m.nlink() == 1 {

@@ -225,13 +225,13 @@ fn an_interrupted_stage_resumes_and_never_shows_half_files() {
     );
     // A half-written file from the "crash".
     let dir = cache.dir("ds", &m.version());
-    std::fs::write(dir.join("shard3/f19.bin.partial"), b"half").unwrap();
+    std::fs::write(dir.join("shard3/f19.bin.labpool.partial"), b"half").unwrap();
     std::fs::write(&victim, saved).unwrap();
     labpool_cache::copy::set_mtime(&victim, m.by_path()["shard3/f19.bin"].mtime_ns).unwrap();
     labpool_cache::copy::set_mtime(&src.path().join("shard3"), m.by_path()["shard3"].mtime_ns)
         .unwrap();
     // A stray partial of a file that the journal says is done, too.
-    std::fs::write(dir.join("shard0/f0.bin.partial"), b"half").unwrap();
+    std::fs::write(dir.join("shard0/f0.bin.labpool.partial"), b"half").unwrap();
     let r = stage(&cache, &m, src.path());
     assert!(r.files_resumed > 0, "{r:?}");
     assert_eq!(r.files_resumed + r.files_copied, 20);

@@ -198,9 +198,16 @@ pub async fn cache(command: &CacheCommand, config: &Config) -> anyhow::Result<()
                 .map(|v| v.mismatched.len() - v.repaired.len())
                 .sum();
             if unrepaired > 0 {
+                let which: Vec<String> = r
+                    .iter()
+                    .filter(|v| v.repaired.len() < v.mismatched.len())
+                    .map(|v| format!("{}@{} on {}", v.name, short(&v.version), v.node))
+                    .collect();
                 anyhow::bail!(
-                    "{unrepaired} damaged files could not be staged again (their source changed since); \
-                     rescan the dataset, and jobs will get a fresh version"
+                    "{unrepaired} damaged files could not be staged again, in {}; those versions are no longer used \
+                     (old versions have no source to repair from, and a current one whose source changed needs \
+                     `labpool dataset rescan NAME`); the next job that needs one stages it afresh",
+                    which.join(", ")
                 );
             }
         }
@@ -273,12 +280,26 @@ async fn follow_stage(client: &Client, queued: &StageQueued) -> anyhow::Result<(
             bar.finish_with_message(format!("{label} staged on {}", queued.nodes.join(", ")));
             return Ok(());
         }
+        let key = format!("{}@{}: ", queued.name, queued.version);
+        let failures: Vec<String> = mine
+            .iter()
+            .flat_map(|c| {
+                c.failed
+                    .iter()
+                    .filter(|f| f.starts_with(&key))
+                    .map(|f| format!("{}: {}", c.node, &f[key.len()..]))
+            })
+            .collect();
+        if !active && !failures.is_empty() {
+            bar.abandon();
+            anyhow::bail!("staging {label} failed:\n  {}", failures.join("\n  "));
+        }
         if active {
             last_seen = Instant::now();
         } else if last_seen.elapsed() > GONE_AFTER {
             bar.abandon();
             anyhow::bail!(
-                "staging {label} stopped before it was complete on every node\nhint: the controller log says why (no room, or the source changed); `labpool cache status` shows what is staged"
+                "staging {label} stopped before it was complete on every node\nhint: `labpool cache status` shows what is staged, and the controller log says more"
             );
         }
         tokio::time::sleep(POLL).await;

@@ -73,6 +73,8 @@ pub struct DataState {
     /// (node, dataset) whose stage found no room: not placed there again until a job ends or
     /// a stage completes on that node, so a wrong estimate never loops.
     blocked: BTreeSet<(String, String)>,
+    /// (node, name, version) → why its last background stage failed.
+    failures: BTreeMap<(String, String, String), String>,
 }
 
 impl DataState {
@@ -491,7 +493,18 @@ impl Engine {
             self.data.unblock(&node);
         }
         for (name, version) in versions {
-            self.data.background.remove(&(node.clone(), name, version));
+            let key = (node.clone(), name, version);
+            self.data.background.remove(&key);
+            match &result {
+                Ok(_) => {
+                    self.data.failures.remove(&key);
+                }
+                Err(StageFailure::NoRoom(why) | StageFailure::Failed(why)) => {
+                    if !matches!(purpose, StageFor::Job { .. }) {
+                        self.data.failures.insert(key, why.clone());
+                    }
+                }
+            }
         }
         let (job, attempt) = match purpose {
             StageFor::Job { job, attempt } => (job, attempt),
@@ -670,6 +683,13 @@ impl Engine {
                 .filter(|(n, _, _)| n == name)
                 .map(|(_, d, v)| format!("{d}@{v}"))
                 .collect();
+            let failed = self
+                .data
+                .failures
+                .iter()
+                .filter(|((n, _, _), _)| n == name)
+                .map(|((_, d, v), why)| format!("{d}@{v}: {why}"))
+                .collect();
             out.push(CacheStatus {
                 node: name.clone(),
                 capacity: cache.capacity,
@@ -677,6 +697,7 @@ impl Engine {
                 versions,
                 staging,
                 queued,
+                failed,
             });
         }
         Ok(out)

@@ -457,6 +457,17 @@ fn bad_dataset_input_gets_a_clear_error_and_leaves_the_cache_consistent() {
     let credits = pool.ok(&["credits", "--json"]);
     let credits: Value = serde_json::from_str(&credits).unwrap();
     assert_eq!(credits["charged"].as_f64(), Some(0.0), "{credits:#}");
+    // A warm-up of it fails too, and says why and where.
+    let e = fails_stderr(&pool, &["cache", "stage", "fleeting"]);
+    has(
+        &e,
+        &[
+            "staging fleeting@",
+            "failed",
+            "dataset fleeting",
+            "dataset rescan fleeting",
+        ],
+    );
     // The cache still serves other datasets.
     let id = pool.submit(&[
         "--dataset",
