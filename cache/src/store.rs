@@ -253,6 +253,16 @@ impl NodeCache {
             BTreeMap::new()
         };
         let donors = self.donors(name, version)?;
+        if resuming {
+            // Leftovers of an interrupted stage or take-over: copies in progress, and anything
+            // the manifest does not hold with that kind (a file where a directory goes now).
+            let wanted: BTreeMap<PathBuf, Kind> = manifest
+                .entries
+                .iter()
+                .map(|e| (dir.join(&e.path), e.kind))
+                .collect();
+            remove_unwanted(&dir, &wanted)?;
+        }
         // Directories first (parents before children), then links; files last.
         for e in manifest.entries.iter().filter(|e| e.kind == Kind::Dir) {
             let p = dir.join(&e.path);
@@ -398,15 +408,6 @@ impl NodeCache {
         report = counts.into_inner().expect("not poisoned");
         (report.files_reused, report.bytes_reused) = reused;
         // Leftovers of an interrupted stage (`.partial` files) are not part of the version.
-        if resuming {
-            let listed: BTreeSet<PathBuf> =
-                manifest.entries.iter().map(|e| dir.join(&e.path)).collect();
-            for p in walkdir(&dir) {
-                if !listed.contains(&p) {
-                    std::fs::remove_file(&p).map_err(|e| CacheError::io(&p, e))?;
-                }
-            }
-        }
         // Directory modes and times last: adding files changed their mtimes.
         for e in manifest
             .entries
@@ -900,6 +901,31 @@ fn read_journal(path: &Path) -> Result<BTreeMap<String, String>, CacheError> {
         }
     }
     Ok(out)
+}
+
+/// Removes what under `dir` is not in `wanted` with the same kind; descends only into wanted
+/// directories.
+fn remove_unwanted(dir: &Path, wanted: &BTreeMap<PathBuf, Kind>) -> Result<(), CacheError> {
+    for e in std::fs::read_dir(dir).map_err(|e| CacheError::io(dir, e))? {
+        let p = e.map_err(|e| CacheError::io(dir, e))?.path();
+        let meta = std::fs::symlink_metadata(&p).map_err(|e| CacheError::io(&p, e))?;
+        let kind = if meta.is_dir() {
+            Kind::Dir
+        } else if meta.file_type().is_symlink() {
+            Kind::Symlink
+        } else {
+            Kind::File
+        };
+        match wanted.get(&p) {
+            Some(k) if *k == kind && kind == Kind::Dir => remove_unwanted(&p, wanted)?,
+            Some(k) if *k == kind => {}
+            _ if kind == Kind::Dir => {
+                std::fs::remove_dir_all(&p).map_err(|e| CacheError::io(&p, e))?
+            }
+            _ => std::fs::remove_file(&p).map_err(|e| CacheError::io(&p, e))?,
+        }
+    }
+    Ok(())
 }
 
 fn walkdir(root: &Path) -> Vec<PathBuf> {

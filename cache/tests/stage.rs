@@ -197,6 +197,37 @@ fn a_version_no_job_needs_is_taken_over_and_only_changes_are_written() {
 }
 
 #[test]
+fn a_take_over_interrupted_after_its_rename_is_finished_by_the_next_stage() {
+    let src = tempfile::tempdir().unwrap();
+    make_tree(src.path(), 12);
+    let cache_dir = tempfile::tempdir().unwrap();
+    let cache = NodeCache::open(cache_dir.path()).unwrap();
+    let v1 = scan(src.path(), 2, &|_| {}).unwrap();
+    stage(&cache, &v1, src.path());
+    // The source turns a file into a directory and drops a whole directory.
+    std::fs::remove_file(src.path().join("shard0/f0.bin")).unwrap();
+    std::fs::create_dir(src.path().join("shard0/f0.bin")).unwrap();
+    std::fs::write(src.path().join("shard0/f0.bin/x"), b"x").unwrap();
+    std::fs::remove_dir_all(src.path().join("shard3")).unwrap();
+    let (v2, _) = rescan(src.path(), &v1, 2).unwrap();
+    // A crash right after the take-over's rename: v1's files under v2's name, nothing cleaned.
+    std::fs::remove_file(
+        cache_dir
+            .path()
+            .join(format!("ds/{}.complete", v1.version())),
+    )
+    .unwrap();
+    std::fs::rename(
+        cache.dir("ds", &v1.version()),
+        cache.dir("ds", &v2.version()),
+    )
+    .unwrap();
+    let r = stage(&cache, &v2, src.path());
+    assert!(cache.is_complete("ds", &v2.version()), "{r:?}");
+    same_tree(src.path(), &cache.dir("ds", &v2.version()));
+}
+
+#[test]
 fn an_interrupted_stage_resumes_and_never_shows_half_files() {
     let src = tempfile::tempdir().unwrap();
     make_tree(src.path(), 20);
