@@ -5,6 +5,11 @@ use labpool_cache::store::Progress;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
+/// The first 12 characters of a version: enough to tell versions apart when reading.
+pub fn short(version: &str) -> &str {
+    &version[..version.len().min(12)]
+}
+
 /// `POST /v1/datasets`: register a directory under the datasets root (admins).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -4,7 +4,7 @@ use crate::cli::{CacheCommand, DatasetCommand};
 use crate::client::Client;
 use crate::data_api::{
     AddDatasetRequest, CacheStatus, DatasetDetail, DatasetView, RescanOutcome, StageQueued,
-    StageRequest, VerifiedVersion, VerifyRequest,
+    StageRequest, VerifiedVersion, VerifyRequest, short,
 };
 use crate::render::{or_dash, print, table};
 use crate::settings::Config;
@@ -16,10 +16,6 @@ const POLL: Duration = Duration::from_millis(200);
 
 /// A stage that neither progresses nor is queued for this long has stopped.
 const GONE_AFTER: Duration = Duration::from_secs(3);
-
-fn short(version: &str) -> &str {
-    &version[..version.len().min(12)]
-}
 
 fn spinner(message: String) -> ProgressBar {
     let bar = ProgressBar::new_spinner().with_message(message);

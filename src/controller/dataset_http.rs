@@ -3,7 +3,9 @@
 
 use crate::clock::now_ms;
 use crate::controller::dataset_db::DatasetRow;
-use crate::controller::datasets::{dataset_view, version_row, version_view};
+use crate::controller::datasets::{
+    already_registered, dataset_view, registered_hint, version_row, version_view,
+};
 use crate::controller::engine::Request;
 use crate::controller::error::ApiError;
 use crate::controller::http::{AppState, Peer, ask, caller};
@@ -68,17 +70,7 @@ async fn add(
         .into_iter()
         .find(|d| d.name == req.name)
     {
-        return Err(ApiError::bad_request(
-            format!(
-                "dataset {:?} is registered already, from {}",
-                old.name,
-                old.path.display()
-            ),
-            Some(format!(
-                "to record changes in its source run `labpool dataset rescan {}`",
-                old.name
-            )),
-        ));
+        return Err(already_registered(&old));
     }
     let root = state.config.datasets.root.clone();
     let threads = state.config.datasets.scan_threads;
@@ -134,17 +126,10 @@ async fn list(State(state): State<AppState>) -> Result<Json<Vec<DatasetView>>, A
 
 async fn find(state: &AppState, name: &str) -> Result<DatasetRow, ApiError> {
     let all = state.db.datasets().await?;
-    let known: Vec<String> = all.iter().map(|d| d.name.clone()).collect();
-    all.into_iter().find(|d| d.name == name).ok_or_else(|| {
-        ApiError::not_found(
-            format!("no dataset {name:?}"),
-            Some(if known.is_empty() {
-                "no datasets are registered yet; an admin adds one with `labpool dataset add NAME PATH`".to_string()
-            } else {
-                format!("registered datasets: {}", known.join(", "))
-            }),
-        )
-    })
+    let hint = registered_hint(all.iter().map(|d| d.name.as_str()));
+    all.into_iter()
+        .find(|d| d.name == name)
+        .ok_or_else(|| ApiError::not_found(format!("no dataset {name:?}"), Some(hint)))
 }
 
 async fn show(

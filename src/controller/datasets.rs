@@ -11,6 +11,32 @@ use crate::data_api::{DatasetVersionView, DatasetView};
 use crate::identity::Caller;
 use labpool_cache::manifest::Manifest;
 
+/// The hint for a dataset name that is not registered: the names that are.
+pub fn registered_hint<'a>(known: impl IntoIterator<Item = &'a str>) -> String {
+    let known: Vec<&str> = known.into_iter().collect();
+    if known.is_empty() {
+        "no datasets are registered yet; an admin adds one with `labpool dataset add NAME PATH`"
+            .to_string()
+    } else {
+        format!("registered datasets: {}", known.join(", "))
+    }
+}
+
+/// The error for registering a name twice.
+pub fn already_registered(old: &DatasetRow) -> ApiError {
+    ApiError::bad_request(
+        format!(
+            "dataset {:?} is registered already, from {}",
+            old.name,
+            old.path.display()
+        ),
+        Some(format!(
+            "to record changes in its source run `labpool dataset rescan {}`",
+            old.name
+        )),
+    )
+}
+
 /// The API view of a dataset, from its row and its versions (newest first).
 pub fn dataset_view(d: &DatasetRow, versions: &[VersionRow]) -> DatasetView {
     let current = versions.iter().find(|v| v.version == d.current);
@@ -65,17 +91,7 @@ impl Engine {
             return Ok(Err(admin_only("dataset add")));
         }
         if let Some(old) = self.data.datasets.get(&dataset.name) {
-            return Ok(Err(ApiError::bad_request(
-                format!(
-                    "dataset {:?} is registered already, from {}",
-                    old.name,
-                    old.path.display()
-                ),
-                Some(format!(
-                    "to record changes in its source run `labpool dataset rescan {}`",
-                    old.name
-                )),
-            )));
+            return Ok(Err(already_registered(old)));
         }
         let files = manifest.files().count() as u64;
         let version = version_row(&manifest, dataset.created, (files, manifest.bytes()));

@@ -518,7 +518,7 @@ impl Engine {
                     if !complete {
                         let what = versions
                             .iter()
-                            .map(|(n, v)| format!("{n}@{}", crate::controller::staging::short(v)))
+                            .map(|(n, v)| format!("{n}@{}", crate::data_api::short(v)))
                             .collect::<Vec<_>>()
                             .join(", ");
                         let what = format!("staging {what}");

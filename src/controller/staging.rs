@@ -19,7 +19,7 @@ use crate::controller::dataset_db::DatasetRow;
 use crate::controller::db::Db;
 use crate::controller::engine::Engine;
 use crate::controller::error::ApiError;
-use crate::data_api::{CacheStatus, CachedVersionView, StagingView, VerifiedVersion};
+use crate::data_api::{CacheStatus, CachedVersionView, StagingView, VerifiedVersion, short};
 use labpool_cache::manifest::Manifest;
 use labpool_cache::store::{Inventory, Progress, VerifyReport, bytes_to_stage};
 use labpool_scheduler::cache_view::CacheView;
@@ -889,22 +889,13 @@ pub fn describe_progress(name: &str, version: &str, p: &Progress) -> String {
     )
 }
 
-/// The first 12 characters of a version: enough to tell versions apart when reading.
-pub fn short(version: &str) -> &str {
-    &version[..version.len().min(12)]
-}
-
 /// The error for a name that is not registered.
 pub fn unknown_dataset(name: &str, data: &DataState) -> ApiError {
-    let known: Vec<&str> = data.datasets.keys().map(String::as_str).collect();
     ApiError::not_found(
         format!("no dataset {name:?}"),
-        Some(if known.is_empty() {
-            "no datasets are registered yet; an admin adds one with `labpool dataset add NAME PATH`"
-                .to_string()
-        } else {
-            format!("registered datasets: {}", known.join(", "))
-        }),
+        Some(crate::controller::datasets::registered_hint(
+            data.datasets.keys().map(String::as_str),
+        )),
     )
 }
 

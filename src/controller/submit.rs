@@ -146,12 +146,9 @@ impl Engine {
                 return bad(e.to_string(), None);
             }
             if !self.data.datasets.contains_key(d) {
-                let known: Vec<&str> = self.data.datasets.keys().map(String::as_str).collect();
-                let hint = if known.is_empty() {
-                    "no datasets are registered yet; an admin adds one with `labpool dataset add NAME PATH`".to_string()
-                } else {
-                    format!("registered datasets: {}", known.join(", "))
-                };
+                let hint = crate::controller::datasets::registered_hint(
+                    self.data.datasets.keys().map(String::as_str),
+                );
                 return Ok(Err(ApiError::bad_request(
                     format!("unknown dataset {d:?}"),
                     Some(hint),
