@@ -608,6 +608,40 @@ mod tests {
     }
 
     #[test]
+    fn dataset_and_cache_settings_are_checked() {
+        let c = Config::parse(MINIMAL, Path::new("/srv/lp/labpool.toml")).unwrap();
+        assert_eq!(c.datasets.root, Path::new("/shared/datasets"));
+        assert_eq!(c.cache_dir(), Path::new("/srv/lp/state/cache"));
+        assert_eq!(c.policy().placement.prefetch_horizon_s, Some(1800));
+        let text = format!(
+            "{MINIMAL}[datasets]\nroot = \"data\"\n[cache]\ndir = \"ssd\"\ncapacity = \"500G\"\nbandwidth = \"200M\"\nprefetch_horizon = \"0s\"\n"
+        );
+        let c = Config::parse(&text, Path::new("/srv/lp/labpool.toml")).unwrap();
+        assert_eq!(c.datasets.root, Path::new("/srv/lp/data"));
+        assert_eq!(c.cache_dir(), Path::new("/srv/lp/ssd"));
+        assert_eq!(c.cache.capacity, Some(500_000_000_000));
+        assert_eq!(c.cache.bandwidth, Some(200_000_000));
+        assert_eq!(c.policy().placement.prefetch_horizon_s, None);
+        let bad = |extra: &str| {
+            Config::parse(&format!("{MINIMAL}{extra}"), Path::new("/x/labpool.toml"))
+                .unwrap_err()
+                .to_string()
+        };
+        let e = bad("[cache]\nhigh_watermark = 0.5\nlow_watermark = 0.7\n");
+        assert!(
+            e.contains("low_watermark (0.7) <= high_watermark (0.5)"),
+            "{e}"
+        );
+        let e = bad("[cache]\ncapacity = \"lots\"\n");
+        assert!(
+            e.contains("invalid size 'lots'") && e.contains("500G"),
+            "{e}"
+        );
+        let e = bad("[cache]\nworkers = 0\n");
+        assert!(e.contains("at least 1"), "{e}");
+    }
+
+    #[test]
     fn virtual_gpu_forms() {
         assert_eq!(
             VirtualGpus::parse("4:RTX4090").unwrap(),
