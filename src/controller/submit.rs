@@ -155,6 +155,24 @@ impl Engine {
                 )));
             }
         }
+        // Data larger than every node's cache could never be staged: refused now, not queued
+        // forever.
+        if let Some(largest) = self.data.caches.values().map(|c| c.capacity).max() {
+            let mut total = 0;
+            for d in &req.datasets {
+                let current = self.data.datasets[d].current.clone();
+                total += self.data.manifest(d, &current).map_or(0, |m| m.bytes());
+            }
+            if total > largest {
+                return bad(
+                    format!(
+                        "the job's datasets ({}) hold {total} bytes, more than the largest node cache ({largest} bytes)",
+                        req.datasets.join(", ")
+                    ),
+                    Some("ask an admin to raise capacity under [cache], or split the dataset"),
+                );
+            }
+        }
         let tasks = match req.array.as_deref().map(parse_array).transpose() {
             Ok(t) => t.map(|a| (a.tasks, a.throttle)),
             Err(e) => return bad(e.to_string(), None),

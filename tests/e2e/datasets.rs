@@ -313,6 +313,18 @@ fn a_full_cache_makes_jobs_wait_and_never_evicts_a_pinned_version() {
     let b = make_dataset(&pool, "beta", 4, 500_000);
     pool.ok(&["dataset", "add", "alpha", a.to_str().unwrap()]);
     pool.ok(&["dataset", "add", "beta", b.to_str().unwrap()]);
+    // More than the cache can ever hold: refused at submit, not queued forever.
+    let huge = make_dataset(&pool, "huge", 8, 500_000);
+    pool.ok(&["dataset", "add", "huge", huge.to_str().unwrap()]);
+    let e = fails_stderr(&pool, &["submit", "--dataset", "huge", "--wrap", "true"]);
+    has(
+        &e,
+        &[
+            "4000000 bytes",
+            "largest node cache (3000000 bytes)",
+            "capacity under [cache]",
+        ],
+    );
     let ja = pool.submit(&[
         "--gpus",
         "1",
