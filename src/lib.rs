@@ -1,9 +1,10 @@
 //! labpool turns a few GPU servers into one shared pool for a research group: it schedules GPU
-//! jobs, and (as later parts land) stages datasets, snapshots shared data and keeps quotas.
+//! jobs and stages the datasets they declare onto node-local disk, and (as later parts land)
+//! snapshots shared data and keeps quotas.
 //!
 //! This crate is the `labpool` binary's wiring: the CLI, config, the controller daemon, the node
-//! agent and the per-job shim. Domain logic lives in the workspace's library crates, starting
-//! with [`labpool_scheduler`].
+//! agent and the per-job shim. Domain logic lives in the workspace's library crates, in
+//! [`labpool_scheduler`] and [`labpool_cache`].
 
 pub mod agent;
 pub mod api;
