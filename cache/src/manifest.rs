@@ -167,7 +167,7 @@ pub fn diff(old: &Manifest, new: &Manifest) -> Diff {
 
 /// The entries of two path-sorted manifests side by side: (old, new) with the same path, or
 /// one side alone.
-fn pairs<'a>(
+pub fn pairs<'a>(
     old: &'a Manifest,
     new: &'a Manifest,
 ) -> impl Iterator<Item = (Option<&'a Entry>, Option<&'a Entry>)> {

@@ -463,12 +463,13 @@ impl NodeCache {
             let _ = std::fs::remove_file(self.side(name, old, suffix));
         }
         // What the new version does not hold goes, deepest first.
-        let after = manifest.by_path();
-        for o in previous.entries.iter().rev() {
-            let keep = after.get(o.path.as_str()).is_some_and(|n| n.kind == o.kind);
-            if keep {
-                continue;
-            }
+        let gone: Vec<&Entry> = crate::manifest::pairs(previous, manifest)
+            .filter_map(|(o, n)| match (o, n) {
+                (Some(o), Some(n)) if n.kind == o.kind => None,
+                (o, _) => o,
+            })
+            .collect();
+        for o in gone.into_iter().rev() {
             let p = to.join(&o.path);
             let gone = if o.kind == Kind::Dir {
                 std::fs::remove_dir_all(&p)
@@ -835,10 +836,9 @@ pub fn plan(
 /// Files of `new` that `old` (a staged manifest, with hashes) holds unchanged at the same path,
 /// with their hashes.
 fn kept<'a>(old: &'a Manifest, new: &'a Manifest) -> impl Iterator<Item = (&'a Entry, &'a str)> {
-    let before = old.by_path();
-    new.files().filter_map(move |e| {
-        let o = before.get(e.path.as_str())?;
-        (o.kind == Kind::File && DonorKey::of(o) == DonorKey::of(e))
+    crate::manifest::pairs(old, new).filter_map(|(o, e)| {
+        let (o, e) = (o?, e?);
+        (o.kind == Kind::File && e.kind == Kind::File && DonorKey::of(o) == DonorKey::of(e))
             .then_some(())
             .and(o.hash.as_deref())
             .map(|h| (e, h))
