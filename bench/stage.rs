@@ -5,6 +5,7 @@
 //! cargo bench --bench stage                        # the issue's tree: ~100k files, ~6 GB
 //! BENCH_SCALE=0.1 BENCH_RUNS=3 cargo bench --bench stage   # a tenth of it, for a quick look
 //! BENCH_DIR=/mnt/ssd/bench cargo bench --bench stage       # where the trees go
+//! BENCH_WORKERS=8 cargo bench --bench stage                 # labpool's copy workers
 //! ```
 //!
 //! The tree: 100,000 x SCALE small files of 4-64 KiB in 100 directories, 300 x SCALE shards of
@@ -175,9 +176,12 @@ fn main() {
         "tree: {files} files, {:.2} GB (scale {scale}), generated in {:.0} s; {runs} runs per case; workers {}",
         bytes as f64 / 1e9,
         t0.elapsed().as_secs_f64(),
-        StageOptions::default().workers
+        env_f("BENCH_WORKERS", StageOptions::default().workers as f64)
     );
-    let opts = StageOptions::default();
+    let opts = StageOptions {
+        workers: env_f("BENCH_WORKERS", StageOptions::default().workers as f64) as usize,
+        ..StageOptions::default()
+    };
     let t_scan = Instant::now();
     let mut manifest = scan(&src, 8, &|_| {}).unwrap();
     println!(
