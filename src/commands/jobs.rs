@@ -30,6 +30,11 @@ fn where_or_why(j: &JobView) -> String {
         (Some(node), _) if j.state == JobState::Running => {
             format!("{node} [{}]", gpu_list(&j.gpus))
         }
+        (Some(node), _) if j.state == JobState::Staging => format!(
+            "{node} [{}] ({})",
+            gpu_list(&j.gpus),
+            j.reason_detail.as_deref().unwrap_or("staging")
+        ),
         (_, Some(code)) => match &j.reason_detail {
             Some(d) if !d.is_empty() => format!("({code}: {d})"),
             _ => format!("({code})"),

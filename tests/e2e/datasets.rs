@@ -187,6 +187,8 @@ fn a_controller_killed_mid_stage_resumes_and_nothing_half_copied_is_visible() {
     has(s(&j, "reason_detail"), &["shards@", "of 12 files", "/s"]);
     // While staging, the GPU is held but the job's clock has not started.
     assert!(j["start_time"].is_null(), "{j:#}");
+    let table = pool.ok(&["queue"]);
+    has(&table, &["STAGING", "[0]", "shards@"]);
     let version = json(&pool, &["dataset", "show", "shards", "--json"])["current"]
         .as_str()
         .unwrap()
