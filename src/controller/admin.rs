@@ -336,6 +336,12 @@ impl Engine {
                     Some(n) => format!("waits: {}", n.reason),
                     None => "waits for the next scheduling pass".to_string(),
                 },
+                JobState::Staging => format!(
+                    "placed on {} with GPUs {:?}; its clock starts when its datasets are staged: {}",
+                    row.node.as_deref().unwrap_or("?"),
+                    row.gpus,
+                    row.reason_detail.as_deref().unwrap_or("staging")
+                ),
                 _ => format!(
                     "runs on {} with GPUs {:?} since {}",
                     row.node.as_deref().unwrap_or("?"),

@@ -189,6 +189,11 @@ fn a_controller_killed_mid_stage_resumes_and_nothing_half_copied_is_visible() {
     assert!(j["start_time"].is_null(), "{j:#}");
     let table = pool.ok(&["queue"]);
     has(&table, &["STAGING", "[0]", "shards@"]);
+    let why = pool.ok(&["why", &id.to_string()]);
+    has(
+        &why,
+        &["its clock starts when its datasets are staged", "shards@"],
+    );
     let version = json(&pool, &["dataset", "show", "shards", "--json"])["current"]
         .as_str()
         .unwrap()
