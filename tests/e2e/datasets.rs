@@ -496,3 +496,41 @@ fn bad_dataset_input_gets_a_clear_error_and_leaves_the_cache_consistent() {
     ]);
     assert_eq!(s(&pool.wait_done(id, T), "state"), "COMPLETED");
 }
+
+#[test]
+fn versions_that_share_files_are_removed_together_to_make_room() {
+    let mut pool = Pool::new("2:t4");
+    pool.edit_config(|t| t.replace("# capacity = \"500G\"", "capacity = \"3M\""));
+    pool.start();
+    let a = make_dataset(&pool, "alpha", 4, 500_000);
+    let b = make_dataset(&pool, "beta", 4, 500_000);
+    pool.ok(&["dataset", "add", "alpha", a.to_str().unwrap()]);
+    pool.ok(&["dataset", "add", "beta", b.to_str().unwrap()]);
+    // alpha v1 is read by a running job while v2 is staged: v2 hard-links its unchanged files.
+    let j1 = pool.submit(&["--gpus", "1", "--dataset", "alpha", "--wrap", "sleep 3"]);
+    pool.wait_for(j1, T, |j| s(j, "state") == "RUNNING");
+    std::fs::write(a.join("train/part-000.bin"), bytes(5, 500_001)).unwrap();
+    pool.ok(&["dataset", "rescan", "alpha"]);
+    let j2 = pool.submit(&["--gpus", "1", "--dataset", "alpha", "--wrap", "true"]);
+    let staged = events(&pool.wait_done(j2, T), "staged");
+    has(&staged[0], &["copied 1 files", "linked 3 unchanged"]);
+    assert_eq!(s(&pool.wait_done(j1, T), "state"), "COMPLETED");
+    // Each alpha version alone holds only its one different file, but together they hold
+    // 2.5 MB: beta (2 MB) fits once both go, and it does not wait forever.
+    let jb = pool.submit(&[
+        "--dataset",
+        "beta",
+        "--wrap",
+        &check_script("LABPOOL_DATASET_BETA", &b),
+    ]);
+    let j = pool.wait_done(jb, T);
+    assert_eq!(s(&j, "state"), "COMPLETED", "{j:#}");
+    let status = json(&pool, &["cache", "status", "--json"]);
+    let names: Vec<&str> = status[0]["versions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["beta"], "{status:#}");
+}
