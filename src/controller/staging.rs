@@ -75,6 +75,9 @@ pub struct DataState {
     blocked: BTreeSet<(String, String)>,
     /// (node, name, version) → why its last background stage failed.
     failures: BTreeMap<(String, String, String), String>,
+    /// (dataset, version, complete older versions) → bytes to stage: manifests never change, so
+    /// this is computed once, not in every pass.
+    needed_memo: BTreeMap<(String, String, Vec<String>), u64>,
 }
 
 impl DataState {
@@ -161,6 +164,7 @@ impl DataState {
         let Some(m) = self.manifest(name, &current) else {
             return 0;
         };
+        // Inventory order is sorted by version: the key is stable.
         let older: Vec<String> = self
             .caches
             .get(node)
@@ -173,12 +177,22 @@ impl DataState {
                     .collect()
             })
             .unwrap_or_default();
-        let donors: Vec<Arc<Manifest>> = older
+        let key = (name.to_string(), current, older);
+        if let Some(n) = self.needed_memo.get(&key) {
+            return *n;
+        }
+        let donors: Vec<Arc<Manifest>> = key
+            .2
             .iter()
             .filter_map(|v| self.manifest(name, v))
             .collect();
         let donors: Vec<&Manifest> = donors.iter().map(|m| m.as_ref()).collect();
-        bytes_to_stage(&m, &donors)
+        let n = bytes_to_stage(&m, &donors);
+        if self.needed_memo.len() >= 4096 {
+            self.needed_memo.clear();
+        }
+        self.needed_memo.insert(key, n);
+        n
     }
 }
 
@@ -339,6 +353,9 @@ impl Engine {
     /// that are not under way yet.
     pub(crate) fn prefetch(&mut self, predictions: Vec<(u64, String, String)>) {
         self.data.predicted.clear();
+        if predictions.is_empty() {
+            return;
+        }
         for (job, node, dataset) in &predictions {
             let Some(current) = self.data.datasets.get(dataset).map(|r| r.current.clone()) else {
                 continue;
