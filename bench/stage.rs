@@ -31,22 +31,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-fn env_f(name: &str, default: f64) -> f64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
-}
+#[path = "common.rs"]
+mod common;
+use common::{env_num, median};
 
 /// Deterministic filler, fast to make: a 64-bit pattern per file.
 fn fill(path: &Path, seed: u64, len: usize) {
@@ -160,8 +147,8 @@ fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
     }
-    let scale = env_f("BENCH_SCALE", 1.0);
-    let runs = env_f("BENCH_RUNS", 3.0) as usize;
+    let scale = env_num("BENCH_SCALE", 1.0);
+    let runs = env_num("BENCH_RUNS", 3.0) as usize;
     let base = PathBuf::from(std::env::var("BENCH_DIR").unwrap_or_else(|_| "/var/tmp".into()));
     std::fs::create_dir_all(&base).unwrap();
     let dir = tempfile::Builder::new()
@@ -176,10 +163,10 @@ fn main() {
         "tree: {files} files, {:.2} GB (scale {scale}), generated in {:.0} s; {runs} runs per case; workers {}",
         bytes as f64 / 1e9,
         t0.elapsed().as_secs_f64(),
-        env_f("BENCH_WORKERS", StageOptions::default().workers as f64)
+        env_num("BENCH_WORKERS", StageOptions::default().workers as f64)
     );
     let opts = StageOptions {
-        workers: env_f("BENCH_WORKERS", StageOptions::default().workers as f64) as usize,
+        workers: env_num("BENCH_WORKERS", StageOptions::default().workers as f64) as usize,
         ..StageOptions::default()
     };
     let t_scan = Instant::now();

@@ -723,22 +723,34 @@ impl Engine {
                     self.record_end(job, outcome).await?;
                 } else if current {
                     let why = "the controller stopped before the job started; it waits again";
-                    let mut tx = self.db.begin().await?;
-                    Db::mark_requeued(&mut tx, job, now_ms(), why).await?;
-                    tx.commit().await?;
-                    self.sched.requeue(JobId(job));
-                    self.data.job_versions.remove(&job);
-                    if let Some(row) = self.active.get_mut(&job) {
-                        row.state = JobState::Pending;
-                        row.node = None;
-                        row.gpus.clear();
-                        row.start_time = None;
-                        row.reason = Some("Requeued".to_string());
-                        row.reason_detail = Some(why.to_string());
-                    }
+                    self.requeue_job(job, "Requeued", why).await?;
                     tracing::info!(job, attempt, "requeued: never started");
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// Puts a placed job back in the queue, keeping its place, waiting with `code`.
+    pub(crate) async fn requeue_job(
+        &mut self,
+        job: u64,
+        code: &str,
+        detail: &str,
+    ) -> anyhow::Result<()> {
+        let mut tx = self.db.begin().await?;
+        Db::mark_requeued(&mut tx, job, now_ms(), detail).await?;
+        Db::set_reason(&mut tx, job, code, detail).await?;
+        tx.commit().await?;
+        self.sched.requeue(JobId(job));
+        self.data.job_versions.remove(&job);
+        if let Some(row) = self.active.get_mut(&job) {
+            row.state = JobState::Pending;
+            row.node = None;
+            row.gpus.clear();
+            row.start_time = None;
+            row.reason = Some(code.to_string());
+            row.reason_detail = Some(detail.to_string());
         }
         Ok(())
     }

@@ -595,20 +595,7 @@ impl Engine {
                         self.data.blocked.insert((node.clone(), d.clone()));
                     }
                 }
-                let mut tx = self.db.begin().await?;
-                Db::mark_requeued(&mut tx, job, now_ms, &detail).await?;
-                Db::set_reason(&mut tx, job, "CacheFull", &detail).await?;
-                tx.commit().await?;
-                self.sched.requeue(JobId(job));
-                self.data.job_versions.remove(&job);
-                if let Some(row) = self.active.get_mut(&job) {
-                    row.state = JobState::Pending;
-                    row.node = None;
-                    row.gpus.clear();
-                    row.start_time = None;
-                    row.reason = Some("CacheFull".into());
-                    row.reason_detail = Some(detail);
-                }
+                self.requeue_job(job, "CacheFull", &detail).await?;
             }
             Err(StageFailure::Failed(why)) => {
                 // Its time never started: no charge.

@@ -43,6 +43,16 @@ fn json(pool: &Pool, args: &[&str]) -> Value {
     serde_json::from_str(&pool.ok(args)).unwrap()
 }
 
+/// The datasets of the versions the first node's cache holds, from `cache status --json`.
+fn cached_names(status: &Value) -> Vec<&str> {
+    status[0]["versions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["name"].as_str().unwrap())
+        .collect()
+}
+
 /// The job's events of one kind, as their detail texts.
 fn events(job: &Value, kind: &str) -> Vec<String> {
     job["events"]
@@ -368,13 +378,7 @@ fn a_full_cache_makes_jobs_wait_and_never_evicts_a_pinned_version() {
     let out = read_output(&pool.work.join(format!("labpool-{ja}.out")));
     assert_eq!(out.trim(), "2", "alpha's files stayed while its job ran");
     let status = json(&pool, &["cache", "status", "--json"]);
-    let names: Vec<&str> = status[0]["versions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v["name"].as_str().unwrap())
-        .collect();
-    assert_eq!(names, ["beta"], "{status:#}");
+    assert_eq!(cached_names(&status), ["beta"], "{status:#}");
     assert!(status[0]["used_bytes"].as_u64().unwrap() <= 3_000_000);
 }
 
@@ -526,11 +530,5 @@ fn versions_that_share_files_are_removed_together_to_make_room() {
     let j = pool.wait_done(jb, T);
     assert_eq!(s(&j, "state"), "COMPLETED", "{j:#}");
     let status = json(&pool, &["cache", "status", "--json"]);
-    let names: Vec<&str> = status[0]["versions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v["name"].as_str().unwrap())
-        .collect();
-    assert_eq!(names, ["beta"], "{status:#}");
+    assert_eq!(cached_names(&status), ["beta"], "{status:#}");
 }
