@@ -37,6 +37,15 @@ fn same_tree(a: &Path, b: &Path) {
     }
 }
 
+/// True when every file of version `m` hashes as staged.
+fn intact(cache: &NodeCache, m: &Manifest) -> bool {
+    cache
+        .verify("ds", &m.version(), None)
+        .unwrap()
+        .mismatched
+        .is_empty()
+}
+
 fn stage(cache: &NodeCache, m: &Manifest, src: &Path) -> labpool_cache::store::StageReport {
     cache
         .stage(
@@ -173,20 +182,8 @@ fn a_version_no_job_needs_is_taken_over_and_only_changes_are_written() {
         1074
     );
     assert!(v1_dir.join("shard3/f3.bin").exists());
-    assert!(
-        cache
-            .verify("ds", &v1.version(), None)
-            .unwrap()
-            .mismatched
-            .is_empty()
-    );
-    assert!(
-        cache
-            .verify("ds", &v3.version(), None)
-            .unwrap()
-            .mismatched
-            .is_empty()
-    );
+    assert!(intact(&cache, &v1));
+    assert!(intact(&cache, &v3));
     let listed: Vec<String> = cache
         .list()
         .unwrap()
@@ -306,20 +303,8 @@ fn verify_finds_corruption_and_repairs_it_without_touching_other_versions() {
     assert_eq!(r.mismatched, ["shard2/f2.bin"]);
     let r = cache.verify("ds", &v2.version(), Some(src.path())).unwrap();
     assert_eq!(r.repaired, ["shard2/f2.bin"]);
-    assert!(
-        cache
-            .verify("ds", &v2.version(), None)
-            .unwrap()
-            .mismatched
-            .is_empty()
-    );
-    assert!(
-        cache
-            .verify("ds", &v1.version(), None)
-            .unwrap()
-            .mismatched
-            .is_empty()
-    );
+    assert!(intact(&cache, &v2));
+    assert!(intact(&cache, &v1));
 }
 
 #[test]

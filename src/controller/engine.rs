@@ -515,6 +515,10 @@ impl Engine {
                         .active
                         .get_mut(&job.0)
                         .expect("a scheduled job is active");
+                    row.node = Some(allocation.node.clone());
+                    row.gpus = allocation.gpus.clone();
+                    row.stdout = Some(stdout.clone());
+                    row.stderr = Some(stderr.clone());
                     if !complete {
                         let what = versions
                             .iter()
@@ -535,13 +539,9 @@ impl Engine {
                         )
                         .await?;
                         row.state = JobState::Staging;
-                        row.node = Some(allocation.node.clone());
-                        row.gpus = allocation.gpus.clone();
                         row.start_time = None;
                         row.reason = Some("Staging".into());
                         row.reason_detail = Some(what);
-                        row.stdout = Some(stdout);
-                        row.stderr = Some(stderr);
                         stages.push((job.0, row.attempt, allocation.node.clone()));
                         continue;
                     }
@@ -557,13 +557,9 @@ impl Engine {
                     )
                     .await?;
                     row.state = JobState::Running;
-                    row.node = Some(allocation.node.clone());
-                    row.gpus = allocation.gpus.clone();
                     row.start_time = Some(start_time);
                     row.reason = None;
                     row.reason_detail = None;
-                    row.stdout = Some(stdout.clone());
-                    row.stderr = Some(stderr.clone());
                     let row = row.clone();
                     launches.push(self.launch(&row, &allocation, stdout, stderr, true));
                 }

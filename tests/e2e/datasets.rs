@@ -39,6 +39,24 @@ fn make_dataset(pool: &Pool, name: &str, files: usize, size: usize) -> PathBuf {
     dir
 }
 
+/// Makes a dataset (see [`make_dataset`]) and registers it.
+fn add_dataset(pool: &Pool, name: &str, files: usize, size: usize) -> PathBuf {
+    let dir = make_dataset(pool, name, files, size);
+    pool.ok(&["dataset", "add", name, dir.to_str().unwrap()]);
+    dir
+}
+
+/// A running pool with 2 GPUs whose cache (3 MB) has room for one of its two 2 MB datasets,
+/// alpha and beta, at a time.
+fn small_cache_with_alpha_and_beta() -> (Pool, PathBuf, PathBuf) {
+    let mut pool = Pool::new("2:t4");
+    pool.edit_config(|t| t.replace("# capacity = \"500G\"", "capacity = \"3M\""));
+    pool.start();
+    let a = add_dataset(&pool, "alpha", 4, 500_000);
+    let b = add_dataset(&pool, "beta", 4, 500_000);
+    (pool, a, b)
+}
+
 fn json(pool: &Pool, args: &[&str]) -> Value {
     serde_json::from_str(&pool.ok(args)).unwrap()
 }
@@ -182,8 +200,7 @@ fn a_controller_killed_mid_stage_resumes_and_nothing_half_copied_is_visible() {
     // 6 MiB at 2 MB/s: about three seconds of staging to kill it in.
     pool.edit_config(|t| t.replace("# bandwidth = \"200M\"", "bandwidth = \"2M\""));
     pool.start();
-    let src = make_dataset(&pool, "shards", 12, 512 * 1024);
-    pool.ok(&["dataset", "add", "shards", src.to_str().unwrap()]);
+    let src = add_dataset(&pool, "shards", 12, 512 * 1024);
     let script = check_script("LABPOOL_DATASET_SHARDS", &src);
     let id = pool.submit(&["--gpus", "1", "--dataset", "shards", "--wrap", &script]);
     let j = pool.wait_for(id, T, |j| {
@@ -251,8 +268,7 @@ fn a_controller_killed_mid_stage_resumes_and_nothing_half_copied_is_visible() {
 fn a_rescan_makes_a_version_that_copies_only_changed_files_and_running_jobs_keep_theirs() {
     let mut pool = Pool::new("2:t4");
     pool.start();
-    let src = make_dataset(&pool, "coco", 20, 100_000);
-    pool.ok(&["dataset", "add", "coco", src.to_str().unwrap()]);
+    let src = add_dataset(&pool, "coco", 20, 100_000);
     // Warm-up with a progress bar, then a job that keeps reading version 1.
     pool.ok(&["cache", "stage", "coco"]);
     let old = src.join("train/part-000.bin");
@@ -322,17 +338,9 @@ fn a_rescan_makes_a_version_that_copies_only_changed_files_and_running_jobs_keep
 
 #[test]
 fn a_full_cache_makes_jobs_wait_and_never_evicts_a_pinned_version() {
-    let mut pool = Pool::new("2:t4");
-    // Room for one of the two 2 MB datasets at a time.
-    pool.edit_config(|t| t.replace("# capacity = \"500G\"", "capacity = \"3M\""));
-    pool.start();
-    let a = make_dataset(&pool, "alpha", 4, 500_000);
-    let b = make_dataset(&pool, "beta", 4, 500_000);
-    pool.ok(&["dataset", "add", "alpha", a.to_str().unwrap()]);
-    pool.ok(&["dataset", "add", "beta", b.to_str().unwrap()]);
+    let (pool, _, b) = small_cache_with_alpha_and_beta();
     // More than the cache can ever hold: refused at submit, not queued forever.
-    let huge = make_dataset(&pool, "huge", 8, 500_000);
-    pool.ok(&["dataset", "add", "huge", huge.to_str().unwrap()]);
+    add_dataset(&pool, "huge", 8, 500_000);
     let e = fails_stderr(&pool, &["submit", "--dataset", "huge", "--wrap", "true"]);
     has(
         &e,
@@ -386,8 +394,7 @@ fn a_full_cache_makes_jobs_wait_and_never_evicts_a_pinned_version() {
 fn cache_verify_finds_a_corrupt_file_and_stages_it_again() {
     let mut pool = Pool::new("1:t4");
     pool.start();
-    let src = make_dataset(&pool, "mnist", 6, 10_000);
-    pool.ok(&["dataset", "add", "mnist", src.to_str().unwrap()]);
+    let src = add_dataset(&pool, "mnist", 6, 10_000);
     pool.ok(&["cache", "stage", "mnist"]);
     let version = json(&pool, &["dataset", "show", "mnist", "--json"])["current"]
         .as_str()
@@ -421,8 +428,7 @@ fn bad_dataset_input_gets_a_clear_error_and_leaves_the_cache_consistent() {
         &e,
         &["unknown dataset \"nope\"", "no datasets are registered"],
     );
-    let src = make_dataset(&pool, "real", 4, 1000);
-    pool.ok(&["dataset", "add", "real", src.to_str().unwrap()]);
+    let src = add_dataset(&pool, "real", 4, 1000);
     let e = fails_stderr(&pool, &["submit", "--dataset", "nope", "--wrap", "true"]);
     has(
         &e,
@@ -460,8 +466,7 @@ fn bad_dataset_input_gets_a_clear_error_and_leaves_the_cache_consistent() {
 
     // A source that vanishes while it is staged: the job fails with the reason and is not
     // charged; the half-staged version is never marked complete.
-    let big = make_dataset(&pool, "fleeting", 8, 400_000);
-    pool.ok(&["dataset", "add", "fleeting", big.to_str().unwrap()]);
+    let big = add_dataset(&pool, "fleeting", 8, 400_000);
     let id = pool.submit(&["--gpus", "1", "--dataset", "fleeting", "--wrap", "true"]);
     pool.wait_for(id, T, |j| s(j, "state") == "STAGING");
     std::fs::remove_dir_all(&big).unwrap();
@@ -503,13 +508,7 @@ fn bad_dataset_input_gets_a_clear_error_and_leaves_the_cache_consistent() {
 
 #[test]
 fn versions_that_share_files_are_removed_together_to_make_room() {
-    let mut pool = Pool::new("2:t4");
-    pool.edit_config(|t| t.replace("# capacity = \"500G\"", "capacity = \"3M\""));
-    pool.start();
-    let a = make_dataset(&pool, "alpha", 4, 500_000);
-    let b = make_dataset(&pool, "beta", 4, 500_000);
-    pool.ok(&["dataset", "add", "alpha", a.to_str().unwrap()]);
-    pool.ok(&["dataset", "add", "beta", b.to_str().unwrap()]);
+    let (pool, a, b) = small_cache_with_alpha_and_beta();
     // alpha v1 is read by a running job while v2 is staged: v2 hard-links its unchanged files.
     let j1 = pool.submit(&["--gpus", "1", "--dataset", "alpha", "--wrap", "sleep 3"]);
     pool.wait_for(j1, T, |j| s(j, "state") == "RUNNING");
