@@ -187,11 +187,7 @@ impl Db {
         stderr: &Path,
         what: &str,
     ) -> Result<(), DbError> {
-        let gpus = gpus
-            .iter()
-            .map(u32::to_string)
-            .collect::<Vec<_>>()
-            .join(",");
+        let gpus = crate::controller::db::gpu_column(gpus);
         sqlx::query(
             "UPDATE jobs SET state = 'STAGING', reason = 'Staging', reason_detail = ?, node = ?, gpus = ?, attempt = ?, \
              start_time = NULL, end_time = NULL, exit_code = NULL, signal = NULL, cancel_requested_by = NULL, stdout = ?, stderr = ? WHERE id = ?",

@@ -308,11 +308,7 @@ impl Db {
         stdout: &Path,
         stderr: &Path,
     ) -> Result<(), DbError> {
-        let gpus = gpus
-            .iter()
-            .map(u32::to_string)
-            .collect::<Vec<_>>()
-            .join(",");
+        let gpus = gpu_column(gpus);
         sqlx::query(
             "UPDATE jobs SET state = 'RUNNING', reason = NULL, reason_detail = NULL, node = ?, gpus = ?, attempt = ?, \
              start_time = ?, end_time = NULL, exit_code = NULL, signal = NULL, cancel_requested_by = NULL, stdout = ?, stderr = ? WHERE id = ?",
@@ -693,6 +689,14 @@ impl Db {
         .await?;
         Ok(())
     }
+}
+
+/// GPU indexes as the `gpus` column stores them: `0,2`.
+pub(crate) fn gpu_column(gpus: &[u32]) -> String {
+    gpus.iter()
+        .map(u32::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// Creates the database file readable by its owner only, or makes an existing one so, with its
