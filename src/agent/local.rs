@@ -216,11 +216,16 @@ impl Executor {
     async fn watch_child(&self, job: u64, attempt: u32, mut child: tokio::process::Child) {
         let status = child.wait().await;
         let dir = JobDir::new(&self.spool, job, attempt);
-        let outcome = match dir.status() {
+        let status_file = dir.status();
+        // The shim records the start just after spawning the script: a shim killed in between
+        // leaves a running script with no record. Its processes carry the job's key.
+        let ran = status_file.is_none()
+            && (dir.started().is_some() || kill_job_processes(&dir.key()) > 0);
+        let outcome = match status_file {
             Some(outcome) => outcome,
             // The script ran, but its shim died without recording the end (killed, out of
             // memory): the job's processes must not outlive it on GPUs that are now free.
-            None if dir.started().is_some() => self.died(
+            None if ran => self.died(
                 &dir,
                 JobState::Failed,
                 &format!("the job's shim died ({status:?}) while the job ran"),
