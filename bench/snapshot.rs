@@ -1,0 +1,2 @@
+//! Snapshot benchmark: being written.
+fn main() {}
