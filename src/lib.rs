@@ -18,8 +18,10 @@ pub mod discovery;
 pub mod env_vars;
 pub mod identity;
 pub mod render;
+pub mod schedule;
 pub mod settings;
 pub mod shim;
+pub mod snapshot_api;
 pub mod when;
 
 use clap::Parser;

@@ -40,6 +40,9 @@ pub struct Config {
     /// This node's dataset cache.
     #[serde(default)]
     pub cache: CacheConfig,
+    /// `[snapshots]`: nightly deduplicated backups of shared data.
+    #[serde(default)]
+    pub snapshots: SnapshotsConfig,
     /// Where the file was read from.
     #[serde(skip)]
     pub path: PathBuf,
@@ -277,6 +280,69 @@ fn default_admin_group() -> String {
     "labpool-admins".to_string()
 }
 
+/// `[snapshots]`: the backup repository, what is backed up when, and how long it is kept.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SnapshotsConfig {
+    /// The repository, on the backup disk [default: STATE_DIR/snapshots].
+    pub repo: Option<PathBuf>,
+    /// Run the scheduled backups in the controller.
+    pub enabled: bool,
+    /// Retention after each scheduled run: the newest N snapshots...
+    pub keep_last: u32,
+    /// ...the newest of each of the last N days...
+    pub keep_daily: u32,
+    /// ...of each of the last N ISO weeks...
+    pub keep_weekly: u32,
+    /// ...and of each of the last N months.
+    pub keep_monthly: u32,
+    /// What is backed up [default: `datasets` (the datasets root) and `home` (`home` beside
+    /// it), nightly at 03:00].
+    #[serde(rename = "source")]
+    pub sources: Option<Vec<SnapshotSource>>,
+}
+
+impl Default for SnapshotsConfig {
+    fn default() -> Self {
+        SnapshotsConfig {
+            repo: None,
+            enabled: true,
+            keep_last: 0,
+            keep_daily: 7,
+            keep_weekly: 4,
+            keep_monthly: 6,
+            sources: None,
+        }
+    }
+}
+
+/// `[[snapshots.source]]`: one directory tree backed up on a schedule.
+#[derive(Debug, Clone, Deserialize, serde::Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct SnapshotSource {
+    /// Its name in `snapshot list` and `create --source`.
+    pub name: String,
+    /// The directory.
+    pub path: PathBuf,
+    /// When, in crontab syntax (`0 3 * * *`); a sixth leading field gives seconds.
+    #[serde(default = "default_snapshot_schedule")]
+    pub schedule: String,
+    /// Glob patterns to leave out (`*.tmp`, `**/__pycache__`).
+    #[serde(default)]
+    pub exclude: Vec<String>,
+    /// Stay on the source's file system (mount points are kept empty).
+    #[serde(default = "yes")]
+    pub one_file_system: bool,
+}
+
+fn default_snapshot_schedule() -> String {
+    "0 3 * * *".to_string()
+}
+
+fn yes() -> bool {
+    true
+}
+
 fn default_kill_grace() -> Duration {
     Duration::from_secs(30)
 }
@@ -348,6 +414,34 @@ fn de_opt_virtual_gpus<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Virtual
     VirtualGpus::parse(&s)
         .map(Some)
         .map_err(serde::de::Error::custom)
+}
+
+/// Source names are unique words, schedules parse, and paths are absolute.
+fn check_snapshot_sources(sources: &[SnapshotSource]) -> Result<(), String> {
+    let mut seen = std::collections::BTreeSet::new();
+    for s in sources {
+        if s.name.is_empty()
+            || s.name == "path"
+            || !s
+                .name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        {
+            return Err(format!(
+                "[[snapshots.source]] name {:?}: use letters, digits, '-' and '_' (and not \"path\", which marks ad-hoc snapshots)",
+                s.name
+            ));
+        }
+        if !seen.insert(&s.name) {
+            return Err(format!(
+                "[[snapshots.source]] name {:?} is given twice",
+                s.name
+            ));
+        }
+        crate::schedule::Schedule::parse(&s.schedule)
+            .map_err(|e| format!("[[snapshots.source]] {}: {e}", s.name))?;
+    }
+    Ok(())
 }
 
 /// Why the config could not be used.
@@ -477,6 +571,15 @@ impl Config {
                 "[credits]: rebate_fraction and rebate_min_util are between 0 and 1".to_string(),
             ));
         }
+        if let Some(p) = config.snapshots.repo.as_mut() {
+            abs(p);
+        }
+        if let Some(sources) = config.snapshots.sources.as_mut() {
+            for src in sources.iter_mut() {
+                abs(&mut src.path);
+            }
+        }
+        check_snapshot_sources(&config.snapshot_sources()).map_err(invalid)?;
         if config.node.cpus == Some(0) {
             return Err(invalid(
                 "[node] cpus = 0: give at least 1, or leave it out to use every core".to_string(),
@@ -558,6 +661,42 @@ impl Config {
     /// The state database file.
     pub fn database_path(&self) -> PathBuf {
         self.controller.state_dir.join("labpool.db")
+    }
+
+    /// The snapshot repository.
+    pub fn snapshot_repo(&self) -> PathBuf {
+        self.snapshots
+            .repo
+            .clone()
+            .unwrap_or_else(|| self.controller.state_dir.join("snapshots"))
+    }
+
+    /// The backed-up sources: as configured, else the datasets root and `home` beside it.
+    pub fn snapshot_sources(&self) -> Vec<SnapshotSource> {
+        if let Some(s) = &self.snapshots.sources {
+            return s.clone();
+        }
+        let root = &self.datasets.root;
+        let home = root.parent().unwrap_or(root).join("home");
+        let source = |name: &str, path: PathBuf| SnapshotSource {
+            name: name.into(),
+            path,
+            schedule: default_snapshot_schedule(),
+            exclude: Vec::new(),
+            one_file_system: true,
+        };
+        vec![source("datasets", root.clone()), source("home", home)]
+    }
+
+    /// The retention policy applied after each scheduled backup.
+    pub fn snapshot_policy(&self) -> labpool_snapshots::Policy {
+        let s = &self.snapshots;
+        labpool_snapshots::Policy {
+            keep_last: s.keep_last,
+            keep_daily: s.keep_daily,
+            keep_weekly: s.keep_weekly,
+            keep_monthly: s.keep_monthly,
+        }
     }
 }
 

@@ -9,7 +9,7 @@ use crate::repo::Repository;
 use crate::snapshot::Snapshot;
 use crate::tree::{Node, NodeKind};
 use chrono::{DateTime, TimeZone, Utc};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
@@ -55,7 +55,7 @@ pub fn lookup(
 }
 
 /// One entry of a listing.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Entry {
     /// Absolute path as it was backed up.
     pub path: String,
@@ -145,7 +145,7 @@ fn list_dir(
 }
 
 /// Whether a path was in one snapshot.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Sighting {
     /// Snapshot id.
     pub snapshot: String,
@@ -165,7 +165,7 @@ pub struct Sighting {
 }
 
 /// The history of a path across snapshots.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct FindReport {
     /// The path asked for.
     pub path: String,
@@ -209,7 +209,7 @@ pub fn find(repo: &Repository, path: &Path, only_uid: Option<u32>) -> Result<Fin
 }
 
 /// One difference between two snapshots.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Change {
     /// `+` added, `-` removed, `M` changed content or kind, `U` changed metadata only.
     pub what: char,

@@ -21,6 +21,7 @@ pub mod prune;
 pub mod repo;
 pub mod restore;
 pub mod retention;
+pub mod select;
 pub mod snapshot;
 pub mod tree;
 

@@ -42,7 +42,7 @@ pub struct RestoreOptions {
 }
 
 /// What a restore did.
-#[derive(Debug, Default, Clone, serde::Serialize)]
+#[derive(Debug, Default, Clone, serde::Serialize, serde::Deserialize)]
 pub struct RestoreReport {
     /// Where the restored entry now is.
     pub restored_to: PathBuf,
@@ -436,5 +436,115 @@ fn to_time(ns: i64) -> std::time::SystemTime {
         UNIX_EPOCH + Duration::from_nanos(ns as u64)
     } else {
         UNIX_EPOCH - Duration::from_nanos(ns.unsigned_abs())
+    }
+}
+
+/// Restores `node` (at `original` in snapshot `snap`) into `target`, or back where it was.
+///
+/// Where it lands: `TARGET/NAME` with a target, else `original` itself. A missing parent of the
+/// original is re-created from the snapshot. For a member (`opts.only_uid`), the directory the
+/// restore writes into (the target, or the nearest existing parent) must be theirs: a restore
+/// never writes where its caller could not.
+pub fn restore_to(
+    repo: &Repository,
+    snap: &crate::snapshot::Snapshot,
+    node: &Node,
+    original: &Path,
+    target: Option<&Path>,
+    opts: &RestoreOptions,
+    progress: &Progress,
+) -> Result<RestoreReport> {
+    let check_owner = |fd: &OwnedFd, dir: &Path| -> Result<()> {
+        if let Some(uid) = opts.only_uid {
+            let owner = owner_of(fd)?;
+            if owner != uid {
+                return Err(SnapshotError::BadTarget {
+                    path: dir.to_path_buf(),
+                    why: format!(
+                        "it belongs to uid {owner}, not to you (uid {uid}); restore into a directory of yours with --target DIR"
+                    ),
+                });
+            }
+        }
+        Ok(())
+    };
+    if let Some(t) = target {
+        let fd = open_dir_nofollow(t)?;
+        check_owner(&fd, t)?;
+        return restore_node(repo, node, &fd, t, opts, progress)
+            .map_err(|e| with_snapshot(e, snap));
+    }
+    let parent = original.parent().ok_or_else(|| {
+        SnapshotError::Invalid(format!(
+            "{} has no parent directory; give --target",
+            original.display()
+        ))
+    })?;
+    // The nearest existing ancestor, then the missing directories below it, from the snapshot.
+    let mut existing = parent.to_path_buf();
+    let mut missing = Vec::new();
+    while std::fs::symlink_metadata(&existing).is_err() {
+        missing.push(existing.clone());
+        existing = match existing.parent() {
+            Some(p) => p.to_path_buf(),
+            None => break,
+        };
+    }
+    let mut fd = open_dir_nofollow(&existing)?;
+    check_owner(&fd, &existing)?;
+    for dir in missing.iter().rev() {
+        let n = crate::browse::lookup(repo, snap, dir, None)?.ok_or_else(|| {
+            SnapshotError::BadTarget {
+                path: dir.clone(),
+                why: "it no longer exists and the snapshot does not hold it; give --target".into(),
+            }
+        })?;
+        if let Some(uid) = opts.only_uid
+            && n.uid != uid
+        {
+            return Err(SnapshotError::NotYours {
+                path: dir.display().to_string(),
+                owner: n.uid,
+                caller: uid,
+                snapshot: snap.id.clone(),
+            });
+        }
+        let name = std::ffi::OsStr::from_bytes(&n.name);
+        mkdirat(&fd, name, Mode::from_bits_truncate(n.mode))
+            .map_err(|e| SnapshotError::io("create", dir)(e.into()))?;
+        let next = openat(
+            &fd,
+            name,
+            OFlag::O_DIRECTORY | OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| SnapshotError::io("open", dir)(e.into()))?;
+        let f = File::from(next.try_clone().map_err(SnapshotError::io("open", dir))?);
+        if opts.set_owner {
+            std::os::unix::fs::fchown(&f, Some(n.uid), Some(n.gid))
+                .map_err(SnapshotError::io("chown", dir))?;
+        }
+        f.set_permissions(Permissions::from_mode(n.mode))
+            .map_err(SnapshotError::io("chmod", dir))?;
+        fd = next;
+    }
+    restore_node(repo, node, &fd, parent, opts, progress).map_err(|e| with_snapshot(e, snap))
+}
+
+/// Names the snapshot in a NotYours error raised below the snapshot level.
+fn with_snapshot(e: SnapshotError, snap: &crate::snapshot::Snapshot) -> SnapshotError {
+    match e {
+        SnapshotError::NotYours {
+            path,
+            owner,
+            caller,
+            ..
+        } => SnapshotError::NotYours {
+            path,
+            owner,
+            caller,
+            snapshot: snap.short_id().to_string(),
+        },
+        e => e,
     }
 }

@@ -126,6 +126,26 @@ workers = 4                  # files copied at once; fewer spare the file server
 # bandwidth = "200M"         # bytes per second read while staging; default: no limit
 prefetch_horizon = "30m"     # stage data for jobs predicted to start this soon
 
+# Snapshots: nightly deduplicated backups of shared data. Members find and restore their own
+# files (labpool snapshot find PATH; labpool snapshot restore PATH --at yesterday). Put the
+# repository on another disk than the data it protects.
+[snapshots]
+repo = {snapshots}
+keep_daily = 7
+keep_weekly = 4
+keep_monthly = 6
+
+[[snapshots.source]]
+name = "datasets"
+path = {datasets}
+schedule = "0 3 * * *"       # crontab syntax, local time
+
+[[snapshots.source]]
+name = "home"
+path = {home}
+schedule = "30 3 * * *"
+exclude = ["**/.cache", "**/__pycache__"]
+
 # Credits: everyone gets the same grant each month; a job costs GPU-hours x its GPU type's
 # weight. A user whose credit is spent still runs, but only where nobody in credit wants the
 # GPUs. Emergency tokens (submit --emergency) put a job first in line.
@@ -151,6 +171,8 @@ fairshare_half_life = "7days"
             log = path("labpool.log"),
             datasets = path("shared/datasets"),
             cache = path("cache"),
+            snapshots = path("backup/snapshots"),
+            home = path("shared/home"),
             grace = self.kill_grace,
             name = quote(&self.node_name),
             cpus = self.cpus,
@@ -178,12 +200,22 @@ fairshare_half_life = "7days"
         }
         std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
         let config = Config::load(&path)?;
-        let root = &config.datasets.root;
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o755)
-            .create(root)
-            .with_context(|| format!("cannot create the datasets root {}", root.display()))?;
+        let home = config
+            .snapshot_sources()
+            .into_iter()
+            .find(|s| s.name == "home")
+            .map(|s| s.path);
+        for (what, dir) in [
+            ("datasets root", Some(config.datasets.root.clone())),
+            ("home root", home),
+        ] {
+            let Some(dir) = dir else { continue };
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o755)
+                .create(&dir)
+                .with_context(|| format!("cannot create the {what} {}", dir.display()))?;
+        }
         Ok(config)
     }
 }

@@ -8,6 +8,7 @@ pub mod nodes;
 pub mod policy;
 pub mod serve;
 pub mod sim;
+pub mod snapshots;
 pub mod submit;
 
 use crate::cli::{Cli, Command, PartitionCommand};
@@ -54,6 +55,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<()> {
             } => nodes::partitions(a.json, &config).await,
             Command::Dataset { command } => datasets::dataset(command, &config).await,
             Command::Cache { command } => datasets::cache(command, &config).await,
+            Command::Snapshot { command } => snapshots::run(command, &config).await,
             Command::Init(_) | Command::Shim { .. } | Command::Demo(_) | Command::Sim(_) => {
                 unreachable!("handled above")
             }

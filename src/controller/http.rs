@@ -34,6 +34,8 @@ pub struct AppState {
     pub db: Db,
     /// The config.
     pub config: Arc<Config>,
+    /// The snapshot repository and restores in flight.
+    pub snapshots: Arc<crate::controller::snapshots::SnapshotService>,
 }
 
 /// The peer of a Unix-socket connection, as the kernel reports it.
@@ -79,6 +81,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/credits", get(credits))
         .route("/v1/credits/grant", post(grant))
         .merge(crate::controller::dataset_http::routes())
+        .merge(crate::controller::snapshot_http::routes())
         .fallback(|| async {
             ApiError::not_found(
                 "no such API path",

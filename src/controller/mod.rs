@@ -10,6 +10,8 @@ pub mod db;
 pub mod engine;
 pub mod error;
 pub mod http;
+pub mod snapshot_http;
+pub mod snapshots;
 pub mod staging;
 pub mod submit;
 
@@ -114,10 +116,12 @@ pub async fn serve(
     let listener = bind_socket(&config.controller.socket)?;
     let (request_tx, request_rx) = mpsc::channel(4096);
     let (stop_tx, stop_rx) = watch::channel(false);
+    let snapshot_service = snapshots::SnapshotService::new(config.clone());
     let app = http::router(AppState {
         engine: request_tx,
         db,
         config: config.clone(),
+        snapshots: snapshot_service.clone(),
     });
     let mut server_stop = stop_rx.clone();
     let server = tokio::spawn(async move {
@@ -127,6 +131,7 @@ pub async fn serve(
             })
             .await
     });
+    tokio::spawn(snapshots::timer(snapshot_service, stop_rx.clone()));
     let mut engine_task = tokio::spawn(engine.run(request_rx, report_rx, stop_rx));
     tracing::info!(
         socket = %config.controller.socket.display(),

@@ -10,3 +10,4 @@ mod permissions;
 mod policy;
 mod pool;
 mod recovery;
+mod snapshots;
