@@ -314,6 +314,10 @@ pub enum SnapshotCommand {
         /// Read and hash all data
         #[arg(long)]
         read_data: bool,
+        /// First rebuild the index from the packs' trailers and the snapshot records (after
+        /// the index file was lost or damaged)
+        #[arg(long)]
+        rebuild_index: bool,
         /// Print JSON
         #[arg(long)]
         json: bool,

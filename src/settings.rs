@@ -747,6 +747,57 @@ mod tests {
     }
 
     #[test]
+    fn snapshot_sources_default_to_datasets_and_home_and_are_checked() {
+        let c = Config::parse(MINIMAL, Path::new("/srv/lp/labpool.toml")).unwrap();
+        let names: Vec<_> = c
+            .snapshot_sources()
+            .into_iter()
+            .map(|s| (s.name, s.path))
+            .collect();
+        assert_eq!(
+            names,
+            vec![
+                ("datasets".to_string(), PathBuf::from("/shared/datasets")),
+                ("home".to_string(), PathBuf::from("/shared/home"))
+            ]
+        );
+        assert_eq!(c.snapshot_repo(), Path::new("/srv/lp/state/snapshots"));
+        assert_eq!(c.snapshot_policy().keep_daily, 7);
+        let src = |name: &str, schedule: &str| {
+            format!(
+                "{MINIMAL}[[snapshots.source]]\nname = \"{name}\"\npath = \"data\"\nschedule = \"{schedule}\"\n"
+            )
+        };
+        let c = Config::parse(
+            &src("lab", "15 2 * * 1-5"),
+            Path::new("/srv/lp/labpool.toml"),
+        )
+        .unwrap();
+        assert_eq!(c.snapshot_sources()[0].path, Path::new("/srv/lp/data"));
+        assert!(c.snapshot_sources()[0].one_file_system);
+        let e = Config::parse(&src("lab", "nightly"), Path::new("/x.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("[[snapshots.source]] lab") && e.contains("0 3 * * *"),
+            "{e}"
+        );
+        let e = Config::parse(&src("a b", "0 3 * * *"), Path::new("/x.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("use letters, digits"), "{e}");
+        let twice = format!(
+            "{}{}",
+            src("x", "0 3 * * *"),
+            src("x", "0 4 * * *").replace(MINIMAL, "")
+        );
+        let e = Config::parse(&twice, Path::new("/x.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("given twice"), "{e}");
+    }
+
+    #[test]
     fn dataset_and_cache_settings_are_checked() {
         let c = Config::parse(MINIMAL, Path::new("/srv/lp/labpool.toml")).unwrap();
         assert_eq!(c.datasets.root, Path::new("/shared/datasets"));

@@ -41,7 +41,9 @@ pub enum SnapshotError {
         supported: u32,
     },
     /// The SQLite index failed.
-    #[error("snapshot index {path}: {source}; `labpool snapshot check` rebuilds it from the packs")]
+    #[error(
+        "snapshot index {path}: {source}; `labpool snapshot check --rebuild-index` rebuilds it from the packs"
+    )]
     Index {
         /// The database file.
         path: PathBuf,

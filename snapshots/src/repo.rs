@@ -291,10 +291,12 @@ impl Repository {
             let rec: Option<Snapshot> = fs::read(e.path())
                 .ok()
                 .and_then(|b| serde_json::from_slice(&b).ok());
+            let complete = match &rec {
+                Some(s) => self.index().lookup(&s.tree)?.is_some(),
+                None => false,
+            };
             match rec {
-                Some(s) if self.index().lookup(&s.tree)?.is_some() => {
-                    self.index().commit(&[], Some(&s))?;
-                }
+                Some(s) if complete => self.index().commit(&[], Some(&s))?,
                 _ => {
                     let _ = fs::remove_file(e.path());
                 }
@@ -438,11 +440,40 @@ impl Repository {
         self.index().remove_snapshots(ids)
     }
 
-    /// Re-reads every pack's trailer and every record into an empty index.
-    pub fn rebuild_index(&self) -> Result<Reconciled> {
-        self.index().clear()?;
-        self.trees.lock().unwrap().clear();
-        self.reconcile()
+    /// Sets a lost or damaged index aside (as `index.sqlite.broken`) and opens the repository
+    /// with a new one, rebuilt from every pack's trailer and every snapshot record.
+    pub fn open_rebuilding_index(path: &Path) -> Result<(Repository, Reconciled)> {
+        let busy = || SnapshotError::Busy {
+            path: path.to_path_buf(),
+            what: "another labpool is using it".into(),
+        };
+        let lock_path = path.join("create.lock");
+        let f = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .mode(0o600)
+            .open(&lock_path)
+            .map_err(SnapshotError::io("open", &lock_path))?;
+        let lock = Flock::lock(f, FlockArg::LockExclusiveNonblock).map_err(|_| busy())?;
+        for suffix in ["", "-wal", "-shm"] {
+            let p = path.join(format!("index.sqlite{suffix}"));
+            if p.exists() {
+                let aside = path.join(format!("index.sqlite{suffix}.broken"));
+                fs::rename(&p, &aside).map_err(SnapshotError::io("rename", &p))?;
+            }
+        }
+        drop(lock);
+        let repo = Repository::open(path)?;
+        let _lock = repo.lock(LockMode::Append)?;
+        let packs_indexed = repo.index().packs()?.len();
+        let records_fixed = repo.snapshots()?.len();
+        let done = Reconciled {
+            packs_indexed,
+            records_fixed,
+            temp_removed: 0,
+        };
+        Ok((repo, done))
     }
 }
 

@@ -600,3 +600,45 @@ fn restores_never_follow_symlinks_in_the_target() {
         b"from the snapshot"
     );
 }
+
+#[test]
+fn a_file_whose_directories_are_gone_comes_back_with_them_and_a_lost_index_is_rebuilt() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("d");
+    fs::create_dir_all(src.join("a/b")).unwrap();
+    fs::write(src.join("a/b/c.txt"), b"deep").unwrap();
+    fs::set_permissions(src.join("a/b"), fs::Permissions::from_mode(0o750)).unwrap();
+    let repo_dir = tmp.path().join("repo");
+    let s = {
+        let repo = repo(tmp.path());
+        backup(&repo, "d", &src, "2026-11-01T03:00:00Z")
+    };
+    fs::remove_dir_all(src.join("a")).unwrap();
+
+    // The index file is lost: rebuilt from the packs and the records alone.
+    fs::remove_file(repo_dir.join("index.sqlite")).unwrap();
+    let (repo, done) = labpool_snapshots::Repository::open_rebuilding_index(&repo_dir).unwrap();
+    assert_eq!(done.records_fixed, 1);
+    assert!(check(&repo, true, &Progress::default()).unwrap().ok());
+
+    let path = src.join("a/b/c.txt");
+    let (snap, node) =
+        labpool_snapshots::select::pick(&repo, &path, &labpool_snapshots::select::At::Latest, None)
+            .unwrap();
+    assert_eq!(snap.id, s.id);
+    labpool_snapshots::restore::restore_to(
+        &repo,
+        &snap,
+        &node,
+        &path,
+        None,
+        &RestoreOptions::default(),
+        &Progress::default(),
+    )
+    .unwrap();
+    assert_eq!(fs::read(&path).unwrap(), b"deep");
+    assert_eq!(
+        fs::metadata(src.join("a/b")).unwrap().permissions().mode() & 0o777,
+        0o750
+    );
+}

@@ -247,8 +247,24 @@ pub async fn run(command: &SnapshotCommand, config: &Config) -> anyhow::Result<(
             print(*json, &r, |r| prune_text(r, dry));
             Ok(())
         }
-        SnapshotCommand::Check { read_data, json } => {
-            let repo = open_admin(config)?;
+        SnapshotCommand::Check {
+            read_data,
+            rebuild_index,
+            json,
+        } => {
+            let repo = if *rebuild_index {
+                let path = config.snapshot_repo();
+                need_owner(&path)?;
+                let (repo, done) =
+                    blocking(move || Repository::open_rebuilding_index(&path)).await?;
+                eprintln!(
+                    "index rebuilt from {} packs and {} snapshot records (the old one is index.sqlite.broken)",
+                    done.packs_indexed, done.records_fixed
+                );
+                Arc::new(repo)
+            } else {
+                open_admin(config)?
+            };
             let read = *read_data;
             let r = with_bar("checking", move |p| {
                 labpool_snapshots::check::check(&repo, read, p)
