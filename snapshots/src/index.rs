@@ -90,7 +90,7 @@ impl Index {
             source,
         };
         let tx = self.conn.transaction().map_err(&err)?;
-        insert_packs(&tx, packs).map_err(&err)?;
+        insert_packs(&tx, packs, Placement::KeepFirst).map_err(&err)?;
         if let Some(s) = snapshot {
             tx.execute(
                 "INSERT OR REPLACE INTO snapshots (id, time, source, record) VALUES (?1, ?2, ?3, ?4)",
@@ -194,31 +194,7 @@ impl Index {
             source,
         };
         let tx = self.conn.transaction().map_err(&err)?;
-        for p in added {
-            tx.execute(
-                "INSERT OR REPLACE INTO packs (id, size) VALUES (?1, ?2)",
-                params![p.id, p.size as i64],
-            )
-            .map_err(&err)?;
-            let mut st = tx
-                .prepare_cached(
-                    "INSERT OR REPLACE INTO blobs (id, kind, pack, offset, stored_len, raw_len, compressed)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                )
-                .map_err(&err)?;
-            for e in &p.entries {
-                st.execute(params![
-                    &e.id.0[..],
-                    e.kind.code(),
-                    p.id,
-                    e.offset,
-                    e.stored_len,
-                    e.raw_len,
-                    e.compressed
-                ])
-                .map_err(&err)?;
-            }
-        }
+        insert_packs(&tx, added, Placement::Move).map_err(&err)?;
         for id in removed {
             tx.execute("DELETE FROM blobs WHERE pack = ?1", params![id])
                 .map_err(&err)?;
@@ -236,13 +212,30 @@ impl Index {
     }
 }
 
-fn insert_packs(tx: &rusqlite::Transaction<'_>, packs: &[WrittenPack]) -> rusqlite::Result<()> {
+/// Which location wins when a blob is already indexed.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Placement {
+    /// A backup or a reconcile: the existing location stays.
+    KeepFirst,
+    /// A prune moving live blobs: the new pack's location replaces the old.
+    Move,
+}
+
+fn insert_packs(
+    tx: &rusqlite::Transaction<'_>,
+    packs: &[WrittenPack],
+    placement: Placement,
+) -> rusqlite::Result<()> {
     let mut pack_st =
         tx.prepare_cached("INSERT OR REPLACE INTO packs (id, size) VALUES (?1, ?2)")?;
-    let mut blob_st = tx.prepare_cached(
-        "INSERT OR IGNORE INTO blobs (id, kind, pack, offset, stored_len, raw_len, compressed)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-    )?;
+    let verb = match placement {
+        Placement::KeepFirst => "INSERT OR IGNORE",
+        Placement::Move => "INSERT OR REPLACE",
+    };
+    let mut blob_st = tx.prepare_cached(&format!(
+        "{verb} INTO blobs (id, kind, pack, offset, stored_len, raw_len, compressed)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"
+    ))?;
     for p in packs {
         pack_st.execute(params![p.id, p.size as i64])?;
         for e in &p.entries {

@@ -14,6 +14,17 @@ use std::io::{Seek, SeekFrom, Write};
 use std::os::unix::fs::{MetadataExt, PermissionsExt, symlink};
 use std::path::Path;
 
+/// Restores `node` into the existing directory `dir`.
+fn into(
+    repo: &labpool_snapshots::Repository,
+    node: &labpool_snapshots::tree::Node,
+    dir: &Path,
+    opts: &RestoreOptions,
+) -> labpool_snapshots::Result<labpool_snapshots::RestoreReport> {
+    let fd = open_dir_nofollow(dir).unwrap();
+    restore_node(repo, node, &fd, dir, opts, &Progress::default())
+}
+
 /// A tree with every kind of entry the backup must keep.
 fn every_kind(root: &Path) {
     fs::create_dir_all(root.join("sub/deeper")).unwrap();
@@ -103,12 +114,11 @@ fn restore_all(
     target: &Path,
 ) {
     fs::create_dir_all(target).unwrap();
-    let fd = open_dir_nofollow(target).unwrap();
     let opts = RestoreOptions {
         set_owner: is_root(),
         ..Default::default()
     };
-    let r = restore_node(repo, &snap.root, &fd, target, &opts, &Progress::default()).unwrap();
+    let r = into(repo, &snap.root, target, &opts).unwrap();
     assert!(
         r.failed.iter().all(|f| f.contains("socket")),
         "{:?}",
@@ -174,30 +184,13 @@ fn a_deleted_file_and_directory_are_found_and_restored_from_the_right_snapshot()
     let node = browse::lookup(&repo, &mon, &home.join("alice/notes.md"), None)
         .unwrap()
         .unwrap();
-    let fd = open_dir_nofollow(&home.join("alice")).unwrap();
     let opts = RestoreOptions::default();
-    restore_node(
-        &repo,
-        &node,
-        &fd,
-        &home.join("alice"),
-        &opts,
-        &Progress::default(),
-    )
-    .unwrap();
+    into(&repo, &node, &home.join("alice"), &opts).unwrap();
     assert_eq!(fs::read(home.join("alice/notes.md")).unwrap(), b"monday");
     let thesis = browse::lookup(&repo, &tue, &home.join("alice/thesis"), None)
         .unwrap()
         .unwrap();
-    restore_node(
-        &repo,
-        &thesis,
-        &fd,
-        &home.join("alice"),
-        &opts,
-        &Progress::default(),
-    )
-    .unwrap();
+    into(&repo, &thesis, &home.join("alice"), &opts).unwrap();
     assert_eq!(fs::read(home.join("alice/thesis/main.tex")).unwrap(), b"v1");
     assert_eq!(
         fs::read(home.join("alice/thesis/figs/a.png")).unwrap(),
@@ -205,15 +198,7 @@ fn a_deleted_file_and_directory_are_found_and_restored_from_the_right_snapshot()
     );
 
     // Restoring again over what is there is refused, and changes nothing.
-    let err = restore_node(
-        &repo,
-        &node,
-        &fd,
-        &home.join("alice"),
-        &opts,
-        &Progress::default(),
-    )
-    .unwrap_err();
+    let err = into(&repo, &node, &home.join("alice"), &opts).unwrap_err();
     assert!(matches!(err, SnapshotError::TargetExists { .. }), "{err}");
     assert!(err.to_string().contains("--target"), "{err}");
     // With --overwrite the file is replaced by Tuesday's.
@@ -224,15 +209,7 @@ fn a_deleted_file_and_directory_are_found_and_restored_from_the_right_snapshot()
         overwrite: true,
         ..Default::default()
     };
-    restore_node(
-        &repo,
-        &tue_node,
-        &fd,
-        &home.join("alice"),
-        &over,
-        &Progress::default(),
-    )
-    .unwrap();
+    into(&repo, &tue_node, &home.join("alice"), &over).unwrap();
     assert_eq!(
         fs::read(home.join("alice/notes.md")).unwrap(),
         b"tuesday, longer"
@@ -526,7 +503,6 @@ fn a_member_sees_and_restores_only_what_they_owned() {
 
     let target = tmp.path().join("restore-a");
     fs::create_dir(&target).unwrap();
-    let fd = open_dir_nofollow(&target).unwrap();
     let b_node = browse::lookup(&repo, &s, &home.join("b"), None)
         .unwrap()
         .unwrap();
@@ -535,8 +511,7 @@ fn a_member_sees_and_restores_only_what_they_owned() {
         set_owner: true,
         ..Default::default()
     };
-    let err =
-        restore_node(&repo, &b_node, &fd, &target, &member, &Progress::default()).unwrap_err();
+    let err = into(&repo, &b_node, &target, &member).unwrap_err();
     assert!(
         matches!(
             err,
@@ -551,7 +526,7 @@ fn a_member_sees_and_restores_only_what_they_owned() {
     let a_node = browse::lookup(&repo, &s, &home.join("a"), None)
         .unwrap()
         .unwrap();
-    let r = restore_node(&repo, &a_node, &fd, &target, &member, &Progress::default()).unwrap();
+    let r = into(&repo, &a_node, &target, &member).unwrap();
     assert_eq!((r.files, r.skipped_not_owned), (1, 1));
     assert_eq!(fs::metadata(target.join("a/secret")).unwrap().uid(), 5001);
     assert!(!target.join("a/from-b").exists());
@@ -580,7 +555,6 @@ fn restores_never_follow_symlinks_in_the_target() {
     let target = tmp.path().join("t");
     fs::create_dir(&target).unwrap();
     symlink(outside.join("precious"), target.join("victim")).unwrap();
-    let fd = open_dir_nofollow(&target).unwrap();
     let node = browse::lookup(&repo, &s, &src.join("victim"), None)
         .unwrap()
         .unwrap();
@@ -588,7 +562,7 @@ fn restores_never_follow_symlinks_in_the_target() {
         overwrite: true,
         ..Default::default()
     };
-    restore_node(&repo, &node, &fd, &target, &over, &Progress::default()).unwrap();
+    into(&repo, &node, &target, &over).unwrap();
     assert_eq!(fs::read(outside.join("precious")).unwrap(), b"keep me");
     assert!(
         fs::symlink_metadata(target.join("victim"))

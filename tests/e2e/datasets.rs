@@ -2,26 +2,13 @@
 //! recovery mid-stage, rescans that copy only what changed, eviction under pins, verify, and
 //! bad input. Real files, a real controller, real jobs.
 
-use crate::pool::{Pool, fails_stderr, has, read_output, s};
+use crate::pool::{Pool, bytes, fails_stderr, has, read_output, s};
 use serde_json::Value;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 const T: Duration = Duration::from_secs(30);
-
-/// Deterministic bytes (xorshift), so that files differ from each other and from zeros.
-fn bytes(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
 
 /// Makes `root/NAME` with `files` files of `size` bytes (some in a subdirectory) and a link;
 /// returns its path.

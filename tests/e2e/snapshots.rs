@@ -2,7 +2,7 @@
 //! the controller (and nothing else), backups killed with SIGKILL leave a sound repository,
 //! scheduled backups apply retention, and bad input changes nothing.
 
-use crate::pool::{Pool, ensure_user, fails_stderr, has, have_root, stdout_of};
+use crate::pool::{Pool, bytes, ensure_user, fails_stderr, has, have_root, stdout_of};
 use serde_json::Value;
 use std::io::{Read, Write};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -220,19 +220,6 @@ fn raw_post(pool: &Pool, path: &str, body: &str) -> String {
     resp
 }
 
-/// Deterministic incompressible bytes.
-fn noise(n: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9e3779b97f4a7c15) | 1;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
-
 #[test]
 fn backups_killed_at_random_points_leave_a_repository_that_checks_and_restores() {
     let mut pool = Pool::new("1:t4");
@@ -249,7 +236,7 @@ fn backups_killed_at_random_points_leave_a_repository_that_checks_and_restores()
         }
     }
     for i in 0..3 {
-        std::fs::write(src.join(format!("shard{i}.bin")), noise(40 << 20, i)).unwrap();
+        std::fs::write(src.join(format!("shard{i}.bin")), bytes(i, 40 << 20)).unwrap();
     }
     let src_s = src.to_str().unwrap();
     // Several kill points: early (walking), mid-pack, between packs, near the commit.
@@ -298,7 +285,7 @@ fn backups_killed_at_random_points_leave_a_repository_that_checks_and_restores()
         "--target",
         target.to_str().unwrap(),
     ]);
-    assert!(std::fs::read(target.join("shard1.bin")).unwrap() == noise(40 << 20, 1));
+    assert!(std::fs::read(target.join("shard1.bin")).unwrap() == bytes(1, 40 << 20));
     assert!(
         !pool
             .dir
