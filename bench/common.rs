@@ -1,4 +1,6 @@
-//! What the benchmarks share: reading their knobs, and medians.
+//! What the benchmarks share: reading their knobs, where their trees go, and medians. Each
+//! benchmark uses some of it.
+#![allow(dead_code)]
 
 /// The number in environment variable `name`, or `default`.
 pub fn env_num<T: std::str::FromStr>(name: &str, default: T) -> T {
@@ -17,4 +19,20 @@ pub fn median(mut v: Vec<f64>) -> f64 {
     } else {
         (v[n / 2 - 1] + v[n / 2]) / 2.0
     }
+}
+
+/// `$BENCH_DIR` (default `/var/tmp`), created: where a benchmark's trees go, on the disk measured.
+pub fn bench_base() -> std::path::PathBuf {
+    let base =
+        std::path::PathBuf::from(std::env::var("BENCH_DIR").unwrap_or_else(|_| "/var/tmp".into()));
+    std::fs::create_dir_all(&base).unwrap();
+    base
+}
+
+/// A fresh directory under `base`, removed when dropped.
+pub fn scratch_dir(base: &std::path::Path, name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("labpool-bench-{name}-"))
+        .tempdir_in(base)
+        .unwrap()
 }

@@ -39,7 +39,7 @@ use std::time::Instant;
 
 #[path = "common.rs"]
 mod common;
-use common::{env_num, median};
+use common::{bench_base, env_num, median, scratch_dir};
 
 const CHILD: &str = "BENCH_SNAPSHOT_CHILD";
 
@@ -605,8 +605,7 @@ fn main() {
     }
     let scale = env_num("BENCH_SCALE", 1.0);
     let runs = env_num("BENCH_RUNS", 3.0) as usize;
-    let base = PathBuf::from(std::env::var("BENCH_DIR").unwrap_or_else(|_| "/var/tmp".into()));
-    std::fs::create_dir_all(&base).unwrap();
+    let base = bench_base();
     // Source, rsync's three full copies, link-dest, restic, labpool and a full restore.
     let (n_small, n_shards, n_dups, ckpt) = sizes(scale);
     let estimate =
@@ -621,10 +620,7 @@ fn main() {
         free as f64 / 1e9,
         estimate as f64 * 9.0 / 1e9
     );
-    let dir = tempfile::Builder::new()
-        .prefix("labpool-bench-snapshot-")
-        .tempdir_in(&base)
-        .unwrap();
+    let dir = scratch_dir(&base, "snapshot");
     let src = dir.path().join("src");
     let t0 = Instant::now();
     let tree = generate(&src, scale);

@@ -33,7 +33,7 @@ use std::time::Instant;
 
 #[path = "common.rs"]
 mod common;
-use common::{env_num, median};
+use common::{bench_base, env_num, median, scratch_dir};
 
 /// Deterministic filler, fast to make: a 64-bit pattern per file.
 fn fill(path: &Path, seed: u64, len: usize) {
@@ -149,12 +149,8 @@ fn main() {
     }
     let scale = env_num("BENCH_SCALE", 1.0);
     let runs = env_num("BENCH_RUNS", 3.0) as usize;
-    let base = PathBuf::from(std::env::var("BENCH_DIR").unwrap_or_else(|_| "/var/tmp".into()));
-    std::fs::create_dir_all(&base).unwrap();
-    let dir = tempfile::Builder::new()
-        .prefix("labpool-bench-stage-")
-        .tempdir_in(&base)
-        .unwrap();
+    let base = bench_base();
+    let dir = scratch_dir(&base, "stage");
     let src = dir.path().join("src");
     let t0 = Instant::now();
     let tree = generate(&src, scale);
