@@ -56,6 +56,9 @@ pub fn create(
     progress: &Progress,
 ) -> Result<BackupReport> {
     let _lock = repo.lock(LockMode::Append)?;
+    // What a killed backup stored is indexed now, so this one reuses it instead of storing it
+    // again (a repository opened before that backup was killed has not seen it).
+    repo.reconcile()?;
     let root_meta =
         fs::symlink_metadata(&opts.path).map_err(SnapshotError::io("stat", &opts.path))?;
     if !root_meta.is_dir() {

@@ -274,26 +274,19 @@ fn diff_dirs(
         };
         match ord {
             std::cmp::Ordering::Less => {
-                let n = &ta[i];
-                if mine(n) {
-                    whole(repo, n, at, '-', only_uid, out)?;
-                }
+                whole(repo, &ta[i], at, '-', only_uid, out)?;
                 i += 1;
             }
             std::cmp::Ordering::Greater => {
-                let n = &tb[j];
-                if mine(n) {
-                    whole(repo, n, at, '+', only_uid, out)?;
-                }
+                whole(repo, &tb[j], at, '+', only_uid, out)?;
                 j += 1;
             }
             std::cmp::Ordering::Equal => {
                 let (x, y) = (&ta[i], &tb[j]);
                 let p = at.join(std::ffi::OsStr::from_bytes(&x.name));
+                // A directory that was not the member's may hold entries that were.
                 if x.kind == NodeKind::Dir && y.kind == NodeKind::Dir {
-                    if mine(x) || mine(y) {
-                        diff_dirs(repo, x.subtree, y.subtree, &p, only_uid, out)?;
-                    }
+                    diff_dirs(repo, x.subtree, y.subtree, &p, only_uid, out)?;
                 } else if x.kind != y.kind || x.content != y.content || x.target != y.target {
                     if mine(x) || mine(y) {
                         out.push(Change {
@@ -321,7 +314,7 @@ fn diff_dirs(
     Ok(())
 }
 
-/// Reports a whole added or removed entry, and everything under it.
+/// Reports a whole added or removed entry, and everything under it (a member: what was theirs).
 fn whole(
     repo: &Repository,
     n: &Node,
@@ -332,19 +325,19 @@ fn whole(
 ) -> Result<()> {
     let p = at.join(std::ffi::OsStr::from_bytes(&n.name));
     let size = Some(n.size);
-    out.push(Change {
-        what,
-        path: p.display().to_string(),
-        old_size: if what == '-' { size } else { None },
-        new_size: if what == '+' { size } else { None },
-    });
+    if only_uid.is_none_or(|u| u == n.uid) {
+        out.push(Change {
+            what,
+            path: p.display().to_string(),
+            old_size: if what == '-' { size } else { None },
+            new_size: if what == '+' { size } else { None },
+        });
+    }
     if n.kind == NodeKind::Dir
         && let Some(t) = n.subtree
     {
         for c in repo.load_tree(&t)?.nodes.iter() {
-            if only_uid.is_none_or(|u| u == c.uid) {
-                whole(repo, c, &p, what, only_uid, out)?;
-            }
+            whole(repo, c, &p, what, only_uid, out)?;
         }
     }
     Ok(())

@@ -87,6 +87,8 @@ pub fn reachable(repo: &Repository, snapshots: &[Snapshot]) -> Result<HashSet<Bl
 /// Removes unreferenced data.
 pub fn prune(repo: &Repository, dry_run: bool, progress: &Progress) -> Result<PruneReport> {
     let _lock = repo.lock(LockMode::Exclusive)?;
+    // Packs a killed backup left unindexed are counted (and removed when unused).
+    repo.reconcile()?;
     let used = reachable(repo, &repo.snapshots()?)?;
     let packs = repo.index().packs()?;
     let mut report = PruneReport {

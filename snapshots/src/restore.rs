@@ -39,6 +39,21 @@ pub struct RestoreOptions {
     /// Give restored entries their owner from the snapshot (needs root). Otherwise they belong
     /// to the restoring process.
     pub set_owner: bool,
+    /// For a member's restore, the groups they are in now, primary first: an entry whose group
+    /// they have left gets their primary group instead, without its setgid bit, so a restore
+    /// never hands back a group's rights. `None`: groups as in the snapshot.
+    pub member_groups: Option<Vec<u32>>,
+}
+
+/// The owner, group and mode an entry is restored with under `opts`.
+fn meta_for(opts: &RestoreOptions, node: &Node) -> (u32, u32, u32) {
+    match &opts.member_groups {
+        Some(groups) if !groups.contains(&node.gid) => {
+            let primary = groups.first().copied().unwrap_or(node.gid);
+            (node.uid, primary, node.mode & !0o2000)
+        }
+        _ => (node.uid, node.gid, node.mode),
+    }
 }
 
 /// What a restore did.
@@ -269,13 +284,14 @@ impl Restorer<'_> {
 
     fn dir(&self, parent: &OwnedFd, node: &Node, path: &Path) -> Result<()> {
         let name = std::ffi::OsStr::from_bytes(&node.name);
-        match mkdirat(parent, name, Mode::from_bits_truncate(0o700)) {
-            Ok(()) | Err(Errno::EEXIST) => {}
+        let existed = match mkdirat(parent, name, Mode::from_bits_truncate(0o700)) {
+            Ok(()) => false,
+            Err(Errno::EEXIST) => true,
             Err(e) => {
                 self.fail(path, e);
                 return Ok(());
             }
-        }
+        };
         let fd = match openat(
             parent,
             name,
@@ -288,6 +304,21 @@ impl Restorer<'_> {
                 return Ok(());
             }
         };
+        // A member's --overwrite merges only into directories of theirs: it must not change
+        // what is inside someone else's directory, which they could not do themselves.
+        if existed && let Some(uid) = self.opts.only_uid {
+            match owner_of(&fd) {
+                Ok(owner) if owner == uid => {}
+                Ok(owner) => {
+                    self.fail(path, format!("a directory of uid {owner} is in the way; a restore merges only into directories of yours"));
+                    return Ok(());
+                }
+                Err(e) => {
+                    self.fail(path, e);
+                    return Ok(());
+                }
+            }
+        }
         self.report.lock().unwrap().dirs += 1;
         if let Some(t) = node.subtree {
             let tree = self.repo.load_tree(&t)?;
@@ -304,10 +335,11 @@ impl Restorer<'_> {
     }
 
     fn set_meta(&self, f: &File, node: &Node) -> std::io::Result<()> {
+        let (uid, gid, mode) = meta_for(self.opts, node);
         if self.opts.set_owner {
-            std::os::unix::fs::fchown(f, Some(node.uid), Some(node.gid))?;
+            std::os::unix::fs::fchown(f, Some(uid), Some(gid))?;
         }
-        f.set_permissions(Permissions::from_mode(node.mode))?;
+        f.set_permissions(Permissions::from_mode(mode))?;
         f.set_times(FileTimes::new().set_modified(to_time(node.mtime_ns)))
     }
 
@@ -380,12 +412,13 @@ impl Restorer<'_> {
             };
             mknodat(dir, name, kind, Mode::from_bits_truncate(0o600), node.rdev).map_err(s)?;
         }
+        let (uid, gid, mode) = meta_for(self.opts, node);
         if self.opts.set_owner {
             fchownat(
                 dir,
                 name,
-                Some(Uid::from_raw(node.uid)),
-                Some(Gid::from_raw(node.gid)),
+                Some(Uid::from_raw(uid)),
+                Some(Gid::from_raw(gid)),
                 AtFlags::AT_SYMLINK_NOFOLLOW,
             )
             .map_err(s)?;
@@ -394,7 +427,7 @@ impl Restorer<'_> {
             fchmodat(
                 dir,
                 name,
-                Mode::from_bits_truncate(node.mode),
+                Mode::from_bits_truncate(mode),
                 FchmodatFlags::NoFollowSymlink,
             )
             .map_err(s)?;
@@ -520,11 +553,12 @@ pub fn restore_to(
         )
         .map_err(|e| SnapshotError::io("open", dir)(e.into()))?;
         let f = File::from(next.try_clone().map_err(SnapshotError::io("open", dir))?);
+        let (uid, gid, mode) = meta_for(opts, &n);
         if opts.set_owner {
-            std::os::unix::fs::fchown(&f, Some(n.uid), Some(n.gid))
+            std::os::unix::fs::fchown(&f, Some(uid), Some(gid))
                 .map_err(SnapshotError::io("chown", dir))?;
         }
-        f.set_permissions(Permissions::from_mode(n.mode))
+        f.set_permissions(Permissions::from_mode(mode))
             .map_err(SnapshotError::io("chmod", dir))?;
         fd = next;
     }

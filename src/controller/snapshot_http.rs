@@ -150,7 +150,8 @@ async fn start_restore(
     ConnectInfo(peer): ConnectInfo<Peer>,
     req: Result<Json<RestoreRequest>, JsonRejection>,
 ) -> Result<Json<RestoreStarted>, ApiError> {
-    let who = only_uid(&caller(&state, &peer)?);
+    let who_is = caller(&state, &peer)?;
+    let who = only_uid(&who_is);
     let req = body(req)?;
     let path = clean_path(&req.path)?;
     let target = req.target.as_deref().map(clean_path).transpose()?;
@@ -161,6 +162,7 @@ async fn start_restore(
         overwrite: req.overwrite,
         only_uid: who,
         set_owner: nix::unistd::geteuid().is_root(),
+        member_groups: who.map(|_| crate::identity::groups_of(&who_is.user, who_is.gid)),
     };
     // Choosing the snapshot and checking the destination happen before the reply, so that
     // the caller hears "not yours" or "exists" at once, not from a poll.
