@@ -388,3 +388,50 @@ fn bad_snapshot_input_says_what_to_do_and_changes_nothing() {
         1
     );
 }
+
+#[test]
+fn a_run_missed_while_the_controller_was_down_is_caught_up_once_at_start() {
+    let mut pool = Pool::new("1:t4");
+    let h = home(&pool);
+    std::fs::write(h.join("a.txt"), "a").unwrap();
+    // Yearly, on January 1st at midnight: never due during the test unless missed.
+    pool.edit_config(|t| t.replace("schedule = \"30 3 * * *\"", "schedule = \"0 0 1 1 *\""));
+    let list = |pool: &Pool| json(&pool.ok(&["snapshot", "list", "--json"]));
+    // First start: nothing was missed, nothing runs.
+    pool.start();
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(
+        list(&pool).as_array().unwrap().len(),
+        0,
+        "{}",
+        pool.serve_log()
+    );
+    pool.stop();
+    // The controller was "down" since before the last New Year: one catch-up run at start.
+    std::fs::write(
+        pool.dir.join("state/snapshot-timer.json"),
+        "\"2020-06-01T00:00:00Z\"",
+    )
+    .unwrap();
+    pool.start();
+    let t0 = Instant::now();
+    while list(&pool).as_array().unwrap().is_empty() && t0.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // Both sources missed runs (datasets nightly, home on New Year): each runs once.
+    std::thread::sleep(Duration::from_secs(2));
+    let l = list(&pool);
+    let mut sources: Vec<&str> = l
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["source"].as_str().unwrap())
+        .collect();
+    sources.sort();
+    assert_eq!(
+        sources,
+        vec!["datasets", "home"],
+        "caught up once each, not once per missed run:\n{l}\n{}",
+        pool.serve_log()
+    );
+}
