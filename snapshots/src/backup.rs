@@ -164,7 +164,9 @@ struct Saver<'a> {
 impl Saver<'_> {
     fn save(&self, kind: BlobKind, data: &[u8]) -> Result<BlobId> {
         let id = BlobId::of(data);
-        if self.seen.lock().unwrap().contains(&id) || self.repo.has_blob(&id)? {
+        // Two statements, so the `seen` lock is not held across the index lookup.
+        let seen = self.seen.lock().unwrap().contains(&id);
+        if seen || self.repo.has_blob(&id)? {
             return Ok(id);
         }
         if !self.seen.lock().unwrap().insert(id) {

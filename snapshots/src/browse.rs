@@ -102,22 +102,28 @@ pub fn ls(
 ) -> Result<Vec<Entry>> {
     // A member may walk through a directory they did not own (like /shared/home) and see their
     // own entries in it; the directory itself is looked up without the owner filter.
-    let node = lookup(repo, s, path, None)?.ok_or_else(|| SnapshotError::NotInSnapshot {
+    let absent = || SnapshotError::NotInSnapshot {
         path: path.display().to_string(),
         snapshot: s.id.clone(),
         hint: format!(
             "; the snapshot holds {} (`labpool snapshot find PATH` says which snapshots have it)",
             s.path.display()
         ),
-    })?;
+    };
+    let node = lookup(repo, s, path, None)?.ok_or_else(absent)?;
     let mut out = Vec::new();
     if node.kind != NodeKind::Dir {
         if only_uid.is_none_or(|u| u == node.uid) {
             out.push(Entry::of(path, &node));
         }
-        return Ok(out);
+    } else {
+        list_dir(repo, &node, path, recursive, only_uid, &mut out)?;
     }
-    list_dir(repo, &node, path, recursive, only_uid, &mut out)?;
+    // For a member, a path with nothing of theirs at or under it is answered as absent, so a
+    // listing does not tell them what exists in other users' directories.
+    if out.is_empty() && only_uid.is_some_and(|u| u != node.uid) {
+        return Err(absent());
+    }
     Ok(out)
 }
 

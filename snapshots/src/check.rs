@@ -42,8 +42,13 @@ impl CheckReport {
 /// Checks the repository.
 pub fn check(repo: &Repository, read_data: bool, progress: &Progress) -> Result<CheckReport> {
     let _lock = repo.lock(LockMode::Append)?;
-    repo.reconcile()?;
     let mut r = CheckReport::default();
+    for id in repo.reconcile()?.records_unusable {
+        r.errors.push(format!(
+            "snapshot record {id} cannot be used (unreadable, or its root listing is missing from every pack); \
+             it is kept in snapshots/{id}.json"
+        ));
+    }
     let packs = repo.index().packs()?;
     r.packs = packs.len();
     let on_disk: BTreeSet<String> = repo.pack_files()?.into_iter().collect();

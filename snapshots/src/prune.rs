@@ -5,7 +5,7 @@
 //! packs are durable and the index points at them before any old pack is deleted, so a prune
 //! killed at any moment loses nothing: at worst an old pack lingers for the next prune.
 
-use crate::blob::{BlobId, BlobKind};
+use crate::blob::BlobId;
 use crate::error::Result;
 use crate::pack::{self, PackBuilder, WrittenPack};
 use crate::progress::Progress;
@@ -58,6 +58,27 @@ pub struct PruneReport {
     pub bytes_before: u64,
     /// Bytes of packs after.
     pub bytes_after: u64,
+    /// Packs left alone because a blob still in use in them is damaged.
+    pub damaged_packs: Vec<String>,
+}
+
+/// The stored bytes of the live blobs of pack `id`, each verified; `None` when one is damaged
+/// or unreadable.
+fn live_blobs<'a>(
+    repo: &Repository,
+    id: &str,
+    blobs: &'a [pack::PackEntry],
+    used: &HashSet<BlobId>,
+) -> Option<Vec<(&'a pack::PackEntry, Vec<u8>)>> {
+    let f = repo.pack_file(id).ok()?;
+    let mut out = Vec::new();
+    for b in blobs.iter().filter(|b| used.contains(&b.id)) {
+        let mut stored = vec![0u8; b.stored_len as usize];
+        f.read_exact_at(&mut stored, b.offset as u64).ok()?;
+        pack::decode_checked(&stored, id, b).ok()?;
+        out.push((b, stored));
+    }
+    Some(out)
 }
 
 /// A pack is rewritten when at least this share of it is unused.
@@ -121,20 +142,22 @@ pub fn prune(repo: &Repository, dry_run: bool, progress: &Progress) -> Result<Pr
     }
     let mut written: Vec<WrittenPack> = Vec::new();
     let mut builder = PackBuilder::default();
+    let mut rewritten = Vec::new();
     for (id, blobs) in &rewrite {
-        let f = repo.pack_file(id)?;
-        for b in blobs.iter().filter(|b| used.contains(&b.id)) {
-            let mut stored = vec![0u8; b.stored_len as usize];
-            f.read_exact_at(&mut stored, b.offset as u64).map_err(
-                crate::error::SnapshotError::io("read", pack::pack_path(&repo.packs_dir(), id)),
-            )?;
-            // Copying a damaged blob would hide the damage under a new pack name.
-            pack::decode_checked(&stored, id, b)?;
+        // A pack with a damaged live blob is left as it is (copying the blob would hide the
+        // damage under a new pack name; dropping it would lose what is left): prune goes on,
+        // and `check --read-data` names the files it hits.
+        let Some(live) = live_blobs(repo, id, blobs, &used) else {
+            report.damaged_packs.push(id.clone());
+            continue;
+        };
+        for (b, stored) in live {
             builder.add(b.kind, b.id, b.raw_len as usize, &stored, b.compressed);
             if builder.is_full() {
                 written.push(std::mem::take(&mut builder).write(&repo.packs_dir())?);
             }
         }
+        rewritten.push(id.clone());
         Progress::add(&progress.bytes, packs[id]);
     }
     if !builder.is_empty() {
@@ -144,14 +167,14 @@ pub fn prune(repo: &Repository, dry_run: bool, progress: &Progress) -> Result<Pr
     let removed: Vec<String> = delete
         .iter()
         .cloned()
-        .chain(rewrite.iter().map(|(id, _)| id.clone()))
+        .chain(rewritten.iter().cloned())
         .collect();
     repo.index().replace_packs(&written, &removed)?;
     repo.drop_pack_handles();
     for id in &removed {
         let _ = std::fs::remove_file(pack::pack_path(&repo.packs_dir(), id));
     }
+    report.packs_rewritten = rewritten.len();
     report.bytes_after = repo.index().packs()?.values().sum();
-    let _ = BlobKind::Data;
     Ok(report)
 }

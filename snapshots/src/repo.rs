@@ -85,6 +85,9 @@ pub struct Reconciled {
     pub temp_removed: usize,
     /// Snapshot records added to or dropped from the index.
     pub records_fixed: usize,
+    /// Records that cannot be indexed (unreadable, or their root tree is missing): left in
+    /// place for an admin, and reported by `check`.
+    pub records_unusable: Vec<String>,
 }
 
 const TREE_CACHE: usize = 50_000;
@@ -279,15 +282,21 @@ impl Repository {
             .flatten()
         {
             let name = e.file_name().to_string_lossy().into_owned();
-            let Some(id) = name.strip_suffix(".json") else {
+            if name.ends_with(".tmp") {
                 let _ = fs::remove_file(e.path());
                 out.temp_removed += 1;
+                continue;
+            }
+            let Some(id) = name.strip_suffix(".json") else {
                 continue;
             };
             on_disk.insert(id.to_string());
             if indexed.contains(id) {
                 continue;
             }
+            // A record is written after every pack it needs, so one whose root tree is not
+            // indexed means damage, not a crash: it is kept (and `check` names it), never
+            // deleted silently.
             let rec: Option<Snapshot> = fs::read(e.path())
                 .ok()
                 .and_then(|b| serde_json::from_slice(&b).ok());
@@ -296,12 +305,12 @@ impl Repository {
                 None => false,
             };
             match rec {
-                Some(s) if complete => self.index().commit(&[], Some(&s))?,
-                _ => {
-                    let _ = fs::remove_file(e.path());
+                Some(s) if complete => {
+                    self.index().commit(&[], Some(&s))?;
+                    out.records_fixed += 1;
                 }
+                _ => out.records_unusable.push(id.to_string()),
             }
-            out.records_fixed += 1;
         }
         let stale: Vec<String> = indexed.difference(&on_disk).cloned().collect();
         if !stale.is_empty() {
@@ -456,7 +465,9 @@ impl Repository {
             .open(&lock_path)
             .map_err(SnapshotError::io("open", &lock_path))?;
         let lock = Flock::lock(f, FlockArg::LockExclusiveNonblock).map_err(|_| busy())?;
-        for suffix in ["", "-wal", "-shm"] {
+        // The journal files first: a kill in between must not leave an old WAL beside a new
+        // database.
+        for suffix in ["-wal", "-shm", ""] {
             let p = path.join(format!("index.sqlite{suffix}"));
             if p.exists() {
                 let aside = path.join(format!("index.sqlite{suffix}.broken"));
@@ -471,7 +482,7 @@ impl Repository {
         let done = Reconciled {
             packs_indexed,
             records_fixed,
-            temp_removed: 0,
+            ..Default::default()
         };
         Ok((repo, done))
     }

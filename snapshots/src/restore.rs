@@ -117,6 +117,30 @@ pub fn open_dir_nofollow(path: &Path) -> Result<OwnedFd> {
     Ok(fd)
 }
 
+/// Opens the directory `name` in `parent` without following a symlink. One this restore has
+/// just created must still be as made (root's, mode 0700): a caller who swapped another
+/// directory in between mkdir and open does not get it filled and handed over.
+fn open_subdir(
+    parent: &OwnedFd,
+    name: &std::ffi::OsStr,
+    just_made: bool,
+) -> std::result::Result<OwnedFd, String> {
+    let fd = openat(
+        parent,
+        name,
+        OFlag::O_DIRECTORY | OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| e.to_string())?;
+    if just_made {
+        let st = nix::sys::stat::fstat(&fd).map_err(|e| e.to_string())?;
+        if st.st_uid != nix::unistd::geteuid().as_raw() || st.st_mode & 0o7777 != 0o700 {
+            return Err("the directory just created was replaced while restoring; nothing was written into it".into());
+        }
+    }
+    Ok(fd)
+}
+
 /// The owner of an open directory.
 pub fn owner_of(fd: &OwnedFd) -> Result<u32> {
     let st = nix::sys::stat::fstat(fd).map_err(|e| SnapshotError::Invalid(e.to_string()))?;
@@ -242,6 +266,10 @@ impl Restorer<'_> {
                 self.fail(&path, "a socket is not restored (its server recreates it)");
                 Ok(())
             }
+            NodeKind::CharDevice | NodeKind::BlockDevice if self.opts.only_uid.is_some() => {
+                self.fail(&path, "device nodes are restored by admins only");
+                Ok(())
+            }
             _ => {
                 if let Err(e) = self.special(dir, node) {
                     self.fail(&path, e);
@@ -292,12 +320,7 @@ impl Restorer<'_> {
                 return Ok(());
             }
         };
-        let fd = match openat(
-            parent,
-            name,
-            OFlag::O_DIRECTORY | OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
-            Mode::empty(),
-        ) {
+        let fd = match open_subdir(parent, name, !existed) {
             Ok(fd) => fd,
             Err(e) => {
                 self.fail(path, e);
@@ -543,15 +566,12 @@ pub fn restore_to(
             });
         }
         let name = std::ffi::OsStr::from_bytes(&n.name);
-        mkdirat(&fd, name, Mode::from_bits_truncate(n.mode))
+        mkdirat(&fd, name, Mode::from_bits_truncate(0o700))
             .map_err(|e| SnapshotError::io("create", dir)(e.into()))?;
-        let next = openat(
-            &fd,
-            name,
-            OFlag::O_DIRECTORY | OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
-            Mode::empty(),
-        )
-        .map_err(|e| SnapshotError::io("open", dir)(e.into()))?;
+        let next = open_subdir(&fd, name, true).map_err(|why| SnapshotError::BadTarget {
+            path: dir.clone(),
+            why,
+        })?;
         let f = File::from(next.try_clone().map_err(SnapshotError::io("open", dir))?);
         let (uid, gid, mode) = meta_for(opts, &n);
         if opts.set_owner {

@@ -507,10 +507,16 @@ fn a_member_sees_and_restores_only_what_they_owned() {
     assert!(top[0].path.ends_with("/a"));
     let mine = browse::ls(&repo, &s, &home.join("a"), true, Some(5001)).unwrap();
     assert_eq!(mine.len(), 2, "{mine:?}");
+    // b's directory answers as a path that does not exist does: nothing is learnt from it.
+    let theirs = browse::ls(&repo, &s, &home.join("b"), true, Some(5001)).unwrap_err();
+    let nothing = browse::ls(&repo, &s, &home.join("nope"), true, Some(5001)).unwrap_err();
     assert!(
-        browse::ls(&repo, &s, &home.join("b"), true, Some(5001))
-            .unwrap()
-            .is_empty()
+        matches!(theirs, SnapshotError::NotInSnapshot { .. }),
+        "{theirs}"
+    );
+    assert_eq!(
+        theirs.to_string().replace("/b ", "/X "),
+        nothing.to_string().replace("/nope ", "/X ")
     );
     assert!(
         browse::lookup(&repo, &s, &home.join("b/secret"), Some(5001))
@@ -653,5 +659,46 @@ fn a_file_whose_directories_are_gone_comes_back_with_them_and_a_lost_index_is_re
     assert_eq!(
         fs::metadata(src.join("a/b")).unwrap().permissions().mode() & 0o777,
         0o750
+    );
+}
+
+#[test]
+fn prune_leaves_a_pack_with_damaged_live_data_alone_and_goes_on() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("d");
+    fs::create_dir(&src).unwrap();
+    // Both files fit in one pack; the second is dropped later, so the pack is half garbage.
+    fs::write(src.join("keep.bin"), noise(12 << 20, 1)).unwrap();
+    fs::write(src.join("drop.bin"), noise(12 << 20, 2)).unwrap();
+    let repo = repo(tmp.path());
+    backup(&repo, "d", &src, "2026-11-01T03:00:00Z");
+    fs::remove_file(src.join("drop.bin")).unwrap();
+    let s2 = backup(&repo, "d", &src, "2026-11-02T03:00:00Z");
+    let node = browse::lookup(&repo, &s2, &src.join("keep.bin"), None)
+        .unwrap()
+        .unwrap();
+    let (pack, entry) = repo.index().lookup(&node.content[1]).unwrap().unwrap();
+    let path = labpool_snapshots::pack::pack_path(&repo.packs_dir(), &pack);
+    let mut bytes = fs::read(&path).unwrap();
+    bytes[entry.offset as usize + 7] ^= 1;
+    fs::write(&path, bytes).unwrap();
+    let keep_last = Policy {
+        keep_last: 1,
+        ..Default::default()
+    };
+    forget(
+        &repo,
+        &keep_last,
+        chrono::FixedOffset::east_opt(0).unwrap(),
+        false,
+    )
+    .unwrap();
+    let p = prune(&repo, false, &Progress::default()).unwrap();
+    assert_eq!(p.damaged_packs, vec![pack.clone()], "{p:?}");
+    assert!(path.exists(), "the damaged pack is kept");
+    let c = check(&repo, true, &Progress::default()).unwrap();
+    assert_eq!(
+        c.damaged_files,
+        vec![format!("{} {}", s2.id, src.join("keep.bin").display())]
     );
 }

@@ -231,10 +231,20 @@ pub async fn run(command: &SnapshotCommand, config: &Config) -> anyhow::Result<(
             }
             let repo = open_admin(config)?;
             let tz = Local::now().offset().fix();
-            let dry = *dry_run;
-            let verdicts =
-                blocking(move || labpool_snapshots::prune::forget(&repo, &policy, tz, dry)).await?;
-            print(*json, &verdicts, |v| forget_text(v, *dry_run));
+            // The plan first, then (unless --dry-run) the same policy applied.
+            let r = repo.clone();
+            let plan =
+                blocking(move || labpool_snapshots::prune::forget(&r, &policy, tz, true)).await?;
+            if !*json {
+                println!("{}", plan_table(&plan));
+            }
+            let verdicts = if *dry_run {
+                plan
+            } else {
+                blocking(move || labpool_snapshots::prune::forget(&repo, &policy, tz, false))
+                    .await?
+            };
+            print(*json, &verdicts, |v| forget_summary(v, *dry_run));
             Ok(())
         }
         SnapshotCommand::Prune { dry_run, json } => {
@@ -375,8 +385,8 @@ fn find_text(f: &FindReport) -> String {
     text
 }
 
-fn forget_text(v: &[Verdict], dry_run: bool) -> String {
-    let mut text = table(
+fn plan_table(v: &[Verdict]) -> String {
+    table(
         &["SNAPSHOT", "TIME", "SOURCE", "VERDICT", "KEPT BY"],
         v.iter()
             .map(|v| {
@@ -389,20 +399,22 @@ fn forget_text(v: &[Verdict], dry_run: bool) -> String {
                 ]
             })
             .collect(),
-    );
+    )
+}
+
+fn forget_summary(v: &[Verdict], dry_run: bool) -> String {
     let gone = v.iter().filter(|v| !v.keep).count();
-    text += &if dry_run {
+    if dry_run {
         format!(
-            "\nwould forget {gone} of {} snapshots (dry run: nothing changed)",
+            "would forget {gone} of {} snapshots (dry run: nothing changed)",
             v.len()
         )
     } else {
         format!(
-            "\nforgot {gone} of {} snapshots; `labpool snapshot prune` frees the space only they used",
+            "forgot {gone} of {} snapshots; `labpool snapshot prune` frees the space only they used",
             v.len()
         )
-    };
-    text
+    }
 }
 
 fn prune_text(r: &PruneReport, dry_run: bool) -> String {
@@ -416,7 +428,11 @@ fn prune_text(r: &PruneReport, dry_run: bool) -> String {
         r.packs_written,
         HumanBytes(r.bytes_before),
         HumanBytes(r.bytes_after)
-    )
+    ) + &r
+        .damaged_packs
+        .iter()
+        .map(|p| format!("\nleft alone: pack {p} holds damaged data still in use (`labpool snapshot check --read-data` names the files)"))
+        .collect::<String>()
 }
 
 fn check_text(r: &CheckReport) -> String {

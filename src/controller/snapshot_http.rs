@@ -17,9 +17,7 @@ use axum::routing::{get, post};
 use chrono::{Local, Offset, Utc};
 use labpool_snapshots::select::{At, pick};
 use labpool_snapshots::{Progress, Repository, RestoreOptions, SnapshotError, browse, restore};
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, PathBuf};
-use std::sync::Arc;
 
 /// The snapshot routes.
 pub fn routes() -> Router<AppState> {
@@ -61,22 +59,21 @@ fn clean_path(p: &std::path::Path) -> Result<PathBuf, ApiError> {
     Ok(p.components().collect())
 }
 
-/// Runs `f` on the repository on a blocking thread; no repository yet is an error that says
-/// when the first snapshot will be taken.
+/// Runs `f` on the repository, under its read lock, on a blocking thread; no repository yet
+/// is an error that says when the first snapshot will be taken.
 async fn with_repo<T: Send + 'static>(
     state: &AppState,
-    f: impl FnOnce(Arc<Repository>) -> Result<T, SnapshotError> + Send + 'static,
+    f: impl FnOnce(&Repository) -> Result<T, SnapshotError> + Send + 'static,
 ) -> Result<T, ApiError> {
     let svc = state.snapshots.clone();
     let repo_path = state.config.snapshot_repo();
     tokio::task::spawn_blocking(move || {
-        let repo = svc.repo().map_err(bad)?.ok_or_else(|| {
+        svc.read(f).map_err(bad)?.ok_or_else(|| {
             ApiError::not_found(
                 format!("no snapshots yet: there is no repository at {}", repo_path.display()),
                 Some("the first scheduled backup creates it; an admin can run `labpool snapshot create` now".into()),
             )
-        })?;
-        f(repo).map_err(bad)
+        })
     })
     .await
     .map_err(ApiError::internal)?
@@ -111,7 +108,7 @@ async fn ls(
     with_repo(&state, move |r| {
         let s = r.select(&req.snapshot)?;
         let p = path.unwrap_or_else(|| s.path.clone());
-        browse::ls(&r, &s, &p, req.recursive, who)
+        browse::ls(r, &s, &p, req.recursive, who)
     })
     .await
     .map(Json)
@@ -124,7 +121,7 @@ async fn find(
 ) -> Result<Json<FindReport>, ApiError> {
     let who = only_uid(&caller(&state, &peer)?);
     let path = clean_path(&body(req)?.path)?;
-    with_repo(&state, move |r| browse::find(&r, &path, who))
+    with_repo(&state, move |r| browse::find(r, &path, who))
         .await
         .map(Json)
 }
@@ -139,7 +136,7 @@ async fn diff(
     with_repo(&state, move |r| {
         let a = r.select(&req.a)?;
         let b = r.select(&req.b)?;
-        browse::diff(&r, &a, &b, who)
+        browse::diff(r, &a, &b, who)
     })
     .await
     .map(Json)
@@ -157,35 +154,23 @@ async fn start_restore(
     let target = req.target.as_deref().map(clean_path).transpose()?;
     let tz = Local::now().offset().fix();
     let at = At::parse(req.at.as_deref().unwrap_or("latest"), Utc::now(), tz).map_err(bad)?;
-    let (id, task) = state.snapshots.start_restore();
+    let (id, task) = state.snapshots.start_restore(who_is.uid);
     let opts = RestoreOptions {
         overwrite: req.overwrite,
         only_uid: who,
         set_owner: nix::unistd::geteuid().is_root(),
         member_groups: who.map(|_| crate::identity::groups_of(&who_is.user, who_is.gid)),
     };
-    // Choosing the snapshot and checking the destination happen before the reply, so that
-    // the caller hears "not yours" or "exists" at once, not from a poll.
-    let (snap, node) = with_repo(&state, move |r| pick(&r, &path, &at, who)).await?;
+    // Choosing the snapshot happens before the reply, so that the caller hears "not in any
+    // snapshot" at once; the destination is checked by the restore itself, on open
+    // descriptors (a path check here, as root, would tell a member what exists where).
+    let (snap, node) = with_repo(&state, move |r| pick(r, &path, &at, who)).await?;
     let total = with_repo(&state, {
         let node = node.clone();
-        move |r| restore::total_bytes(&r, &node, who)
+        move |r| restore::total_bytes(r, &node, who)
     })
     .await?;
     let original = clean_path(&req.path)?;
-    let dest_name = std::ffi::OsStr::from_bytes(&node.name).to_owned();
-    if !opts.overwrite {
-        let dest = target.clone().unwrap_or_else(|| {
-            original
-                .parent()
-                .map(|p| p.to_path_buf())
-                .unwrap_or_default()
-        });
-        let at_dest = dest.join(&dest_name);
-        if std::fs::symlink_metadata(&at_dest).is_ok() {
-            return Err(bad(SnapshotError::TargetExists { path: at_dest }));
-        }
-    }
     let started = RestoreStarted {
         id,
         snapshot: SnapshotView::from(&snap),
@@ -193,9 +178,9 @@ async fn start_restore(
     };
     let svc = state.snapshots.clone();
     tokio::task::spawn_blocking(move || {
-        let outcome = match svc.repo() {
-            Ok(Some(r)) => restore::restore_to(
-                &r,
+        let outcome = svc.read(|r| {
+            restore::restore_to(
+                r,
                 &snap,
                 &node,
                 &original,
@@ -203,11 +188,12 @@ async fn start_restore(
                 &opts,
                 &task.progress,
             )
-            .map_err(|e| e.to_string()),
+        });
+        *task.outcome.lock().unwrap() = Some(match outcome {
+            Ok(Some(report)) => Ok(report),
             Ok(None) => Err("the repository disappeared".to_string()),
             Err(e) => Err(e.to_string()),
-        };
-        *task.outcome.lock().unwrap() = Some(outcome);
+        });
     });
     Ok(Json(started))
 }
@@ -217,11 +203,13 @@ async fn restore_status(
     ConnectInfo(peer): ConnectInfo<Peer>,
     Path(id): Path<u64>,
 ) -> Result<Json<RestoreStatus>, ApiError> {
-    caller(&state, &peer)?;
+    let who = caller(&state, &peer)?;
+    // Someone else's restore is answered like one that does not exist.
     let task = state
         .snapshots
         .restore(id)
-        .ok_or_else(|| ApiError::not_found(format!("no restore {id}"), None))?;
+        .filter(|t| who.admin || t.uid == who.uid)
+        .ok_or_else(|| ApiError::not_found(format!("no restore {id} of yours"), None))?;
     let outcome = task.outcome.lock().unwrap().clone();
     let (report, error) = match outcome {
         Some(Ok(r)) => (Some(r), None),
