@@ -144,23 +144,35 @@ impl SnapshotService {
             s.added_bytes,
             s.errors
         );
-        let policy = self.config.snapshot_policy();
-        if !policy.is_empty() {
-            let tz = Local::now().offset().fix();
-            let verdicts =
-                when_free(|| labpool_snapshots::prune::forget(&repo, &policy, tz, false))?;
-            let forgotten = verdicts.iter().filter(|v| !v.keep).count();
-            if forgotten > 0 {
-                let p = when_free(|| {
-                    labpool_snapshots::prune::prune(&repo, false, &Progress::default())
-                })?;
-                summary += &format!(
-                    "; forgot {forgotten} by retention, pruned {} bytes",
-                    p.bytes_before.saturating_sub(p.bytes_after)
-                );
-            }
+        // The backup stands whatever happens to retention: a retention that cannot run now
+        // (the repository stayed busy) is said in the log and applied after the next backup.
+        match self.apply_retention(&repo) {
+            Ok(Some(text)) => summary += &text,
+            Ok(None) => {}
+            Err(e) => summary += &format!("; retention postponed to the next backup: {e}"),
         }
         Ok(summary)
+    }
+}
+
+impl SnapshotService {
+    /// Forgets by the config's policy and prunes what that freed; `None` when nothing went.
+    fn apply_retention(&self, repo: &Repository) -> Result<Option<String>, SnapshotError> {
+        let policy = self.config.snapshot_policy();
+        if policy.is_empty() {
+            return Ok(None);
+        }
+        let tz = Local::now().offset().fix();
+        let verdicts = when_free(|| labpool_snapshots::prune::forget(repo, &policy, tz, false))?;
+        let forgotten = verdicts.iter().filter(|v| !v.keep).count();
+        if forgotten == 0 {
+            return Ok(None);
+        }
+        let p = when_free(|| labpool_snapshots::prune::prune(repo, false, &Progress::default()))?;
+        Ok(Some(format!(
+            "; forgot {forgotten} by retention, pruned {} bytes",
+            p.bytes_before.saturating_sub(p.bytes_after)
+        )))
     }
 }
 
