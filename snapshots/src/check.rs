@@ -8,6 +8,7 @@ use crate::pack;
 use crate::progress::Progress;
 use crate::repo::{LockMode, Repository};
 use crate::tree::NodeKind;
+use rayon::prelude::*;
 use serde::Serialize;
 use std::collections::{BTreeSet, HashSet};
 use std::fs::File;
@@ -57,62 +58,23 @@ pub fn check(repo: &Repository, read_data: bool, progress: &Progress) -> Result<
             "pack {id} is not in the index and its trailer does not parse"
         ));
     }
-    let mut bad: HashSet<BlobId> = HashSet::new();
     if read_data {
         Progress::add(&progress.total_bytes, packs.values().sum());
     }
+    // Packs are checked in parallel: with --read-data each is read, hashed and decoded whole.
+    let mut with_blobs = Vec::with_capacity(packs.len());
     for (id, size) in &packs {
-        let path = pack::pack_path(&repo.packs_dir(), id);
-        let indexed = repo.index().blobs_in(id)?;
-        let Ok(f) = File::open(&path) else {
-            r.errors
-                .push(format!("pack {id} is missing ({})", path.display()));
-            bad.extend(indexed.iter().map(|b| b.id));
-            continue;
-        };
-        let real = f.metadata().map(|m| m.len()).unwrap_or(0);
-        if real != *size {
-            r.errors
-                .push(format!("pack {id} is {real} bytes, the index says {size}"));
-        }
-        match pack::read_trailer(&f, id) {
-            Ok(entries) => {
-                let listed: HashSet<BlobId> = entries.iter().map(|e| e.id).collect();
-                for b in indexed.iter().filter(|b| !listed.contains(&b.id)) {
-                    r.errors.push(format!(
-                        "blob {} is indexed in pack {id} but not in its trailer",
-                        b.id.hex()
-                    ));
-                    bad.insert(b.id);
-                }
-            }
-            Err(e) => r.errors.push(e.to_string()),
-        }
-        if read_data {
-            let mut all = Vec::with_capacity(real as usize);
-            if let Err(e) = (&f).read_to_end(&mut all) {
-                r.errors.push(format!("pack {id}: cannot read: {e}"));
-                bad.extend(indexed.iter().map(|b| b.id));
-                continue;
-            }
-            if blake3::hash(&all).to_hex().as_str() != id {
-                r.errors.push(format!(
-                    "pack {id} does not match its name (its content changed)"
-                ));
-            }
-            for b in &indexed {
-                let end = b.offset as usize + b.stored_len as usize;
-                let ok = end <= all.len()
-                    && pack::decode_checked(&all[b.offset as usize..end], id, b).is_ok();
-                r.blobs_read += 1;
-                if !ok {
-                    r.errors
-                        .push(format!("blob {} in pack {id} is damaged", b.id.hex()));
-                    bad.insert(b.id);
-                }
-            }
-            Progress::add(&progress.bytes, real);
-        }
+        with_blobs.push((id.clone(), *size, repo.index().blobs_in(id)?));
+    }
+    let results: Vec<PackCheck> = with_blobs
+        .into_par_iter()
+        .map(|(id, size, indexed)| check_pack(repo, &id, size, &indexed, read_data, progress))
+        .collect();
+    let mut bad: HashSet<BlobId> = HashSet::new();
+    for c in results {
+        r.errors.extend(c.errors);
+        r.blobs_read += c.blobs_read;
+        bad.extend(c.bad);
     }
     // Trees: each read once, each referenced data blob must be indexed (and undamaged).
     let snapshots = repo.snapshots()?;
@@ -123,6 +85,78 @@ pub fn check(repo: &Repository, read_data: bool, progress: &Progress) -> Result<
     }
     r.trees = seen_trees.len();
     Ok(r)
+}
+
+/// What checking one pack found.
+#[derive(Default)]
+struct PackCheck {
+    errors: Vec<String>,
+    bad: Vec<BlobId>,
+    blobs_read: u64,
+}
+
+/// Checks one pack against what the index says it holds.
+fn check_pack(
+    repo: &Repository,
+    id: &str,
+    size: u64,
+    indexed: &[pack::PackEntry],
+    read_data: bool,
+    progress: &Progress,
+) -> PackCheck {
+    let mut c = PackCheck::default();
+    let path = pack::pack_path(&repo.packs_dir(), id);
+    let Ok(f) = File::open(&path) else {
+        c.errors
+            .push(format!("pack {id} is missing ({})", path.display()));
+        c.bad.extend(indexed.iter().map(|b| b.id));
+        return c;
+    };
+    let real = f.metadata().map(|m| m.len()).unwrap_or(0);
+    if real != size {
+        c.errors
+            .push(format!("pack {id} is {real} bytes, the index says {size}"));
+    }
+    match pack::read_trailer(&f, id) {
+        Ok(entries) => {
+            let listed: HashSet<BlobId> = entries.iter().map(|e| e.id).collect();
+            for b in indexed.iter().filter(|b| !listed.contains(&b.id)) {
+                c.errors.push(format!(
+                    "blob {} is indexed in pack {id} but not in its trailer",
+                    b.id.hex()
+                ));
+                c.bad.push(b.id);
+            }
+        }
+        Err(e) => c.errors.push(e.to_string()),
+    }
+    if !read_data {
+        return c;
+    }
+    let mut all = Vec::with_capacity(real as usize);
+    if let Err(e) = (&f).read_to_end(&mut all) {
+        c.errors.push(format!("pack {id}: cannot read: {e}"));
+        c.bad.extend(indexed.iter().map(|b| b.id));
+        return c;
+    }
+    if blake3::hash(&all).to_hex().as_str() != id {
+        c.errors.push(format!(
+            "pack {id} does not match its name (its content changed)"
+        ));
+    }
+    for b in indexed {
+        let end = b.offset as usize + b.stored_len as usize;
+        let ok =
+            end <= all.len() && pack::decode_checked(&all[b.offset as usize..end], id, b).is_ok();
+        c.blobs_read += 1;
+        if !ok {
+            c.errors
+                .push(format!("blob {} in pack {id} is damaged", b.id.hex()));
+            c.bad.push(b.id);
+        }
+    }
+    Progress::add(&progress.bytes, real);
+    c
 }
 
 fn walk(
