@@ -85,10 +85,13 @@ async fn list(
     Query(q): Query<ListQuery>,
 ) -> Result<Json<Vec<SnapshotView>>, ApiError> {
     caller(&state, &peer)?;
-    if state.snapshots.repo().map_err(bad)?.is_none() {
-        return Ok(Json(Vec::new()));
-    }
-    let all = with_repo(&state, |r| r.snapshots()).await?;
+    // No repository yet is an empty list, not an error: nothing has been backed up.
+    let svc = state.snapshots.clone();
+    let all = tokio::task::spawn_blocking(move || svc.read(|r| r.snapshots()))
+        .await
+        .map_err(ApiError::internal)?
+        .map_err(bad)?
+        .unwrap_or_default();
     Ok(Json(
         all.iter()
             .filter(|s| q.source.as_ref().is_none_or(|n| &s.source == n))
