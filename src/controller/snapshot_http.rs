@@ -157,7 +157,6 @@ async fn start_restore(
     let target = req.target.as_deref().map(clean_path).transpose()?;
     let tz = Local::now().offset().fix();
     let at = At::parse(req.at.as_deref().unwrap_or("latest"), Utc::now(), tz).map_err(bad)?;
-    let (id, task) = state.snapshots.start_restore(who_is.uid);
     let opts = RestoreOptions {
         overwrite: req.overwrite,
         only_uid: who,
@@ -167,13 +166,15 @@ async fn start_restore(
     // Choosing the snapshot happens before the reply, so that the caller hears "not in any
     // snapshot" at once; the destination is checked by the restore itself, on open
     // descriptors (a path check here, as root, would tell a member what exists where).
+    let original = path.clone();
     let (snap, node) = with_repo(&state, move |r| pick(r, &path, &at, who)).await?;
     let total = with_repo(&state, {
         let node = node.clone();
         move |r| restore::total_bytes(r, &node, who)
     })
     .await?;
-    let original = clean_path(&req.path)?;
+    // Registered only once it will run, so a refused request leaves nothing behind.
+    let (id, task) = state.snapshots.start_restore(who_is.uid);
     let started = RestoreStarted {
         id,
         snapshot: SnapshotView::from(&snap),
