@@ -92,6 +92,9 @@ pub struct Submitted {
     pub partition: String,
     /// Its time limit.
     pub time_limit: TimeLimit,
+    /// Warnings for the submitter (quota near its limit).
+    #[serde(default)]
+    pub warnings: Vec<String>,
 }
 
 /// A job, as listings and `show` print it.

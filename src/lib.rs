@@ -17,11 +17,13 @@ pub mod data_api;
 pub mod discovery;
 pub mod env_vars;
 pub mod identity;
+pub mod quota_api;
 pub mod render;
 pub mod schedule;
 pub mod settings;
 pub mod shim;
 pub mod snapshot_api;
+pub mod webhook;
 pub mod when;
 
 use clap::Parser;

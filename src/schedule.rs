@@ -1,5 +1,5 @@
-//! Cron schedules for the controller's timed services (snapshots now; purge and quota scans
-//! later): standard 5-field crontab syntax through croner, with an optional leading seconds
+//! Cron schedules for the controller's timed services (snapshots, quota scans, the scratch
+//! purge, the datasets audit): standard 5-field crontab syntax through croner, with an optional leading seconds
 //! field, evaluated in the machine's local time.
 
 use chrono::{DateTime, Local, Utc};

@@ -43,6 +43,15 @@ pub struct Config {
     /// `[snapshots]`: nightly deduplicated backups of shared data.
     #[serde(default)]
     pub snapshots: SnapshotsConfig,
+    /// `[quotas]`: home and scratch, their per-user limits and the usage scan.
+    #[serde(default)]
+    pub quotas: QuotasConfig,
+    /// `[purge]`: the scratch purge.
+    #[serde(default)]
+    pub purge: PurgeConfig,
+    /// `[alerts]`: where notices are posted.
+    #[serde(default)]
+    pub alerts: AlertsConfig,
     /// Where the file was read from.
     #[serde(skip)]
     pub path: PathBuf,
@@ -167,6 +176,8 @@ pub struct DatasetsConfig {
     pub root: PathBuf,
     /// Threads that walk a source when it is registered or rescanned.
     pub scan_threads: usize,
+    /// When the read-only audit runs (crontab syntax); `""` turns it off.
+    pub audit_schedule: String,
 }
 
 impl Default for DatasetsConfig {
@@ -174,6 +185,7 @@ impl Default for DatasetsConfig {
         DatasetsConfig {
             root: PathBuf::from("/shared/datasets"),
             scan_threads: 8,
+            audit_schedule: "0 5 * * *".to_string(),
         }
     }
 }
@@ -333,6 +345,107 @@ pub struct SnapshotSource {
     /// Stay on the source's file system (mount points are kept empty).
     #[serde(default = "yes")]
     pub one_file_system: bool,
+}
+
+/// `[quotas]`: the two limited file systems and the usage scan.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct QuotasConfig {
+    /// When usage is scanned (crontab syntax) [default: hourly]; `""` turns it off.
+    pub scan_schedule: Option<String>,
+    /// Threads a scan walks with (more than the cores: a cold walk waits on the disk).
+    pub scan_threads: Option<usize>,
+    /// `[quotas.home]` [default: `home` beside the datasets root].
+    pub home: Option<QuotaFsConfig>,
+    /// `[quotas.scratch]` [default: `scratch` beside the datasets root].
+    pub scratch: Option<QuotaFsConfig>,
+}
+
+/// `[quotas.home]`, `[quotas.scratch]`: a root, where each user's directory is, and the limits
+/// for users with none of their own (a limit left out is no limit).
+#[derive(Debug, Clone, Deserialize, Default, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct QuotaFsConfig {
+    /// The file system's root.
+    pub root: Option<PathBuf>,
+    /// Each user's directory below the root; `{user}` is the login name [default: `{user}`].
+    pub layout: Option<String>,
+    /// Soft byte limit (`40G`).
+    pub soft: Option<String>,
+    /// Hard byte limit (`50G`).
+    pub hard: Option<String>,
+    /// Soft limit on entries.
+    pub files_soft: Option<u64>,
+    /// Hard limit on entries.
+    pub files_hard: Option<u64>,
+    /// Time allowed over a soft limit (`7d`).
+    pub grace: Option<String>,
+}
+
+/// One limited file system, resolved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QuotaFs {
+    /// `home` or `scratch`.
+    pub name: String,
+    /// Its root.
+    pub root: PathBuf,
+    /// Each user's directory below the root, `{user}` for the name.
+    pub layout: String,
+    /// Limits for users with none of their own.
+    pub default_limit: labpool_quotas::limits::Limit,
+}
+
+impl QuotaFs {
+    /// A user's directory.
+    pub fn user_dir(&self, user: &str) -> PathBuf {
+        self.root.join(self.layout.replace("{user}", user))
+    }
+}
+
+/// `[purge]`: files in scratch untouched this long are deleted, after a notice.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PurgeConfig {
+    /// Run the scheduled purge in the controller.
+    pub enabled: bool,
+    /// When (crontab syntax).
+    pub schedule: String,
+    /// Age after which a file goes (newest of atime, mtime, ctime).
+    #[serde(with = "humantime_serde_days")]
+    pub max_age: Duration,
+    /// Days of notice before a file goes.
+    pub warn_days: u32,
+}
+
+impl Default for PurgeConfig {
+    fn default() -> Self {
+        PurgeConfig {
+            enabled: true,
+            schedule: "0 4 * * *".to_string(),
+            max_age: Duration::from_secs(30 * 86_400),
+            warn_days: 7,
+        }
+    }
+}
+
+/// Durations written as humantime text (`30d`).
+mod humantime_serde_days {
+    use serde::{Deserialize, Deserializer};
+    use std::time::Duration;
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let text = String::deserialize(d)?;
+        humantime::parse_duration(&text)
+            .map_err(|e| serde::de::Error::custom(format!("{text:?}: {e} (write e.g. \"30d\")")))
+    }
+}
+
+/// `[alerts]`.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct AlertsConfig {
+    /// A URL (`http://host:port/path`) that notices are POSTed to as JSON.
+    pub webhook: Option<String>,
 }
 
 fn default_snapshot_schedule() -> String {
@@ -579,6 +692,45 @@ impl Config {
                 abs(&mut src.path);
             }
         }
+        for fs in [config.quotas.home.as_mut(), config.quotas.scratch.as_mut()]
+            .into_iter()
+            .flatten()
+        {
+            if let Some(p) = fs.root.as_mut() {
+                abs(p);
+            }
+        }
+        config.quota_filesystems().map_err(invalid)?;
+        for (what, text) in [
+            (
+                "[quotas] scan_schedule",
+                config.quotas.scan_schedule.clone().unwrap_or_default(),
+            ),
+            ("[purge] schedule", config.purge.schedule.clone()),
+            (
+                "[datasets] audit_schedule",
+                config.datasets.audit_schedule.clone(),
+            ),
+        ] {
+            if !text.is_empty() {
+                crate::schedule::Schedule::parse(&text)
+                    .map_err(|e| invalid(format!("{what} {text:?}: {e}")))?;
+            }
+        }
+        if config.purge.max_age.as_secs() <= u64::from(config.purge.warn_days) * 86_400 {
+            return Err(invalid(format!(
+                "[purge]: max_age ({}) must be longer than warn_days ({} days)",
+                humantime::format_duration(config.purge.max_age),
+                config.purge.warn_days
+            )));
+        }
+        if let Some(w) = &config.alerts.webhook
+            && !w.starts_with("http://")
+        {
+            return Err(invalid(format!(
+                "[alerts] webhook {w:?}: give an http:// URL (https is not supported; use a local relay)"
+            )));
+        }
         check_snapshot_sources(&config.snapshot_sources()).map_err(invalid)?;
         if config.node.cpus == Some(0) {
             return Err(invalid(
@@ -671,13 +823,74 @@ impl Config {
             .unwrap_or_else(|| self.controller.state_dir.join("snapshots"))
     }
 
+    /// The directory that holds the datasets root, `home` and `scratch` by default.
+    fn shared_root(&self) -> PathBuf {
+        let root = &self.datasets.root;
+        root.parent().unwrap_or(root).to_path_buf()
+    }
+
+    /// The limited file systems, `home` then `scratch`, with their default limits.
+    pub fn quota_filesystems(&self) -> Result<Vec<QuotaFs>, String> {
+        use labpool_quotas::size::{parse_duration, parse_size};
+        let mut out = Vec::new();
+        for (name, fs) in [
+            ("home", &self.quotas.home),
+            ("scratch", &self.quotas.scratch),
+        ] {
+            let fs = fs.clone().unwrap_or_default();
+            let at = |key: &str| format!("[quotas.{name}] {key}");
+            let size = |key: &str, v: &Option<String>| {
+                v.as_deref()
+                    .map(parse_size)
+                    .transpose()
+                    .map(Option::flatten)
+                    .map_err(|e| format!("{}: {e}", at(key)))
+            };
+            let limit = labpool_quotas::limits::Limit {
+                soft_bytes: size("soft", &fs.soft)?,
+                hard_bytes: size("hard", &fs.hard)?,
+                soft_files: fs.files_soft,
+                hard_files: fs.files_hard,
+                grace_secs: fs
+                    .grace
+                    .as_deref()
+                    .map(parse_duration)
+                    .transpose()
+                    .map_err(|e| format!("{}: {e}", at("grace")))?
+                    .map(|d| d.as_secs()),
+            };
+            limit
+                .validate()
+                .map_err(|e| format!("[quotas.{name}]: {e}"))?;
+            let layout = fs.layout.unwrap_or_else(|| "{user}".to_string());
+            if !layout.contains("{user}") || layout.starts_with('/') || layout.contains("..") {
+                return Err(format!(
+                    "{} {layout:?}: a relative path holding {{user}}, e.g. \"{{user}}\"",
+                    at("layout")
+                ));
+            }
+            out.push(QuotaFs {
+                name: name.to_string(),
+                root: fs.root.unwrap_or_else(|| self.shared_root().join(name)),
+                layout,
+                default_limit: limit,
+            });
+        }
+        Ok(out)
+    }
+
     /// The backed-up sources: as configured, else the datasets root and `home` beside it.
     pub fn snapshot_sources(&self) -> Vec<SnapshotSource> {
         if let Some(s) = &self.snapshots.sources {
             return s.clone();
         }
         let root = &self.datasets.root;
-        let home = root.parent().unwrap_or(root).join("home");
+        let home = self
+            .quotas
+            .home
+            .as_ref()
+            .and_then(|h| h.root.clone())
+            .unwrap_or_else(|| self.shared_root().join("home"));
         let source = |name: &str, path: PathBuf| SnapshotSource {
             name: name.into(),
             path,

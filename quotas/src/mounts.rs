@@ -94,9 +94,10 @@ impl Mounts {
 
     /// The mount that holds `path` (canonical): the last-mounted one with the longest point.
     pub fn containing(&self, path: &Path) -> Option<&Mount> {
+        // `max_by_key` returns the last of equal maxima: in mount-table order, the one
+        // mounted last over that point, which hides those below it.
         self.mounts
             .iter()
-            .rev()
             .filter(|m| path.starts_with(&m.point))
             .max_by_key(|m| m.point.as_os_str().len())
     }

@@ -469,6 +469,13 @@ fn remove_one(
     if kind(&st) == libc::S_IFDIR {
         return Err("is a directory now; left alone".into());
     }
+    // A recycled inode number can make a new entry look like the planned one; its type can
+    // still tell them apart.
+    if (kind(&st) == libc::S_IFLNK) != c.symlink {
+        return Err(
+            "changed type since the plan (a file became a link, or back); left alone".into(),
+        );
+    }
     let t = touched(&st, plan.atime_counted);
     let age = ctx.now - t;
     if age < plan.max_age_secs as i64 {

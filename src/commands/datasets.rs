@@ -27,6 +27,9 @@ fn spinner(message: String) -> ProgressBar {
 pub async fn dataset(command: &DatasetCommand, config: &Config) -> anyhow::Result<()> {
     let client = Client::new(&config.controller.socket);
     match command {
+        DatasetCommand::Audit { fix, json } => {
+            crate::commands::quotas::audit(&client, *fix, *json).await?
+        }
         DatasetCommand::Add {
             name,
             path,

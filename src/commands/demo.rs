@@ -80,6 +80,7 @@ pub async fn run(args: &DemoArgs) -> anyhow::Result<()> {
         virtual_gpus: virtual_gpus.clone(),
         nvml,
         kill_grace: "1s",
+        shared_root: None,
     };
     let config = new.write(false)?;
     crate::commands::serve::init_logging(config.controller.log_file.as_deref(), false)?;

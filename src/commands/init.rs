@@ -7,7 +7,7 @@ use anyhow::Context;
 use labpool_scheduler::node::GpuDevice;
 use labpool_scheduler::size::{format_mib, format_mib_exact};
 use std::collections::BTreeMap;
-use std::os::unix::fs::DirBuilderExt;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 /// Choices for a new config.
@@ -26,12 +26,19 @@ pub struct NewConfig {
     pub nvml: Result<Vec<GpuDevice>, String>,
     /// TERM-to-KILL grace.
     pub kill_grace: &'static str,
+    /// Where `datasets`, `home` and `scratch` go [default: DIR/shared].
+    pub shared_root: Option<PathBuf>,
 }
 
 impl NewConfig {
     /// The config text.
     pub fn render(&self) -> String {
         let path = |name: &str| quote(&self.dir.join(name).display().to_string());
+        let shared_root = self
+            .shared_root
+            .clone()
+            .unwrap_or_else(|| self.dir.join("shared"));
+        let shared = |name: &str| quote(&shared_root.join(name).display().to_string());
         let gpu_section = match (&self.virtual_gpus, &self.nvml) {
             (Some(v), _) => format!(
                 "# GPUs: virtual ones are switched on ({} of type {}); a job sees their numbers in\n\
@@ -111,8 +118,10 @@ max_time = "4:00:00"
 
 # Datasets: an admin registers directories under this root (labpool dataset add NAME PATH);
 # jobs that declare them (--dataset NAME) get a verified copy on their node's local disk.
+# Every day the audit checks that members can write nothing under it (labpool dataset audit).
 [datasets]
 root = {datasets}
+audit_schedule = "0 5 * * *"
 
 # The node's dataset cache: a local SSD directory. Each version of a dataset is kept apart, so
 # a running job never sees its files change; versions no job needs are removed, furthest next
@@ -146,6 +155,36 @@ path = {home}
 schedule = "30 3 * * *"
 exclude = ["**/.cache", "**/__pycache__"]
 
+# Quotas: each user's directory in home and scratch, and the limits for users an admin has
+# not given their own (labpool quota set alice --home 50G --scratch 2T). Usage is scanned on
+# the schedule; members see theirs with `labpool quota`. Over a hard limit, or over a soft one
+# past its grace, new jobs are refused at submit; running jobs are never stopped.
+[quotas]
+scan_schedule = "0 * * * *"  # hourly
+
+[quotas.home]
+root = {home}
+layout = "{{user}}"
+# soft = "40G"
+# hard = "50G"
+# grace = "7d"
+
+[quotas.scratch]
+root = {scratch}
+layout = "{{user}}"
+# hard = "2T"
+
+# Scratch purge: files untouched (atime, mtime and ctime) for max_age are deleted; their owners
+# get a notice in ~/.labpool/purge-notice.txt warn_days before. A directory holding a file named
+# .labpool-keep is never purged, nor the working directory of a running job.
+[purge]
+schedule = "0 4 * * *"
+max_age = "30d"
+warn_days = 7
+
+# [alerts]
+# webhook = "http://127.0.0.1:9000/labpool"   # purge notices and audit findings are POSTed here
+
 # Credits: everyone gets the same grant each month; a job costs GPU-hours x its GPU type's
 # weight. A user whose credit is spent still runs, but only where nobody in credit wants the
 # GPUs. Emergency tokens (submit --emergency) put a job first in line.
@@ -169,10 +208,11 @@ fairshare_half_life = "7days"
             state = path("state"),
             socket = path("labpool.sock"),
             log = path("labpool.log"),
-            datasets = path("shared/datasets"),
+            datasets = shared("datasets"),
             cache = path("cache"),
             snapshots = path("backup/snapshots"),
-            home = path("shared/home"),
+            home = shared("home"),
+            scratch = shared("scratch"),
             grace = self.kill_grace,
             name = quote(&self.node_name),
             cpus = self.cpus,
@@ -200,21 +240,23 @@ fairshare_half_life = "7days"
         }
         std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
         let config = Config::load(&path)?;
-        let home = config
-            .snapshot_sources()
-            .into_iter()
-            .find(|s| s.name == "home")
-            .map(|s| s.path);
-        for (what, dir) in [
-            ("datasets root", Some(config.datasets.root.clone())),
-            ("home root", home),
+        let fs = config.quota_filesystems().map_err(anyhow::Error::msg)?;
+        // Scratch is open to all, sticky, as /tmp is: members make their own directories in it.
+        for (what, dir, mode) in [
+            ("datasets root", config.datasets.root.clone(), 0o755),
+            ("home root", fs[0].root.clone(), 0o755),
+            ("scratch root", fs[1].root.clone(), 0o1777),
         ] {
-            let Some(dir) = dir else { continue };
+            let existed = dir.exists();
             std::fs::DirBuilder::new()
                 .recursive(true)
                 .mode(0o755)
                 .create(&dir)
                 .with_context(|| format!("cannot create the {what} {}", dir.display()))?;
+            if !existed {
+                std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(mode))
+                    .with_context(|| format!("cannot set the mode of {}", dir.display()))?;
+            }
         }
         Ok(config)
     }
@@ -254,6 +296,12 @@ pub fn run(args: &InitArgs) -> anyhow::Result<()> {
         virtual_gpus,
         nvml: nvml_gpus(nvml_library(None).as_deref()),
         kill_grace: "30s",
+        shared_root: args
+            .shared_root
+            .as_deref()
+            .map(std::path::absolute)
+            .transpose()
+            .context("bad --shared-root")?,
         dir,
     };
     let config = new.write(args.force)?;
@@ -289,6 +337,14 @@ pub fn run(args: &InitArgs) -> anyhow::Result<()> {
         config.datasets.root.display(),
         config.cache_dir().display()
     );
+    if let Ok(fs) = config.quota_filesystems() {
+        println!(
+            "  quota  home {}, scratch {} (purged after {} untouched)",
+            fs[0].root.display(),
+            fs[1].root.display(),
+            humantime::format_duration(config.purge.max_age)
+        );
+    }
     println!("Next:");
     println!("  labpool serve --config {}", config.path.display());
     println!("  export LABPOOL_CONFIG={}", config.path.display());

@@ -6,6 +6,7 @@ pub mod init;
 pub mod jobs;
 pub mod nodes;
 pub mod policy;
+pub mod quotas;
 pub mod serve;
 pub mod sim;
 pub mod snapshots;
@@ -56,6 +57,8 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<()> {
             Command::Dataset { command } => datasets::dataset(command, &config).await,
             Command::Cache { command } => datasets::cache(command, &config).await,
             Command::Snapshot { command } => snapshots::run(command, &config).await,
+            Command::Quota(args) => quotas::quota(args, &config).await,
+            Command::Purge { command } => quotas::purge(command, &config).await,
             Command::Init(_) | Command::Shim { .. } | Command::Demo(_) | Command::Sim(_) => {
                 unreachable!("handled above")
             }

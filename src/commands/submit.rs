@@ -128,6 +128,9 @@ pub async fn run(args: &SubmitArgs, config: &Config) -> anyhow::Result<()> {
     let submitted: Submitted = Client::new(&config.controller.socket)
         .post("/v1/jobs", &req)
         .await?;
+    for w in &submitted.warnings {
+        eprintln!("warning: {w}");
+    }
     let n = submitted.job_ids.len();
     if args.parsable {
         println!("{}", submitted.job_id);

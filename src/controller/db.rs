@@ -189,6 +189,11 @@ fn migrator() -> Migrator {
             "datasets",
             include_str!("../../migrations/0003_datasets.sql"),
         ),
+        migration(
+            4,
+            "quotas",
+            include_str!("../../migrations/0004_quotas.sql"),
+        ),
     ])
 }
 

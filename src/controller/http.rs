@@ -36,6 +36,8 @@ pub struct AppState {
     pub config: Arc<Config>,
     /// The snapshot repository and restores in flight.
     pub snapshots: Arc<crate::controller::snapshots::SnapshotService>,
+    /// Quotas, the purge and the audit.
+    pub quotas: Arc<crate::controller::quotas::QuotaService>,
 }
 
 /// The peer of a Unix-socket connection, as the kernel reports it.
@@ -82,6 +84,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/credits/grant", post(grant))
         .merge(crate::controller::dataset_http::routes())
         .merge(crate::controller::snapshot_http::routes())
+        .merge(crate::controller::quota_http::routes())
         .fallback(|| async {
             ApiError::not_found(
                 "no such API path",
@@ -139,12 +142,14 @@ async fn submit(
     let Json(req) = body.map_err(|e| {
         ApiError::bad_request(format!("bad submit request: {}", e.body_text()), None)
     })?;
-    let submitted = ask(&state, |reply| Request::Submit {
+    let warnings = state.quotas.submit_check(&caller).await?;
+    let mut submitted = ask(&state, |reply| Request::Submit {
         req: Box::new(req),
         caller,
         reply,
     })
     .await??;
+    submitted.warnings = warnings;
     Ok(Json(submitted))
 }
 

@@ -10,6 +10,9 @@ pub mod db;
 pub mod engine;
 pub mod error;
 pub mod http;
+pub mod quota_db;
+pub mod quota_http;
+pub mod quotas;
 pub mod snapshot_http;
 pub mod snapshots;
 pub mod staging;
@@ -117,11 +120,13 @@ pub async fn serve(
     let (request_tx, request_rx) = mpsc::channel(4096);
     let (stop_tx, stop_rx) = watch::channel(false);
     let snapshot_service = snapshots::SnapshotService::new(config.clone());
+    let quota_service = quotas::QuotaService::new(config.clone(), db.clone());
     let app = http::router(AppState {
         engine: request_tx,
         db,
         config: config.clone(),
         snapshots: snapshot_service.clone(),
+        quotas: quota_service.clone(),
     });
     let mut server_stop = stop_rx.clone();
     let server = tokio::spawn(async move {
@@ -132,6 +137,7 @@ pub async fn serve(
             .await
     });
     tokio::spawn(snapshots::timer(snapshot_service, stop_rx.clone()));
+    tokio::spawn(quotas::timer(quota_service, stop_rx.clone()));
     let mut engine_task = tokio::spawn(engine.run(request_rx, report_rx, stop_rx));
     tracing::info!(
         socket = %config.controller.socket.display(),

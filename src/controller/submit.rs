@@ -89,6 +89,7 @@ impl Engine {
                 partition: accepted.partition,
                 time_limit: accepted.time_limit,
                 account: accepted.account,
+                warnings: Vec::new(),
             };
             replies.push((reply, Ok(submitted)));
         }

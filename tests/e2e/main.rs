@@ -9,5 +9,6 @@ mod nvml;
 mod permissions;
 mod policy;
 mod pool;
+mod quotas;
 mod recovery;
 mod snapshots;
