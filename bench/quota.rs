@@ -2,10 +2,11 @@
 //! the same generated trees, on the same disk, in one run, with medians and ratios.
 //!
 //! ```text
-//! cargo bench --bench quota                                # a tree of 1,006,241 entries
+//! cargo bench --bench quota                                # a tree of 1,006,242 entries
 //! BENCH_SCALE=0.05 BENCH_RUNS=1 cargo bench --bench quota  # a twentieth, for a quick look
 //! BENCH_DIR=/mnt/scratch/bench cargo bench --bench quota   # where the trees go
 //! BENCH_QUOTA_THREADS=32 cargo bench --bench quota         # labpool's walk threads (16)
+//! BENCH_QUOTA_ROWS=scan cargo bench --bench quota           # only the scan (or purge) rows
 //! ```
 //!
 //! Run it as root: the cold rows drop the page cache (`echo 3 > /proc/sys/vm/drop_caches`)
@@ -13,8 +14,8 @@
 //! rows run. Needs GNU `du`, GNU `find` and GNU time (`/usr/bin/time`).
 //!
 //! The scan tree, like users' scratch directories: `users/uNN/projN/runNNN/`, 2,000 x SCALE run
-//! directories of 100 to 900 files (500 on average; 1,000,000 x SCALE files), 30% of them empty,
-//! 68% of 1 B to 4 KiB, 2% of 4 to 64 KiB, each user's files owned by their own uid; in every
+//! directories of 100 to 900 files (500 on average; 1,000,000 x SCALE files): 30% of the files
+//! empty, 68% of 1 B to 4 KiB, 2% of 4 to 64 KiB, each user's owned by their own uid; in every
 //! run directory one symlink (`latest`) and one second hard link to a file. It is kept between
 //! runs of the benchmark, with a marker beside it (`scan-N.done`), and reused when the marker is
 //! there: delete `$BENCH_DIR/labpool-bench-quota` to get the disk space back.
@@ -30,7 +31,7 @@
 //! are checked against the generator, `du -B1` and `du -b`.
 //!
 //! Purge rows: two twin trees of 200,000 x SCALE regular files each (the same layout, sizes and
-//! owners), half of each tree's files (every other file) to be purged. A file's ctime cannot be
+//! owners), every other file of each tree (about half) to be purged. A file's ctime cannot be
 //! set back, and labpool ages a file by the newest of its atime, mtime and ctime, where `find
 //! -atime +30` looks at atime alone; so each tool gets the twin that shows it the same ages:
 //! - `find`'s twin: the files to go have atime and mtime set 40 days back, the rest are fresh.
@@ -39,12 +40,15 @@
 //! - labpool's twin: the files to go are fresh, the rest have atime and mtime set 39 days ahead;
 //!   labpool plans and executes with `now` 40 days ahead and a 30-day limit, so a fresh file is
 //!   40 days old and a kept one 1 day old. Timed: `plan` and `execute` in one process, the audit
-//!   log (one JSON line per file removed) written to a file beside the tree and fsynced.
+//!   log (one JSON line per file removed) written through a `BufWriter` to a file beside the
+//!   tree and fsynced at the end.
 //!
 //! Both tools then remove the same number of files; that is checked, and so is what is left.
 //! The twins are generated afresh for every timed purge (a purge consumes its tree) and removed
-//! at the end. Cold: `sync` and drop the caches before the tool; warm: `du -s -x` over the tree
-//! (untimed) first. The "+ sync" rows add the flush of the removals the tool left dirty.
+//! after it; which tool goes first alternates from run to run. Cold: `sync` and drop the caches
+//! before the tool; warm: drop the caches, then `du -s -x` over the tool's tree (untimed), so
+//! its directories and inodes are cached and nothing the other tool did is. The "+ sync" rows
+//! add the flush of the removals the tool left dirty.
 
 use labpool_quotas::Progress;
 use labpool_quotas::purge::{self, PurgeContext, PurgePolicy};
@@ -469,8 +473,8 @@ fn secs_since_epoch() -> i64 {
         .as_secs() as i64
 }
 
-/// One purge: each tool on its own freshly generated twin. Returns
-/// `[(labpool Ran, plan s, execute s), (find Ran)]`.
+/// One purge: each tool on its own freshly generated twin. Returns labpool's run, its plan and
+/// execute seconds, `find`'s run, what each twin held, and the seconds to make the twins.
 fn purge_once(
     exe: &Path,
     work: &Path,
@@ -478,16 +482,24 @@ fn purge_once(
     threads: usize,
     cold: bool,
     labpool_first: bool,
-) -> (Ran, f64, f64, Ran, Made) {
+) -> (Ran, f64, f64, Ran, Made, f64) {
     let lp_root = work.join("labpool");
     let find_root = work.join("find");
     rm(&lp_root);
     rm(&find_root);
+    // Making files here right after removing as many runs several times slower (6 s against
+    // 40 s for 100,000 files) unless the caches are dropped in between.
+    drop_caches();
+    let t0 = Instant::now();
     let lp_made = generate(&lp_root, n_dirs, false, Ages::KeepAhead);
     let find_made = generate(&find_root, n_dirs, false, Ages::OldBack);
+    let gen_s = t0.elapsed().as_secs_f64();
     assert_eq!(lp_made, find_made, "the twins differ");
+    // Warm: the caches dropped (what the other tool removed, or the generator wrote, is gone
+    // from them), then the tree read by `du`, so its directories and inodes are in the cache.
     let warm = |root: &Path| {
         if !cold {
+            drop_caches();
             run(Command::new("du").arg("-s").arg("-x").arg(root));
         }
     };
@@ -536,7 +548,7 @@ fn purge_once(
     rm(&lp_root);
     rm(&find_root);
     let _ = std::fs::remove_file(&audit);
-    (lp, f[3], f[4], fd, lp_made)
+    (lp, f[3], f[4], fd, lp_made, gen_s)
 }
 
 /// `12.34 s, 81,700/s`
@@ -633,29 +645,86 @@ fn main() {
             .unwrap()
     );
 
-    // Scans: per condition and tool, seconds; peak memory from the cold (or only) condition.
-    let mut scan_secs: Vec<Vec<Vec<f64>>> = vec![vec![vec![]; 4]; 2];
-    let mut scan_rss: Vec<Vec<f64>> = vec![vec![]; 4];
+    let rows = std::env::var("BENCH_QUOTA_ROWS").unwrap_or_else(|_| "all".into());
+    let mut tables = vec![];
+    if rows != "purge" {
+        tables.extend(scan_rows(&exe, &root, &made, threads, runs, &conditions));
+    }
+    if rows != "scan" {
+        tables.push(String::new());
+        tables.extend(purge_rows(
+            &exe,
+            &base,
+            purge_dirs,
+            threads,
+            runs,
+            &conditions,
+        ));
+    }
+    println!();
+    println!(
+        "medians of {runs} runs; ratios are peer time / labpool time (above 1: labpool faster), \
+         in brackets the lowest and highest within one run"
+    );
+    println!();
+    for line in tables {
+        println!("{line}");
+    }
+    println!(
+        "the scan tree stays at {} for the next run; remove {} to free its space",
+        root.display(),
+        base.display()
+    );
+}
+
+/// `1.95x (1.27-2.52)`: the ratio of the medians, and the lowest and highest within a run.
+fn ratio(peer: &[f64], labpool: &[f64]) -> String {
+    let m = median(peer.to_vec()) / median(labpool.to_vec());
+    let per_run: Vec<f64> = peer.iter().zip(labpool).map(|(p, l)| p / l).collect();
+    if per_run.len() < 2 {
+        return format!("{m:.2}x");
+    }
+    let lo = per_run.iter().cloned().fold(f64::INFINITY, f64::min);
+    let hi = per_run.iter().cloned().fold(0.0, f64::max);
+    format!("{m:.2}x ({lo:.2}-{hi:.2})")
+}
+
+fn cond_name(cold: bool) -> &'static str {
+    if cold { "cold" } else { "warm" }
+}
+
+/// The scan rows: each tool cold and warm, `runs` times; returns the table.
+fn scan_rows(
+    exe: &Path,
+    root: &Path,
+    made: &Made,
+    threads: usize,
+    runs: usize,
+    conditions: &[bool],
+) -> Vec<String> {
+    // Per condition and tool, seconds; peak memory from the first condition (cold if it runs).
+    let mut secs: Vec<Vec<Vec<f64>>> = vec![vec![vec![]; 4]; 2];
+    let mut rss: Vec<Vec<f64>> = vec![vec![]; 4];
     let mut du_bytes = None;
     for r in 0..runs {
         let mut order = SCAN_TOOLS;
         order.rotate_left(r % 4);
-        for &cold in &conditions {
+        for &cold in conditions {
             for &t in &order {
                 if !cold {
-                    scan_once(t, &exe, &root, threads, false);
+                    scan_once(t, exe, root, threads, false);
                 }
-                let ran = scan_once(t, &exe, &root, threads, cold);
-                check_scan(t, &ran, &made, &mut du_bytes);
+                let ran = scan_once(t, exe, root, threads, cold);
+                check_scan(t, &ran, made, &mut du_bytes);
                 let j = SCAN_TOOLS.iter().position(|x| *x == t).unwrap();
-                scan_secs[cold as usize][j].push(ran.secs);
-                if cold || !cold_ok {
-                    scan_rss[j].push(ran.rss_mib);
+                secs[cold as usize][j].push(ran.secs);
+                if cold == conditions[0] {
+                    rss[j].push(ran.rss_mib);
                 }
                 println!(
                     "  run {} scan {}: {:<22} {:>8.2} s  {:>10}/s  {:.0} MiB",
                     r + 1,
-                    if cold { "cold" } else { "warm" },
+                    cond_name(cold),
                     scan_name(t),
                     ran.secs,
                     thousands((made.names as f64 / ran.secs) as u64),
@@ -665,14 +734,14 @@ fn main() {
         }
         if r == 0 {
             // Once, untimed: labpool agrees with du, and the apparent bytes with du -b.
-            let lp = scan_once(ScanTool::Labpool, &exe, &root, threads, false);
-            check_scan(ScanTool::Labpool, &lp, &made, &mut du_bytes);
+            let lp = scan_once(ScanTool::Labpool, exe, root, threads, false);
+            check_scan(ScanTool::Labpool, &lp, made, &mut du_bytes);
             let f: Vec<u64> = lp
                 .out
                 .split_whitespace()
                 .map(|x| x.parse().unwrap())
                 .collect();
-            let du_b: u64 = run(Command::new("du").args(["-s", "-x", "-b"]).arg(&root))
+            let du_b: u64 = run(Command::new("du").args(["-s", "-x", "-b"]).arg(root))
                 .split_whitespace()
                 .next()
                 .unwrap()
@@ -693,37 +762,83 @@ fn main() {
             );
         }
     }
+    let mut out = vec![
+        format!(
+            "| scan, {} entries | labpool scan | `du -s -x` | `find -xdev` | `find -printf '%U %b'` | vs `du` | vs `find` | vs `find %U %b` |",
+            thousands(made.names)
+        ),
+        "| --- | --- | --- | --- | --- | --- | --- | --- |".into(),
+    ];
+    for &cold in conditions {
+        let v = &secs[cold as usize];
+        let m: Vec<f64> = v.iter().map(|x| median(x.clone())).collect();
+        out.push(format!(
+            "| {} | {} | {} | {} | {} | {} | {} | {} |",
+            cond_name(cold),
+            cell(m[0], made.names),
+            cell(m[1], made.names),
+            cell(m[2], made.names),
+            cell(m[3], made.names),
+            ratio(&v[1], &v[0]),
+            ratio(&v[2], &v[0]),
+            ratio(&v[3], &v[0])
+        ));
+    }
+    let m: Vec<f64> = rss.iter().map(|v| median(v.clone())).collect();
+    out.push(format!(
+        "| peak memory, {} | {:.0} MiB | {:.0} MiB | {:.0} MiB | {:.0} MiB | {:.2}x | {:.2}x | {:.2}x |",
+        cond_name(conditions[0]),
+        m[0],
+        m[1],
+        m[2],
+        m[3],
+        m[1] / m[0],
+        m[2] / m[0],
+        m[3] / m[0]
+    ));
+    out
+}
 
-    // Purges: per condition, [labpool, find] seconds, and the same + sync.
+/// The purge rows: labpool and `find -delete` on fresh twins, cold and warm, `runs` times;
+/// returns the table and the anchor line.
+fn purge_rows(
+    exe: &Path,
+    base: &Path,
+    purge_dirs: usize,
+    threads: usize,
+    runs: usize,
+    conditions: &[bool],
+) -> Vec<String> {
+    // Per condition, [labpool, find] seconds, and the same + sync.
     let work = base.join("purge");
     std::fs::create_dir_all(&work).unwrap();
-    let mut purge_secs: Vec<Vec<Vec<f64>>> = vec![vec![vec![]; 2]; 2];
-    let mut purge_synced: Vec<Vec<Vec<f64>>> = vec![vec![vec![]; 2]; 2];
-    let mut purge_rss: Vec<Vec<f64>> = vec![vec![]; 2];
+    let mut secs: Vec<Vec<Vec<f64>>> = vec![vec![vec![]; 2]; 2];
+    let mut synced: Vec<Vec<Vec<f64>>> = vec![vec![vec![]; 2]; 2];
+    let mut rss: Vec<Vec<f64>> = vec![vec![]; 2];
     let mut phases: Vec<(f64, f64)> = vec![];
-    let mut pmade = Made::default();
+    let mut made = Made::default();
     for r in 0..runs {
-        for &cold in &conditions {
+        for &cold in conditions {
             let t0 = Instant::now();
-            let (lp, plan_s, exec_s, fd, m) =
-                purge_once(&exe, &work, purge_dirs, threads, cold, r % 2 == 0);
-            pmade = m;
+            let (lp, plan_s, exec_s, fd, m, gen_s) =
+                purge_once(exe, &work, purge_dirs, threads, cold, r % 2 == 0);
+            made = m;
             for (j, ran) in [&lp, &fd].into_iter().enumerate() {
-                purge_secs[cold as usize][j].push(ran.secs);
-                purge_synced[cold as usize][j].push(ran.secs + ran.sync_secs);
-                if cold || !cold_ok {
-                    purge_rss[j].push(ran.rss_mib);
+                secs[cold as usize][j].push(ran.secs);
+                synced[cold as usize][j].push(ran.secs + ran.sync_secs);
+                if cold == conditions[0] {
+                    rss[j].push(ran.rss_mib);
                 }
             }
-            if cold {
+            if cold == conditions[0] {
                 phases.push((plan_s, exec_s));
             }
             println!(
                 "  run {} purge {}: labpool {:.2} s (+ sync {:.2} s; plan {plan_s:.2} s, \
                  execute {exec_s:.2} s), find -delete {:.2} s (+ sync {:.2} s); {} of {} \
-                 files removed by each; {:.0} s with generation",
+                 files removed by each; twins made in {gen_s:.0} s, {:.0} s in all",
                 r + 1,
-                if cold { "cold" } else { "warm" },
+                cond_name(cold),
                 lp.secs,
                 lp.sync_secs,
                 fd.secs,
@@ -735,97 +850,51 @@ fn main() {
         }
     }
     rm(&work);
-
-    // The tables.
-    println!();
-    println!(
-        "medians of {runs} runs; ratios are peer time / labpool time (above 1: labpool faster)"
-    );
-    println!();
-    println!(
-        "| scan, {} entries | labpool scan | `du -s -x` | `find -xdev` | `find -printf '%U %b'` | vs `du` | vs `find` | vs `find %U %b` |",
-        thousands(made.names)
-    );
-    println!("| --- | --- | --- | --- | --- | --- | --- | --- |");
-    for &cold in &conditions {
-        let m: Vec<f64> = scan_secs[cold as usize]
-            .iter()
-            .map(|v| median(v.clone()))
-            .collect();
-        println!(
-            "| {} | {} | {} | {} | {} | {:.2}x | {:.2}x | {:.2}x |",
-            if cold { "cold" } else { "warm" },
-            cell(m[0], made.names),
-            cell(m[1], made.names),
-            cell(m[2], made.names),
-            cell(m[3], made.names),
-            m[1] / m[0],
-            m[2] / m[0],
-            m[3] / m[0]
-        );
-    }
-    let rss: Vec<f64> = scan_rss.iter().map(|v| median(v.clone())).collect();
-    println!(
-        "| peak memory{} | {:.0} MiB | {:.0} MiB | {:.0} MiB | {:.0} MiB | {:.2}x | {:.2}x | {:.2}x |",
-        if cold_ok { ", cold" } else { "" },
-        rss[0],
-        rss[1],
-        rss[2],
-        rss[3],
-        rss[1] / rss[0],
-        rss[2] / rss[0],
-        rss[3] / rss[0]
-    );
-    println!();
-    println!(
-        "| purge, {} files, {} removed | labpool plan + execute | `find -type f -atime +30 -delete` | vs `find` |",
-        thousands(pmade.files),
-        thousands(pmade.old)
-    );
-    println!("| --- | --- | --- | --- |");
-    for &cold in &conditions {
-        for (label, v) in [("", &purge_secs), (" + sync", &purge_synced)] {
-            let m: Vec<f64> = v[cold as usize].iter().map(|x| median(x.clone())).collect();
-            println!(
-                "| {}{label} | {} | {} | {:.2}x |",
-                if cold { "cold" } else { "warm" },
-                cell(m[0], pmade.old),
-                cell(m[1], pmade.old),
-                m[1] / m[0]
-            );
+    let mut out = vec![
+        format!(
+            "| purge, {} files, {} removed | labpool plan + execute | `find -type f -atime +30 -delete` | vs `find` |",
+            thousands(made.files),
+            thousands(made.old)
+        ),
+        "| --- | --- | --- | --- |".into(),
+    ];
+    for &cold in conditions {
+        for (label, v) in [("", &secs), (" + sync", &synced)] {
+            let v = &v[cold as usize];
+            out.push(format!(
+                "| {}{label} | {} | {} | {} |",
+                cond_name(cold),
+                cell(median(v[0].clone()), made.old),
+                cell(median(v[1].clone()), made.old),
+                ratio(&v[1], &v[0])
+            ));
         }
     }
-    let rss: Vec<f64> = purge_rss.iter().map(|v| median(v.clone())).collect();
-    println!(
-        "| peak memory{} | {:.0} MiB | {:.0} MiB | {:.2}x |",
-        if cold_ok { ", cold" } else { "" },
-        rss[0],
-        rss[1],
-        rss[1] / rss[0]
-    );
-    let cond = cold_ok as usize;
-    let lp_purge = median(purge_synced[cond][0].clone());
-    println!();
-    if !phases.is_empty() {
-        println!(
-            "labpool cold purge, medians: plan {:.2} s, execute {:.2} s",
-            median(phases.iter().map(|p| p.0).collect()),
-            median(phases.iter().map(|p| p.1).collect())
-        );
-    }
-    println!(
+    let m: Vec<f64> = rss.iter().map(|v| median(v.clone())).collect();
+    out.push(format!(
+        "| peak memory, {} | {:.0} MiB | {:.0} MiB | {:.2}x |",
+        cond_name(conditions[0]),
+        m[0],
+        m[1],
+        m[1] / m[0]
+    ));
+    let lp = median(synced[conditions[0] as usize][0].clone());
+    out.push(String::new());
+    out.push(format!(
+        "labpool {} purge, medians: plan {:.2} s, execute {:.2} s",
+        cond_name(conditions[0]),
+        median(phases.iter().map(|p| p.0).collect()),
+        median(phases.iter().map(|p| p.1).collect())
+    ));
+    out.push(format!(
         "anchor: Robinhood about {}/s end to end; labpool's {} purge + sync: {}/s removed, \
          {}/s examined ({:.1}x, {:.1}x)",
         thousands(ROBINHOOD as u64),
-        if cold_ok { "cold" } else { "warm" },
-        thousands((pmade.old as f64 / lp_purge) as u64),
-        thousands((pmade.files as f64 / lp_purge) as u64),
-        pmade.old as f64 / lp_purge / ROBINHOOD,
-        pmade.files as f64 / lp_purge / ROBINHOOD
-    );
-    println!(
-        "the scan tree stays at {} for the next run; remove {} to free its space",
-        root.display(),
-        base.display()
-    );
+        cond_name(conditions[0]),
+        thousands((made.old as f64 / lp) as u64),
+        thousands((made.files as f64 / lp) as u64),
+        made.old as f64 / lp / ROBINHOOD,
+        made.files as f64 / lp / ROBINHOOD
+    ));
+    out
 }
