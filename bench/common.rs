@@ -36,3 +36,31 @@ pub fn scratch_dir(base: &std::path::Path, name: &str) -> tempfile::TempDir {
         .tempdir_in(base)
         .unwrap()
 }
+
+/// Runs a peer tool (or a child of the benchmark) to its end; panics with what it printed when
+/// it fails. Returns its standard output.
+pub fn run(cmd: &mut std::process::Command) -> String {
+    let out = cmd.output().expect("the tool runs");
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).to_string()
+}
+
+/// Removes a directory tree if it is there.
+pub fn rm(p: &std::path::Path) {
+    if p.exists() {
+        std::fs::remove_dir_all(p).unwrap();
+    }
+}
+
+/// A fast seeded generator (xorshift64) for generated trees: the same seed, the same tree.
+pub fn xorshift(x: &mut u64) -> u64 {
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    *x
+}

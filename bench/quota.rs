@@ -63,20 +63,13 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 #[path = "common.rs"]
 mod common;
-use common::{bench_base, env_num, median};
+use common::{bench_base, env_num, median, rm, run, xorshift};
 
 const CHILD: &str = "BENCH_QUOTA_CHILD";
 const DAY: u64 = 86_400;
 const USERS: usize = 40;
 /// The production anchor: Robinhood's policy run, end to end.
 const ROBINHOOD: f64 = 4_800.0;
-
-fn xorshift(x: &mut u64) -> u64 {
-    *x ^= *x << 13;
-    *x ^= *x >> 7;
-    *x ^= *x << 17;
-    *x
-}
 
 /// How a tree's file times are set.
 #[derive(Clone, Copy, PartialEq)]
@@ -227,23 +220,6 @@ fn sync() {
 fn drop_caches() -> bool {
     sync();
     std::fs::write("/proc/sys/vm/drop_caches", "3").is_ok()
-}
-
-fn run(cmd: &mut Command) -> String {
-    let out = cmd.output().expect("the tool runs");
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).to_string()
-}
-
-fn rm(p: &Path) {
-    if p.exists() {
-        std::fs::remove_dir_all(p).unwrap();
-    }
 }
 
 /// One timed process: wall seconds, the flush after it, its peak RSS and what it printed.

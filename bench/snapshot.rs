@@ -39,16 +39,9 @@ use std::time::Instant;
 
 #[path = "common.rs"]
 mod common;
-use common::{bench_base, env_num, median, scratch_dir};
+use common::{bench_base, env_num, median, rm, run, scratch_dir, xorshift};
 
 const CHILD: &str = "BENCH_SNAPSHOT_CHILD";
-
-fn xorshift(x: &mut u64) -> u64 {
-    *x ^= *x << 13;
-    *x ^= *x >> 7;
-    *x ^= *x << 17;
-    *x
-}
 
 /// Incompressible filler, fast to make: a 64-bit pattern per file.
 fn noise(seed: u64, len: usize) -> Vec<u8> {
@@ -281,23 +274,6 @@ fn count(root: &Path) -> (u64, u64) {
 fn du(p: &Path) -> f64 {
     let out = run(Command::new("du").arg("-sb").arg(p));
     out.split_whitespace().next().unwrap().parse().unwrap()
-}
-
-fn run(cmd: &mut Command) -> String {
-    let out = cmd.output().expect("the tool runs");
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).to_string()
-}
-
-fn rm(p: &Path) {
-    if p.exists() {
-        std::fs::remove_dir_all(p).unwrap();
-    }
 }
 
 fn sync() {

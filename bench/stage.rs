@@ -33,7 +33,7 @@ use std::time::Instant;
 
 #[path = "common.rs"]
 mod common;
-use common::{bench_base, env_num, median, scratch_dir};
+use common::{bench_base, env_num, median, rm, run, scratch_dir};
 
 /// Deterministic filler, fast to make: a 64-bit pattern per file.
 fn fill(path: &Path, seed: u64, len: usize) {
@@ -115,22 +115,6 @@ fn sync_time() -> f64 {
     let t0 = Instant::now();
     sync();
     t0.elapsed().as_secs_f64()
-}
-
-fn run(cmd: &mut Command) -> String {
-    let out = cmd.output().expect("the peer tool runs");
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).to_string()
-}
-
-fn rm(p: &Path) {
-    if p.exists() {
-        std::fs::remove_dir_all(p).unwrap();
-    }
 }
 
 /// rsync's "Total transferred file size" from `--stats`.
