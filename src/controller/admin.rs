@@ -22,19 +22,7 @@ fn valid_name(s: &str) -> bool {
 
 impl Engine {
     fn admin_only(&self, caller: &Caller, what: &str) -> Result<(), ApiError> {
-        if caller.admin {
-            return Ok(());
-        }
-        Err(ApiError::forbidden(
-            format!(
-                "only admins may {what}; you ({}) are not root or in group {}",
-                caller.user, self.config.controller.admin_group
-            ),
-            Some(format!(
-                "ask an admin, or have one add you to the {} group",
-                self.config.controller.admin_group
-            )),
-        ))
+        crate::controller::http::admin_only(&self.config, caller, what)
     }
 
     /// Applies an admin change to accounts or limits. The outer error is the database's.

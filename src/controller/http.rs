@@ -107,6 +107,23 @@ pub(crate) fn caller(state: &AppState, peer: &Peer) -> Result<Caller, ApiError> 
         .map_err(|e| ApiError::forbidden(e.to_string(), None))
 }
 
+/// Refuses a caller who is not root or in the admin group, naming the group and what to do.
+pub(crate) fn admin_only(config: &Config, c: &Caller, what: &str) -> Result<(), ApiError> {
+    if c.admin {
+        return Ok(());
+    }
+    let group = &config.controller.admin_group;
+    Err(ApiError::forbidden(
+        format!(
+            "only admins may {what}; you ({}) are not root or in group {group}",
+            c.user
+        ),
+        Some(format!(
+            "ask an admin, or have one add you to the {group} group"
+        )),
+    ))
+}
+
 pub(crate) async fn ask<T>(
     state: &AppState,
     make: impl FnOnce(oneshot::Sender<T>) -> Request,

@@ -33,19 +33,7 @@ fn body<T>(b: Result<Json<T>, JsonRejection>) -> Result<T, ApiError> {
 }
 
 fn admin_only(state: &AppState, c: &Caller, what: &str) -> Result<(), ApiError> {
-    if c.admin {
-        return Ok(());
-    }
-    let group = &state.config.controller.admin_group;
-    Err(ApiError::forbidden(
-        format!(
-            "only admins may {what}; you ({}) are not root or in group {group}",
-            c.user
-        ),
-        Some(format!(
-            "ask an admin, or have one add you to the {group} group"
-        )),
-    ))
+    crate::controller::http::admin_only(&state.config, c, what)
 }
 
 async fn show(
