@@ -1,0 +1,138 @@
+//! Packing a build (tar + zstd) and unpacking it on a node at the same path.
+//!
+//! Builds are not relocatable (a venv's scripts name its path), so an archive holds paths
+//! relative to the build directory and is unpacked at the very same path. Symlinks (a venv's
+//! `bin/python -> /usr/bin/python3`), modes and mtimes are kept.
+
+use crate::EnvError;
+use std::fs::File;
+use std::path::{Component, Path, PathBuf};
+
+/// zstd level: fast, and most of a venv is already-compressed wheels' contents anyway.
+const LEVEL: i32 = 3;
+
+/// Packs the directory `dir` into `archive` (written to a temporary name, then renamed).
+/// Returns the archive's size in bytes.
+pub fn pack(dir: &Path, archive: &Path) -> Result<u64, EnvError> {
+    let tmp = sibling(archive, &format!(".tmp-{}", std::process::id()));
+    let result = write_archive(dir, &tmp).and_then(|()| {
+        std::fs::rename(&tmp, archive).map_err(EnvError::io("rename into place", archive))
+    });
+    if let Err(e) = result {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
+    let meta = std::fs::metadata(archive).map_err(EnvError::io("read the size of", archive))?;
+    Ok(meta.len())
+}
+
+fn write_archive(dir: &Path, to: &Path) -> Result<(), EnvError> {
+    let io = |action| EnvError::io(action, to);
+    let file = File::create(to).map_err(io("create"))?;
+    let mut encoder = zstd::Encoder::new(file, LEVEL).map_err(io("compress into"))?;
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
+    encoder
+        .multithread(threads as u32)
+        .map_err(io("compress into"))?;
+    let mut tar = tar::Builder::new(encoder);
+    tar.follow_symlinks(false);
+    tar.append_dir_all("", dir)
+        .map_err(EnvError::io("archive", dir))?;
+    let encoder = tar.into_inner().map_err(io("write"))?;
+    let file = encoder.finish().map_err(io("write"))?;
+    file.sync_all().map_err(io("write"))
+}
+
+/// Unpacks `archive` to `dest` (into `dest.partial`, then renamed), unless `dest` already holds
+/// a complete build. Returns true when it unpacked, false when the build was already there.
+///
+/// An incomplete `dest` (an interrupted build or unpack) is replaced. Entries with absolute
+/// paths or `..` are refused. Two unpacks of the same `dest` at once are the caller's to avoid.
+pub fn unpack(archive: &Path, dest: &Path) -> Result<bool, EnvError> {
+    if is_complete(dest) {
+        return Ok(false);
+    }
+    let partial = sibling(dest, ".partial");
+    remove_any(&partial)?;
+    std::fs::create_dir_all(&partial).map_err(EnvError::io("create directory", &partial))?;
+    if let Err(e) = unpack_into(archive, &partial) {
+        let _ = std::fs::remove_dir_all(&partial);
+        return Err(e);
+    }
+    remove_any(dest)?;
+    std::fs::rename(&partial, dest).map_err(EnvError::io("rename into place", dest))?;
+    if let Some(parent) = dest.parent().filter(|p| !p.as_os_str().is_empty()) {
+        File::open(parent)
+            .and_then(|d| d.sync_all())
+            .map_err(EnvError::io("sync directory", parent))?;
+    }
+    Ok(true)
+}
+
+/// True when `dir` holds a complete build (its `.labpool-env.json` is there).
+pub fn is_complete(dir: &Path) -> bool {
+    dir.join(crate::build::MARKER).is_file()
+}
+
+/// Unpacks every entry into `to`; directories get their modes and mtimes at the end, so a
+/// read-only directory can still be filled and its mtime is not bumped by its contents.
+fn unpack_into(archive: &Path, to: &Path) -> Result<(), EnvError> {
+    let io = |action| EnvError::io(action, archive);
+    let file = File::open(archive).map_err(io("open"))?;
+    let decoder = zstd::Decoder::new(file).map_err(io("decompress"))?;
+    let mut tar = tar::Archive::new(decoder);
+    tar.set_preserve_permissions(true);
+    tar.set_preserve_mtime(true);
+    let mut dirs = Vec::new();
+    for entry in tar.entries().map_err(io("read"))? {
+        let mut entry = entry.map_err(io("read"))?;
+        let path = entry.path().map_err(io("read"))?.into_owned();
+        if path
+            .components()
+            .any(|c| !matches!(c, Component::Normal(_) | Component::CurDir))
+        {
+            return Err(EnvError::UnsafeEntry {
+                archive: archive.to_path_buf(),
+                entry: path.display().to_string(),
+            });
+        }
+        let header = entry.header();
+        if header.entry_type().is_dir() {
+            let target = to.join(&path);
+            std::fs::create_dir_all(&target).map_err(EnvError::io("create directory", &target))?;
+            dirs.push((
+                target,
+                header.mode().map_err(io("read"))?,
+                header.mtime().map_err(io("read"))?,
+            ));
+        } else {
+            entry.unpack_in(to).map_err(io("unpack"))?;
+        }
+    }
+    for (dir, mode, mtime) in dirs.iter().rev() {
+        use std::os::unix::fs::PermissionsExt;
+        let time = filetime::FileTime::from_unix_time(*mtime as i64, 0);
+        filetime::set_file_times(dir, time, time).map_err(EnvError::io("set the times of", dir))?;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(*mode & 0o7777))
+            .map_err(EnvError::io("set the mode of", dir))?;
+    }
+    Ok(())
+}
+
+/// `path` with `suffix` added to its file name.
+fn sibling(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(suffix);
+    path.with_file_name(name)
+}
+
+/// Removes `path` whatever it is; nothing there is fine.
+fn remove_any(path: &Path) -> Result<(), EnvError> {
+    let result = match std::fs::symlink_metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => Err(e),
+        Ok(m) if m.is_dir() => std::fs::remove_dir_all(path),
+        Ok(_) => std::fs::remove_file(path),
+    };
+    result.map_err(EnvError::io("remove", path))
+}

@@ -1,0 +1,84 @@
+//! Packing and unpacking keeps symlinks, modes and mtimes, and refuses unsafe archives.
+
+use labpool_envs::pack::{is_complete, pack, unpack};
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+fn mode(path: &Path) -> u32 {
+    std::fs::symlink_metadata(path)
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o7777
+}
+
+#[test]
+fn a_tree_round_trips_with_links_modes_and_times() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("env");
+    std::fs::create_dir_all(src.join("bin")).unwrap();
+    std::fs::create_dir_all(src.join("lib/deep/er")).unwrap();
+    std::fs::write(src.join("bin/tool"), "#!/bin/sh\necho hi\n").unwrap();
+    std::fs::set_permissions(src.join("bin/tool"), std::fs::Permissions::from_mode(0o750)).unwrap();
+    std::fs::write(src.join("lib/deep/er/data"), vec![7u8; 100_000]).unwrap();
+    std::os::unix::fs::symlink("/usr/bin/python3", src.join("bin/python")).unwrap();
+    std::fs::write(src.join(".labpool-env.json"), "{}").unwrap();
+    let old = filetime::FileTime::from_unix_time(1_600_000_000, 0);
+    filetime::set_file_mtime(src.join("lib/deep/er/data"), old).unwrap();
+    filetime::set_file_mtime(src.join("lib/deep"), old).unwrap();
+
+    let archive = tmp.path().join("env.tar.zst");
+    let size = pack(&src, &archive).unwrap();
+    assert!(size > 0 && size < 100_000, "zstd compresses: {size}");
+
+    let dest = tmp.path().join("node/env");
+    // A stale partial unpack and an incomplete build are both replaced.
+    std::fs::create_dir_all(tmp.path().join("node/env.partial/junk")).unwrap();
+    std::fs::create_dir_all(dest.join("half")).unwrap();
+    assert!(unpack(&archive, &dest).unwrap());
+    assert!(is_complete(&dest));
+    assert!(!dest.join("half").exists() && !tmp.path().join("node/env.partial").exists());
+    assert_eq!(
+        std::fs::read_link(dest.join("bin/python")).unwrap(),
+        Path::new("/usr/bin/python3")
+    );
+    assert_eq!(mode(&dest.join("bin/tool")), 0o750);
+    assert_eq!(
+        std::fs::read(dest.join("lib/deep/er/data")).unwrap(),
+        vec![7u8; 100_000]
+    );
+    for p in ["lib/deep/er/data", "lib/deep"] {
+        let meta = std::fs::metadata(dest.join(p)).unwrap();
+        assert_eq!(
+            filetime::FileTime::from_last_modification_time(&meta),
+            old,
+            "{p}"
+        );
+    }
+    assert!(!unpack(&archive, &dest).unwrap());
+}
+
+#[test]
+fn entries_escaping_the_destination_are_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let archive = tmp.path().join("bad.tar.zst");
+    let file = std::fs::File::create(&archive).unwrap();
+    let mut tar = tar::Builder::new(zstd::Encoder::new(file, 3).unwrap().auto_finish());
+    let mut header = tar::Header::new_gnu();
+    let data = b"owned";
+    header.set_size(data.len() as u64);
+    header.set_mode(0o644);
+    header.as_gnu_mut().unwrap().name[..12].copy_from_slice(b"../escaped\0\0");
+    header.set_cksum();
+    tar.append(&header, &data[..]).unwrap();
+    drop(tar.into_inner().unwrap());
+
+    let dest = tmp.path().join("out/env");
+    let err = unpack(&archive, &dest).unwrap_err().to_string();
+    assert!(
+        err.contains("../escaped") && err.contains("refusing"),
+        "{err}"
+    );
+    assert!(!tmp.path().join("out/escaped").exists() && !dest.exists());
+    assert!(!tmp.path().join("out/env.partial").exists());
+}
