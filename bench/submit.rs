@@ -133,6 +133,10 @@ impl Labpool {
             datasets: Vec::new(),
             dependency: None,
             array: None,
+            env: None,
+            env_id: None,
+            env_kind: None,
+            gpu_share: false,
         }
     }
 

@@ -69,6 +69,18 @@ pub struct SubmitRequest {
     /// An array, as Slurm writes it: `0-9%2`.
     #[serde(default)]
     pub array: Option<String>,
+    /// The software environment to run inside, by name.
+    #[serde(default)]
+    pub env: Option<String>,
+    /// Filled in by the controller: the id `env` named at submit time (names can move).
+    #[serde(default)]
+    pub env_id: Option<String>,
+    /// Filled in by the controller: the environment's kind.
+    #[serde(default)]
+    pub env_kind: Option<labpool_envs::EnvKind>,
+    /// Share each GPU with other sharing jobs, up to the GPU's `share`.
+    #[serde(default)]
+    pub gpu_share: bool,
 }
 
 fn one() -> u32 {
@@ -162,6 +174,18 @@ pub struct JobView {
     pub array_id: Option<u64>,
     /// Its task index in that array.
     pub array_task: Option<u32>,
+    /// The software environment it asked for, by name.
+    #[serde(default)]
+    pub env: Option<String>,
+    /// The environment's id it runs (or ran) with.
+    #[serde(default)]
+    pub env_id: Option<String>,
+    /// It shares its GPUs with other sharing jobs.
+    #[serde(default)]
+    pub gpu_share: bool,
+    /// The isolation in force for its run.
+    #[serde(default)]
+    pub isolation: Option<String>,
 }
 
 impl JobView {
@@ -187,8 +211,14 @@ pub struct GpuView {
     pub memory_mib: u64,
     /// UUID.
     pub uuid: Option<String>,
-    /// Job holding it.
+    /// Job holding it (the first, when it is shared).
     pub job: Option<u64>,
+    /// Every job holding it: one, or up to `share` sharing jobs.
+    #[serde(default)]
+    pub jobs: Vec<u64>,
+    /// How many `--gpu-share` jobs may hold it at once (1: not shared).
+    #[serde(default = "one")]
+    pub share: u32,
 }
 
 /// A node, as `labpool nodes` prints it.
@@ -214,6 +244,9 @@ pub struct NodeView {
     pub mem_mib: u64,
     /// Memory held by jobs, MiB.
     pub mem_used_mib: u64,
+    /// The job isolation it offers.
+    #[serde(default)]
+    pub isolation: String,
 }
 
 /// A partition, as `labpool partition list` prints it.

@@ -76,9 +76,38 @@ pub fn nvml_gpus(library: Option<&Path>) -> Result<Vec<GpuDevice>, String> {
                     .unwrap_or(0),
                 uuid: dev.uuid().ok(),
                 product,
+                share: 1,
             })
         })
         .collect()
+}
+
+/// Each GPU's device minor (`/dev/nvidiaN` is `195:N`), by index: NVML's answer, or the index
+/// for virtual GPUs (which is how tests map them to fake device nodes).
+pub fn gpu_minors(
+    config: &NodeConfig,
+    source: &GpuSource,
+    gpus: &[GpuDevice],
+) -> std::collections::BTreeMap<u32, u32> {
+    let mut out: std::collections::BTreeMap<u32, u32> =
+        gpus.iter().map(|g| (g.index, g.index)).collect();
+    if *source == GpuSource::Nvml {
+        let library = nvml_library(config.nvml_library.as_deref());
+        let nvml = match library {
+            Some(lib) => nvml_wrapper::Nvml::builder()
+                .lib_path(lib.as_os_str())
+                .init(),
+            None => nvml_wrapper::Nvml::init(),
+        };
+        if let Ok(nvml) = nvml {
+            for g in gpus {
+                if let Ok(minor) = nvml.device_by_index(g.index).and_then(|d| d.minor_number()) {
+                    out.insert(g.index, minor);
+                }
+            }
+        }
+    }
+    out
 }
 
 /// The node's GPUs: configured virtual ones win; otherwise NVML's.
@@ -114,6 +143,7 @@ pub fn virtual_gpus(v: &VirtualGpus) -> Vec<GpuDevice> {
             product: "virtual".to_string(),
             memory_mib: 0,
             uuid: None,
+            share: 1,
         })
         .collect()
 }
@@ -148,9 +178,15 @@ pub fn host_name() -> String {
 /// The node as the config and the hardware describe it.
 pub fn node_spec(config: &NodeConfig) -> (NodeSpec, GpuSource) {
     let found = discover_gpus(config);
+    let mut gpus = found.gpus;
+    if let Some(share) = &config.gpu_share {
+        for g in &mut gpus {
+            g.share = share.of(&g.gpu_type);
+        }
+    }
     let spec = NodeSpec {
         name: config.name.clone().unwrap_or_else(host_name),
-        gpus: found.gpus,
+        gpus,
         cpus: config.cpus.unwrap_or_else(host_cpus),
         mem_mib: config.memory.unwrap_or_else(host_mem_mib),
     };

@@ -15,6 +15,7 @@ pub mod commands;
 pub mod controller;
 pub mod data_api;
 pub mod discovery;
+pub mod env_api;
 pub mod env_vars;
 pub mod identity;
 pub mod quota_api;

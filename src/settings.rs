@@ -52,6 +52,12 @@ pub struct Config {
     /// `[alerts]`: where notices are posted.
     #[serde(default)]
     pub alerts: AlertsConfig,
+    /// `[jobs]`: the rules every job's environment follows.
+    #[serde(default)]
+    pub jobs: JobsConfig,
+    /// `[envs]`: where software environments are built and kept.
+    #[serde(default)]
+    pub envs: EnvsConfig,
     /// Where the file was read from.
     #[serde(skip)]
     pub path: PathBuf,
@@ -94,6 +100,111 @@ pub struct NodeConfig {
     pub virtual_gpus: Option<VirtualGpus>,
     /// Where to load NVML from [default: the system's libnvidia-ml.so.1].
     pub nvml_library: Option<PathBuf>,
+    /// How many `--gpu-share` jobs may hold one GPU at once: a number for every GPU of the
+    /// node, or a table by GPU type (`{ rtx3090 = 2 }`) [default: 1, no sharing].
+    #[serde(default)]
+    pub gpu_share: Option<GpuShare>,
+}
+
+/// `gpu_share = 2` or `gpu_share = { rtx3090 = 2, a100 = 1 }`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(untagged)]
+pub enum GpuShare {
+    /// The same for every GPU.
+    All(u32),
+    /// By GPU type; types not named are not shared.
+    ByType(BTreeMap<String, u32>),
+}
+
+impl GpuShare {
+    /// The share of a GPU of `gpu_type`.
+    pub fn of(&self, gpu_type: &str) -> u32 {
+        match self {
+            GpuShare::All(n) => *n,
+            GpuShare::ByType(m) => m.get(gpu_type).copied().unwrap_or(1),
+        }
+    }
+}
+
+/// What a job script may do with `CUDA_VISIBLE_DEVICES`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum OverridePolicy {
+    /// A script that sets it is refused at submit.
+    #[default]
+    Refuse,
+    /// It is accepted, with a warning.
+    Warn,
+}
+
+/// Whether jobs are put in cgroups.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum IsolationMode {
+    /// Device and memory isolation wherever the node's kernel offers it.
+    #[default]
+    Auto,
+    /// None (jobs see every GPU device node; `--mem` is only a reservation).
+    Off,
+}
+
+/// `[jobs]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct JobsConfig {
+    /// "refuse" (default) or "warn": a script that sets `CUDA_VISIBLE_DEVICES`.
+    pub cuda_visible_devices: OverridePolicy,
+    /// "auto" (default) or "off": cgroup device and memory isolation.
+    pub isolation: IsolationMode,
+    /// Variables every job gets unless its own environment sets them. Keys here replace the
+    /// built-in defaults (memory growth, async allocator, PCI bus order); an empty value drops
+    /// a default.
+    pub gpu_env: BTreeMap<String, String>,
+}
+
+impl Default for JobsConfig {
+    fn default() -> Self {
+        JobsConfig {
+            cuda_visible_devices: OverridePolicy::Refuse,
+            isolation: IsolationMode::Auto,
+            gpu_env: BTreeMap::new(),
+        }
+    }
+}
+
+impl JobsConfig {
+    /// The hygiene variables: the built-in defaults with the config's changes.
+    pub fn gpu_env(&self) -> BTreeMap<String, String> {
+        let mut env: BTreeMap<String, String> = labpool_envs::hygiene::GPU_DEFAULTS
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        for (k, v) in &self.gpu_env {
+            if v.is_empty() {
+                env.remove(k);
+            } else {
+                env.insert(k.clone(), v.clone());
+            }
+        }
+        env
+    }
+}
+
+/// `[envs]`.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct EnvsConfig {
+    /// Where builds live, at the same path on every node, because Python environments are not
+    /// relocatable [default: STATE_DIR/envs].
+    pub store: Option<PathBuf>,
+    /// Where packed builds (tar + zstd) are kept for nodes to stage from; shared storage in a
+    /// pool of several nodes [default: STATE_DIR/env-archives].
+    pub archive: Option<PathBuf>,
+    /// The Python that venvs are built with [default: /usr/bin/python3, else python3 on PATH].
+    pub python: Option<PathBuf>,
+    /// Most time one build may take, e.g. "30m".
+    #[serde(default, deserialize_with = "de_opt_duration")]
+    pub build_timeout: Option<Duration>,
 }
 
 /// `virtual_gpus = "4:rtx4090"`.
@@ -496,6 +607,16 @@ fn de_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
     })
 }
 
+fn de_opt_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+    Option::<String>::deserialize(d)?
+        .map(|text| {
+            humantime::parse_duration(&text).map_err(|e| {
+                serde::de::Error::custom(format!("{text:?}: {e} (write e.g. \"30m\")"))
+            })
+        })
+        .transpose()
+}
+
 fn de_time<'de, D: Deserializer<'de>>(d: D) -> Result<TimeLimit, D::Error> {
     let s = String::deserialize(d)?;
     parse_time_limit(&s).map_err(serde::de::Error::custom)
@@ -641,6 +762,34 @@ impl Config {
         abs(&mut config.datasets.root);
         if let Some(p) = config.cache.dir.as_mut() {
             abs(p);
+        }
+        for p in [
+            config.envs.store.as_mut(),
+            config.envs.archive.as_mut(),
+            config.envs.python.as_mut(),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            abs(p);
+        }
+        if let Some(share) = &config.node.gpu_share {
+            let bad = match share {
+                GpuShare::All(n) => !(1..=8).contains(n),
+                GpuShare::ByType(m) => m.values().any(|n| !(1..=8).contains(n)),
+            };
+            if bad {
+                return Err(invalid(
+                    "[node] gpu_share: give 1 to 8 jobs per GPU (1 means no sharing), e.g. gpu_share = 2 or gpu_share = { rtx3090 = 2 }".to_string(),
+                ));
+            }
+        }
+        for k in config.jobs.gpu_env.keys() {
+            if k == "CUDA_VISIBLE_DEVICES" || k.is_empty() || k.contains('=') {
+                return Err(invalid(format!(
+                    "[jobs] gpu_env: {k:?} cannot be set here (labpool sets CUDA_VISIBLE_DEVICES to each job's GPUs)"
+                )));
+            }
         }
         let k = &config.cache;
         if !(0.0 < k.low_watermark
@@ -803,6 +952,22 @@ impl Config {
             .dir
             .clone()
             .unwrap_or_else(|| self.controller.state_dir.join("cache"))
+    }
+
+    /// Where environment builds live (the same path on every node).
+    pub fn env_store(&self) -> PathBuf {
+        self.envs
+            .store
+            .clone()
+            .unwrap_or_else(|| self.controller.state_dir.join("envs"))
+    }
+
+    /// Where packed environment builds are kept.
+    pub fn env_archive_dir(&self) -> PathBuf {
+        self.envs
+            .archive
+            .clone()
+            .unwrap_or_else(|| self.controller.state_dir.join("env-archives"))
     }
 
     /// Where the controller keeps dataset manifests: one file per version.

@@ -6,6 +6,7 @@
 //! from a dead one (see [`crate::agent::jobdir`]). It uses plain threads, not an async runtime,
 //! so that it can switch its effective uid safely while still single-threaded.
 
+use crate::agent::isolation::{JobCgroups, JobIsolation, join_in_child};
 use crate::agent::jobdir::{JobDir, Started};
 use crate::agent::procs::kill_job_processes;
 use crate::agent::protocol::Outcome;
@@ -60,6 +61,9 @@ pub struct ShimSpec {
     pub kill_grace_ms: u64,
     /// umask for the job.
     pub umask: u32,
+    /// The cgroups to run the job in, where the node has them.
+    #[serde(default)]
+    pub isolation: Option<JobIsolation>,
 }
 
 enum Event {
@@ -102,7 +106,21 @@ pub fn run(dir: &Path) -> anyhow::Result<()> {
         Ok(files) => files,
         Err(message) => return finish(&jd, failed_to_start(message)),
     };
-    let mut child = match spawn(&spec, stdout, stderr) {
+    // A node that isolates jobs never runs one without it.
+    let groups = match spec.isolation.as_ref().map(JobCgroups::create).transpose() {
+        Ok(groups) => groups,
+        Err(e) => {
+            let message = format!(
+                "could not isolate the job ({e}); it was not started. Ask an admin to check the node's cgroups, or set [jobs] isolation = \"off\""
+            );
+            return finish(&jd, failed_to_start(message));
+        }
+    };
+    let fds = groups
+        .as_ref()
+        .map(JobCgroups::procs_fds)
+        .unwrap_or_default();
+    let mut child = match spawn(&spec, stdout, stderr, fds) {
         Ok(c) => c,
         Err(e) => {
             let message = format!(
@@ -135,7 +153,12 @@ pub fn run(dir: &Path) -> anyhow::Result<()> {
     // The script is gone; anything it left behind goes too (no zombie jobs): its process group,
     // then any process that still carries the job's identity, such as one that called setsid.
     let _ = killpg(pid, Signal::SIGKILL);
-    let strays = kill_job_processes(&jd.key());
+    let mut strays = kill_job_processes(&jd.key());
+    for p in groups.as_ref().map(JobCgroups::pids).unwrap_or_default() {
+        if p != pid.as_raw() && kill(Pid::from_raw(p), Signal::SIGKILL).is_ok() {
+            strays += 1;
+        }
+    }
     if strays > 0 {
         log(&format!("killed {strays} leftover process(es) of the job"));
     }
@@ -146,10 +169,26 @@ pub fn run(dir: &Path) -> anyhow::Result<()> {
         WaitStatus::Signaled(_, sig, _) => (None, Some(sig as i32)),
         _ => (None, None),
     };
-    let state = match (forced, exit_code) {
-        (Some(state), _) => state,
-        (None, Some(0)) => JobState::Completed,
+    let oom = groups.as_ref().and_then(JobCgroups::oom_killed);
+    drop(groups);
+    let state = match (forced, exit_code, oom) {
+        (Some(state), _, _) => state,
+        (None, _, Some(_)) => JobState::OutOfMemory,
+        (None, Some(0), None) => JobState::Completed,
         _ => JobState::Failed,
+    };
+    let reason = match (forced, oom) {
+        (None, Some(peak)) => Some(format!(
+            "the job used more memory than its limit of {} (--mem; peak {}), and the kernel killed it; ask for more with --mem",
+            indicatif::HumanBytes(
+                spec.isolation
+                    .as_ref()
+                    .and_then(|i| i.mem_bytes)
+                    .unwrap_or(0)
+            ),
+            indicatif::HumanBytes(peak)
+        )),
+        _ => reason,
     };
     let reason = reason.or_else(|| signal.map(|s| format!("killed by signal {s}")));
     finish(
@@ -359,7 +398,12 @@ fn open_outputs(spec: &ShimSpec) -> Result<(File, File), String> {
     result
 }
 
-fn spawn(spec: &ShimSpec, stdout: File, stderr: File) -> std::io::Result<std::process::Child> {
+fn spawn(
+    spec: &ShimSpec,
+    stdout: File,
+    stderr: File,
+    cgroups: Vec<std::os::fd::RawFd>,
+) -> std::io::Result<std::process::Child> {
     let mut cmd = Command::new(&spec.program);
     cmd.args(&spec.args)
         .env_clear()
@@ -381,6 +425,7 @@ fn spawn(spec: &ShimSpec, stdout: File, stderr: File) -> std::io::Result<std::pr
                 Some(&SigSet::empty()),
                 None,
             )?;
+            join_in_child(&cgroups)?;
             if switch {
                 nix::unistd::setgroups(&groups)?;
                 nix::unistd::setgid(gid)?;

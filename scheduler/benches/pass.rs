@@ -31,6 +31,7 @@ fn cluster(pending: u64) -> Scheduler {
                 product: "bench".into(),
                 memory_mib: 0,
                 uuid: None,
+                share: 1,
             })
             .collect();
         s.upsert_node(NodeSpec {
@@ -74,6 +75,7 @@ fn cluster(pending: u64) -> Scheduler {
                 },
                 cpus: 4,
                 mem_mib: 16 * 1024,
+                gpu_share: false,
             },
             time_limit: TimeLimit::Seconds(3600 * (1 + i % 24)),
             submit_time: Timestamp(i as i64 * 1000),

@@ -1,5 +1,6 @@
 //! Admission: is a job acceptable at all? A job is refused at submit only when it could never
-//! run here: an unknown partition, a time over the partition's maximum, or a shape no node has.
+//! run here: an unknown partition, a time over the partition's maximum, or a shape no node has
+//! (a `--gpu-share` job included, where no node has enough GPUs configured with `share` > 1).
 //! Anything that could run later is accepted and waits with a reason.
 
 use crate::job::Resources;
@@ -163,6 +164,20 @@ pub enum AdmissionError {
         /// How many it has.
         most: u32,
     },
+    /// A `--gpu-share` job, but no node has that many GPUs that may be shared.
+    #[error(
+        "job asks to share {requested} {what} (--gpu-share) but no node in partition {partition} has {requested} shareable {what} (share > 1); {available}"
+    )]
+    NoShareableGpus {
+        /// GPUs asked for.
+        requested: u32,
+        /// "GPUs" or "a100 GPUs".
+        what: String,
+        /// The partition.
+        partition: String,
+        /// Shareable GPUs per node, such as `shareable: 2 on gpu1`, or `no GPU here is shared`.
+        available: String,
+    },
     /// More cores than any node has.
     #[error("job asks for {requested} CPUs but the largest node, {node}, has {most}")]
     TooManyCpus {
@@ -239,6 +254,11 @@ impl AdmissionError {
             AdmissionError::TooManyGpus { most, .. } => {
                 format!("ask for at most {most} (--gpus {most})")
             }
+            AdmissionError::NoShareableGpus { .. } => {
+                "leave out --gpu-share to take whole GPUs; an admin makes GPUs shareable with \
+                 share = N for a node or GPU type in the config"
+                    .to_string()
+            }
             AdmissionError::TooManyCpus { most, .. } => format!("ask for at most -c {most}"),
             AdmissionError::TooMuchMemory { most, .. } => {
                 format!("ask for at most --mem={}", format_mib(*most))
@@ -254,6 +274,8 @@ impl AdmissionError {
 pub(crate) struct NodeShape<'a> {
     pub name: &'a str,
     pub gpu_types: Vec<&'a str>,
+    /// Whether each GPU (as in `gpu_types`) may be shared.
+    pub gpu_shareable: Vec<bool>,
     pub cpus: u32,
     pub mem_mib: u64,
 }
@@ -318,13 +340,40 @@ pub(crate) fn explain_misfit(
                 partition: partition.to_string(),
             };
         }
+        let what = wanted.map_or("GPUs".to_string(), |t| format!("{t} GPUs"));
         if count(best) < res.gpus {
             return AdmissionError::TooManyGpus {
                 requested: res.gpus,
-                what: wanted.map_or("GPUs".to_string(), |t| format!("{t} GPUs")),
+                what,
                 node: best.name.to_string(),
                 most: count(best),
             };
+        }
+        if res.gpu_share {
+            let shareable = |n: &NodeShape<'_>| {
+                n.gpu_types
+                    .iter()
+                    .zip(&n.gpu_shareable)
+                    .filter(|(t, s)| **s && wanted.is_none_or(|w| w == **t))
+                    .count() as u32
+            };
+            if nodes.iter().all(|n| shareable(n) < res.gpus) {
+                let on: Vec<String> = nodes
+                    .iter()
+                    .filter(|n| shareable(n) > 0)
+                    .map(|n| format!("{} on {}", shareable(n), n.name))
+                    .collect();
+                return AdmissionError::NoShareableGpus {
+                    requested: res.gpus,
+                    what,
+                    partition: partition.to_string(),
+                    available: if on.is_empty() {
+                        "no GPU here is shared".to_string()
+                    } else {
+                        format!("shareable: {}", on.join(", "))
+                    },
+                };
+            }
         }
     }
     let biggest_cpu = nodes

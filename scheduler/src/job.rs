@@ -113,6 +113,12 @@ pub struct Resources {
     pub cpus: u32,
     /// Memory in MiB; 0 reserves none.
     pub mem_mib: u64,
+    /// The job shares its GPUs (`--gpu-share`): each of its GPUs is one of the share slots of a
+    /// GPU configured with `share` > 1, which up to `share` sharing jobs hold at once (they all
+    /// see the same `CUDA_VISIBLE_DEVICES`). It never lands on a GPU with `share` = 1. A job
+    /// without it takes its GPUs whole: no other job, sharing or not, holds them meanwhile.
+    #[serde(default)]
+    pub gpu_share: bool,
 }
 
 /// What the scheduler knows of a job: enough to place it, nothing about how it runs.
@@ -168,6 +174,10 @@ pub struct Allocation {
     pub cpus: u32,
     /// Memory held, MiB.
     pub mem_mib: u64,
+    /// The job holds one share slot of each of its GPUs (it asked for `--gpu-share`), rather
+    /// than the GPUs whole; other sharing jobs may hold the same GPUs.
+    #[serde(default)]
+    pub shared: bool,
 }
 
 #[cfg(test)]

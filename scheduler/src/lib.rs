@@ -1,6 +1,9 @@
 //! labpool's scheduling core: the job and node model, `#SBATCH`/`#LABPOOL` directive parsing,
 //! partitions, admission, placement (filters then scorers) and pending reasons.
 //!
+//! GPUs are held whole, or, for `--gpu-share` jobs, in share slots: a GPU configured with
+//! `share = N` takes up to N sharing jobs at once (see [`node`] and [`profile`]).
+//!
 //! The core is deterministic: it reads no clock, does no I/O and iterates only ordered maps, so
 //! the controller and a simulator driving it with the same events get the same decisions.
 //!
@@ -17,10 +20,10 @@
 //!     allow_accounts: None, max_gpus_per_job: None,
 //! };
 //! let mut s = Scheduler::new(vec![normal]).unwrap();
-//! let gpu = |index| GpuDevice { index, gpu_type: "rtx4090".into(), product: "virtual".into(), memory_mib: 0, uuid: None };
+//! let gpu = |index| GpuDevice { index, gpu_type: "rtx4090".into(), product: "virtual".into(), memory_mib: 0, uuid: None, share: 1 };
 //! s.upsert_node(NodeSpec { name: "box".into(), gpus: vec![gpu(0), gpu(1)], cpus: 8, mem_mib: 65_536 }).unwrap();
 //!
-//! let res = Resources { gpus: 2, gpu_type: None, cpus: 1, mem_mib: 0 };
+//! let res = Resources { gpus: 2, gpu_type: None, cpus: 1, mem_mib: 0, gpu_share: false };
 //! let req = AdmitRequest { user: "alice", account: None, partition: None, time_limit: None, resources: &res, emergency: false, count: 1 };
 //! let admitted = s.admit(&req).unwrap();
 //! s.enqueue(JobSpec {

@@ -1,8 +1,12 @@
 //! Nodes: what a node has, and what of it is in use.
+//!
+//! A GPU is held either whole, by one job, or in share slots: a GPU configured with
+//! `share = N` (N > 1) may be held by up to N jobs that asked for `--gpu-share` at once, and by
+//! no whole holder meanwhile. A GPU with `share = 1` (the default) is never shared.
 
 use crate::job::{Allocation, JobId};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// One GPU of a node.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -17,6 +21,21 @@ pub struct GpuDevice {
     pub memory_mib: u64,
     /// UUID, when the driver reports one.
     pub uuid: Option<String>,
+    /// How many `--gpu-share` jobs may hold this GPU at once; 1 (the default) means it is never
+    /// shared. Values over 255 count as 255.
+    #[serde(default = "one")]
+    pub share: u32,
+}
+
+fn one() -> u32 {
+    1
+}
+
+impl GpuDevice {
+    /// True when sharing jobs may hold this GPU (`share` > 1).
+    pub fn shareable(&self) -> bool {
+        self.share > 1
+    }
 }
 
 /// What a node has.
@@ -73,7 +92,10 @@ pub struct Node {
     pub down: Option<String>,
     /// Why it is draining, when it is.
     pub drain: Option<String>,
+    /// Whole holders, by GPU index.
     gpu_owner: BTreeMap<u32, JobId>,
+    /// Sharing holders, by GPU index; an entry is never empty.
+    gpu_sharers: BTreeMap<u32, BTreeSet<JobId>>,
     cpus_used: u32,
     mem_used: u64,
 }
@@ -86,6 +108,7 @@ impl Node {
             down: None,
             drain: None,
             gpu_owner: BTreeMap::new(),
+            gpu_sharers: BTreeMap::new(),
             cpus_used: 0,
             mem_used: 0,
         }
@@ -101,9 +124,19 @@ impl Node {
         self.down.is_none() && self.drain.is_none()
     }
 
-    /// The state to show.
+    /// GPUs held by any job, whole or shared.
+    fn busy_gpus(&self) -> usize {
+        self.gpu_owner.len()
+            + self
+                .gpu_sharers
+                .keys()
+                .filter(|g| !self.gpu_owner.contains_key(g))
+                .count()
+    }
+
+    /// The state to show. A GPU with sharers counts as in use, even with slots left.
     pub fn state(&self) -> NodeState {
-        let busy = !self.gpu_owner.is_empty() || self.cpus_used > 0;
+        let busy = self.busy_gpus() > 0 || self.cpus_used > 0;
         if self.down.is_some() {
             NodeState::Down
         } else if self.drain.is_some() {
@@ -114,7 +147,7 @@ impl Node {
             }
         } else if !busy {
             NodeState::Idle
-        } else if (self.spec.gpus.is_empty() || self.gpu_owner.len() == self.spec.gpus.len())
+        } else if (self.spec.gpus.is_empty() || self.busy_gpus() == self.spec.gpus.len())
             && (!self.spec.gpus.is_empty() || self.cpus_used >= self.spec.cpus)
         {
             NodeState::Allocated
@@ -131,11 +164,11 @@ impl Node {
             .filter(move |g| gpu_type.is_none_or(|t| g.gpu_type == t))
     }
 
-    /// Free GPUs of `gpu_type`, lowest index first.
+    /// Wholly free GPUs of `gpu_type` (held by no job, whole or shared), lowest index first.
     pub fn free_gpus(&self, gpu_type: Option<&str>) -> impl Iterator<Item = u32> {
         self.gpus_of_type(gpu_type)
             .map(|g| g.index)
-            .filter(|i| !self.gpu_owner.contains_key(i))
+            .filter(|i| !self.gpu_owner.contains_key(i) && !self.gpu_sharers.contains_key(i))
     }
 
     /// The GPUs of `gpu_type` (any type when `None`) as a bit mask (bit `i` is GPU index `i`).
@@ -144,20 +177,62 @@ impl Node {
             .fold(0, |m, g| m | (1u64 << g.index))
     }
 
-    /// What is free now, as the backfill profile starts from.
+    /// The GPUs of `gpu_type` (any type when `None`) that sharing jobs may hold (`share` > 1),
+    /// as a bit mask.
+    pub fn shareable_mask(&self, gpu_type: Option<&str>) -> u64 {
+        self.gpus_of_type(gpu_type)
+            .filter(|g| g.shareable())
+            .fold(0, |m, g| m | (1u64 << g.index))
+    }
+
+    /// Each GPU's `share` (at most 255), by index; 0 where the node has no such GPU.
+    pub fn share_limits(&self) -> [u8; 64] {
+        let mut out = [0u8; 64];
+        for g in &self.spec.gpus {
+            if let Some(slot) = out.get_mut(g.index as usize) {
+                *slot = g.share.clamp(1, 255) as u8;
+            }
+        }
+        out
+    }
+
+    /// What is free now, as the backfill profile starts from: GPUs held by no job as the mask,
+    /// and each GPU's sharing holders as its share count.
     pub fn free_capacity(&self) -> crate::profile::Capacity {
         let all = self.type_mask(None);
-        let held = self.gpu_owner.keys().fold(0u64, |m, i| m | (1u64 << i));
+        let mut held = self.gpu_owner.keys().fold(0u64, |m, i| m | (1u64 << i));
+        let mut shared = [0u8; 64];
+        for (g, jobs) in &self.gpu_sharers {
+            held |= 1u64 << g;
+            shared[*g as usize] = jobs.len().min(255) as u8;
+        }
         crate::profile::Capacity {
             gpus: all & !held,
+            shared,
             cpus: self.free_cpus() as i64,
             mem: self.free_mem_mib() as i64,
         }
     }
 
-    /// The job holding GPU `index`, if any.
+    /// The job holding GPU `index` whole, if any; sharing holders are not counted here (see
+    /// [`Node::gpu_holders`]).
     pub fn gpu_owner(&self, index: u32) -> Option<JobId> {
         self.gpu_owner.get(&index).copied()
+    }
+
+    /// Every job holding GPU `index`: its whole holder, or its sharing holders (by id).
+    pub fn gpu_holders(&self, index: u32) -> Vec<JobId> {
+        self.gpu_owner
+            .get(&index)
+            .copied()
+            .into_iter()
+            .chain(self.gpu_sharers.get(&index).into_iter().flatten().copied())
+            .collect()
+    }
+
+    /// The jobs sharing GPU `index` (empty when it is free or held whole), by id.
+    pub fn gpu_sharers(&self, index: u32) -> impl Iterator<Item = JobId> + '_ {
+        self.gpu_sharers.get(&index).into_iter().flatten().copied()
     }
 
     /// Cores not held by a job.
@@ -173,7 +248,11 @@ impl Node {
     /// Records `job` as holding `alloc`. The caller has checked that it fits.
     pub(crate) fn hold(&mut self, job: JobId, alloc: &Allocation) {
         for g in &alloc.gpus {
-            self.gpu_owner.insert(*g, job);
+            if alloc.shared {
+                self.gpu_sharers.entry(*g).or_default().insert(job);
+            } else {
+                self.gpu_owner.insert(*g, job);
+            }
         }
         self.cpus_used += alloc.cpus;
         self.mem_used += alloc.mem_mib;
@@ -182,7 +261,14 @@ impl Node {
     /// Frees what `job` held under `alloc`.
     pub(crate) fn release(&mut self, job: JobId, alloc: &Allocation) {
         for g in &alloc.gpus {
-            if self.gpu_owner.get(g) == Some(&job) {
+            if alloc.shared {
+                if let Some(jobs) = self.gpu_sharers.get_mut(g) {
+                    jobs.remove(&job);
+                    if jobs.is_empty() {
+                        self.gpu_sharers.remove(g);
+                    }
+                }
+            } else if self.gpu_owner.get(g) == Some(&job) {
                 self.gpu_owner.remove(g);
             }
         }
@@ -195,8 +281,20 @@ impl Node {
         (self.cpus_used, self.mem_used)
     }
 
-    /// Every GPU that is held, with its holder.
+    /// Every (GPU, holder) pair, whole holders and sharing holders alike, by GPU index then
+    /// job id. A shared GPU appears once per sharing job.
     pub fn held_gpus(&self) -> impl Iterator<Item = (u32, JobId)> + '_ {
-        self.gpu_owner.iter().map(|(g, j)| (*g, *j))
+        let mut pairs: Vec<(u32, JobId)> = self
+            .gpu_owner
+            .iter()
+            .map(|(g, j)| (*g, *j))
+            .chain(
+                self.gpu_sharers
+                    .iter()
+                    .flat_map(|(g, jobs)| jobs.iter().map(move |j| (*g, *j))),
+            )
+            .collect();
+        pairs.sort_unstable();
+        pairs.into_iter()
     }
 }

@@ -77,9 +77,15 @@ pub struct JobOptions {
     /// A dataset the job reads (repeat for several)
     #[arg(long = "dataset", value_name = "NAME")]
     pub datasets: Vec<String>,
+    /// The software environment to run inside (`labpool env list`)
+    #[arg(long, value_name = "NAME")]
+    pub env: Option<String>,
     /// Spend one of this month's emergency tokens: the job goes first in line
     #[arg(long)]
     pub emergency: bool,
+    /// Share each GPU with other --gpu-share jobs, up to the GPU's configured `share` (for small jobs)
+    #[arg(long = "gpu-share")]
+    pub gpu_share: bool,
     /// Accepted for Slurm scripts; ignored (a job holds only what it asks for)
     #[arg(long, value_name = "MODE", num_args = 0..=1, default_missing_value = "node", hide = true)]
     pub exclusive: Option<String>,
@@ -116,6 +122,8 @@ impl JobOptions {
                 over.datasets
             },
             emergency: over.emergency || self.emergency,
+            gpu_share: over.gpu_share || self.gpu_share,
+            env: over.env.or(self.env),
             exclusive: over.exclusive.or(self.exclusive),
         }
     }
@@ -129,6 +137,9 @@ impl JobOptions {
             (None, Some(g)) => parse_gpus(g)?,
             (None, None) => GpuRequest::default(),
         };
+        if self.gpu_share && gpus.count == 0 {
+            return Err(OptionError::GpuShareWithoutGpus);
+        }
         if let Some(nodes) = &self.nodes
             && !matches!(nodes.trim(), "1" | "1-1")
         {
@@ -186,6 +197,8 @@ impl JobOptions {
             array: self.array.clone(),
             datasets: self.datasets.clone(),
             emergency: self.emergency,
+            gpu_share: self.gpu_share,
+            env: self.env.clone(),
             warnings,
         })
     }
@@ -232,6 +245,10 @@ pub struct JobRequest {
     pub datasets: Vec<String>,
     /// Through the emergency lane.
     pub emergency: bool,
+    /// The software environment, by name.
+    pub env: Option<String>,
+    /// Share each GPU with other sharing jobs (`--gpu-share`); only with GPUs.
+    pub gpu_share: bool,
     /// Things accepted but worth telling the user.
     pub warnings: Vec<String>,
 }
@@ -268,6 +285,9 @@ pub enum OptionError {
         "--nodes {0}: labpool runs each job on one node; ask for more GPUs on that node instead (e.g. --gpus 4)"
     )]
     MultiNode(String),
+    /// `--gpu-share` on a job that asks for no GPU.
+    #[error("--gpu-share shares GPUs, but the job asks for none: add --gpus 1 (or --gres=gpu:1)")]
+    GpuShareWithoutGpus,
     /// An unusable job name.
     #[error("invalid job name {0:?}: use 1 to 128 printable characters without '/'")]
     BadName(String),
@@ -392,6 +412,33 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(zero.resolve(), Err(OptionError::ZeroCpus));
+    }
+
+    #[test]
+    fn gpu_share_needs_gpus_and_layers_like_emergency() {
+        let alone = JobOptions {
+            gpu_share: true,
+            ..Default::default()
+        };
+        let e = alone.resolve().unwrap_err();
+        assert_eq!(e, OptionError::GpuShareWithoutGpus);
+        assert!(e.to_string().contains("add --gpus 1"), "{e}");
+        let script = JobOptions {
+            gpu_share: true,
+            ..Default::default()
+        };
+        let cli = JobOptions {
+            gpus: Some("1".into()),
+            ..Default::default()
+        };
+        let r = script.overlay(cli).resolve().unwrap();
+        assert!(r.gpu_share);
+        assert_eq!(r.gpus.count, 1);
+        let plain = JobOptions {
+            gres: Some("gpu:1".into()),
+            ..Default::default()
+        };
+        assert!(!plain.resolve().unwrap().gpu_share);
     }
 
     #[test]

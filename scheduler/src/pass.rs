@@ -9,7 +9,9 @@
 //! 4. A job that waits for busy resources gets a reservation: the earliest time and node where
 //!    it fits for its whole time limit, booked in that profile. A later job may start only
 //!    where it fits over its own whole time limit, so it never delays a reservation: that is
-//!    conservative backfill, judged by time limits.
+//!    conservative backfill, judged by time limits. Share slots of `--gpu-share` jobs are
+//!    booked the same way (see [`crate::profile`]): a sharer started later never holds a GPU
+//!    that a reservation for a whole job took, nor a slot a reserved sharer needs.
 //! 5. Reserved jobs predicted to start within the prefetch horizon get their datasets staged
 //!    on the node they are predicted to start on. The prediction assumes jobs run as long as
 //!    their users' jobs usually do, not to their (overestimated) limits.
@@ -28,7 +30,7 @@ use crate::time::{TimeLimit, Timestamp};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// What a job asks of placement; jobs with the same shape fail the same way in one pass.
-type Shape<'a> = (&'a str, u32, Option<&'a str>, u32, u64, TimeLimit);
+type Shape<'a> = (&'a str, u32, Option<&'a str>, bool, u32, u64, TimeLimit);
 
 impl Scheduler {
     /// One scheduling pass at time `now`, with no dataset cached anywhere.
@@ -104,6 +106,7 @@ impl Scheduler {
                 &job.partition,
                 r.gpus,
                 r.gpu_type.as_deref(),
+                r.gpu_share,
                 r.cpus,
                 r.mem_mib,
                 job.time_limit,
@@ -128,6 +131,7 @@ impl Scheduler {
                         gpus: choice.gpus,
                         cpus: r.cpus,
                         mem_mib: r.mem_mib,
+                        shared: r.gpu_share && r.gpus > 0,
                     };
                     profiles[choice.index].take(
                         now,
@@ -519,10 +523,18 @@ fn starting_profiles<'n>(
     (index, profiles)
 }
 
+/// What `alloc` holds, as an amount: its GPUs whole, or one share slot of each.
 fn capacity_of(alloc: &Allocation) -> Capacity {
-    Capacity {
+    let mut c = Capacity {
         gpus: alloc.gpus.iter().fold(0u64, |m, g| m | (1u64 << g)),
         cpus: alloc.cpus as i64,
         mem: alloc.mem_mib as i64,
+        ..Capacity::default()
+    };
+    if alloc.shared {
+        for g in &alloc.gpus {
+            c.shared[*g as usize] = 1;
+        }
     }
+    c
 }

@@ -2,6 +2,10 @@
 //! nodes. Each filter that rejects a node counts the rejection under its name; those counts
 //! become the job's pending reason (`0/3 nodes fit: 2 gpu-type, 1 gpus-free`). Scorers rank the
 //! nodes that pass, compared in chain order: the first scorer decides, later ones break ties.
+//!
+//! A `--gpu-share` job needs, for each of its GPUs, one share slot of a GPU configured with
+//! `share` > 1: the static `gpu-share` filter rejects nodes without enough such GPUs, and
+//! `gpus-free` counts GPUs that are wholly free or shared with a slot left.
 
 use crate::cache_view::CacheView;
 use crate::job::JobSpec;
@@ -38,12 +42,23 @@ impl PlacementContext<'_> {
 
 /// What `job` needs on `node`.
 pub fn need_on(job: &JobSpec, node: &Node) -> Need {
-    Need {
-        gpus: job.resources.gpus,
-        eligible: node.type_mask(job.resources.gpu_type.as_deref()),
-        cpus: job.resources.cpus as i64,
-        mem: job.resources.mem_mib as i64,
+    let r = &job.resources;
+    let mut need = Need::whole(
+        r.gpus,
+        node.type_mask(r.gpu_type.as_deref()),
+        r.cpus as i64,
+        r.mem_mib as i64,
+    );
+    if r.gpu_share && r.gpus > 0 {
+        need.shared = true;
+        need.share = node.share_limits();
     }
+    need
+}
+
+/// True when the job shares its GPUs (`--gpu-share`, with at least one GPU).
+fn shares(job: &JobSpec) -> bool {
+    job.resources.gpu_share && job.resources.gpus > 0
 }
 
 /// A stage that rejects nodes unable to take a job.
@@ -99,6 +114,12 @@ filter!(
     |job, c, _ctx| c.node.gpus_of_type(job.resources.gpu_type.as_deref()).count() >= job.resources.gpus as usize
 );
 filter!(
+    /// A `--gpu-share` job: the node has enough GPUs of the requested type that may be shared
+    /// (`share` > 1) in all. A GPU with `share` = 1 is never shared.
+    GpuShareFilter, "gpu-share", static = true,
+    |job, c, _ctx| !shares(job) || c.node.shareable_mask(job.resources.gpu_type.as_deref()).count_ones() >= job.resources.gpus
+);
+filter!(
     /// The node has enough cores in all.
     CpuCountFilter, "cpu-count", static = true,
     |job, c, _ctx| c.node.spec.cpus >= job.resources.cpus
@@ -114,11 +135,16 @@ filter!(
     |_job, c, _ctx| c.node.accepts_jobs()
 );
 filter!(
-    /// Enough of the node's GPUs are free now (jobs placed earlier in this pass included).
+    /// Enough of the node's GPUs are free now (jobs placed earlier in this pass included): wholly
+    /// free for a whole job; wholly free or shared with a slot left for a `--gpu-share` job.
     GpusFreeFilter, "gpus-free", static = false,
     |job, c, _ctx| {
-        let eligible = c.node.type_mask(job.resources.gpu_type.as_deref());
-        (c.profile.free_now().gpus & eligible).count_ones() >= job.resources.gpus
+        if shares(job) {
+            c.profile.free_now().available_gpus(&need_on(job, c.node)).count_ones() >= job.resources.gpus
+        } else {
+            let eligible = c.node.type_mask(job.resources.gpu_type.as_deref());
+            (c.profile.free_now().gpus & eligible).count_ones() >= job.resources.gpus
+        }
     }
 );
 filter!(
@@ -161,17 +187,29 @@ impl Scorer for LocalityScorer {
 }
 
 /// Prefers the node left fullest after placement, so that large jobs find whole nodes free.
+/// A `--gpu-share` job first prefers the node where it breaks into the fewest wholly free GPUs
+/// (joining other sharers), then the fullest.
 pub struct BinPackScorer;
 
 impl Scorer for BinPackScorer {
     fn name(&self) -> &'static str {
         "binpack"
     }
-    fn score(&self, job: &JobSpec, c: &Candidate<'_>, _ctx: &PlacementContext<'_>) -> i64 {
+    fn score(&self, job: &JobSpec, c: &Candidate<'_>, ctx: &PlacementContext<'_>) -> i64 {
         let free = c.profile.free_now();
-        let gpus_left = free.gpus.count_ones() as i64 - job.resources.gpus as i64;
         let cpus_left = free.cpus - job.resources.cpus as i64;
-        -(gpus_left * 100_000 + cpus_left)
+        if !shares(job) {
+            let gpus_left = free.gpus.count_ones() as i64 - job.resources.gpus as i64;
+            return -(gpus_left * 100_000 + cpus_left);
+        }
+        // The GPUs it would take, as placement will pick them (the reserved filter passed).
+        let taken = c
+            .profile
+            .fits(ctx.now, ctx.end_if_started_now(job), &need_on(job, c.node))
+            .map_or(0, |t| t.gpus);
+        let opened = (taken & free.gpus).count_ones() as i64;
+        let gpus_left = free.gpus.count_ones() as i64 - opened;
+        -(opened * 10_000_000_000 + gpus_left * 100_000 + cpus_left)
     }
 }
 
@@ -202,6 +240,7 @@ impl Chain {
                 Box::new(PartitionFilter),
                 Box::new(GpuTypeFilter),
                 Box::new(GpuCountFilter),
+                Box::new(GpuShareFilter),
                 Box::new(CpuCountFilter),
                 Box::new(MemorySizeFilter),
                 Box::new(NodeUpFilter),

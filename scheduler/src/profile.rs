@@ -6,18 +6,109 @@
 //! then allowed only where it fits now, so that it delays no reservation: the check and the
 //! booking are the same operation. GPUs are bit masks (index `i` is bit `i`), so a node may have
 //! at most 64 of them.
+//!
+//! Shared GPUs. A GPU configured with `share = N` (N > 1) has N share slots. At each moment a
+//! GPU is in one of three states: wholly free (its bit is set, no sharer), held whole (bit clear,
+//! no sharer) or shared (bit clear, `shared[i]` sharing holders). A whole need takes wholly free
+//! GPUs, as before; a shared need takes one slot on GPUs that are wholly free or shared with a
+//! slot left, over every moment of its interval. Taking a slot clears the bit and counts one
+//! more sharer; giving the last slot back sets the bit again. Every operation only counts, so a
+//! job that starts later (a backfilled sharer) can never hold a GPU that a reservation for a
+//! whole job took over the same interval, and the reservation can never be delayed by it.
 
 use crate::time::Timestamp;
 
 /// Resources at one moment, or an amount of them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+///
+/// As a moment: `gpus` are the wholly free GPUs and `shared[i]` the number of sharing jobs on
+/// GPU `i`. As an amount: `gpus` are the GPUs taken, and `shared[i]` is 1 where GPU `i` is taken
+/// as a share slot rather than whole.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Capacity {
     /// GPU indexes, as a bit mask.
     pub gpus: u64,
+    /// Share slots held on each GPU, by index.
+    pub shared: [u8; 64],
     /// Cores.
     pub cpus: i64,
     /// Memory, MiB.
     pub mem: i64,
+}
+
+impl Default for Capacity {
+    fn default() -> Self {
+        Capacity {
+            gpus: 0,
+            shared: [0; 64],
+            cpus: 0,
+            mem: 0,
+        }
+    }
+}
+
+impl Capacity {
+    /// The GPUs `need` could take at this moment: wholly free eligible GPUs for a whole need;
+    /// for a shared need, eligible GPUs with `share` > 1 that are wholly free or shared with a
+    /// slot left.
+    pub fn available_gpus(&self, need: &Need) -> u64 {
+        if !need.shared {
+            return self.gpus & need.eligible;
+        }
+        let mut out = 0u64;
+        let mut m = need.eligible;
+        while m != 0 {
+            let i = m.trailing_zeros() as usize;
+            m &= m - 1;
+            let limit = need.share[i];
+            let held = self.shared[i];
+            let wholly_free = self.gpus & (1u64 << i) != 0;
+            if limit > 1 && (wholly_free || (held > 0 && held < limit)) {
+                out |= 1u64 << i;
+            }
+        }
+        out
+    }
+
+    /// GPUs that sharing jobs hold at this moment, as a mask.
+    pub fn shared_mask(&self) -> u64 {
+        self.shared
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| **n > 0)
+            .fold(0u64, |m, (i, _)| m | (1u64 << i))
+    }
+
+    /// Gives `amount` back to this moment's free capacity.
+    fn give(&mut self, amount: &Capacity) {
+        let mut m = amount.gpus;
+        while m != 0 {
+            let i = m.trailing_zeros() as usize;
+            m &= m - 1;
+            if amount.shared[i] > 0 {
+                self.shared[i] = self.shared[i].saturating_sub(amount.shared[i]);
+                if self.shared[i] == 0 {
+                    self.gpus |= 1u64 << i;
+                }
+            } else {
+                self.gpus |= 1u64 << i;
+            }
+        }
+        self.cpus += amount.cpus;
+        self.mem += amount.mem;
+    }
+
+    /// Takes `amount` from this moment's free capacity.
+    fn hold(&mut self, amount: &Capacity) {
+        let mut m = amount.gpus;
+        while m != 0 {
+            let i = m.trailing_zeros() as usize;
+            m &= m - 1;
+            self.gpus &= !(1u64 << i);
+            self.shared[i] = self.shared[i].saturating_add(amount.shared[i]);
+        }
+        self.cpus -= amount.cpus;
+        self.mem -= amount.mem;
+    }
 }
 
 /// What a job needs.
@@ -27,10 +118,29 @@ pub struct Need {
     pub gpus: u32,
     /// Which GPUs qualify (by type), as a mask.
     pub eligible: u64,
+    /// One share slot of each GPU rather than whole GPUs (`--gpu-share`).
+    pub shared: bool,
+    /// Each GPU's `share` (how many sharing jobs it takes at once), by index; read only for a
+    /// shared need, where a GPU whose share is under 2 never qualifies.
+    pub share: [u8; 64],
     /// Cores.
     pub cpus: i64,
     /// Memory, MiB.
     pub mem: i64,
+}
+
+impl Need {
+    /// A need for `gpus` whole GPUs among `eligible`, `cpus` cores and `mem` MiB.
+    pub fn whole(gpus: u32, eligible: u64, cpus: i64, mem: i64) -> Need {
+        Need {
+            gpus,
+            eligible,
+            shared: false,
+            share: [1; 64],
+            cpus,
+            mem,
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -82,9 +192,7 @@ impl Profile {
         let at = at.max(self.now());
         let i = self.split(at);
         for s in &mut self.segments[i..] {
-            s.free.gpus |= amount.gpus;
-            s.free.cpus += amount.cpus;
-            s.free.mem += amount.mem;
+            s.free.give(&amount);
         }
     }
 
@@ -97,16 +205,17 @@ impl Profile {
             self.split(until)
         };
         for s in &mut self.segments[i..j] {
-            s.free.gpus &= !amount.gpus;
-            s.free.cpus -= amount.cpus;
-            s.free.mem -= amount.mem;
+            s.free.hold(&amount);
         }
     }
 
-    /// The GPUs (lowest indexes first) that `need` would take if it ran over `[from, until)`,
-    /// or `None` when it does not fit there.
+    /// The GPUs that `need` would take if it ran over `[from, until)`, or `None` when it does
+    /// not fit there. A whole need takes the lowest indexes. A shared need takes GPUs that
+    /// sharing jobs hold at some moment of the interval first, so that small jobs pack together
+    /// and GPUs stay wholly free for whole jobs, then the lowest indexes.
     pub fn fits(&self, from: Timestamp, until: Timestamp, need: &Need) -> Option<Capacity> {
         let mut gpus = need.eligible;
+        let mut with_sharers = 0u64;
         let mut cpus = i64::MAX;
         let mut mem = i64::MAX;
         let start = self.segments.partition_point(|s| s.from <= from).max(1) - 1;
@@ -114,18 +223,34 @@ impl Profile {
             if s.from >= until {
                 break;
             }
-            gpus &= s.free.gpus;
+            gpus &= s.free.available_gpus(need);
+            if need.shared {
+                with_sharers |= s.free.shared_mask();
+            }
             cpus = cpus.min(s.free.cpus);
             mem = mem.min(s.free.mem);
         }
         if (gpus.count_ones() < need.gpus) || cpus < need.cpus || mem < need.mem {
             return None;
         }
-        Some(Capacity {
-            gpus: lowest_bits(gpus, need.gpus),
+        let mut taken = Capacity {
             cpus: need.cpus,
             mem: need.mem,
-        })
+            ..Capacity::default()
+        };
+        if need.shared {
+            let packed = lowest_bits(gpus & with_sharers, need.gpus);
+            let rest = need.gpus - packed.count_ones();
+            taken.gpus = packed | lowest_bits(gpus & !with_sharers, rest);
+            let mut m = taken.gpus;
+            while m != 0 {
+                taken.shared[m.trailing_zeros() as usize] = 1;
+                m &= m - 1;
+            }
+        } else {
+            taken.gpus = lowest_bits(gpus, need.gpus);
+        }
+        Some(taken)
     }
 
     /// The earliest time from now at which `need` fits for `duration_ms` (`None`: for ever),
@@ -161,15 +286,25 @@ mod tests {
     use super::*;
 
     fn cap(gpus: u64, cpus: i64) -> Capacity {
-        Capacity { gpus, cpus, mem: 0 }
+        Capacity {
+            gpus,
+            cpus,
+            ..Capacity::default()
+        }
     }
 
     fn need(gpus: u32) -> Need {
+        Need::whole(gpus, u64::MAX, 1, 0)
+    }
+
+    /// A shared need for `gpus` GPUs on a node whose first `n` GPUs have `share`.
+    fn shared_need(gpus: u32, n: usize, share: u8) -> Need {
+        let mut s = [0u8; 64];
+        s[..n].fill(share);
         Need {
-            gpus,
-            eligible: u64::MAX,
-            cpus: 1,
-            mem: 0,
+            shared: true,
+            share: s,
+            ..Need::whole(gpus, (1u64 << n) - 1, 1, 0)
         }
     }
 
@@ -192,6 +327,104 @@ mod tests {
         assert!(p.fits(Timestamp(0), Timestamp::NEVER, &need(1)).is_none());
         // After the reservation the node is whole again.
         assert_eq!(p.earliest(&need(4), None).unwrap().0, Timestamp(110));
+    }
+
+    #[test]
+    fn two_sharers_fit_on_a_share_2_gpu_and_never_three() {
+        let mut p = Profile::new(Timestamp(0), cap(0b1, 8));
+        let n = shared_need(1, 1, 2);
+        let a = p.fits(Timestamp(0), Timestamp::NEVER, &n).unwrap();
+        assert_eq!((a.gpus, a.shared[0]), (0b1, 1));
+        p.take(Timestamp(0), Timestamp::NEVER, a);
+        assert_eq!((p.free_now().gpus, p.free_now().shared[0]), (0, 1));
+        // A whole job no longer fits; a second sharer does, on the same GPU.
+        assert!(p.fits(Timestamp(0), Timestamp(10), &need(1)).is_none());
+        let b = p.fits(Timestamp(0), Timestamp::NEVER, &n).unwrap();
+        assert_eq!(b.gpus, 0b1);
+        p.take(Timestamp(0), Timestamp::NEVER, b);
+        assert_eq!(p.free_now().shared[0], 2);
+        // The third does not, at any time.
+        assert!(p.fits(Timestamp(0), Timestamp(10), &n).is_none());
+        assert!(p.earliest(&n, Some(10)).is_none());
+        // One sharer leaves at 100: the third fits from then on; the GPU is whole again only
+        // once both have left.
+        p.release(Timestamp(100), a);
+        assert_eq!(p.earliest(&n, Some(10)).unwrap().0, Timestamp(100));
+        assert!(p.earliest(&need(1), Some(10)).is_none());
+        p.release(Timestamp(200), b);
+        assert_eq!(p.earliest(&need(1), Some(10)).unwrap().0, Timestamp(200));
+        assert_eq!(p.segments.last().unwrap().free.gpus, 0b1);
+        assert_eq!(p.segments.last().unwrap().free.shared[0], 0);
+    }
+
+    #[test]
+    fn a_gpu_with_share_1_is_never_shared() {
+        let p = Profile::new(Timestamp(0), cap(0b11, 8));
+        // GPU 0 has share 1, GPU 1 share 2: a sharer takes GPU 1 only.
+        let mut n = shared_need(1, 2, 2);
+        n.share[0] = 1;
+        assert_eq!(
+            p.fits(Timestamp(0), Timestamp::NEVER, &n).unwrap().gpus,
+            0b10
+        );
+        assert!(
+            p.fits(Timestamp(0), Timestamp::NEVER, &shared_need(2, 2, 1))
+                .is_none()
+        );
+        n.gpus = 2;
+        assert!(p.fits(Timestamp(0), Timestamp::NEVER, &n).is_none());
+    }
+
+    #[test]
+    fn sharers_pack_onto_shared_gpus_first() {
+        let mut p = Profile::new(Timestamp(0), cap(0b1111, 8));
+        let n = shared_need(1, 4, 4);
+        // A whole job holds GPU 0; a sharer then takes GPU 1, and the next sharers join it.
+        p.take(Timestamp(0), Timestamp::NEVER, cap(0b1, 0));
+        for _ in 0..4 {
+            let c = p.fits(Timestamp(0), Timestamp::NEVER, &n).unwrap();
+            assert_eq!(c.gpus, 0b10);
+            p.take(Timestamp(0), Timestamp::NEVER, c);
+        }
+        // GPU 1 is full: the fifth sharer opens GPU 2.
+        let c = p.fits(Timestamp(0), Timestamp::NEVER, &n).unwrap();
+        assert_eq!(c.gpus, 0b100);
+        // A 2-GPU sharer joins GPU 1's sharers only where a slot is left: GPUs 2 and 3 then.
+        p.take(Timestamp(0), Timestamp::NEVER, c);
+        let two = shared_need(2, 4, 4);
+        assert_eq!(
+            p.fits(Timestamp(0), Timestamp::NEVER, &two).unwrap().gpus,
+            0b1100
+        );
+        // Only GPU 3 is still wholly free.
+        assert_eq!(p.free_now().gpus, 0b1000);
+    }
+
+    #[test]
+    fn a_whole_reservation_keeps_sharers_out_of_its_interval() {
+        // GPU 0 (share 2) is wholly free now; a whole job is reserved on it over [100, 200).
+        let mut p = Profile::new(Timestamp(0), cap(0b1, 8));
+        let (at, c) = p.earliest(&need(1), Some(100)).unwrap();
+        assert_eq!(at, Timestamp(0));
+        p.take(Timestamp(100), Timestamp(200), c);
+        let n = shared_need(1, 1, 2);
+        // A sharer may backfill only if it ends by 100, or start at 200.
+        assert!(p.fits(Timestamp(0), Timestamp(100), &n).is_some());
+        assert!(p.fits(Timestamp(0), Timestamp(101), &n).is_none());
+        assert_eq!(p.earliest(&n, Some(150)).unwrap().0, Timestamp(200));
+        // Two sharers booked before 100 leave the reservation whole.
+        let a = p.fits(Timestamp(0), Timestamp(100), &n).unwrap();
+        p.take(Timestamp(0), Timestamp(100), a);
+        let b = p.fits(Timestamp(0), Timestamp(100), &n).unwrap();
+        p.take(Timestamp(0), Timestamp(100), b);
+        assert!(p.fits(Timestamp(0), Timestamp(50), &n).is_none());
+        assert_eq!(p.earliest(&need(1), Some(100)).unwrap().0, Timestamp(200));
+        let at_100 = p
+            .segments
+            .iter()
+            .find(|s| s.from == Timestamp(100))
+            .unwrap();
+        assert_eq!((at_100.free.gpus, at_100.free.shared[0]), (0, 0));
     }
 
     #[test]

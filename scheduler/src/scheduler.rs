@@ -19,7 +19,7 @@ use crate::profile::Profile;
 use crate::reason::PendingReason;
 use crate::runtime::RuntimeBook;
 use crate::time::{TimeLimit, Timestamp};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// What the scheduler decided for one job in a pass.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -486,6 +486,7 @@ impl Scheduler {
                 .map(|n| NodeShape {
                     name: n.name(),
                     gpu_types: n.spec.gpus.iter().map(|g| g.gpu_type.as_str()).collect(),
+                    gpu_shareable: n.spec.gpus.iter().map(|g| g.shareable()).collect(),
                     cpus: n.spec.cpus,
                     mem_mib: n.spec.mem_mib,
                 })
@@ -504,7 +505,10 @@ impl Scheduler {
         self.pending.insert(job.id, job);
     }
 
-    /// Puts back a job that was running before a restart, holding what it held.
+    /// Puts back a job that was running before a restart, holding what it held. A whole
+    /// allocation is refused where any job holds one of its GPUs; a shared one (`alloc.shared`)
+    /// where one of its GPUs is held whole or already has `share` sharers (a lone sharer is put
+    /// back even on a GPU whose `share` was lowered to 1 since, and holds it alone).
     pub fn restore_running(&mut self, job: JobSpec, alloc: Allocation) -> Result<(), RestoreError> {
         let err = |problem: String| RestoreError {
             job: job.id,
@@ -515,11 +519,25 @@ impl Scheduler {
             return Err(err("the node is not known".to_string()));
         };
         for g in &alloc.gpus {
-            if !node.spec.gpus.iter().any(|d| d.index == *g) {
+            let Some(device) = node.spec.gpus.iter().find(|d| d.index == *g) else {
                 return Err(err(format!("GPU {g} no longer exists there")));
-            }
+            };
             if let Some(other) = node.gpu_owner(*g) {
                 return Err(err(format!("GPU {g} is already held by job {other}")));
+            }
+            let sharers: Vec<String> = node.gpu_sharers(*g).map(|j| j.to_string()).collect();
+            if !alloc.shared && !sharers.is_empty() {
+                return Err(err(format!(
+                    "GPU {g} is already shared by jobs {}",
+                    sharers.join(", ")
+                )));
+            }
+            if alloc.shared && sharers.len() as u32 >= device.share.max(1) {
+                return Err(err(format!(
+                    "GPU {g} already has {} sharing jobs ({}), its share",
+                    sharers.len(),
+                    sharers.join(", ")
+                )));
             }
         }
         node.hold(job.id, &alloc);
@@ -613,8 +631,9 @@ impl Scheduler {
         true
     }
 
-    /// Checks what must always hold: no GPU is given twice, no node is over-committed, and the
-    /// nodes' books agree with the running jobs'. Tests call it after every step.
+    /// Checks what must always hold: no GPU is given twice (a GPU has one whole holder, or up to
+    /// its `share` sharing holders, never both), no node is over-committed, and the nodes' books
+    /// agree with the running jobs'. Tests call it after every step.
     pub fn check_invariants(&self) -> Result<(), String> {
         for (id, (_, alloc)) in &self.running {
             if self.pending.contains_key(id) {
@@ -627,7 +646,10 @@ impl Scheduler {
         for node in self.nodes.values() {
             let mut cpus = 0u32;
             let mut mem = 0u64;
-            let mut gpus: BTreeMap<u32, JobId> = BTreeMap::new();
+            // Per GPU: its whole holder, and its sharing holders.
+            let mut whole: BTreeMap<u32, JobId> = BTreeMap::new();
+            let mut sharers: BTreeMap<u32, Vec<JobId>> = BTreeMap::new();
+            let mut gpus: BTreeSet<(u32, JobId)> = BTreeSet::new();
             for (id, (_, alloc)) in self
                 .running
                 .iter()
@@ -636,21 +658,50 @@ impl Scheduler {
                 cpus += alloc.cpus;
                 mem += alloc.mem_mib;
                 for g in &alloc.gpus {
-                    if let Some(other) = gpus.insert(*g, *id) {
+                    let Some(device) = node.spec.gpus.iter().find(|d| d.index == *g) else {
+                        return Err(format!(
+                            "job {id} holds GPU {g} that {} does not have",
+                            node.name()
+                        ));
+                    };
+                    if !gpus.insert((*g, *id)) {
+                        return Err(format!("job {id} holds GPU {g} on {} twice", node.name()));
+                    }
+                    if alloc.shared {
+                        let on = sharers.entry(*g).or_default();
+                        on.push(*id);
+                        if on.len() as u32 > device.share.max(1) {
+                            return Err(format!(
+                                "GPU {g} on {} is shared by jobs {on:?}, over its share of {}",
+                                node.name(),
+                                device.share
+                            ));
+                        }
+                    } else if let Some(other) = whole.insert(*g, *id) {
                         return Err(format!(
                             "GPU {g} on {} is held by jobs {other} and {id}",
                             node.name()
                         ));
                     }
-                    if !node.spec.gpus.iter().any(|d| d.index == *g) {
+                    if let (Some(w), Some(on)) = (whole.get(g), sharers.get(g)) {
                         return Err(format!(
-                            "job {id} holds GPU {g} that {} does not have",
+                            "GPU {g} on {} is held whole by job {w} and shared by jobs {on:?}",
                             node.name()
                         ));
                     }
                 }
             }
-            let held: BTreeMap<u32, JobId> = node.held_gpus().collect();
+            for g in node.spec.gpus.iter().map(|d| d.index) {
+                if node.gpu_owner(g) != whole.get(&g).copied() {
+                    return Err(format!(
+                        "{}: GPU {g} is held whole by {:?} but the books say {:?}",
+                        node.name(),
+                        whole.get(&g),
+                        node.gpu_owner(g)
+                    ));
+                }
+            }
+            let held: BTreeSet<(u32, JobId)> = node.held_gpus().collect();
             if held != gpus {
                 return Err(format!(
                     "{}: GPU books {held:?} disagree with running jobs {gpus:?}",

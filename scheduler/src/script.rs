@@ -4,7 +4,7 @@
 //! blank nor a comment. Each line is parsed with the same option definitions as the command
 //! line, so a typo gets the same "did you mean" hint in both places.
 
-use crate::options::JobOptions;
+use crate::options::{JobOptions, OptionError};
 use clap::Parser;
 use clap::error::{ContextKind, ContextValue, ErrorKind};
 
@@ -141,8 +141,12 @@ fn parse_directive(rest: &str) -> Result<JobOptions, String> {
     let options = DirectiveLine::try_parse_from(words)
         .map(|d| d.options)
         .map_err(|e| clap_message(&e))?;
-    options.resolve().map_err(|e| e.to_string())?;
-    Ok(options)
+    match options.resolve() {
+        // Whether the job asks for GPUs is known only once every line and the command line
+        // are layered (`#SBATCH --gpu-share` may stand on its own line); submit resolves that.
+        Ok(_) | Err(OptionError::GpuShareWithoutGpus) => Ok(options),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 /// Condenses a clap error into one line with its suggestion.
@@ -227,6 +231,17 @@ mod tests {
         let d = parse_script(s).unwrap();
         assert_eq!(d.options.gpus.as_deref(), Some("2"));
         assert_eq!(d.options.resolve().unwrap().cpus, 4);
+    }
+
+    #[test]
+    fn gpu_share_directives() {
+        let s = "#!/bin/sh\n#SBATCH --gpus 1\n#LABPOOL --gpu-share\n";
+        let d = parse_script(s).unwrap();
+        assert!(d.options.gpu_share);
+        assert!(d.options.resolve().unwrap().gpu_share);
+        // On its own, without GPUs anywhere, it is refused when the whole is resolved.
+        let d = parse_script("#!/bin/sh\n#SBATCH --gpu-share\n").unwrap();
+        assert!(d.options.resolve().is_err());
     }
 
     #[test]

@@ -43,11 +43,21 @@ fn node(name: &str, gpus: &[&str], cpus: u32) -> NodeSpec {
                 product: "virtual".into(),
                 memory_mib: 0,
                 uuid: None,
+                share: 1,
             })
             .collect(),
         cpus,
         mem_mib: 64 * 1024,
     }
+}
+
+/// A node whose GPUs each take up to `share` sharing jobs.
+fn shared_node(name: &str, gpus: &[&str], share: u32, cpus: u32) -> NodeSpec {
+    let mut n = node(name, gpus, cpus);
+    for g in &mut n.gpus {
+        g.share = share;
+    }
+    n
 }
 
 fn sched() -> Scheduler {
@@ -64,6 +74,15 @@ fn res(gpus: u32, ty: Option<&str>) -> Resources {
         gpu_type: ty.map(str::to_string),
         cpus: 1,
         mem_mib: 0,
+        gpu_share: false,
+    }
+}
+
+/// `gpus` GPUs of any type, shared (`--gpu-share`).
+fn share_res(gpus: u32) -> Resources {
+    Resources {
+        gpu_share: true,
+        ..res(gpus, None)
     }
 }
 
@@ -644,6 +663,7 @@ fn restore_refuses_conflicts() {
         gpus: vec![0],
         cpus: 1,
         mem_mib: 0,
+        shared: false,
     };
     let e = s.restore_running(spec.clone(), alloc.clone()).unwrap_err();
     assert!(
@@ -677,6 +697,266 @@ fn down_nodes_give_reqnodenotavail_and_requeue_keeps_place() {
     assert!(reason(&s, 1).starts_with("ReqNodeNotAvail"));
     s.set_node_down("box", None);
     assert_eq!(ids(&s.schedule(Timestamp(2))), [1, 2]);
+    s.check_invariants().unwrap();
+}
+
+// ----- GPU sharing -----
+
+/// A `--gpu-share` job as a test builds it.
+fn share_job(id: u64, gpus: u32, limit_s: u64) -> JobSpec {
+    let mut j = job(id, "u", gpus, limit_s);
+    j.resources.gpu_share = true;
+    j
+}
+
+fn holders(s: &Scheduler, node: &str, gpu: u32) -> Vec<u64> {
+    s.node(node)
+        .unwrap()
+        .gpu_holders(gpu)
+        .iter()
+        .map(|j| j.0)
+        .collect()
+}
+
+#[test]
+fn two_sharers_hold_one_gpu_with_share_2_and_never_three() {
+    let mut s = sched();
+    s.upsert_node(shared_node("box", &["t4"], 2, 8)).unwrap();
+    for id in 1..=3 {
+        submit(&mut s, id, share_res(1), None);
+    }
+    let d = s.schedule(Timestamp(0));
+    let st = started(&d);
+    assert_eq!(ids(&d), [1, 2]);
+    assert_eq!(st[&1], ("box".to_string(), vec![0]));
+    assert_eq!(st[&2], ("box".to_string(), vec![0]));
+    assert!(d.iter().all(|d| match d {
+        Decision::Start { allocation, .. } => allocation.shared,
+        _ => true,
+    }));
+    assert_eq!(holders(&s, "box", 0), [1, 2]);
+    assert_eq!(s.node("box").unwrap().gpu_owner(0), None);
+    assert_eq!(
+        s.node("box").unwrap().held_gpus().collect::<Vec<_>>(),
+        [(0, JobId(1)), (0, JobId(2))]
+    );
+    assert_eq!(s.node("box").unwrap().state(), NodeState::Allocated);
+    assert!(
+        reason(&s, 3).starts_with("Resources (0/1 nodes fit: 1 gpus-free; reserved on box)"),
+        "{}",
+        reason(&s, 3)
+    );
+    s.check_invariants().unwrap();
+    // Never three, however many passes run.
+    assert!(ids(&s.schedule(Timestamp(10))).is_empty());
+    assert_eq!(holders(&s, "box", 0), [1, 2]);
+
+    // One sharer ends: the third takes its slot, on the same GPU.
+    end(&mut s, 1, Timestamp(1000));
+    let d = s.schedule(Timestamp(1001));
+    assert_eq!(started(&d)[&3], ("box".to_string(), vec![0]));
+    assert_eq!(holders(&s, "box", 0), [2, 3]);
+    s.check_invariants().unwrap();
+}
+
+#[test]
+fn a_whole_gpu_job_waits_while_sharers_hold_the_gpu() {
+    let mut s = sched();
+    s.upsert_node(shared_node("box", &["t4"], 2, 8)).unwrap();
+    submit(&mut s, 1, share_res(1), None);
+    assert_eq!(ids(&s.schedule(Timestamp(0))), [1]);
+    // One slot is left, but a whole job needs the GPU wholly free.
+    submit(&mut s, 2, res(1, None), None);
+    assert!(ids(&s.schedule(Timestamp(1))).is_empty());
+    assert!(
+        reason(&s, 2).starts_with("Resources (0/1 nodes fit: 1 gpus-free"),
+        "{}",
+        reason(&s, 2)
+    );
+    end(&mut s, 1, Timestamp(500));
+    let d = s.schedule(Timestamp(501));
+    assert_eq!(started(&d)[&2], ("box".to_string(), vec![0]));
+    assert_eq!(s.node("box").unwrap().gpu_owner(0), Some(JobId(2)));
+    // Held whole: a sharer now waits for it.
+    submit(&mut s, 3, share_res(1), None);
+    assert!(ids(&s.schedule(Timestamp(502))).is_empty());
+    assert!(reason(&s, 3).contains("gpus-free"), "{}", reason(&s, 3));
+    s.check_invariants().unwrap();
+    end(&mut s, 2, Timestamp(600));
+    assert_eq!(ids(&s.schedule(Timestamp(601))), [3]);
+    s.check_invariants().unwrap();
+}
+
+#[test]
+fn sharers_backfill_only_where_they_do_not_delay_a_whole_reservation() {
+    // One GPU, share 2. Sharer 1 runs for 2 h. Whole job 2 (1 h) is reserved for t = 2 h.
+    // Sharer 3 (3 h) would still hold a slot at 2 h: it waits, though a slot is free.
+    // Sharer 4 (1 h) ends before 2 h: it backfills next to sharer 1.
+    let mut s = sched();
+    s.upsert_node(shared_node("box", &["t4"], 2, 8)).unwrap();
+    s.enqueue(share_job(1, 1, 2 * H));
+    assert_eq!(ids(&s.schedule(at(0.0))), [1]);
+    s.enqueue(job(2, "u", 1, H));
+    s.enqueue(share_job(3, 1, 3 * H));
+    s.enqueue(share_job(4, 1, H));
+    let d = s.schedule(at(0.0));
+    assert_eq!(ids(&d), [4]);
+    assert_eq!(started(&d)[&4].1, [0]);
+    assert_eq!(code(&s, 2), "Resources");
+    assert_eq!(
+        s.explain(JobId(2)).unwrap().reservation,
+        Some(("box".to_string(), at(2.0)))
+    );
+    assert_eq!(code(&s, 3), "Priority");
+    assert!(
+        reason(&s, 3).contains("held for higher-priority jobs: box for job 2"),
+        "{}",
+        reason(&s, 3)
+    );
+    s.check_invariants().unwrap();
+    end(&mut s, 4, at(1.0));
+    assert!(ids(&s.schedule(at(1.0))).is_empty());
+    end(&mut s, 1, at(2.0));
+    assert_eq!(ids(&s.schedule(at(2.0))), [2]);
+    end(&mut s, 2, at(3.0));
+    assert_eq!(ids(&s.schedule(at(3.0))), [3]);
+    s.check_invariants().unwrap();
+}
+
+#[test]
+fn a_sharing_job_needs_a_shareable_gpu() {
+    let mut s = sched();
+    s.upsert_node(node("box", &["t4"; 2], 8)).unwrap();
+    let r = share_res(1);
+    let e = s.admit(&req("u", &r)).unwrap_err();
+    assert!(
+        matches!(&e, AdmissionError::NoShareableGpus { requested: 1, .. }),
+        "{e}"
+    );
+    assert_eq!(
+        e.to_string(),
+        "job asks to share 1 GPUs (--gpu-share) but no node in partition normal has 1 shareable GPUs (share > 1); no GPU here is shared"
+    );
+    assert!(e.hint().unwrap().contains("leave out --gpu-share"));
+    // Queued anyway (say, before an admin made the GPUs whole again): it waits, and says why.
+    s.enqueue(share_job(1, 1, H));
+    assert!(ids(&s.schedule(Timestamp(0))).is_empty());
+    assert_eq!(reason(&s, 1), "BadConstraints (0/1 nodes fit: 1 gpu-share)");
+    // Another node shares one GPU: a 1-GPU sharer is admitted, a 2-GPU sharer is not.
+    let mut one = shared_node("mix", &["t4"; 2], 1, 8);
+    one.gpus[1].share = 2;
+    s.upsert_node(one).unwrap();
+    assert!(s.admit(&req("u", &r)).is_ok());
+    let two = share_res(2);
+    assert_eq!(
+        s.admit(&req("u", &two)).unwrap_err().to_string(),
+        "job asks to share 2 GPUs (--gpu-share) but no node in partition normal has 2 shareable GPUs (share > 1); shareable: 1 on mix"
+    );
+    let d = s.schedule(Timestamp(1));
+    assert_eq!(started(&d)[&1], ("mix".to_string(), vec![1]));
+    s.check_invariants().unwrap();
+}
+
+#[test]
+fn sharers_pack_onto_one_gpu_and_leave_the_other_whole() {
+    let mut s = sched();
+    s.upsert_node(shared_node("box", &["t4"; 2], 2, 8)).unwrap();
+    submit(&mut s, 1, share_res(1), None);
+    submit(&mut s, 2, share_res(1), None);
+    submit(&mut s, 3, res(1, None), None);
+    let d = s.schedule(Timestamp(0));
+    let st = started(&d);
+    assert_eq!(st[&1].1, [0]);
+    assert_eq!(st[&2].1, [0]);
+    assert_eq!(st[&3].1, [1]);
+    assert_eq!(s.node("box").unwrap().gpu_owner(1), Some(JobId(3)));
+    s.check_invariants().unwrap();
+    // With GPU 0 held whole, sharers go to GPU 1 and join each other there.
+    let mut s = sched();
+    s.upsert_node(shared_node("box", &["t4"; 2], 2, 8)).unwrap();
+    submit(&mut s, 1, res(1, None), None);
+    s.schedule(Timestamp(0));
+    submit(&mut s, 2, share_res(1), None);
+    submit(&mut s, 3, share_res(1), None);
+    let st = started(&s.schedule(Timestamp(1)));
+    assert_eq!((st[&2].1.clone(), st[&3].1.clone()), (vec![1], vec![1]));
+    s.check_invariants().unwrap();
+}
+
+#[test]
+fn a_sharer_joins_a_node_with_sharers_before_breaking_a_whole_gpu() {
+    // Node a: three GPUs, one of them shared by a running job. Node b: one wholly free GPU.
+    // Bin-packing alone would pick b (fullest afterwards); the sharer joins GPU 0 of a instead.
+    let mut s = sched();
+    s.upsert_node(shared_node("a", &["t4"; 3], 2, 8)).unwrap();
+    s.upsert_node(shared_node("b", &["t4"], 2, 8)).unwrap();
+    let alloc = Allocation {
+        start: Timestamp(0),
+        node: "a".into(),
+        gpus: vec![0],
+        cpus: 1,
+        mem_mib: 0,
+        shared: true,
+    };
+    s.restore_running(share_job(1, 1, H), alloc).unwrap();
+    submit(&mut s, 2, share_res(1), None);
+    let st = started(&s.schedule(Timestamp(1)));
+    assert_eq!(st[&2], ("a".to_string(), vec![0]));
+    // A whole job still takes the fullest node.
+    submit(&mut s, 3, res(1, None), None);
+    assert_eq!(started(&s.schedule(Timestamp(2)))[&3].0, "b");
+    s.check_invariants().unwrap();
+}
+
+#[test]
+fn restore_respects_share_slots() {
+    let mut s = sched();
+    s.upsert_node(shared_node("box", &["t4"; 2], 2, 8)).unwrap();
+    let shared = |gpu| Allocation {
+        start: Timestamp(0),
+        node: "box".into(),
+        gpus: vec![gpu],
+        cpus: 1,
+        mem_mib: 0,
+        shared: true,
+    };
+    s.restore_running(share_job(1, 1, H), shared(0)).unwrap();
+    s.restore_running(share_job(2, 1, H), shared(0)).unwrap();
+    let e = s
+        .restore_running(share_job(3, 1, H), shared(0))
+        .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("GPU 0 already has 2 sharing jobs (1, 2)"),
+        "{e}"
+    );
+    let whole = Allocation {
+        shared: false,
+        ..shared(0)
+    };
+    let e = s.restore_running(job(4, "u", 1, H), whole).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("GPU 0 is already shared by jobs 1, 2"),
+        "{e}"
+    );
+    s.restore_running(
+        job(5, "u", 1, H),
+        Allocation {
+            shared: false,
+            ..shared(1)
+        },
+    )
+    .unwrap();
+    let e = s
+        .restore_running(share_job(6, 1, H), shared(1))
+        .unwrap_err();
+    assert!(e.to_string().contains("already held by job 5"), "{e}");
+    s.check_invariants().unwrap();
+    assert_eq!(s.node("box").unwrap().state(), NodeState::Allocated);
+    // Requeue gives a sharer's slot back.
+    assert!(s.requeue(JobId(1)));
+    assert_eq!(holders(&s, "box", 0), [2]);
     s.check_invariants().unwrap();
 }
 
@@ -757,7 +1037,7 @@ proptest! {
         for st in steps {
             match st {
                 Step::Submit { user, gpus, ty, cpus, limit_h, emergency, dep } => {
-                    let r = Resources { gpus, gpu_type: Some(TYPES[ty].to_string()), cpus, mem_mib: 0 };
+                    let r = Resources { gpus, gpu_type: Some(TYPES[ty].to_string()), cpus, mem_mib: 0, gpu_share: false };
                     let user = USERS[user];
                     let rq = AdmitRequest { user, account: None, partition: None, time_limit: Some(TimeLimit::Seconds(limit_h * H)), resources: &r, emergency, count: 1 };
                     if let Ok(a) = s.admit(&rq) {
@@ -853,6 +1133,66 @@ proptest! {
         prop_assert_eq!(s.pending().count(), 0, "every job ran");
     }
 
+    /// With sharing and whole jobs mixed on nodes of share 1 to 3: a GPU never has more
+    /// sharers than its share, nor a whole holder and sharers together (check_invariants), the
+    /// top job's reservation never moves later, no job starts after its reservation, and every
+    /// job runs.
+    #[test]
+    fn sharing_never_over_commits_nor_delays_the_top_reservation(
+        nodes in prop::collection::vec((1usize..=3, 1u32..=3), 1..3),
+        jobs in prop::collection::vec((1u32..=2, prop::bool::ANY, 1u64..10, 1u64..=100), 2..30),
+    ) {
+        let mut s = sched();
+        for (i, (n, share)) in nodes.iter().enumerate() {
+            s.upsert_node(shared_node(&format!("n{i}"), &vec!["t4"; *n], *share, 64)).unwrap();
+        }
+        let mut runtime = BTreeMap::new();
+        for (i, (gpus, shared, limit_h, pct)) in jobs.iter().enumerate() {
+            let id = i as u64 + 1;
+            let r = Resources { gpu_share: *shared, ..res(*gpus, None) };
+            let mut rq = req("u", &r);
+            rq.time_limit = Some(TimeLimit::Seconds(limit_h * H));
+            if s.admit(&rq).is_err() {
+                continue;
+            }
+            let mut j = job(id, "u", *gpus, limit_h * H);
+            j.resources.gpu_share = *shared;
+            s.enqueue(j);
+            runtime.insert(id, (limit_h * H * pct / 100).max(1));
+        }
+        let mut now = Timestamp(0);
+        let mut promised: BTreeMap<JobId, Timestamp> = BTreeMap::new();
+        for _ in 0..200 {
+            for d in s.schedule(now) {
+                if let Decision::Start { job, allocation, .. } = d {
+                    prop_assert_eq!(allocation.shared, s.job(job).unwrap().resources.gpu_share);
+                }
+            }
+            s.check_invariants().map_err(TestCaseError::fail)?;
+            if let Some(top) = s.priority_order(now).first().copied()
+                && let Some((_, at)) = s.explain(top).and_then(|n| n.reservation.clone())
+            {
+                let p = promised.entry(top).or_insert(at);
+                prop_assert!(at <= *p, "job {} was promised {:?} but now gets {:?}", top, p, at);
+                *p = at;
+            }
+            for (id, at) in &promised {
+                if let Some((_, a)) = s.running().find(|(j, _)| j.id == *id) {
+                    prop_assert!(a.start <= *at, "job {} started at {:?}, after its reservation {:?}", id, a.start, at);
+                }
+            }
+            let next_end = s.running().map(|(j, a)| a.start.plus_secs(runtime[&j.id.0])).min();
+            let Some(t) = next_end else { break };
+            now = t;
+            let ending: Vec<JobId> = s.running().filter(|(j, a)| a.start.plus_secs(runtime[&j.id.0]) <= now).map(|(j, _)| j.id).collect();
+            for id in ending {
+                s.finish(id, JobState::Completed, now);
+            }
+            s.check_invariants().map_err(TestCaseError::fail)?;
+        }
+        prop_assert_eq!(s.pending().count(), 0, "every job ran");
+    }
+
     /// The same events give the same decisions.
     #[test]
     fn decisions_are_deterministic(jobs in prop::collection::vec((1u32..=4, 0usize..2, 0usize..4), 1..40)) {
@@ -862,7 +1202,7 @@ proptest! {
             s.upsert_node(node("b", &["a100"; 2], 8)).unwrap();
             let mut out = Vec::new();
             for (i, (g, ty, u)) in jobs.iter().enumerate() {
-                let r = Resources { gpus: *g, gpu_type: Some(["t4", "a100"][*ty].into()), cpus: 1, mem_mib: 0 };
+                let r = Resources { gpus: *g, gpu_type: Some(["t4", "a100"][*ty].into()), cpus: 1, mem_mib: 0, gpu_share: false };
                 let rq = AdmitRequest { user: USERS[*u], account: None, partition: None, time_limit: None, resources: &r, emergency: false, count: 1 };
                 if let Ok(a) = s.admit(&rq) {
                     s.enqueue(JobSpec { id: JobId(i as u64 + 1), user: USERS[*u].into(), account: a.account, partition: a.partition,

@@ -26,6 +26,10 @@ pub fn job_environment(
     default("LOGNAME", launch.user.clone());
     default("SHELL", launch.shell.display().to_string());
     default("PATH", "/usr/local/bin:/usr/bin:/bin".to_string());
+    // GPU hygiene (memory growth, async allocator): the job's own setting wins.
+    for (k, v) in &launch.gpu_env {
+        default(k, v.clone());
+    }
 
     let gpus = launch
         .gpus

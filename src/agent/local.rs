@@ -3,9 +3,10 @@
 //! [`crate::agent::protocol`].
 
 use crate::agent::environment::job_environment;
+use crate::agent::isolation::{JobIsolation, NVIDIA_MAJOR, Support, remove_groups};
 use crate::agent::jobdir::{JobDir, Liveness};
 use crate::agent::procs::kill_job_processes;
-use crate::agent::protocol::{AgentOrder, AgentReport, Launch, Outcome};
+use crate::agent::protocol::{AgentOrder, AgentReport, Launch, LaunchEnv, Outcome};
 use crate::agent::stager::Stager;
 use crate::clock::now_ms;
 use crate::identity::groups_of;
@@ -36,6 +37,19 @@ pub struct Executor {
     shims: Arc<Mutex<BTreeMap<(u64, u32), i32>>>,
     /// The node's dataset cache.
     stager: Stager,
+    /// How jobs are isolated on this node.
+    isolation: Arc<NodeIsolation>,
+}
+
+/// What the executor needs to isolate jobs and run them inside environments.
+#[derive(Debug, Clone, Default)]
+pub struct NodeIsolation {
+    /// The cgroup controllers the node offers.
+    pub support: Support,
+    /// Every GPU of the node: index → device minor (`/dev/nvidiaN` is `195:N`).
+    pub gpu_minors: BTreeMap<u32, u32>,
+    /// The tools that environments run with (ch-run, apptainer, Lmod).
+    pub tools: labpool_envs::tools::Tools,
 }
 
 impl Executor {
@@ -47,6 +61,7 @@ impl Executor {
         exe: PathBuf,
         reports: mpsc::UnboundedSender<AgentReport>,
         stager: Stager,
+        isolation: NodeIsolation,
     ) -> Executor {
         Executor {
             node,
@@ -56,6 +71,7 @@ impl Executor {
             cancelled: Arc::default(),
             shims: Arc::default(),
             stager,
+            isolation: Arc::new(isolation),
         }
     }
 
@@ -69,6 +85,7 @@ impl Executor {
                 AgentOrder::Stage(order) => self.stager.stage(*order),
                 AgentOrder::Verify { request, sources } => self.stager.verify(request, sources),
                 AgentOrder::Inventory => self.stager.inventory(),
+                AgentOrder::StageEnv { job, attempt, env } => self.stage_env(job, attempt, env),
                 AgentOrder::Forget { job, attempt } => {
                     self.stager.release(job, attempt);
                     self.shims
@@ -79,7 +96,9 @@ impl Executor {
                         .lock()
                         .expect("not poisoned")
                         .remove(&(job, attempt));
-                    if let Err(e) = JobDir::new(&self.spool, job, attempt).remove() {
+                    let dir = JobDir::new(&self.spool, job, attempt);
+                    remove_groups(&self.isolation.support, &cgroup_name(&dir));
+                    if let Err(e) = dir.remove() {
                         tracing::warn!(job, attempt, "cannot remove job directory: {e}");
                     }
                 }
@@ -170,6 +189,87 @@ impl Executor {
         }
     }
 
+    /// Puts an environment on the node, off the async threads (unpacking takes seconds).
+    fn stage_env(&self, job: u64, attempt: u32, env: LaunchEnv) {
+        let this = self.clone();
+        tokio::spawn(async move {
+            let (dir, archive) = (env.dir.clone(), env.archive.clone());
+            let result =
+                tokio::task::spawn_blocking(move || labpool_envs::pack::unpack(&archive, &dir))
+                    .await
+                    .map_err(|e| e.to_string())
+                    .and_then(|r| r.map_err(|e| e.to_string()));
+            match &result {
+                Ok(true) => {
+                    tracing::info!(job, env = env.name, id = env.id, "environment unpacked")
+                }
+                Ok(false) => {}
+                Err(e) => tracing::warn!(job, env = env.name, "cannot stage environment: {e}"),
+            }
+            this.report(AgentReport::EnvStaged {
+                node: this.node.clone(),
+                job,
+                attempt,
+                id: env.id,
+                result,
+            });
+        });
+    }
+
+    /// The program, arguments and environment of the job's shim, wrapped in its software
+    /// environment when it names one.
+    fn job_command(
+        &self,
+        launch: &Launch,
+        dir: &JobDir,
+        env: BTreeMap<String, String>,
+    ) -> std::io::Result<labpool_envs::activate::Command> {
+        let Some(e) = &launch.env else {
+            return Ok(labpool_envs::activate::Command {
+                program: dir.script_path(),
+                args: launch.args.clone(),
+                env,
+            });
+        };
+        if !labpool_envs::pack::is_complete(&e.dir) {
+            return Err(std::io::Error::other(format!(
+                "environment {} ({}) is not complete at {} on this node; submit the job again",
+                e.name,
+                e.id,
+                e.dir.display()
+            )));
+        }
+        labpool_envs::activate::wrap(&labpool_envs::activate::WrapRequest {
+            kind: e.kind,
+            dir: &e.dir,
+            tools: &self.isolation.tools,
+            script: &dir.script_path(),
+            text: &launch.script,
+            args: &launch.args,
+            workdir: &launch.workdir,
+            env,
+        })
+        .map_err(|err| std::io::Error::other(format!("environment {}: {err}", e.name)))
+    }
+
+    /// The cgroups the job runs in: every GPU of the node it was not given is denied, and its
+    /// memory reservation is its limit.
+    fn job_isolation(&self, launch: &Launch, dir: &JobDir) -> Option<JobIsolation> {
+        let support = &self.isolation.support;
+        if support.devices.is_none() && support.memory.is_none() {
+            return None;
+        }
+        let denied = self
+            .isolation
+            .gpu_minors
+            .iter()
+            .filter(|(index, _)| !launch.gpus.contains(index))
+            .map(|(_, minor)| (NVIDIA_MAJOR, *minor))
+            .collect();
+        let mem = (launch.mem_mib > 0).then(|| launch.mem_mib * 1024 * 1024);
+        Some(support.for_job(&cgroup_name(dir), denied, mem))
+    }
+
     fn spawn_shim(&self, launch: &Launch) -> std::io::Result<tokio::process::Child> {
         let dir = JobDir::new(&self.spool, launch.job, launch.attempt);
         dir.create(launch.uid, launch.gid, &launch.script)?;
@@ -179,6 +279,8 @@ impl Executor {
             .map(|d| (d.name.clone(), self.stager.cache().dir(&d.name, &d.version)))
             .collect();
         let links = dir.link_datasets(&cached)?;
+        let env = job_environment(launch, &self.node, &dir.key(), links.as_deref(), &cached);
+        let command = self.job_command(launch, &dir, env)?;
         let spec = ShimSpec {
             job: launch.job,
             attempt: launch.attempt,
@@ -186,15 +288,16 @@ impl Executor {
             uid: launch.uid,
             gid: launch.gid,
             groups: groups_of(&launch.user, launch.gid),
-            program: dir.script_path(),
-            args: launch.args.clone(),
+            program: command.program,
+            args: command.args,
             workdir: launch.workdir.clone(),
             stdout: launch.stdout.clone(),
             stderr: launch.stderr.clone(),
-            env: job_environment(launch, &self.node, &dir.key(), links.as_deref(), &cached),
+            env: command.env,
             time_limit_s: launch.time_limit_s,
             kill_grace_ms: launch.kill_grace_ms,
             umask: launch.umask,
+            isolation: self.job_isolation(launch, &dir),
         };
         // The spec holds the job's environment, which may hold secrets: private from the start.
         dir.write_spec(&spec)?;
@@ -408,4 +511,21 @@ impl Executor {
             }
         }
     }
+}
+
+/// The name of an attempt's cgroups: unique on the machine even with several pools on it (a
+/// demo beside a production pool), like the job key, but without slashes.
+fn cgroup_name(dir: &JobDir) -> String {
+    // FNV-1a over the spool path: stable, and short enough for a directory name.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in dir
+        .path()
+        .parent()
+        .unwrap_or(dir.path())
+        .as_os_str()
+        .as_encoded_bytes()
+    {
+        h = (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{:08x}-{}.{}", h as u32, dir.job, dir.attempt)
 }

@@ -2,6 +2,7 @@
 //! inside `labpool serve`, speaking the same [`protocol`] a remote agent will.
 
 pub mod environment;
+pub mod isolation;
 pub mod jobdir;
 pub mod local;
 pub mod procs;

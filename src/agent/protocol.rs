@@ -59,6 +59,27 @@ pub struct Launch {
     pub array: Option<ArrayEnv>,
     /// Its datasets, staged complete on the node.
     pub datasets: Vec<LaunchDataset>,
+    /// The software environment it runs inside, staged on the node.
+    #[serde(default)]
+    pub env: Option<LaunchEnv>,
+    /// GPU hygiene variables, set unless the job's own environment sets them.
+    #[serde(default)]
+    pub gpu_env: BTreeMap<String, String>,
+}
+
+/// A software environment as a node gets it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LaunchEnv {
+    /// The name the job asked for.
+    pub name: String,
+    /// Its id (the hash of kind, lock and platform).
+    pub id: String,
+    /// Its kind.
+    pub kind: labpool_envs::EnvKind,
+    /// Where it lives on every node (its fixed path).
+    pub dir: PathBuf,
+    /// The packed build, to unpack where `dir` is missing.
+    pub archive: PathBuf,
 }
 
 /// A dataset as a job gets it: the version it was given and where that is on the node.
@@ -181,6 +202,15 @@ pub enum AgentOrder {
     },
     /// Send the cache's inventory.
     Inventory,
+    /// Make sure this environment is on the node (unpack it where it is not).
+    StageEnv {
+        /// Job.
+        job: u64,
+        /// Attempt.
+        attempt: u32,
+        /// What to stage.
+        env: LaunchEnv,
+    },
     /// The controller has recorded this attempt's end; its files may go.
     Forget {
         /// Job.
@@ -269,6 +299,19 @@ pub enum AgentReport {
         capacity: u64,
         /// Versions and bytes used.
         inventory: Inventory,
+    },
+    /// An environment is on the node (or could not be put there).
+    EnvStaged {
+        /// Node.
+        node: String,
+        /// Job.
+        job: u64,
+        /// Attempt.
+        attempt: u32,
+        /// Environment id.
+        id: String,
+        /// True when it was unpacked now, false when it was there; or why it failed.
+        result: Result<bool, String>,
     },
     /// A verify ended.
     Verified {

@@ -195,6 +195,10 @@ async fn drive(
             datasets: Vec::new(),
             dependency: None,
             array: None,
+            env: None,
+            env_id: None,
+            env_kind: None,
+            gpu_share: false,
         };
         let s: Submitted = client.post("/v1/jobs", &req).await?;
         let plural = if j.gpus == 1 { " " } else { "s" };

@@ -86,6 +86,26 @@ memory = "{mem}"
 {gpu_section}
 # Where NVML is loaded from, if not the system's libnvidia-ml.so.1:
 # nvml_library = "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1"
+# GPU sharing: up to this many small jobs submitted with --gpu-share hold one GPU at once
+# (a number for every GPU, or by type). Default 1: a GPU belongs to one job.
+# gpu_share = {{ rtx3090 = 2 }}
+
+# What every job gets: labpool sets CUDA_VISIBLE_DEVICES to the job's GPUs, refuses scripts
+# that override it ("warn" only warns), puts each job in cgroups where the kernel has them
+# (its own GPU device nodes only; --mem is a hard memory limit), and sets GPU memory growth on.
+[jobs]
+cuda_visible_devices = "refuse"
+isolation = "auto"
+# gpu_env = {{ TF_GPU_ALLOCATOR = "" }}   # change or drop ("") a default variable
+
+# Software environments (labpool env create NAME --file requirements.txt; submit --env NAME).
+# Builds live at the same path on every node (Python environments are not relocatable);
+# packed copies in `archive` are unpacked on nodes that lack them.
+[envs]
+store = {envs}
+archive = {env_archives}
+# python = "/usr/bin/python3"   # the Python venvs are built with
+build_timeout = "30m"
 
 # Partitions (queues). A job without --partition goes to the default one; a job asking for
 # more time than max_time is refused at submit. Higher priority is considered first.
@@ -213,6 +233,8 @@ fairshare_half_life = "7days"
             snapshots = path("backup/snapshots"),
             home = shared("home"),
             scratch = shared("scratch"),
+            envs = path("envs"),
+            env_archives = shared("envs"),
             grace = self.kill_grace,
             name = quote(&self.node_name),
             cpus = self.cpus,

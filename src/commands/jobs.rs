@@ -115,8 +115,21 @@ fn show_text(d: &JobDetail) -> String {
         ("node", or_dash(j.node.as_ref())),
         (
             "gpus",
-            format!("{} (asked: {})", gpu_list(&j.gpus), gpus_asked(j)),
+            format!(
+                "{} (asked: {}{})",
+                gpu_list(&j.gpus),
+                gpus_asked(j),
+                if j.gpu_share { ", shared" } else { "" }
+            ),
         ),
+        (
+            "env",
+            match (&j.env, &j.env_id) {
+                (Some(n), Some(id)) => format!("{n} ({id})"),
+                _ => "-".to_string(),
+            },
+        ),
+        ("isolation", or_dash(j.isolation.as_ref())),
         ("cpus", j.cpus.to_string()),
         (
             "memory",

@@ -2,6 +2,7 @@
 
 pub mod datasets;
 pub mod demo;
+pub mod envs;
 pub mod init;
 pub mod jobs;
 pub mod nodes;
@@ -21,6 +22,9 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<()> {
         Command::Init(args) => return init::run(args),
         Command::Sim(args) => return sim::run(args),
         Command::Shim { dir } => return crate::shim::run(dir),
+        Command::Env {
+            command: crate::cli::EnvCommand::BuildLocked { lock, dest },
+        } => return envs::build_locked(lock, dest),
         _ => {}
     }
     let multi_thread = matches!(cli.command, Command::Serve | Command::Demo(_));
@@ -59,6 +63,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<()> {
             Command::Snapshot { command } => snapshots::run(command, &config).await,
             Command::Quota(args) => quotas::quota(args, &config).await,
             Command::Purge { command } => quotas::purge(command, &config).await,
+            Command::Env { command } => envs::run(command, &config).await,
             Command::Init(_) | Command::Shim { .. } | Command::Demo(_) | Command::Sim(_) => {
                 unreachable!("handled above")
             }

@@ -41,6 +41,9 @@ fn nodes_text(nodes: &[NodeView]) -> String {
         "REASON",
     ];
     let mut out = table(&headers, rows);
+    for n in nodes {
+        out.push_str(&format!("\n{} isolation: {}", n.name, n.isolation));
+    }
     let gpu_rows: Vec<Vec<String>> = nodes
         .iter()
         .flat_map(|n| {
@@ -50,9 +53,25 @@ fn nodes_text(nodes: &[NodeView]) -> String {
                 } else {
                     format_mib(g.memory_mib)
                 };
-                let user = g
-                    .job
-                    .map_or_else(|| "free".to_string(), |j| format!("job {j}"));
+                let holders = if g.jobs.is_empty() {
+                    g.job.into_iter().collect()
+                } else {
+                    g.jobs.clone()
+                };
+                let mut user = match holders.as_slice() {
+                    [] => "free".to_string(),
+                    [j] => format!("job {j}"),
+                    many => format!(
+                        "jobs {}",
+                        many.iter()
+                            .map(u64::to_string)
+                            .collect::<Vec<_>>()
+                            .join(",")
+                    ),
+                };
+                if g.share > 1 {
+                    user.push_str(&format!(" ({}/{} shares)", holders.len(), g.share));
+                }
                 vec![
                     n.name.clone(),
                     g.index.to_string(),

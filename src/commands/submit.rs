@@ -105,6 +105,10 @@ pub fn build_request(
         datasets: request.datasets.clone(),
         dependency: request.dependency.clone(),
         array: request.array.clone(),
+        env: request.env.clone(),
+        env_id: None,
+        env_kind: None,
+        gpu_share: request.gpu_share,
     };
     Ok((req, warnings))
 }

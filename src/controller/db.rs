@@ -82,6 +82,8 @@ pub struct JobRow {
     pub stdout: Option<PathBuf>,
     /// Standard error file.
     pub stderr: Option<PathBuf>,
+    /// The isolation in force for its run, in words.
+    pub isolation: Option<String>,
     /// The request as submitted.
     pub request: SubmitRequest,
 }
@@ -124,6 +126,10 @@ impl JobRow {
             dependency: self.request.dependency.clone(),
             array_id: self.spec.array.as_ref().map(|a| a.array_id.0),
             array_task: self.spec.array.as_ref().map(|a| a.task),
+            env: self.request.env.clone(),
+            env_id: self.request.env_id.clone(),
+            gpu_share: self.request.gpu_share,
+            isolation: self.isolation.clone(),
         }
     }
 }
@@ -194,11 +200,12 @@ fn migrator() -> Migrator {
             "quotas",
             include_str!("../../migrations/0004_quotas.sql"),
         ),
+        migration(5, "envs", include_str!("../../migrations/0005_envs.sql")),
     ])
 }
 
 const JOB_COLUMNS: &str = "id, name, user, uid, gid, partition, state, reason, reason_detail, gpus_requested, gpu_type, \
-     cpus, mem_mib, time_limit_s, node, gpus, exit_code, signal, submit_time, start_time, end_time, attempt, cancel_requested_by, stdout, stderr, request, account, emergency, array_id, array_task";
+     cpus, mem_mib, time_limit_s, node, gpus, exit_code, signal, submit_time, start_time, end_time, attempt, cancel_requested_by, stdout, stderr, request, account, emergency, array_id, array_task, isolation";
 
 /// The states of jobs that are not finished.
 pub const ACTIVE_STATES: &str = "('PENDING', 'STAGING', 'RUNNING')";
@@ -329,6 +336,20 @@ impl Db {
         .await?;
         let detail = format!("attempt {attempt} on {node}, GPUs [{gpus}]");
         Db::event(tx, job, start_time, "start", Some(&detail)).await
+    }
+
+    /// Records the isolation in force for a job's run.
+    pub async fn set_isolation(
+        tx: &mut Transaction<'_, Sqlite>,
+        job: u64,
+        isolation: &str,
+    ) -> Result<(), DbError> {
+        sqlx::query("UPDATE jobs SET isolation = ? WHERE id = ?")
+            .bind(isolation)
+            .bind(job as i64)
+            .execute(&mut **tx)
+            .await?;
+        Ok(())
     }
 
     /// Sets a pending job's reason.
@@ -764,6 +785,7 @@ fn job_from_row(r: &SqliteRow) -> Result<JobRow, DbError> {
                 gpu_type: r.try_get("gpu_type")?,
                 cpus: r.try_get::<i64, _>("cpus")? as u32,
                 mem_mib: r.try_get::<i64, _>("mem_mib")? as u64,
+                gpu_share: request.gpu_share,
             },
             time_limit,
             submit_time: Timestamp(r.try_get("submit_time")?),
@@ -799,6 +821,7 @@ fn job_from_row(r: &SqliteRow) -> Result<JobRow, DbError> {
         cancel_requested_by: r.try_get("cancel_requested_by")?,
         stdout: opt_path("stdout")?,
         stderr: opt_path("stderr")?,
+        isolation: r.try_get("isolation")?,
         request,
     })
 }

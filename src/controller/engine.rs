@@ -155,13 +155,24 @@ pub(crate) enum Item {
     Report(AgentReport),
 }
 
+/// What the controller knows of a node besides its spec.
+#[derive(Debug, Clone)]
+pub struct NodeFacts {
+    /// Where its GPUs come from: nvml, virtual or none.
+    pub gpu_source: String,
+    /// The cgroup isolation it offers.
+    pub isolation: crate::agent::isolation::Support,
+}
+
 /// The engine's state.
 pub struct Engine {
     pub(crate) config: Arc<Config>,
     pub(crate) db: Db,
     pub(crate) sched: Scheduler,
     pub(crate) agents: BTreeMap<String, mpsc::UnboundedSender<AgentOrder>>,
-    gpu_sources: BTreeMap<String, String>,
+    pub(crate) nodes_facts: BTreeMap<String, NodeFacts>,
+    /// Environments known to be on a node: (node, id).
+    pub(crate) envs_on_nodes: BTreeSet<(String, String)>,
     /// Jobs not yet finished, with everything needed to launch them.
     pub(crate) active: BTreeMap<u64, JobRow>,
     pub(crate) controller_uid: u32,
@@ -181,14 +192,15 @@ impl Engine {
         db: Db,
         sched: Scheduler,
         agents: BTreeMap<String, mpsc::UnboundedSender<AgentOrder>>,
-        gpu_sources: BTreeMap<String, String>,
+        nodes_facts: BTreeMap<String, NodeFacts>,
     ) -> Engine {
         Engine {
             config: config.clone(),
             db,
             sched,
             agents,
-            gpu_sources,
+            nodes_facts,
+            envs_on_nodes: BTreeSet::new(),
             active: BTreeMap::new(),
             controller_uid: effective_uid(),
             ledger: Vec::new(),
@@ -247,6 +259,7 @@ impl Engine {
                         gpus: row.gpus.clone(),
                         cpus: row.spec.resources.cpus,
                         mem_mib: row.spec.resources.mem_mib,
+                        shared: row.spec.resources.gpu_share && !row.gpus.is_empty(),
                     };
                     match self.sched.restore_running(row.spec.clone(), alloc.clone()) {
                         // A staging job has no shim yet: its stage resumes instead.
@@ -494,6 +507,7 @@ impl Engine {
         let mut launches = Vec::new();
         let mut stages = Vec::new();
         let mut prefetches = Vec::new();
+        let mut env_stages = Vec::new();
         for d in decisions {
             match d {
                 Decision::Start {
@@ -545,6 +559,42 @@ impl Engine {
                         stages.push((job.0, row.attempt, allocation.node.clone()));
                         continue;
                     }
+                    let row = self.active.get(&job.0).expect("a scheduled job is active");
+                    if self.needs_env_stage(row, &allocation.node) {
+                        let what = Engine::env_staging_detail(row, &allocation.node);
+                        let attempt = row.attempt;
+                        Db::mark_staging(
+                            &mut tx,
+                            job.0,
+                            &allocation.node,
+                            &allocation.gpus,
+                            attempt,
+                            start_time,
+                            &stdout,
+                            &stderr,
+                            &what,
+                        )
+                        .await?;
+                        Db::set_reason(&mut tx, job.0, "EnvStaging", &what).await?;
+                        let row = self
+                            .active
+                            .get_mut(&job.0)
+                            .expect("a scheduled job is active");
+                        row.state = JobState::Staging;
+                        row.start_time = None;
+                        row.reason = Some("EnvStaging".into());
+                        row.reason_detail = Some(what);
+                        env_stages.push((job.0, attempt, allocation.node.clone()));
+                        continue;
+                    }
+                    let isolation =
+                        self.isolation_text(&allocation.node, &allocation.gpus, allocation.mem_mib);
+                    Db::set_isolation(&mut tx, job.0, &isolation).await?;
+                    let row = self
+                        .active
+                        .get_mut(&job.0)
+                        .expect("a scheduled job is active");
+                    row.isolation = Some(isolation);
                     Db::mark_started(
                         &mut tx,
                         job.0,
@@ -578,6 +628,9 @@ impl Engine {
         tx.commit().await?;
         for (job, attempt, node) in stages {
             self.start_staging(job, attempt, &node);
+        }
+        for (job, attempt, node) in env_stages {
+            self.send_env_stage(job, attempt, &node);
         }
         self.prefetch(prefetches);
         for (node, launch) in launches {
@@ -640,6 +693,8 @@ impl Engine {
             umask: req.umask,
             array,
             datasets: self.launch_datasets(row.id, hit),
+            env: self.launch_env(row),
+            gpu_env: self.config.jobs.gpu_env(),
         };
         (alloc.node.clone(), launch)
     }
@@ -670,6 +725,13 @@ impl Engine {
                     let _ = link.send(AgentOrder::Forget { job, attempt });
                 }
             }
+            AgentReport::EnvStaged {
+                node,
+                job,
+                attempt,
+                id,
+                result,
+            } => self.on_env_staged(node, job, attempt, id, result).await?,
             AgentReport::Staging {
                 node,
                 purpose,
@@ -979,6 +1041,7 @@ impl Engine {
         self.sched
             .nodes()
             .map(|n| {
+                let facts = self.nodes_facts.get(n.name());
                 let gpus: Vec<GpuView> = n
                     .spec
                     .gpus
@@ -989,14 +1052,17 @@ impl Engine {
                         product: g.product.clone(),
                         memory_mib: g.memory_mib,
                         uuid: g.uuid.clone(),
-                        job: n.gpu_owner(g.index).map(|j| j.0),
+                        job: n.gpu_holders(g.index).first().map(|j| j.0),
+                        jobs: n.gpu_holders(g.index).iter().map(|j| j.0).collect(),
+                        share: g.share,
                     })
                     .collect();
                 NodeView {
                     name: n.name().to_string(),
                     state: n.state(),
                     reason: n.down.clone().or_else(|| n.drain.clone()),
-                    gpu_source: self.gpu_sources.get(n.name()).cloned().unwrap_or_default(),
+                    gpu_source: facts.map(|f| f.gpu_source.clone()).unwrap_or_default(),
+                    isolation: facts.map(|f| f.isolation.describe()).unwrap_or_default(),
                     gpus_free: gpus.iter().filter(|g| g.job.is_none()).count() as u32,
                     gpus,
                     cpus: n.spec.cpus,

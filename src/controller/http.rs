@@ -38,6 +38,8 @@ pub struct AppState {
     pub snapshots: Arc<crate::controller::snapshots::SnapshotService>,
     /// Quotas, the purge and the audit.
     pub quotas: Arc<crate::controller::quotas::QuotaService>,
+    /// Software environments.
+    pub envs: Arc<crate::controller::envs::EnvService>,
 }
 
 /// The peer of a Unix-socket connection, as the kernel reports it.
@@ -85,6 +87,7 @@ pub fn router(state: AppState) -> Router {
         .merge(crate::controller::dataset_http::routes())
         .merge(crate::controller::snapshot_http::routes())
         .merge(crate::controller::quota_http::routes())
+        .merge(crate::controller::env_http::routes())
         .fallback(|| async {
             ApiError::not_found(
                 "no such API path",
@@ -156,10 +159,11 @@ async fn submit(
     body: Result<Json<SubmitRequest>, JsonRejection>,
 ) -> Result<Json<Submitted>, ApiError> {
     let caller = caller(&state, &peer)?;
-    let Json(req) = body.map_err(|e| {
+    let Json(mut req) = body.map_err(|e| {
         ApiError::bad_request(format!("bad submit request: {}", e.body_text()), None)
     })?;
-    let warnings = state.quotas.submit_check(&caller).await?;
+    let mut warnings = state.envs.check_submit(&mut req, &caller).await?;
+    warnings.extend(state.quotas.submit_check(&caller).await?);
     let mut submitted = ask(&state, |reply| Request::Submit {
         req: Box::new(req),
         caller,

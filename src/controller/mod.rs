@@ -8,6 +8,10 @@ pub mod dataset_http;
 pub mod datasets;
 pub mod db;
 pub mod engine;
+pub mod env_db;
+pub mod env_http;
+pub mod env_staging;
+pub mod envs;
 pub mod error;
 pub mod http;
 pub mod quota_db;
@@ -18,14 +22,18 @@ pub mod snapshots;
 pub mod staging;
 pub mod submit;
 
+use crate::agent::isolation::Support;
 use crate::agent::local::Executor;
+use crate::agent::local::NodeIsolation;
 use crate::agent::stager::{CacheSettings, Stager};
 use crate::clock::now_ms;
 use crate::controller::db::Db;
 use crate::controller::engine::Engine;
+use crate::controller::engine::NodeFacts;
 use crate::controller::http::{AppState, Peer};
-use crate::discovery::{GpuSource, node_spec};
+use crate::discovery::{GpuSource, gpu_minors, node_spec};
 use crate::settings::Config;
+use crate::settings::IsolationMode;
 use anyhow::Context;
 use labpool_cache::store::StageOptions;
 use labpool_scheduler::Scheduler;
@@ -109,11 +117,29 @@ pub async fn serve(
             config.path.display()
         )
     })?;
-    tokio::spawn(Executor::new(spec.name.clone(), spool, exe, report_tx, stager).run(order_rx));
+    let support = match config.jobs.isolation {
+        IsolationMode::Auto => Support::detect(),
+        IsolationMode::Off => Support::off(),
+    };
+    tracing::info!(node = %spec.name, isolation = %support.describe(), "job isolation");
+    let isolation = NodeIsolation {
+        support: support.clone(),
+        gpu_minors: gpu_minors(&config.node, &source, &spec.gpus),
+        tools: labpool_envs::tools::Tools::detect(config.envs.python.clone()),
+    };
+    tokio::spawn(
+        Executor::new(spec.name.clone(), spool, exe, report_tx, stager, isolation).run(order_rx),
+    );
 
     let agents = BTreeMap::from([(spec.name.clone(), order_tx)]);
-    let sources = BTreeMap::from([(spec.name.clone(), source.as_str().to_string())]);
-    let mut engine = Engine::new(config.clone(), db.clone(), sched, agents, sources);
+    let nodes = BTreeMap::from([(
+        spec.name.clone(),
+        NodeFacts {
+            gpu_source: source.as_str().to_string(),
+            isolation: support,
+        },
+    )]);
+    let mut engine = Engine::new(config.clone(), db.clone(), sched, agents, nodes);
     engine.restore().await?;
 
     let listener = bind_socket(&config.controller.socket)?;
@@ -121,12 +147,14 @@ pub async fn serve(
     let (stop_tx, stop_rx) = watch::channel(false);
     let snapshot_service = snapshots::SnapshotService::new(config.clone());
     let quota_service = quotas::QuotaService::new(config.clone(), db.clone());
+    let env_service = envs::EnvService::new(config.clone(), db.clone());
     let app = http::router(AppState {
         engine: request_tx,
         db,
         config: config.clone(),
         snapshots: snapshot_service.clone(),
         quotas: quota_service.clone(),
+        envs: env_service,
     });
     let mut server_stop = stop_rx.clone();
     let server = tokio::spawn(async move {

@@ -543,11 +543,6 @@ impl Engine {
         let now_ms = now_ms();
         match result {
             Ok(staged) => {
-                let row = self.active.get_mut(&job).expect("checked above");
-                let (stdout, stderr) = (
-                    row.stdout.clone().unwrap_or_default(),
-                    row.stderr.clone().unwrap_or_default(),
-                );
                 let mut tx = self.db.begin().await?;
                 for s in &staged {
                     let r = &s.report;
@@ -565,28 +560,8 @@ impl Engine {
                     );
                     Db::event(&mut tx, job, now_ms, "staged", Some(&detail)).await?;
                 }
-                Db::mark_started(
-                    &mut tx, job, &node, &row.gpus, attempt, now_ms, &stdout, &stderr,
-                )
-                .await?;
                 tx.commit().await?;
-                row.state = JobState::Running;
-                row.start_time = Some(now_ms);
-                row.reason = None;
-                row.reason_detail = None;
-                let row = row.clone();
-                self.sched
-                    .set_started(JobId(job), labpool_scheduler::Timestamp(now_ms));
-                let alloc = self
-                    .sched
-                    .running()
-                    .find(|(j, _)| j.id.0 == job)
-                    .map(|(_, a)| a.clone())
-                    .expect("a staging job holds an allocation");
-                let (node, launch) = self.launch(&row, &alloc, stdout, stderr, false);
-                if let Some(link) = self.agents.get(&node) {
-                    let _ = link.send(AgentOrder::Start(Box::new(launch)));
-                }
+                self.run_staged(job, attempt, &node).await?;
             }
             Err(StageFailure::NoRoom(why)) => {
                 let detail = format!("the cache on {node} cannot take this job's datasets: {why}");

@@ -40,6 +40,7 @@ pub(crate) fn resources_of(req: &SubmitRequest) -> Resources {
         gpu_type: req.gpu_type.clone(),
         cpus: req.cpus,
         mem_mib: req.mem_mib,
+        gpu_share: req.gpu_share,
     }
 }
 
@@ -329,6 +330,7 @@ impl Engine {
                     cancel_requested_by: None,
                     stdout: None,
                     stderr: None,
+                    isolation: None,
                     request: req.clone(),
                 },
             );

@@ -3,7 +3,9 @@
 mod bad_input;
 mod datasets;
 mod demo;
+mod envs;
 mod exclusivity;
+mod isolation;
 mod lifecycle;
 mod nvml;
 mod permissions;

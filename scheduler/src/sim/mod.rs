@@ -460,6 +460,7 @@ pub fn simulate(input: &SimInput, policy: SimPolicy) -> Result<SimReport, SimErr
                     product: "sim".into(),
                     memory_mib: 0,
                     uuid: None,
+                    share: 1,
                 })
                 .collect();
             sched
@@ -527,6 +528,7 @@ pub fn simulate(input: &SimInput, policy: SimPolicy) -> Result<SimReport, SimErr
                     gpu_type: gpu_type_for(j, &input.cluster),
                     cpus: 1,
                     mem_mib: 0,
+                    gpu_share: false,
                 },
                 time_limit: time_limit_for(
                     j,

@@ -1,0 +1,230 @@
+//! `labpool env ...`: the CLI side of software environments. `create` locks the spec here, as
+//! the user (it reads their files and asks PyPI), then the controller builds it.
+
+use crate::cli::EnvCommand;
+use crate::client::Client;
+use crate::env_api::{CreateEnv, EnvCreated, EnvRemoved, EnvView, RemoveEnv};
+use crate::render::{print, table};
+use crate::settings::Config;
+use anyhow::Context;
+use indicatif::{HumanBytes, ProgressBar};
+use labpool_envs::EnvKind;
+use labpool_envs::tools::Tools;
+use std::path::Path;
+use std::time::Duration;
+
+fn spinner(message: String) -> ProgressBar {
+    let bar = ProgressBar::new_spinner().with_message(message);
+    bar.enable_steady_tick(Duration::from_millis(120));
+    bar
+}
+
+/// Runs `labpool env …`.
+pub async fn run(command: &EnvCommand, config: &Config) -> anyhow::Result<()> {
+    let client = Client::new(&config.controller.socket);
+    match command {
+        EnvCommand::Create {
+            name,
+            file,
+            kind,
+            shared,
+            json,
+        } => {
+            let kind: Option<EnvKind> = kind
+                .as_deref()
+                .map(str::parse)
+                .transpose()
+                .map_err(|e| anyhow::anyhow!("--kind: {e}"))?;
+            let file = std::path::absolute(file)
+                .with_context(|| format!("cannot resolve {}", file.display()))?;
+            let tools = Tools::detect(config.envs.python.clone());
+            let bar = spinner(format!("locking {}", file.display()));
+            let log = tempfile::NamedTempFile::new().context("cannot create a temporary log")?;
+            let mut log_file = log.reopen()?;
+            let locked = {
+                let file = file.clone();
+                tokio::task::spawn_blocking(move || {
+                    labpool_envs::lock::lock(&file, kind, &tools, &mut log_file)
+                })
+                .await?
+            };
+            bar.finish_and_clear();
+            let lock = match locked {
+                Ok(l) => l,
+                Err(e) => {
+                    let text = std::fs::read_to_string(log.path()).unwrap_or_default();
+                    let tail: Vec<&str> = text.lines().rev().take(12).collect();
+                    let tail: Vec<&str> = tail.into_iter().rev().collect();
+                    anyhow::bail!(
+                        "cannot lock {}: {e}{}",
+                        file.display(),
+                        if tail.is_empty() {
+                            String::new()
+                        } else {
+                            format!("\nthe tool said:\n{}", tail.join("\n"))
+                        }
+                    );
+                }
+            };
+            let bar = spinner(format!(
+                "building {name} ({}, {})",
+                lock.kind.as_str(),
+                &lock.id
+            ));
+            let req = CreateEnv {
+                name: name.clone(),
+                shared: *shared,
+                lock,
+            };
+            let result: Result<EnvCreated, _> = client.post("/v1/envs", &req).await;
+            bar.finish_and_clear();
+            let created = result?;
+            print(*json, &created, |c| {
+                let mut out = if c.reused {
+                    format!(
+                        "{} -> {} (reused the existing build: same lock, nothing built)",
+                        c.env.name, c.env.id
+                    )
+                } else {
+                    format!(
+                        "{} -> {} built in {:.1} s ({}, packed {})",
+                        c.env.name,
+                        c.env.id,
+                        c.env.build_s,
+                        HumanBytes(c.env.bytes),
+                        HumanBytes(c.env.archive_bytes)
+                    )
+                };
+                if let Some(old) = &c.moved_from {
+                    out.push_str(&format!(
+                        "\nthe name moved from {old}; queued jobs keep the build they were given"
+                    ));
+                }
+                out.push_str(&format!(
+                    "\nuse it with: labpool submit --env {} ...",
+                    c.env.name
+                ));
+                out
+            });
+        }
+        EnvCommand::List { all, json } => {
+            let path = if *all {
+                "/v1/envs?all=true"
+            } else {
+                "/v1/envs"
+            };
+            let envs: Vec<EnvView> = client.get(path).await?;
+            print(*json, &envs, |envs| {
+                if envs.is_empty() {
+                    return "no environments yet; make one with `labpool env create NAME --file requirements.txt`".to_string();
+                }
+                let rows = envs
+                    .iter()
+                    .map(|e| {
+                        vec![
+                            e.name.clone(),
+                            if e.owner.is_empty() {
+                                "(shared)".to_string()
+                            } else {
+                                e.owner.clone()
+                            },
+                            e.kind.as_str().to_string(),
+                            e.id.clone(),
+                            HumanBytes(e.bytes).to_string(),
+                            e.built.clone(),
+                        ]
+                    })
+                    .collect();
+                table(&["NAME", "OWNER", "KIND", "ID", "SIZE", "BUILT"], rows)
+            });
+        }
+        EnvCommand::Show { name, json } => {
+            let e: EnvView = client.get(&format!("/v1/envs/{}", encode(name))).await?;
+            print(*json, &e, |e| {
+                format!(
+                    "Name:      {}\nOwner:     {}\nKind:      {}\nId:        {}\nPlatform:  {}\nPath:      {}\nArchive:   {} ({})\nSize:      {}\nBuilt:     {} by {} in {:.1} s\nBuild log: {}\nNames:     {}\nLock:\n{}",
+                    e.name,
+                    if e.owner.is_empty() {
+                        "(shared)"
+                    } else {
+                        &e.owner
+                    },
+                    e.kind.as_str(),
+                    e.id,
+                    e.platform,
+                    e.dir.display(),
+                    e.archive.display(),
+                    HumanBytes(e.archive_bytes),
+                    HumanBytes(e.bytes),
+                    e.built,
+                    e.built_by,
+                    e.build_s,
+                    e.build_log.display(),
+                    e.names.join(", "),
+                    indent(&e.lock)
+                )
+            });
+        }
+        EnvCommand::Rm { name, shared, json } => {
+            let removed: EnvRemoved = client
+                .post(
+                    "/v1/envs/rm",
+                    &RemoveEnv {
+                        name: name.clone(),
+                        shared: *shared,
+                    },
+                )
+                .await?;
+            print(*json, &removed, |r| {
+                if r.build_deleted {
+                    format!("removed {} and its build {}", r.name, r.id)
+                } else {
+                    format!(
+                        "removed {}; its build {} stays (another name or an unfinished job uses it)",
+                        r.name, r.id
+                    )
+                }
+            });
+        }
+        EnvCommand::BuildLocked { .. } => unreachable!("handled before the config is read"),
+    }
+    Ok(())
+}
+
+/// `labpool env build-locked LOCK DEST`: the build itself, as the user, output to the log.
+pub fn build_locked(lock: &Path, dest: &Path) -> anyhow::Result<()> {
+    let text = std::fs::read(lock).with_context(|| format!("cannot read {}", lock.display()))?;
+    let lock: labpool_envs::Lock = serde_json::from_slice(&text)
+        .with_context(|| format!("{} is not a lock", lock.display()))?;
+    let python = std::env::var_os("LABPOOL_ENV_PYTHON").map(Into::into);
+    let tools = Tools::detect(python);
+    println!(
+        "labpool: building {} ({}) for {} at {}",
+        lock.id,
+        lock.kind.as_str(),
+        lock.platform,
+        dest.display()
+    );
+    let mut out = std::io::stdout();
+    labpool_envs::build::build(&lock, dest, &tools, &mut out)
+        .with_context(|| format!("building {} failed", lock.id))?;
+    println!("labpool: build complete");
+    Ok(())
+}
+
+fn indent(text: &str) -> String {
+    text.lines()
+        .map(|l| format!("  {l}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Percent-encodes a path segment (names may hold `+` and `/`).
+fn encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}

@@ -1,0 +1,566 @@
+//! Software environments in the controller: builds, names, and the submit-time checks (the
+//! `CUDA_VISIBLE_DEVICES` lint and resolving `--env`).
+//!
+//! Decisions recorded here:
+//! - The CLI locks the spec as the user (it reads their files); the controller recomputes the
+//!   id from the lock, so a client cannot name a build it did not describe.
+//! - The build runs as the user who asked (`labpool env build-locked`, with their uid, groups
+//!   and home), because pip and conda run code from the packages they install. It builds at
+//!   the fixed path STORE/ID, which the controller creates for it. Once it succeeds the build
+//!   is sealed (owned by root, no write bits for anyone else) and packed, so it cannot change
+//!   under a job, and other nodes unpack the same bytes at the same path.
+//! - One build at a time: builds are rare, and two builds of one id must never race.
+//! - Names: a member's names are theirs (`env create NAME`); an admin publishes shared ones
+//!   (`--shared`). `--env NAME` looks for the user's own name first, then a shared one.
+//! - Removing a name deletes the build only when no other name and no unfinished job uses it.
+//! - A failed build's log is kept and named in the error; the half-built directory goes.
+
+use crate::api::SubmitRequest;
+use crate::clock::{now_ms, rfc3339};
+use crate::controller::db::Db;
+use crate::controller::env_db::EnvRow;
+use crate::controller::error::ApiError;
+use crate::env_api::{CreateEnv, EnvCreated, EnvRemoved, EnvView, RemoveEnv};
+use crate::identity::{Caller, groups_of};
+use crate::settings::{Config, OverridePolicy};
+use labpool_envs::{EnvKind, Lock};
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Builds, names and checks.
+pub struct EnvService {
+    config: Arc<Config>,
+    db: Db,
+    /// Held for the whole of a build.
+    building: tokio::sync::Mutex<()>,
+}
+
+/// Where the packed build of `id` is kept.
+pub fn archive_path(config: &Config, id: &str) -> PathBuf {
+    config.env_archive_dir().join(format!("{id}.tar.zst"))
+}
+
+/// Checks an environment name: 1 to 64 of letters, digits, `.`, `_`, `-`, `+`, not starting
+/// with `.` or `-`.
+pub fn check_env_name(name: &str) -> Result<(), ApiError> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && !name.starts_with(['.', '-'])
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-' | b'+'));
+    if ok {
+        Ok(())
+    } else {
+        Err(ApiError::bad_request(
+            format!("invalid environment name {name:?}"),
+            Some(
+                "use 1 to 64 letters, digits, '.', '_', '-' or '+', not starting with '.' or '-' (e.g. tf215)"
+                    .to_string(),
+            ),
+        ))
+    }
+}
+
+impl EnvService {
+    /// The service over `db`.
+    pub fn new(config: Arc<Config>, db: Db) -> Arc<EnvService> {
+        Arc::new(EnvService {
+            config,
+            db,
+            building: tokio::sync::Mutex::new(()),
+        })
+    }
+
+    /// Resolves `--env` and lints the script. Returns warnings for the submitter; an error
+    /// refuses the submit and changes nothing.
+    pub async fn check_submit(
+        &self,
+        req: &mut SubmitRequest,
+        caller: &Caller,
+    ) -> Result<Vec<String>, ApiError> {
+        let mut warnings = Vec::new();
+        let findings = labpool_envs::lint::cuda_visible_devices_overrides(&req.script);
+        if !findings.is_empty() {
+            match self.config.jobs.cuda_visible_devices {
+                OverridePolicy::Refuse => {
+                    return Err(ApiError::bad_request(
+                        labpool_envs::lint::explain(&findings, true),
+                        Some(
+                            "remove the line and ask for GPUs with --gpus N; labpool sets CUDA_VISIBLE_DEVICES for you"
+                                .to_string(),
+                        ),
+                    ));
+                }
+                OverridePolicy::Warn => {
+                    warnings.push(labpool_envs::lint::explain(&findings, false));
+                }
+            }
+        }
+        // Only the controller fills these in.
+        req.env_id = None;
+        req.env_kind = None;
+        if let Some(name) = req.env.clone() {
+            let (_, row) = self.resolve(caller, &name).await?;
+            req.env_kind = Some(kind_of(&row)?);
+            req.env_id = Some(row.id);
+        }
+        Ok(warnings)
+    }
+
+    /// The build a caller's name points at: their own, else a shared one. An admin may also
+    /// write `owner/name`; anyone may give an id.
+    async fn resolve(&self, caller: &Caller, name: &str) -> Result<(String, EnvRow), ApiError> {
+        let (owner, short) = match name.split_once('/') {
+            Some((o, n)) if caller.admin || o == caller.user => (Some(o.to_string()), n),
+            Some(_) => {
+                return Err(ApiError::forbidden(
+                    format!("{name:?} is another user's environment"),
+                    Some("use your own or a shared one (`labpool env list`)".to_string()),
+                ));
+            }
+            None => (None, name),
+        };
+        let owners: Vec<String> = match owner {
+            Some(o) => vec![o],
+            None => vec![caller.user.clone(), String::new()],
+        };
+        for o in &owners {
+            if let Some(id) = self.db.env_name(o, short).await? {
+                let row = self.db.env(&id).await?.ok_or_else(|| {
+                    ApiError::internal(format!(
+                        "environment name {name} points at unknown build {id}"
+                    ))
+                })?;
+                return Ok((o.clone(), row));
+            }
+        }
+        if short.len() >= 8
+            && short.bytes().all(|b| b.is_ascii_hexdigit())
+            && let Some(row) = self.db.env(short).await?
+        {
+            return Ok((String::new(), row));
+        }
+        let names: Vec<String> = self
+            .db
+            .env_names(Some(&caller.user))
+            .await?
+            .into_iter()
+            .map(|(_, n, _)| n)
+            .collect();
+        let hint = if names.is_empty() {
+            "there are none yet; make one with `labpool env create NAME --file requirements.txt`"
+                .to_string()
+        } else {
+            format!(
+                "yours and the shared ones: {}; `labpool env list` shows them",
+                names.join(", ")
+            )
+        };
+        Err(ApiError::not_found(
+            format!("no environment {name:?}"),
+            Some(hint),
+        ))
+    }
+
+    /// `env create`: reuses a build with the same id, or builds one; then points the name at it.
+    pub async fn create(&self, caller: &Caller, req: CreateEnv) -> Result<EnvCreated, ApiError> {
+        check_env_name(&req.name)?;
+        if req.shared {
+            crate::controller::http::admin_only(
+                &self.config,
+                caller,
+                "publish shared environments",
+            )?;
+        }
+        let lock = req.lock;
+        let id = labpool_envs::id::env_id(lock.kind, &lock.lock, &lock.platform);
+        if id != lock.id {
+            return Err(ApiError::bad_request(
+                format!(
+                    "the lock's id {} does not match its content ({id})",
+                    lock.id
+                ),
+                Some("lock the spec again with this labpool version".to_string()),
+            ));
+        }
+        let owner = if req.shared {
+            String::new()
+        } else {
+            caller.user.clone()
+        };
+        let guard = self.building.lock().await;
+        let dir = self.config.env_store().join(&id);
+        let existing = self.db.env(&id).await?;
+        let reused = existing.is_some() && labpool_envs::pack::is_complete(&dir);
+        if !reused {
+            let row = self.build(caller, &lock, &dir).await?;
+            self.db.insert_env(&row).await?;
+        }
+        drop(guard);
+        let moved = self
+            .db
+            .set_env_name(&owner, &req.name, &id, now_ms())
+            .await?;
+        tracing::info!(name = req.name, owner, id, reused, "environment ready");
+        let row = self.db.env(&id).await?.expect("just recorded");
+        Ok(EnvCreated {
+            env: self.view(&owner, &req.name, &row).await?,
+            reused,
+            moved_from: moved,
+        })
+    }
+
+    /// Builds `lock` at `dir` as the caller, seals and packs it.
+    async fn build(&self, caller: &Caller, lock: &Lock, dir: &Path) -> Result<EnvRow, ApiError> {
+        let store = self.config.env_store();
+        let logs = store.join(".logs");
+        let archives = self.config.env_archive_dir();
+        for (d, mode) in [(&store, 0o755), (&logs, 0o755), (&archives, 0o755)] {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(mode)
+                .create(d)
+                .map_err(|e| ApiError::internal(format!("cannot create {}: {e}", d.display())))?;
+        }
+        // A half-built directory left by a crash or a failed build goes first.
+        if dir.exists() {
+            remove_tree(dir)?;
+        }
+        let started = Instant::now();
+        let log_path = logs.join(format!("{}.{}.log", lock.id, now_ms()));
+        let lock_path = logs.join(format!("{}.{}.lock.json", lock.id, now_ms()));
+        let io = |what: &str, p: &Path, e: std::io::Error| {
+            ApiError::internal(format!("cannot {what} {}: {e}", p.display()))
+        };
+        std::fs::DirBuilder::new()
+            .mode(0o755)
+            .create(dir)
+            .map_err(|e| io("create", dir, e))?;
+        let log = std::fs::File::create(&log_path).map_err(|e| io("create", &log_path, e))?;
+        std::fs::write(
+            &lock_path,
+            serde_json::to_vec_pretty(lock).expect("a lock serialises"),
+        )
+        .map_err(|e| io("write", &lock_path, e))?;
+        let as_root = nix::unistd::geteuid().is_root();
+        if as_root {
+            for p in [dir, log_path.as_path(), lock_path.as_path()] {
+                nix::unistd::chown(
+                    p,
+                    Some(nix::unistd::Uid::from_raw(caller.uid)),
+                    Some(nix::unistd::Gid::from_raw(caller.gid)),
+                )
+                .map_err(|e| io("chown", p, e.into()))?;
+            }
+        }
+        let exe = std::env::current_exe().map_err(ApiError::internal)?;
+        let mut cmd = std::process::Command::new(exe);
+        cmd.arg("env")
+            .arg("build-locked")
+            .arg(&lock_path)
+            .arg(dir)
+            .env_clear()
+            .env("HOME", &caller.home)
+            .env("USER", &caller.user)
+            .env("LOGNAME", &caller.user)
+            .env(
+                "PATH",
+                std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into()),
+            )
+            .env("LANG", "C.UTF-8")
+            .current_dir(dir)
+            .stdin(std::process::Stdio::null())
+            .stdout(log.try_clone().map_err(ApiError::internal)?)
+            .stderr(log)
+            .process_group(0);
+        if let Some(python) = &self.config.envs.python {
+            cmd.env("LABPOOL_ENV_PYTHON", python);
+        }
+        if as_root {
+            let groups: Vec<nix::unistd::Gid> = groups_of(&caller.user, caller.gid)
+                .into_iter()
+                .map(nix::unistd::Gid::from_raw)
+                .collect();
+            let (uid, gid) = (
+                nix::unistd::Uid::from_raw(caller.uid),
+                nix::unistd::Gid::from_raw(caller.gid),
+            );
+            // SAFETY: between fork and exec only async-signal-safe calls on data made before.
+            unsafe {
+                cmd.pre_exec(move || {
+                    nix::unistd::setgroups(&groups)?;
+                    nix::unistd::setgid(gid)?;
+                    nix::unistd::setuid(uid)?;
+                    Ok(())
+                });
+            }
+        }
+        let timeout = self
+            .config
+            .envs
+            .build_timeout
+            .unwrap_or(Duration::from_secs(30 * 60));
+        let status = tokio::task::spawn_blocking(move || run_with_timeout(cmd, timeout))
+            .await
+            .map_err(ApiError::internal)?;
+        let _ = std::fs::remove_file(&lock_path);
+        let failed = match status {
+            Ok(s) if s.success() && labpool_envs::pack::is_complete(dir) => None,
+            Ok(s) => Some(format!("the build exited with {s}")),
+            Err(e) => Some(e),
+        };
+        if let Some(why) = failed {
+            let _ = remove_tree(dir);
+            let tail = log_tail(&log_path, 8);
+            return Err(ApiError::bad_request(
+                format!(
+                    "building environment {} ({}) failed: {why}; its log is {}; last lines:\n{tail}",
+                    lock.id,
+                    lock.kind.as_str(),
+                    log_path.display()
+                ),
+                Some(
+                    "fix the spec (a package name or version?) and run `labpool env create` again"
+                        .to_string(),
+                ),
+            ));
+        }
+        let sealed = {
+            let dir = dir.to_path_buf();
+            tokio::task::spawn_blocking(move || seal(&dir, as_root))
+                .await
+                .map_err(ApiError::internal)?
+        };
+        let bytes = sealed.map_err(|e| io("seal", dir, e))?;
+        let archive = archive_path(&self.config, &lock.id);
+        let packed = {
+            let (dir, archive) = (dir.to_path_buf(), archive.clone());
+            tokio::task::spawn_blocking(move || labpool_envs::pack::pack(&dir, &archive))
+                .await
+                .map_err(ApiError::internal)?
+        };
+        let archive_bytes =
+            packed.map_err(|e| ApiError::internal(format!("packing failed: {e}")))?;
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&log_path)
+            .ok();
+        if let Some(f) = f.as_mut() {
+            let _ = writeln!(
+                f,
+                "labpool: built {} in {:.1} s: {bytes} bytes, packed to {archive_bytes} bytes at {}",
+                lock.id,
+                started.elapsed().as_secs_f64(),
+                archive.display()
+            );
+        }
+        Ok(EnvRow {
+            id: lock.id.clone(),
+            kind: lock.kind.as_str().to_string(),
+            lock: lock.lock.clone(),
+            platform: lock.platform.clone(),
+            spec: lock.spec.clone(),
+            dir: dir.display().to_string(),
+            archive: archive.display().to_string(),
+            bytes: bytes as i64,
+            archive_bytes: archive_bytes as i64,
+            built: now_ms(),
+            built_by: caller.user.clone(),
+            build_ms: started.elapsed().as_millis() as i64,
+            build_log: log_path.display().to_string(),
+        })
+    }
+
+    async fn view(&self, owner: &str, name: &str, row: &EnvRow) -> Result<EnvView, ApiError> {
+        let names = self
+            .db
+            .env_names(None)
+            .await?
+            .into_iter()
+            .filter(|(_, _, id)| *id == row.id)
+            .map(|(o, n, _)| if o.is_empty() { n } else { format!("{o}/{n}") })
+            .collect();
+        Ok(EnvView {
+            name: name.to_string(),
+            owner: owner.to_string(),
+            id: row.id.clone(),
+            kind: kind_of(row)?,
+            platform: row.platform.clone(),
+            dir: row.dir.clone().into(),
+            archive: row.archive.clone().into(),
+            bytes: row.bytes as u64,
+            archive_bytes: row.archive_bytes as u64,
+            built: rfc3339(row.built),
+            built_by: row.built_by.clone(),
+            build_s: row.build_ms as f64 / 1000.0,
+            build_log: row.build_log.clone().into(),
+            lock: row.lock.clone(),
+            spec: row.spec.clone(),
+            names,
+        })
+    }
+
+    /// `env list`: the caller's names and the shared ones (every user's with `all`, admins).
+    pub async fn list(&self, caller: &Caller, all: bool) -> Result<Vec<EnvView>, ApiError> {
+        if all {
+            crate::controller::http::admin_only(
+                &self.config,
+                caller,
+                "list every user's environments",
+            )?;
+        }
+        let owner = (!all).then_some(caller.user.as_str());
+        let mut out = Vec::new();
+        for (o, n, id) in self.db.env_names(owner).await? {
+            if let Some(row) = self.db.env(&id).await? {
+                out.push(self.view(&o, &n, &row).await?);
+            }
+        }
+        Ok(out)
+    }
+
+    /// `env show NAME`.
+    pub async fn show(&self, caller: &Caller, name: &str) -> Result<EnvView, ApiError> {
+        let (owner, row) = self.resolve(caller, name).await?;
+        let short = name.rsplit('/').next().unwrap_or(name);
+        self.view(&owner, short, &row).await
+    }
+
+    /// `env rm NAME`: the name goes; the build too when nothing else uses it.
+    pub async fn remove(&self, caller: &Caller, req: RemoveEnv) -> Result<EnvRemoved, ApiError> {
+        let owner = if req.shared {
+            crate::controller::http::admin_only(
+                &self.config,
+                caller,
+                "remove shared environments",
+            )?;
+            String::new()
+        } else {
+            caller.user.clone()
+        };
+        let Some(id) = self.db.env_name(&owner, &req.name).await? else {
+            let whose = if req.shared { "shared" } else { "your" };
+            return Err(ApiError::not_found(
+                format!("there is no {whose} environment {:?}", req.name),
+                Some(if req.shared {
+                    "`labpool env list` shows the names".to_string()
+                } else {
+                    "`labpool env list` shows the names; a shared one is removed with --shared by an admin".to_string()
+                }),
+            ));
+        };
+        let _guard = self.building.lock().await;
+        self.db.remove_env_name(&owner, &req.name).await?;
+        let mut build_deleted = false;
+        if !self.db.env_in_use(&id).await? {
+            if let Some(row) = self.db.env(&id).await? {
+                let _ = remove_tree(Path::new(&row.dir));
+                let _ = std::fs::remove_file(&row.archive);
+            }
+            self.db.remove_env(&id).await?;
+            build_deleted = true;
+        }
+        tracing::info!(
+            name = req.name,
+            owner,
+            id,
+            build_deleted,
+            "environment name removed"
+        );
+        Ok(EnvRemoved {
+            name: req.name,
+            id,
+            build_deleted,
+        })
+    }
+}
+
+fn kind_of(row: &EnvRow) -> Result<EnvKind, ApiError> {
+    row.kind
+        .parse()
+        .map_err(|e| ApiError::internal(format!("environment {}: {e}", row.id)))
+}
+
+/// Runs `cmd`, killing its process group at `timeout`.
+fn run_with_timeout(
+    mut cmd: std::process::Command,
+    timeout: Duration,
+) -> Result<std::process::ExitStatus, String> {
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| format!("cannot start the build: {e}"))?;
+    let deadline = Instant::now() + timeout;
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => return Ok(status),
+            Ok(None) if Instant::now() >= deadline => {
+                let _ = nix::sys::signal::killpg(
+                    nix::unistd::Pid::from_raw(child.id() as i32),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+                let _ = child.wait();
+                return Err(format!(
+                    "it ran longer than {} and was stopped (raise [envs] build_timeout)",
+                    humantime::format_duration(timeout)
+                ));
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(100)),
+            Err(e) => return Err(format!("cannot wait for the build: {e}")),
+        }
+    }
+}
+
+/// Makes a finished build root's and read-only for everyone else; returns its size in bytes
+/// (allocated). Symbolic links are changed, never followed.
+fn seal(dir: &Path, as_root: bool) -> std::io::Result<u64> {
+    let mut bytes = 0;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(p) = stack.pop() {
+        let meta = std::fs::symlink_metadata(&p)?;
+        bytes += meta.blocks() * 512;
+        if as_root {
+            nix::unistd::fchownat(
+                nix::fcntl::AT_FDCWD,
+                &p,
+                Some(nix::unistd::Uid::from_raw(0)),
+                Some(nix::unistd::Gid::from_raw(0)),
+                nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+            )?;
+        }
+        if meta.file_type().is_symlink() {
+            continue;
+        }
+        let mode = meta.mode() & 0o7777 & !0o022 & !0o6000;
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode))?;
+        if meta.is_dir() {
+            for entry in std::fs::read_dir(&p)? {
+                stack.push(entry?.path());
+            }
+        }
+    }
+    Ok(bytes)
+}
+
+/// Removes a build directory, write bits first (a sealed build has none for others).
+fn remove_tree(dir: &Path) -> Result<(), ApiError> {
+    std::fs::remove_dir_all(dir)
+        .or_else(|e| {
+            if e.kind() == std::io::ErrorKind::NotFound {
+                Ok(())
+            } else {
+                Err(e)
+            }
+        })
+        .map_err(|e| ApiError::internal(format!("cannot remove {}: {e}", dir.display())))
+}
+
+fn log_tail(path: &Path, n: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}

@@ -1,0 +1,448 @@
+//! Software environments through the real binary and controller: a real venv built from PyPI
+//! that a member's job imports from, with the id in its record; a rebuild of the same spec
+//! that builds nothing; an environment unpacked from its archive onto a node that lacks it;
+//! a Charliecloud SquashFS image and an Lmod module that jobs run inside; the
+//! `CUDA_VISIBLE_DEVICES` lint with its warn switch; and bad input (an unknown environment, a
+//! build that fails with its log kept, an image that does not exist).
+
+use crate::pool::{Pool, ensure_user, has, have_root, read_output, stdout_of, strict};
+use serde_json::Value;
+use std::io::{Read, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::Duration;
+
+fn json(text: &str) -> Value {
+    serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// True when `path` exists; otherwise skips loudly, or fails under LABPOOL_TEST_STRICT.
+fn have_path(test: &str, path: &str, package: &str) -> bool {
+    if Path::new(path).exists() {
+        return true;
+    }
+    assert!(
+        !strict(),
+        "{test} needs {path} (Debian package {package}), and LABPOOL_TEST_STRICT=1 says this run must not skip it"
+    );
+    eprintln!("SKIPPED {test}: {path} is missing (apt install {package})");
+    false
+}
+
+/// A file in the pool that every user can read.
+fn public_file(pool: &Pool, name: &str, text: &str) -> PathBuf {
+    let p = pool.work.join(name);
+    std::fs::write(&p, text).unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
+    p
+}
+
+#[test]
+fn a_venv_job_imports_its_package_records_the_id_and_a_rebuild_builds_nothing() {
+    let test = "a_venv_job_imports_its_package_records_the_id_and_a_rebuild_builds_nothing";
+    if !have_root(test) || !have_path(test, "/usr/bin/python3", "python3-venv") {
+        return;
+    }
+    let (alice, alice_gid) = ensure_user("lp-alice");
+    let mut pool = Pool::new("2:t4").for_users();
+    pool.start();
+    let spec = public_file(&pool, "requirements.txt", "six==1.16.0\n");
+    let as_alice = |pool: &Pool, args: &[&str]| pool.cli_as(alice, alice_gid, args);
+
+    let out = as_alice(
+        &pool,
+        &[
+            "env",
+            "create",
+            "sixenv",
+            "--file",
+            spec.to_str().unwrap(),
+            "--json",
+        ],
+    );
+    let created = json(&stdout_of(&out));
+    assert_eq!(created["reused"], false, "{created}");
+    let env = &created["env"];
+    let id = env["id"].as_str().unwrap().to_string();
+    assert_eq!(env["kind"], "venv");
+    has(
+        env["lock"].as_str().unwrap(),
+        &["six==1.16.0", "--hash=sha256:"],
+    );
+    let dir = PathBuf::from(env["dir"].as_str().unwrap());
+    assert_eq!(dir, pool.dir.join("envs").join(&id));
+    assert!(Path::new(env["archive"].as_str().unwrap()).is_file());
+    // Sealed: root's, and not writable by the member who built it.
+    let meta = std::fs::metadata(dir.join("bin")).unwrap();
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!((meta.uid(), meta.mode() & 0o022), (0, 0));
+    let log = PathBuf::from(env["build_log"].as_str().unwrap());
+    has(
+        &std::fs::read_to_string(&log).unwrap(),
+        &["labpool: build complete"],
+    );
+
+    // A job imports the package inside the environment and prints its version.
+    let script = pool.script(
+        "job.sh",
+        "#!/bin/sh\npython -c 'import six, sys; print(six.__version__, sys.prefix)'\necho \"growth=$TF_FORCE_GPU_ALLOW_GROWTH alloc=$PYTORCH_CUDA_ALLOC_CONF xla=$XLA_PYTHON_CLIENT_PREALLOCATE\"\n",
+    );
+    let out = as_alice(
+        &pool,
+        &[
+            "submit",
+            "--parsable",
+            "--gpus",
+            "1",
+            "--env",
+            "sixenv",
+            "-o",
+            "venv-%j.out",
+            script.to_str().unwrap(),
+        ],
+    );
+    let job: u64 = stdout_of(&out).trim().parse().unwrap();
+    let done = pool.wait_done(job, Duration::from_secs(60));
+    assert_eq!(done["state"], "COMPLETED", "{done}");
+    assert_eq!(done["env"], "sixenv");
+    assert_eq!(done["env_id"].as_str(), Some(id.as_str()));
+    let printed = read_output(&pool.work.join(format!("venv-{job}.out")));
+    has(
+        &printed,
+        &[
+            &format!("1.16.0 {}", dir.display()),
+            "growth=true alloc=expandable_segments:True xla=false",
+        ],
+    );
+
+    // The same spec again, under another name: nothing is built, the id is the same.
+    let log_before = std::fs::metadata(&log).unwrap().modified().unwrap();
+    let out = as_alice(
+        &pool,
+        &[
+            "env",
+            "create",
+            "six-again",
+            "--file",
+            spec.to_str().unwrap(),
+            "--json",
+        ],
+    );
+    let again = json(&stdout_of(&out));
+    assert_eq!(again["reused"], true, "{again}");
+    assert_eq!(again["env"]["id"].as_str(), Some(id.as_str()));
+    assert_eq!(
+        std::fs::metadata(&log).unwrap().modified().unwrap(),
+        log_before
+    );
+    let listed = json(&stdout_of(&as_alice(&pool, &["env", "list", "--json"])));
+    assert_eq!(listed.as_array().unwrap().len(), 2, "{listed}");
+
+    // A node that lacks the build (a fresh node, here after a restart) unpacks it from its
+    // archive before the job starts; the job's own setting of a hygiene variable wins.
+    pool.stop();
+    std::fs::remove_dir_all(&dir).unwrap();
+    pool.start();
+    let out = as_alice(
+        &pool,
+        &[
+            "submit",
+            "--parsable",
+            "--env",
+            "six-again",
+            "-o",
+            "unpacked-%j.out",
+            "--export",
+            "ALL,TF_FORCE_GPU_ALLOW_GROWTH=false",
+            script.to_str().unwrap(),
+        ],
+    );
+    let job: u64 = stdout_of(&out).trim().parse().unwrap();
+    let done = pool.wait_done(job, Duration::from_secs(60));
+    assert_eq!(done["state"], "COMPLETED", "{done}");
+    has(
+        &read_output(&pool.work.join(format!("unpacked-{job}.out"))),
+        &["1.16.0", "growth=false"],
+    );
+    assert!(dir.join("bin/python").exists());
+    let shown = pool.ok(&["show", &job.to_string()]);
+    has(&shown, &[&format!("environment {id} unpacked")]);
+
+    // Removing one name keeps the build (the other name uses it); removing both deletes it.
+    let out = json(&stdout_of(&as_alice(
+        &pool,
+        &["env", "rm", "sixenv", "--json"],
+    )));
+    assert_eq!(out["build_deleted"], false);
+    let out = json(&stdout_of(&as_alice(
+        &pool,
+        &["env", "rm", "six-again", "--json"],
+    )));
+    assert_eq!(out["build_deleted"], true);
+    assert!(!dir.exists());
+}
+
+/// A tiny Charliecloud image: busybox (static) and a marker file, as SquashFS.
+fn busybox_image(dir: &Path) -> PathBuf {
+    let root = dir.join("image-root");
+    for d in [
+        "bin", "dev", "proc", "sys", "tmp", "etc", "home", "mnt", "root", "usr/bin",
+    ] {
+        std::fs::create_dir_all(root.join(d)).unwrap();
+    }
+    std::fs::copy("/bin/busybox", root.join("bin/busybox")).unwrap();
+    for tool in ["sh", "cat", "echo", "env", "id"] {
+        std::os::unix::fs::symlink("busybox", root.join("bin").join(tool)).unwrap();
+    }
+    std::fs::write(root.join("etc/passwd"), "root:x:0:0::/root:/bin/sh\n").unwrap();
+    std::fs::write(root.join("etc/group"), "root:x:0:\n").unwrap();
+    std::fs::write(root.join("etc/marker"), "inside-the-image\n").unwrap();
+    let image = dir.join("tiny.sqfs");
+    let out = Command::new("mksquashfs")
+        .arg(&root)
+        .arg(&image)
+        .args(["-quiet", "-noappend", "-all-root"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "mksquashfs: {}", stderr(&out));
+    std::fs::set_permissions(&image, std::fs::Permissions::from_mode(0o644)).unwrap();
+    image
+}
+
+#[test]
+fn container_and_modules_jobs_run_inside_their_environments() {
+    let test = "container_and_modules_jobs_run_inside_their_environments";
+    if !have_root(test)
+        || !have_path(test, "/usr/bin/ch-run", "charliecloud-runtime")
+        || !have_path(test, "/usr/bin/mksquashfs", "squashfs-tools")
+        || !have_path(test, "/bin/busybox", "busybox-static")
+        || !have_path(test, "/usr/share/lmod/lmod/init/bash", "lmod")
+    {
+        return;
+    }
+    let (alice, alice_gid) = ensure_user("lp-alice");
+    let mut pool = Pool::new("1:t4").for_users();
+    pool.start();
+    let as_alice = |args: &[&str]| pool.cli_as(alice, alice_gid, args);
+
+    // Container: the job's command runs inside the image (its /etc/marker is not the host's).
+    let image = busybox_image(&pool.work);
+    let out = as_alice(&[
+        "env",
+        "create",
+        "tiny",
+        "--file",
+        image.to_str().unwrap(),
+        "--json",
+    ]);
+    let created = json(&stdout_of(&out));
+    assert_eq!(created["env"]["kind"], "container", "{created}");
+    let script = pool.script("in-image.sh", "#!/bin/sh\ncat /etc/marker\nid -u\n");
+    let out = as_alice(&[
+        "submit",
+        "--parsable",
+        "--env",
+        "tiny",
+        "-o",
+        "image-%j.out",
+        script.to_str().unwrap(),
+    ]);
+    let job: u64 = stdout_of(&out).trim().parse().unwrap();
+    let done = pool.wait_done(job, Duration::from_secs(60));
+    assert_eq!(done["state"], "COMPLETED", "{done}");
+    let printed = read_output(&pool.work.join(format!("image-{job}.out")));
+    has(&printed, &["inside-the-image", &alice.to_string()]);
+    assert!(!Path::new("/etc/marker").exists());
+
+    // Modules: a job sees the variables its module sets.
+    let modules = pool.dir.join("modulefiles/labtool");
+    std::fs::create_dir_all(&modules).unwrap();
+    std::fs::write(
+        modules.join("1.0.lua"),
+        "setenv(\"LABTOOL_HOME\", \"/opt/labtool\")\nprepend_path(\"PATH\", \"/opt/labtool/bin\")\n",
+    )
+    .unwrap();
+    for d in [pool.dir.join("modulefiles"), modules.clone()] {
+        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let spec = public_file(
+        &pool,
+        "tools.modules",
+        &format!(
+            "module use {}\nmodule load labtool/1.0\n",
+            pool.dir.join("modulefiles").display()
+        ),
+    );
+    let out = as_alice(&[
+        "env",
+        "create",
+        "labtool",
+        "--file",
+        spec.to_str().unwrap(),
+        "--json",
+    ]);
+    let created = json(&stdout_of(&out));
+    assert_eq!(created["env"]["kind"], "modules", "{created}");
+    let script = pool.script(
+        "module.sh",
+        "#!/bin/sh\necho \"home=$LABTOOL_HOME\"\necho \"path=$PATH\"\n",
+    );
+    let out = as_alice(&[
+        "submit",
+        "--parsable",
+        "--env",
+        "labtool",
+        "-o",
+        "module-%j.out",
+        script.to_str().unwrap(),
+    ]);
+    let job: u64 = stdout_of(&out).trim().parse().unwrap();
+    let done = pool.wait_done(job, Duration::from_secs(60));
+    assert_eq!(done["state"], "COMPLETED", "{done}");
+    has(
+        &read_output(&pool.work.join(format!("module-{job}.out"))),
+        &["home=/opt/labtool", "path=/opt/labtool/bin:"],
+    );
+}
+
+#[test]
+fn the_lint_refuses_cuda_visible_devices_overrides_unless_told_to_warn() {
+    let mut pool = Pool::new("2:t4");
+    pool.start();
+    let script = pool.script(
+        "escape.sh",
+        "#!/bin/bash\n#SBATCH --gpus 1\n# export CUDA_VISIBLE_DEVICES=9 (a comment is fine)\necho $CUDA_VISIBLE_DEVICES\nexport CUDA_VISIBLE_DEVICES=0,1,2,3\npython -c 'import os; os.environ[\"CUDA_VISIBLE_DEVICES\"] = \"1\"'\n",
+    );
+    let out = pool.cli(&["submit", script.to_str().unwrap()]);
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    has(
+        &err,
+        &[
+            "line 5: export CUDA_VISIBLE_DEVICES=0,1,2,3",
+            "line 6:",
+            "cuda_visible_devices = \"warn\"",
+        ],
+    );
+    assert!(!err.contains("line 3"), "a comment was flagged: {err}");
+    assert!(!err.contains("line 4"), "a read was flagged: {err}");
+    assert!(pool.queue().is_empty(), "a refused submit queued a job");
+
+    pool.stop();
+    pool.edit_config(|t| {
+        t.replace(
+            "cuda_visible_devices = \"refuse\"",
+            "cuda_visible_devices = \"warn\"",
+        )
+    });
+    pool.start();
+    let out = pool.cli(&["submit", "--parsable", script.to_str().unwrap()]);
+    let id: u64 = stdout_of(&out).trim().parse().unwrap();
+    has(
+        &stderr(&out),
+        &["warning", "line 5: export CUDA_VISIBLE_DEVICES=0,1,2,3"],
+    );
+    let done = pool.wait_done(id, Duration::from_secs(30));
+    assert_eq!(done["state"], "COMPLETED", "{done}");
+}
+
+/// `POST path` with a JSON body straight to the controller's socket, as any client could.
+fn post_raw(socket: &Path, path: &str, body: &Value) -> (u16, Value) {
+    let mut stream = std::os::unix::net::UnixStream::connect(socket).unwrap();
+    let body = serde_json::to_vec(body).unwrap();
+    write!(
+        stream,
+        "POST {path} HTTP/1.1\r\nhost: labpool\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+        body.len()
+    )
+    .unwrap();
+    stream.write_all(&body).unwrap();
+    let mut text = String::new();
+    stream.read_to_string(&mut text).unwrap();
+    let status: u16 = text.split(' ').nth(1).unwrap().parse().unwrap();
+    let payload = text.split("\r\n\r\n").nth(1).unwrap_or("");
+    let payload = payload.lines().find(|l| l.starts_with('{')).unwrap_or("{}");
+    (status, json(payload))
+}
+
+#[test]
+fn bad_environments_are_refused_and_a_failed_build_keeps_its_log() {
+    let test = "bad_environments_are_refused_and_a_failed_build_keeps_its_log";
+    if !have_path(test, "/usr/bin/python3", "python3-venv") {
+        return;
+    }
+    let mut pool = Pool::new("1:t4");
+    pool.start();
+    let script = pool.script("job.sh", "#!/bin/sh\necho hi\n");
+
+    // An unknown environment: refused at submit, nothing queued.
+    let out = pool.cli(&["submit", "--env", "nope", script.to_str().unwrap()]);
+    assert!(!out.status.success());
+    has(
+        &stderr(&out),
+        &["no environment \"nope\"", "labpool env create"],
+    );
+    assert!(pool.queue().is_empty());
+
+    // An image that does not exist, and a kind the file is not.
+    let missing = pool.work.join("missing.sif");
+    let out = pool.cli(&["env", "create", "img", "--file", missing.to_str().unwrap()]);
+    assert!(!out.status.success());
+    has(&stderr(&out), &["missing.sif"]);
+    let text = pool.script("notes.txt", "just text\n");
+    let out = pool.cli(&[
+        "env",
+        "create",
+        "img",
+        "--kind",
+        "container",
+        "--file",
+        text.to_str().unwrap(),
+    ]);
+    assert!(!out.status.success());
+    has(&stderr(&out), &["notes.txt"]);
+    let out = pool.cli(&[
+        "env",
+        "create",
+        "bad name!",
+        "--file",
+        text.to_str().unwrap(),
+    ]);
+    assert!(!out.status.success());
+
+    // A lock whose hash PyPI's file does not match: pip refuses during the build; the error
+    // points at the log, which is kept, and nothing is left half-built.
+    let tools = labpool_envs::tools::Tools::detect(None);
+    let platform = labpool_envs::id::platform(labpool_envs::EnvKind::Venv, &tools).unwrap();
+    let lock = format!("six==1.16.0 --hash=sha256:{}\n", "0".repeat(64));
+    let id = labpool_envs::id::env_id(labpool_envs::EnvKind::Venv, &lock, &platform);
+    let request = serde_json::json!({
+        "name": "broken",
+        "lock": {
+            "kind": "venv", "lock": lock, "platform": platform, "id": id,
+            "spec": "six==1.16.0\n", "image": null
+        }
+    });
+    let (status, answer) = post_raw(&pool.dir.join("labpool.sock"), "/v1/envs", &request);
+    assert_eq!(status, 400, "{answer}");
+    let error = answer["error"].as_str().unwrap();
+    has(error, &["building environment", "failed", "its log is"]);
+    let log = error
+        .split("its log is ")
+        .nth(1)
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap();
+    let log_text = std::fs::read_to_string(log).unwrap();
+    has(&log_text, &["six"]);
+    assert!(log_text.to_lowercase().contains("hash"), "{log_text}");
+    assert!(!pool.dir.join("envs").join(&id).exists());
+    let listed = json(&pool.ok(&["env", "list", "--json"]));
+    assert!(listed.as_array().unwrap().is_empty(), "{listed}");
+}
