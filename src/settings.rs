@@ -191,7 +191,7 @@ impl JobsConfig {
 }
 
 /// `[envs]`.
-#[derive(Debug, Clone, Deserialize, Default)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct EnvsConfig {
     /// Where builds live, at the same path on every node, because Python environments are not
@@ -205,6 +205,25 @@ pub struct EnvsConfig {
     /// Most time one build may take, e.g. "30m".
     #[serde(default, deserialize_with = "de_opt_duration")]
     pub build_timeout: Option<Duration>,
+    /// The unprivileged user venv, conda and modules builds run as [default: nobody].
+    #[serde(default = "default_build_user")]
+    pub build_user: String,
+}
+
+fn default_build_user() -> String {
+    "nobody".to_string()
+}
+
+impl Default for EnvsConfig {
+    fn default() -> Self {
+        EnvsConfig {
+            store: None,
+            archive: None,
+            python: None,
+            build_timeout: None,
+            build_user: default_build_user(),
+        }
+    }
 }
 
 /// `virtual_gpus = "4:rtx4090"`.

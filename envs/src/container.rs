@@ -84,6 +84,12 @@ pub(crate) fn built_image(dir: &Path) -> Result<(PathBuf, ImageFormat), EnvError
     })
 }
 
+/// The BLAKE3 hex of the file at `path`.
+pub(crate) fn hash_file(path: &Path) -> Result<String, EnvError> {
+    let mut file = File::open(path).map_err(EnvError::io("open", path))?;
+    copy_hashing(&mut file, &mut std::io::sink(), path)
+}
+
 /// Opens `path` and checks it is an image.
 fn open(path: &Path) -> Result<(File, ImageFormat), EnvError> {
     let missing = |source| EnvError::ImageMissing {

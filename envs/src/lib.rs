@@ -44,6 +44,7 @@ mod run;
 pub mod shebang;
 pub mod tools;
 mod venv;
+pub mod verify;
 
 pub use error::EnvError;
 pub use kind::EnvKind;

@@ -96,6 +96,8 @@ fn unpack_into(archive: &Path, to: &Path) -> Result<(), EnvError> {
                 entry: path.display().to_string(),
             });
         }
+        // A symbolic link unpacked earlier must never lead a later entry out of `to`.
+        refuse_symlinked_parents(archive, to, &path)?;
         let header = entry.header();
         if header.entry_type().is_dir() {
             let target = to.join(&path);
@@ -111,10 +113,37 @@ fn unpack_into(archive: &Path, to: &Path) -> Result<(), EnvError> {
     }
     for (dir, mode, mtime) in dirs.iter().rev() {
         use std::os::unix::fs::PermissionsExt;
+        // Only a real directory: a later entry may have put a link where it was.
+        let real = std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir());
+        if !real {
+            return Err(EnvError::UnsafeEntry {
+                archive: archive.to_path_buf(),
+                entry: dir.display().to_string(),
+            });
+        }
         let time = filetime::FileTime::from_unix_time(*mtime as i64, 0);
         filetime::set_file_times(dir, time, time).map_err(EnvError::io("set the times of", dir))?;
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(*mode & 0o7777))
             .map_err(EnvError::io("set the mode of", dir))?;
+    }
+    Ok(())
+}
+
+/// Refuses `path` when any directory on the way to it inside `to` is a symbolic link.
+fn refuse_symlinked_parents(archive: &Path, to: &Path, path: &Path) -> Result<(), EnvError> {
+    let mut at = to.to_path_buf();
+    let parts: Vec<_> = path.components().collect();
+    for part in parts.iter().take(parts.len().saturating_sub(1)) {
+        at.push(part);
+        match std::fs::symlink_metadata(&at) {
+            Ok(m) if m.file_type().is_symlink() || !m.is_dir() => {
+                return Err(EnvError::UnsafeEntry {
+                    archive: archive.to_path_buf(),
+                    entry: path.display().to_string(),
+                });
+            }
+            _ => {}
+        }
     }
     Ok(())
 }

@@ -105,7 +105,8 @@ impl Tool {
             Tool::Conda => {
                 "install micromamba (https://mamba.readthedocs.io, `curl -Ls \
                  https://micro.mamba.pm/api/micromamba/linux-64/latest | tar -xvj bin/micromamba`) \
-                 or Miniforge, then set `[envs] conda = PATH` or put it on PATH"
+                 or Miniforge, then put it on PATH on the controller and every node \
+                 (e.g. /usr/local/bin/micromamba)"
             }
             Tool::ChRun => {
                 "install it with `apt install charliecloud-runtime` (or from \

@@ -31,7 +31,7 @@ fn locking_without_conda_says_how_to_install_micromamba() {
         "conda environments need micromamba or conda",
         "https://micro.mamba.pm/api/micromamba/linux-64/latest",
         "Miniforge",
-        "[envs] conda = PATH",
+        "put it on PATH on the controller and every node",
     ] {
         assert!(msg.contains(needed), "missing {needed:?} in: {msg}");
     }

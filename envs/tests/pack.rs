@@ -82,3 +82,38 @@ fn entries_escaping_the_destination_are_refused() {
     assert!(!tmp.path().join("out/escaped").exists() && !dest.exists());
     assert!(!tmp.path().join("out/env.partial").exists());
 }
+
+#[test]
+fn a_link_in_the_archive_never_leads_a_later_entry_outside() {
+    let tmp = tempfile::tempdir().unwrap();
+    let victim = tmp.path().join("victim");
+    std::fs::create_dir(&victim).unwrap();
+    std::fs::set_permissions(&victim, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let archive = tmp.path().join("bad.tar.zst");
+    let file = std::fs::File::create(&archive).unwrap();
+    let mut tar = tar::Builder::new(zstd::Encoder::new(file, 3).unwrap().auto_finish());
+    let mut link = tar::Header::new_gnu();
+    link.set_entry_type(tar::EntryType::Symlink);
+    link.set_size(0);
+    link.set_mode(0o777);
+    tar.append_link(&mut link, "a", &victim).unwrap();
+    for (name, kind) in [
+        ("a/", tar::EntryType::Directory),
+        ("a/inside/", tar::EntryType::Directory),
+    ] {
+        let mut dir = tar::Header::new_gnu();
+        dir.set_entry_type(kind);
+        dir.set_size(0);
+        dir.set_mode(0o777);
+        tar.append_data(&mut dir, name, std::io::empty()).unwrap();
+    }
+    drop(tar.into_inner().unwrap());
+
+    let dest = tmp.path().join("out/env");
+    std::fs::create_dir_all(tmp.path().join("out")).unwrap();
+    let err = unpack(&archive, &dest).unwrap_err().to_string();
+    assert!(err.contains("refusing"), "{err}");
+    assert!(!victim.join("inside").exists());
+    assert_eq!(mode(&victim), 0o700, "the link's target was changed");
+    assert!(!dest.exists() && !tmp.path().join("out/env.partial").exists());
+}

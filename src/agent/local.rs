@@ -39,6 +39,9 @@ pub struct Executor {
     stager: Stager,
     /// How jobs are isolated on this node.
     isolation: Arc<NodeIsolation>,
+    /// One lock per environment id: two jobs that need the same environment at once must not
+    /// unpack it over each other; the second finds it complete.
+    unpacking: Arc<Mutex<BTreeMap<String, Arc<tokio::sync::Mutex<()>>>>>,
 }
 
 /// What the executor needs to isolate jobs and run them inside environments.
@@ -72,6 +75,7 @@ impl Executor {
             shims: Arc::default(),
             stager,
             isolation: Arc::new(isolation),
+            unpacking: Arc::default(),
         }
     }
 
@@ -192,7 +196,15 @@ impl Executor {
     /// Puts an environment on the node, off the async threads (unpacking takes seconds).
     fn stage_env(&self, job: u64, attempt: u32, env: LaunchEnv) {
         let this = self.clone();
+        let lock = self
+            .unpacking
+            .lock()
+            .expect("not poisoned")
+            .entry(env.id.clone())
+            .or_default()
+            .clone();
         tokio::spawn(async move {
+            let _one_at_a_time = lock.lock().await;
             let (dir, archive) = (env.dir.clone(), env.archive.clone());
             let result =
                 tokio::task::spawn_blocking(move || labpool_envs::pack::unpack(&archive, &dir))
@@ -232,12 +244,16 @@ impl Executor {
             });
         };
         if !labpool_envs::pack::is_complete(&e.dir) {
-            return Err(std::io::Error::other(format!(
-                "environment {} ({}) is not complete at {} on this node; submit the job again",
-                e.name,
-                e.id,
-                e.dir.display()
-            )));
+            // Removed since it was staged (by hand, or a disk cleanup): it comes back from its
+            // archive, as when it was first staged here.
+            labpool_envs::pack::unpack(&e.archive, &e.dir).map_err(|err| {
+                std::io::Error::other(format!(
+                    "environment {} ({}) is missing at {} on this node and could not be unpacked again: {err}",
+                    e.name,
+                    e.id,
+                    e.dir.display()
+                ))
+            })?;
         }
         labpool_envs::activate::wrap(&labpool_envs::activate::WrapRequest {
             kind: e.kind,

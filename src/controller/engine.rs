@@ -996,7 +996,9 @@ impl Engine {
                         .await?;
                         self.end_staging(id);
                         self.active.remove(&id);
-                        done.push(format!("job {id} cancelled while staging its datasets"));
+                        done.push(format!(
+                            "job {id} cancelled while its data or environment was staged"
+                        ));
                     }
                     _ => {
                         let node = row.node.clone().unwrap_or_default();

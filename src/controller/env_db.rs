@@ -161,6 +161,14 @@ impl Db {
         Ok(names + jobs > 0)
     }
 
+    /// Every recorded build's id.
+    pub async fn env_ids(&self) -> Result<Vec<String>, DbError> {
+        let rows = sqlx::query("SELECT id FROM envs ORDER BY id")
+            .fetch_all(&self.pool)
+            .await?;
+        rows.into_iter().map(|r| Ok(r.try_get("id")?)).collect()
+    }
+
     /// Forgets a build.
     pub async fn remove_env(&self, id: &str) -> Result<(), DbError> {
         sqlx::query("DELETE FROM envs WHERE id = ?")

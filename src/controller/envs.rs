@@ -15,6 +15,7 @@
 //! - Removing a name deletes the build only when no other name and no unfinished job uses it.
 //! - A failed build's log is kept and named in the error; the half-built directory goes.
 
+use crate::agent::isolation::{JobCgroups, Support, join_in_child, remove_groups};
 use crate::api::SubmitRequest;
 use crate::clock::{now_ms, rfc3339};
 use crate::controller::db::Db;
@@ -30,6 +31,24 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// Who runs a build.
+struct Builder {
+    uid: u32,
+    gid: u32,
+    groups: Vec<u32>,
+    name: String,
+    /// Their home; `None` gives the build a fresh, empty one.
+    home: Option<PathBuf>,
+}
+
+/// True when `dir` holds a complete build that was sealed (owned by root when labpool runs as
+/// root): an unsealed one may still be changed by whoever built it.
+fn is_sealed(dir: &Path) -> bool {
+    labpool_envs::pack::is_complete(dir)
+        && (!nix::unistd::geteuid().is_root()
+            || std::fs::symlink_metadata(dir).is_ok_and(|m| m.uid() == 0 && m.mode() & 0o022 == 0))
+}
 
 /// Builds, names and checks.
 pub struct EnvService {
@@ -139,11 +158,15 @@ impl EnvService {
                 return Ok((o.clone(), row));
             }
         }
-        if short.len() >= 8
-            && short.bytes().all(|b| b.is_ascii_hexdigit())
-            && let Some(row) = self.db.env(short).await?
-        {
-            return Ok((String::new(), row));
+        // By id: a build one of the caller's names (or a shared one) points at; any for admins.
+        if short.len() >= 8 && short.bytes().all(|b| b.is_ascii_hexdigit()) {
+            let visible = (!caller.admin).then_some(caller.user.as_str());
+            let names = self.db.env_names(visible).await?;
+            if let Some((o, _, _)) = names.iter().find(|(_, _, id)| id == short)
+                && let Some(row) = self.db.env(short).await?
+            {
+                return Ok((o.clone(), row));
+            }
         }
         let names: Vec<String> = self
             .db
@@ -168,7 +191,13 @@ impl EnvService {
     }
 
     /// `env create`: reuses a build with the same id, or builds one; then points the name at it.
-    pub async fn create(&self, caller: &Caller, req: CreateEnv) -> Result<EnvCreated, ApiError> {
+    /// The work runs in a task of its own, so a client that hangs up (Ctrl-C) never leaves a
+    /// build half-done, unsealed or unrecorded.
+    pub async fn create(
+        self: &Arc<Self>,
+        caller: &Caller,
+        req: CreateEnv,
+    ) -> Result<EnvCreated, ApiError> {
         check_env_name(&req.name)?;
         if req.shared {
             crate::controller::http::admin_only(
@@ -177,53 +206,128 @@ impl EnvService {
                 "publish shared environments",
             )?;
         }
+        labpool_envs::verify::check_lock(&req.lock).map_err(|e| {
+            ApiError::bad_request(
+                e.to_string(),
+                Some("lock the spec again with `labpool env create` of this version".to_string()),
+            )
+        })?;
+        let this = self.clone();
+        let caller = caller.clone();
+        tokio::spawn(async move { this.create_now(&caller, req).await })
+            .await
+            .map_err(ApiError::internal)?
+    }
+
+    async fn create_now(&self, caller: &Caller, req: CreateEnv) -> Result<EnvCreated, ApiError> {
         let lock = req.lock;
-        let id = labpool_envs::id::env_id(lock.kind, &lock.lock, &lock.platform);
-        if id != lock.id {
-            return Err(ApiError::bad_request(
-                format!(
-                    "the lock's id {} does not match its content ({id})",
-                    lock.id
-                ),
-                Some("lock the spec again with this labpool version".to_string()),
-            ));
-        }
+        let id = lock.id.clone();
         let owner = if req.shared {
             String::new()
         } else {
             caller.user.clone()
         };
-        let guard = self.building.lock().await;
+        let _guard = self.building.lock().await;
         let dir = self.config.env_store().join(&id);
         let existing = self.db.env(&id).await?;
-        let reused = existing.is_some() && labpool_envs::pack::is_complete(&dir);
-        if !reused {
-            let row = self.build(caller, &lock, &dir).await?;
-            self.db.insert_env(&row).await?;
-        }
-        drop(guard);
+        let reused = match &existing {
+            Some(_) if is_sealed(&dir) => true,
+            // Recorded, but gone from this node's store: the packed build comes back.
+            Some(row) => {
+                let (archive, to) = (PathBuf::from(&row.archive), dir.clone());
+                let unpacked =
+                    tokio::task::spawn_blocking(move || labpool_envs::pack::unpack(&archive, &to))
+                        .await
+                        .map_err(ApiError::internal)?;
+                if unpacked.is_ok() && is_sealed(&dir) {
+                    true
+                } else {
+                    let row = self.build(caller, &lock, &dir).await?;
+                    self.db.insert_env(&row).await?;
+                    false
+                }
+            }
+            None => {
+                let row = self.build(caller, &lock, &dir).await?;
+                self.db.insert_env(&row).await?;
+                false
+            }
+        };
         let moved = self
             .db
             .set_env_name(&owner, &req.name, &id, now_ms())
             .await?;
+        self.collect_garbage().await?;
         tracing::info!(name = req.name, owner, id, reused, "environment ready");
         let row = self.db.env(&id).await?.expect("just recorded");
         Ok(EnvCreated {
-            env: self.view(&owner, &req.name, &row).await?,
+            env: self.view(caller, &owner, &req.name, &row).await?,
             reused,
             moved_from: moved,
         })
     }
 
-    /// Builds `lock` at `dir` as the caller, seals and packs it.
+    /// Who a build runs as, and where its home is: the member for a container (it copies
+    /// their image, whose hash is checked again once sealed); otherwise the build user
+    /// (`[envs] build_user`), with a fresh home, so nothing of a member's account (their
+    /// `~/.local`, `usercustomize`, pip config) goes into a build that others may reuse.
+    fn builder(&self, caller: &Caller, kind: EnvKind) -> Result<Builder, ApiError> {
+        if !nix::unistd::geteuid().is_root() {
+            let me = crate::identity::effective_uid();
+            let home = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(me))
+                .ok()
+                .flatten()
+                .map(|u| u.dir);
+            return Ok(Builder {
+                uid: me,
+                gid: nix::unistd::getegid().as_raw(),
+                groups: Vec::new(),
+                name: crate::identity::user_name(me),
+                home,
+            });
+        }
+        if kind == EnvKind::Container {
+            return Ok(Builder {
+                uid: caller.uid,
+                gid: caller.gid,
+                groups: groups_of(&caller.user, caller.gid),
+                name: caller.user.clone(),
+                home: Some(caller.home.clone()),
+            });
+        }
+        let name = &self.config.envs.build_user;
+        let user = nix::unistd::User::from_name(name)
+            .ok()
+            .flatten()
+            .ok_or_else(|| {
+                ApiError::internal(format!(
+                    "the build user {name:?} does not exist on this machine; create it (useradd -r -s /usr/sbin/nologin {name}) or set [envs] build_user"
+                ))
+            })?;
+        if user.uid.is_root() {
+            return Err(ApiError::internal(format!(
+                "[envs] build_user {name:?} is root; builds run package code, so give an unprivileged user"
+            )));
+        }
+        Ok(Builder {
+            uid: user.uid.as_raw(),
+            gid: user.gid.as_raw(),
+            groups: vec![user.gid.as_raw()],
+            name: name.clone(),
+            home: None,
+        })
+    }
+
+    /// Builds `lock` at `dir` as the builder, then seals, checks and packs it.
     async fn build(&self, caller: &Caller, lock: &Lock, dir: &Path) -> Result<EnvRow, ApiError> {
+        let builder = self.builder(caller, lock.kind)?;
         let store = self.config.env_store();
         let logs = store.join(".logs");
         let archives = self.config.env_archive_dir();
-        for (d, mode) in [(&store, 0o755), (&logs, 0o755), (&archives, 0o755)] {
+        for d in [&store, &logs, &archives] {
             std::fs::DirBuilder::new()
                 .recursive(true)
-                .mode(mode)
+                .mode(0o755)
                 .create(d)
                 .map_err(|e| ApiError::internal(format!("cannot create {}: {e}", d.display())))?;
         }
@@ -232,8 +336,14 @@ impl EnvService {
             remove_tree(dir)?;
         }
         let started = Instant::now();
-        let log_path = logs.join(format!("{}.{}.log", lock.id, now_ms()));
-        let lock_path = logs.join(format!("{}.{}.lock.json", lock.id, now_ms()));
+        let stamp = now_ms();
+        let log_path = logs.join(format!("{}.{stamp}.log", lock.id));
+        let lock_path = logs.join(format!("{}.{stamp}.lock.json", lock.id));
+        let fresh_home = builder.home.is_none();
+        let home = builder
+            .home
+            .clone()
+            .unwrap_or_else(|| logs.join(format!("{}.{stamp}.home", lock.id)));
         let io = |what: &str, p: &Path, e: std::io::Error| {
             ApiError::internal(format!("cannot {what} {}: {e}", p.display()))
         };
@@ -241,6 +351,12 @@ impl EnvService {
             .mode(0o755)
             .create(dir)
             .map_err(|e| io("create", dir, e))?;
+        if fresh_home {
+            std::fs::DirBuilder::new()
+                .mode(0o700)
+                .create(&home)
+                .map_err(|e| io("create", &home, e))?;
+        }
         let log = std::fs::File::create(&log_path).map_err(|e| io("create", &log_path, e))?;
         std::fs::write(
             &lock_path,
@@ -249,15 +365,33 @@ impl EnvService {
         .map_err(|e| io("write", &lock_path, e))?;
         let as_root = nix::unistd::geteuid().is_root();
         if as_root {
-            for p in [dir, log_path.as_path(), lock_path.as_path()] {
+            let mut owned = vec![dir, log_path.as_path(), lock_path.as_path()];
+            if fresh_home {
+                owned.push(home.as_path());
+            }
+            for p in owned {
                 nix::unistd::chown(
                     p,
-                    Some(nix::unistd::Uid::from_raw(caller.uid)),
-                    Some(nix::unistd::Gid::from_raw(caller.gid)),
+                    Some(nix::unistd::Uid::from_raw(builder.uid)),
+                    Some(nix::unistd::Gid::from_raw(builder.gid)),
                 )
                 .map_err(|e| io("chown", p, e.into()))?;
             }
         }
+        // The build's processes go in a group of their own, so that none outlives it to
+        // change the build after it is sealed.
+        let support = Support::detect();
+        let group_name = format!("build-{}", lock.id);
+        let groups = if support.devices.is_some() || support.memory.is_some() {
+            let iso = support.for_job(&group_name, Vec::new(), None);
+            Some(JobCgroups::create(&iso).map_err(ApiError::internal)?)
+        } else {
+            None
+        };
+        let fds = groups
+            .as_ref()
+            .map(JobCgroups::procs_fds)
+            .unwrap_or_default();
         let exe = std::env::current_exe().map_err(ApiError::internal)?;
         let mut cmd = std::process::Command::new(exe);
         cmd.arg("env")
@@ -265,9 +399,9 @@ impl EnvService {
             .arg(&lock_path)
             .arg(dir)
             .env_clear()
-            .env("HOME", &caller.home)
-            .env("USER", &caller.user)
-            .env("LOGNAME", &caller.user)
+            .env("HOME", &home)
+            .env("USER", &builder.name)
+            .env("LOGNAME", &builder.name)
             .env(
                 "PATH",
                 std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into()),
@@ -281,24 +415,29 @@ impl EnvService {
         if let Some(python) = &self.config.envs.python {
             cmd.env("LABPOOL_ENV_PYTHON", python);
         }
-        if as_root {
-            let groups: Vec<nix::unistd::Gid> = groups_of(&caller.user, caller.gid)
-                .into_iter()
-                .map(nix::unistd::Gid::from_raw)
+        let switch = as_root.then(|| {
+            let groups: Vec<nix::unistd::Gid> = builder
+                .groups
+                .iter()
+                .map(|g| nix::unistd::Gid::from_raw(*g))
                 .collect();
-            let (uid, gid) = (
-                nix::unistd::Uid::from_raw(caller.uid),
-                nix::unistd::Gid::from_raw(caller.gid),
-            );
-            // SAFETY: between fork and exec only async-signal-safe calls on data made before.
-            unsafe {
-                cmd.pre_exec(move || {
-                    nix::unistd::setgroups(&groups)?;
-                    nix::unistd::setgid(gid)?;
-                    nix::unistd::setuid(uid)?;
-                    Ok(())
-                });
-            }
+            (
+                groups,
+                nix::unistd::Gid::from_raw(builder.gid),
+                nix::unistd::Uid::from_raw(builder.uid),
+            )
+        });
+        // SAFETY: between fork and exec only async-signal-safe calls on data made before.
+        unsafe {
+            cmd.pre_exec(move || {
+                join_in_child(&fds)?;
+                if let Some((groups, gid, uid)) = &switch {
+                    nix::unistd::setgroups(groups)?;
+                    nix::unistd::setgid(*gid)?;
+                    nix::unistd::setuid(*uid)?;
+                }
+                Ok(())
+            });
         }
         let timeout = self
             .config
@@ -308,16 +447,21 @@ impl EnvService {
         let status = tokio::task::spawn_blocking(move || run_with_timeout(cmd, timeout))
             .await
             .map_err(ApiError::internal)?;
+        drop(groups);
+        remove_groups(&support, &group_name);
         let _ = std::fs::remove_file(&lock_path);
+        if fresh_home {
+            let _ = std::fs::remove_dir_all(&home);
+        }
         let failed = match status {
             Ok(s) if s.success() && labpool_envs::pack::is_complete(dir) => None,
             Ok(s) => Some(format!("the build exited with {s}")),
             Err(e) => Some(e),
         };
-        if let Some(why) = failed {
+        let fail = |why: String| {
             let _ = remove_tree(dir);
             let tail = log_tail(&log_path, 8);
-            return Err(ApiError::bad_request(
+            ApiError::bad_request(
                 format!(
                     "building environment {} ({}) failed: {why}; its log is {}; last lines:\n{tail}",
                     lock.id,
@@ -328,7 +472,10 @@ impl EnvService {
                     "fix the spec (a package name or version?) and run `labpool env create` again"
                         .to_string(),
                 ),
-            ));
+            )
+        };
+        if let Some(why) = failed {
+            return Err(fail(why));
         }
         let sealed = {
             let dir = dir.to_path_buf();
@@ -337,6 +484,16 @@ impl EnvService {
                 .map_err(ApiError::internal)?
         };
         let bytes = sealed.map_err(|e| io("seal", dir, e))?;
+        // Sealed now: nothing can change it, so this check holds for every later user.
+        let checked = {
+            let (lock, dir) = (lock.clone(), dir.to_path_buf());
+            tokio::task::spawn_blocking(move || labpool_envs::verify::check_build(&lock, &dir))
+                .await
+                .map_err(ApiError::internal)?
+        };
+        if let Err(e) = checked {
+            return Err(fail(e.to_string()));
+        }
         let archive = archive_path(&self.config, &lock.id);
         let packed = {
             let (dir, archive) = (dir.to_path_buf(), archive.clone());
@@ -346,15 +503,12 @@ impl EnvService {
         };
         let archive_bytes =
             packed.map_err(|e| ApiError::internal(format!("packing failed: {e}")))?;
-        let mut f = std::fs::OpenOptions::new()
-            .append(true)
-            .open(&log_path)
-            .ok();
-        if let Some(f) = f.as_mut() {
+        if let Ok(mut f) = std::fs::OpenOptions::new().append(true).open(&log_path) {
             let _ = writeln!(
                 f,
-                "labpool: built {} in {:.1} s: {bytes} bytes, packed to {archive_bytes} bytes at {}",
+                "labpool: built {} as {} in {:.1} s: {bytes} bytes, packed to {archive_bytes} bytes at {}",
                 lock.id,
+                builder.name,
                 started.elapsed().as_secs_f64(),
                 archive.display()
             );
@@ -376,10 +530,35 @@ impl EnvService {
         })
     }
 
-    async fn view(&self, owner: &str, name: &str, row: &EnvRow) -> Result<EnvView, ApiError> {
+    /// Deletes every build that no name and no unfinished job uses (a name that moved, a
+    /// removed name whose queued jobs have since ended). Called with the build lock held.
+    async fn collect_garbage(&self) -> Result<(), ApiError> {
+        for id in self.db.env_ids().await? {
+            if self.db.env_in_use(&id).await? {
+                continue;
+            }
+            if let Some(row) = self.db.env(&id).await? {
+                let _ = remove_tree(Path::new(&row.dir));
+                let _ = std::fs::remove_file(&row.archive);
+            }
+            self.db.remove_env(&id).await?;
+            tracing::info!(id, "environment build deleted: nothing uses it any more");
+        }
+        Ok(())
+    }
+
+    async fn view(
+        &self,
+        caller: &Caller,
+        owner: &str,
+        name: &str,
+        row: &EnvRow,
+    ) -> Result<EnvView, ApiError> {
+        // Other members' names are theirs to know.
+        let visible = (!caller.admin).then_some(caller.user.as_str());
         let names = self
             .db
-            .env_names(None)
+            .env_names(visible)
             .await?
             .into_iter()
             .filter(|(_, _, id)| *id == row.id)
@@ -418,7 +597,7 @@ impl EnvService {
         let mut out = Vec::new();
         for (o, n, id) in self.db.env_names(owner).await? {
             if let Some(row) = self.db.env(&id).await? {
-                out.push(self.view(&o, &n, &row).await?);
+                out.push(self.view(caller, &o, &n, &row).await?);
             }
         }
         Ok(out)
@@ -428,7 +607,7 @@ impl EnvService {
     pub async fn show(&self, caller: &Caller, name: &str) -> Result<EnvView, ApiError> {
         let (owner, row) = self.resolve(caller, name).await?;
         let short = name.rsplit('/').next().unwrap_or(name);
-        self.view(&owner, short, &row).await
+        self.view(caller, &owner, short, &row).await
     }
 
     /// `env rm NAME`: the name goes; the build too when nothing else uses it.
@@ -456,15 +635,8 @@ impl EnvService {
         };
         let _guard = self.building.lock().await;
         self.db.remove_env_name(&owner, &req.name).await?;
-        let mut build_deleted = false;
-        if !self.db.env_in_use(&id).await? {
-            if let Some(row) = self.db.env(&id).await? {
-                let _ = remove_tree(Path::new(&row.dir));
-                let _ = std::fs::remove_file(&row.archive);
-            }
-            self.db.remove_env(&id).await?;
-            build_deleted = true;
-        }
+        self.collect_garbage().await?;
+        let build_deleted = self.db.env(&id).await?.is_none();
         tracing::info!(
             name = req.name,
             owner,
@@ -559,8 +731,18 @@ fn remove_tree(dir: &Path) -> Result<(), ApiError> {
         .map_err(|e| ApiError::internal(format!("cannot remove {}: {e}", dir.display())))
 }
 
+/// The last `n` lines of a build log, reading at most its last 64 KiB (the log is written by
+/// the build, which may make it as large as it likes).
 fn log_tail(path: &Path, n: usize) -> String {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
+    use std::io::{Read, Seek, SeekFrom};
+    let mut text = String::new();
+    if let Ok(mut f) = std::fs::File::open(path) {
+        let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+        let _ = f.seek(SeekFrom::Start(len.saturating_sub(64 * 1024)));
+        let mut bytes = Vec::new();
+        let _ = f.take(64 * 1024).read_to_end(&mut bytes);
+        text = String::from_utf8_lossy(&bytes).into_owned();
+    }
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(n)..].join("\n")
 }

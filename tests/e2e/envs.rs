@@ -5,7 +5,9 @@
 //! `CUDA_VISIBLE_DEVICES` lint with its warn switch; and bad input (an unknown environment, a
 //! build that fails with its log kept, an image that does not exist).
 
-use crate::pool::{Pool, ensure_user, has, have_root, read_output, stdout_of, strict};
+use crate::pool::{
+    Pool, ensure_user, ensure_user_in, has, have_root, read_output, stdout_of, strict,
+};
 use serde_json::Value;
 use std::io::{Read, Write};
 use std::os::unix::fs::PermissionsExt;
@@ -140,6 +142,37 @@ fn a_venv_job_imports_its_package_records_the_id_and_a_rebuild_builds_nothing() 
         std::fs::metadata(&log).unwrap().modified().unwrap(),
         log_before
     );
+    // Another member with the same spec gets the same build: it was built as the build user
+    // with an empty home, so nothing of lp-alice's account is in it. Bob does not see her
+    // names.
+    let (bob, bob_gid) = ensure_user("lp-bob");
+    has(
+        &std::fs::read_to_string(&log).unwrap(),
+        &[&format!("built {id} as nobody")],
+    );
+    let out = pool.cli_as(
+        bob,
+        bob_gid,
+        &[
+            "env",
+            "create",
+            "six",
+            "--file",
+            spec.to_str().unwrap(),
+            "--json",
+        ],
+    );
+    let bobs = json(&stdout_of(&out));
+    assert_eq!(bobs["reused"], true, "{bobs}");
+    assert_eq!(
+        bobs["env"]["names"],
+        serde_json::json!(["lp-bob/six"]),
+        "{bobs}"
+    );
+    let out = pool.cli_as(bob, bob_gid, &["env", "show", "sixenv"]);
+    assert!(!out.status.success(), "bob resolved alice's name");
+    let out = pool.cli_as(bob, bob_gid, &["env", "rm", "six", "--json"]);
+    assert_eq!(json(&stdout_of(&out))["build_deleted"], false);
     let listed = json(&stdout_of(&as_alice(&pool, &["env", "list", "--json"])));
     assert_eq!(listed.as_array().unwrap().len(), 2, "{listed}");
 
@@ -148,30 +181,53 @@ fn a_venv_job_imports_its_package_records_the_id_and_a_rebuild_builds_nothing() 
     pool.stop();
     std::fs::remove_dir_all(&dir).unwrap();
     pool.start();
+    // Two tasks at once, through the script's directive: the node unpacks it once for both.
+    let arrayed = pool.script(
+        "array.sh",
+        &format!(
+            "#!/bin/sh
+#LABPOOL --env six-again
+#SBATCH --array 0-1
+{}",
+            std::fs::read_to_string(&script)
+                .unwrap()
+                .trim_start_matches(
+                    "#!/bin/sh
+"
+                )
+        ),
+    );
     let out = as_alice(
         &pool,
         &[
             "submit",
             "--parsable",
-            "--env",
-            "six-again",
             "-o",
-            "unpacked-%j.out",
+            "unpacked-%a.out",
             "--export",
             "ALL,TF_FORCE_GPU_ALLOW_GROWTH=false",
-            script.to_str().unwrap(),
+            arrayed.to_str().unwrap(),
         ],
     );
-    let job: u64 = stdout_of(&out).trim().parse().unwrap();
-    let done = pool.wait_done(job, Duration::from_secs(60));
-    assert_eq!(done["state"], "COMPLETED", "{done}");
-    has(
-        &read_output(&pool.work.join(format!("unpacked-{job}.out"))),
-        &["1.16.0", "growth=false"],
-    );
+    let first: u64 = stdout_of(&out).trim().parse().unwrap();
+    let mut unpacked = 0;
+    for (task, job) in [(0, first), (1, first + 1)] {
+        let done = pool.wait_done(job, Duration::from_secs(60));
+        assert_eq!(done["state"], "COMPLETED", "{done}");
+        assert_eq!(done["env_id"].as_str(), Some(id.as_str()));
+        has(
+            &read_output(&pool.work.join(format!("unpacked-{task}.out"))),
+            &["1.16.0", "growth=false"],
+        );
+        if pool
+            .ok(&["show", &job.to_string()])
+            .contains(&format!("environment {id} unpacked"))
+        {
+            unpacked += 1;
+        }
+    }
+    assert_eq!(unpacked, 1, "the environment was unpacked {unpacked} times");
     assert!(dir.join("bin/python").exists());
-    let shown = pool.ok(&["show", &job.to_string()]);
-    has(&shown, &[&format!("environment {id} unpacked")]);
 
     // Removing one name keeps the build (the other name uses it); removing both deletes it.
     let out = json(&stdout_of(&as_alice(
@@ -259,7 +315,8 @@ fn container_and_modules_jobs_run_inside_their_environments() {
     has(&printed, &["inside-the-image", &alice.to_string()]);
     assert!(!Path::new("/etc/marker").exists());
 
-    // Modules: a job sees the variables its module sets.
+    // Modules, published by an admin for everyone: a member's job sees the variables the
+    // module sets. Members cannot publish.
     let modules = pool.dir.join("modulefiles/labtool");
     std::fs::create_dir_all(&modules).unwrap();
     std::fs::write(
@@ -282,12 +339,41 @@ fn container_and_modules_jobs_run_inside_their_environments() {
         "env",
         "create",
         "labtool",
+        "--shared",
         "--file",
         spec.to_str().unwrap(),
-        "--json",
     ]);
+    assert!(!out.status.success());
+    has(
+        &stderr(&out),
+        &["only admins may publish shared environments"],
+    );
+    let (admin, admin_gid) = ensure_user_in("lp-admin", Some("labpool-admins"));
+    let out = pool.cli_as(
+        admin,
+        admin_gid,
+        &[
+            "env",
+            "create",
+            "labtool",
+            "--shared",
+            "--file",
+            spec.to_str().unwrap(),
+            "--json",
+        ],
+    );
     let created = json(&stdout_of(&out));
     assert_eq!(created["env"]["kind"], "modules", "{created}");
+    assert_eq!(created["env"]["owner"], "", "{created}");
+    let listed = json(&stdout_of(&as_alice(&["env", "list", "--json"])));
+    assert!(
+        listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["name"] == "labtool" && e["owner"] == ""),
+        "{listed}"
+    );
     let script = pool.script(
         "module.sh",
         "#!/bin/sh\necho \"home=$LABTOOL_HOME\"\necho \"path=$PATH\"\n",
@@ -393,7 +479,15 @@ fn bad_environments_are_refused_and_a_failed_build_keeps_its_log() {
     let missing = pool.work.join("missing.sif");
     let out = pool.cli(&["env", "create", "img", "--file", missing.to_str().unwrap()]);
     assert!(!out.status.success());
-    has(&stderr(&out), &["missing.sif"]);
+    has(
+        &stderr(&out),
+        &[
+            "container image",
+            "missing.sif",
+            "cannot be opened",
+            "No such file",
+        ],
+    );
     let text = pool.script("notes.txt", "just text\n");
     let out = pool.cli(&[
         "env",
@@ -405,7 +499,10 @@ fn bad_environments_are_refused_and_a_failed_build_keeps_its_log() {
         text.to_str().unwrap(),
     ]);
     assert!(!out.status.success());
-    has(&stderr(&out), &["notes.txt"]);
+    has(
+        &stderr(&out),
+        &["notes.txt", "is not a SIF or SquashFS image", "mksquashfs"],
+    );
     let out = pool.cli(&[
         "env",
         "create",
