@@ -156,6 +156,9 @@ pub struct JobsConfig {
     pub cuda_visible_devices: OverridePolicy,
     /// "auto" (default) or "off": cgroup device and memory isolation.
     pub isolation: IsolationMode,
+    /// How devices are filtered: "auto" (the v1 devices controller where mounted, else a BPF
+    /// filter on cgroup v2), "cgroup-v1" or "bpf".
+    pub device_filter: crate::agent::isolation::DeviceFilter,
     /// Variables every job gets unless its own environment sets them. Keys here replace the
     /// built-in defaults (memory growth, async allocator, PCI bus order); an empty value drops
     /// a default.
@@ -167,6 +170,7 @@ impl Default for JobsConfig {
         JobsConfig {
             cuda_visible_devices: OverridePolicy::Refuse,
             isolation: IsolationMode::Auto,
+            device_filter: crate::agent::isolation::DeviceFilter::Auto,
             gpu_env: BTreeMap::new(),
         }
     }

@@ -11,8 +11,9 @@
 //! - Device rules deny every GPU of the node the job was not given (`c MAJOR:MINOR rwm`), rather
 //!   than deny-all-then-allow, so that every other device (`/dev/null`, ttys, FUSE) keeps
 //!   working in the default-allow hierarchy.
-//! - cgroup v2 device filtering needs an eBPF program attached to the group; labpool does not
-//!   load one yet, so on a v2-only node the devices line says so and only memory is limited.
+//! - On cgroup v2 there is no devices controller: an eBPF program attached to the job's group
+//!   refuses the same devices (see [`crate::agent::device_filter`]). `auto` prefers the v1
+//!   controller where it is mounted (hybrid hosts), since its rules show in `devices.list`.
 //! - When the job's memory group records an OOM kill, the job ends `OUT_OF_MEMORY` with the
 //!   limit and the peak in the reason.
 
@@ -47,6 +48,27 @@ impl Hierarchy {
             Hierarchy::V2(_) => "cgroup v2",
         }
     }
+
+    /// How devices are filtered in this hierarchy, in words.
+    fn device_word(&self) -> &'static str {
+        match self {
+            Hierarchy::V1(_) => "cgroup v1",
+            Hierarchy::V2(_) => "cgroup v2 BPF",
+        }
+    }
+}
+
+/// Which mechanism filters a job's devices (`[jobs] device_filter`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DeviceFilter {
+    /// The v1 `devices` controller where it is mounted, else a BPF filter on cgroup v2.
+    #[default]
+    Auto,
+    /// Only the v1 `devices` controller.
+    CgroupV1,
+    /// Only a BPF filter on cgroup v2 (also on a hybrid host that has v1 devices).
+    Bpf,
 }
 
 /// What a node offers.
@@ -61,9 +83,15 @@ pub struct Support {
 }
 
 impl Support {
-    /// Looks at `/proc/self/mountinfo` for the controllers. Needs root: without it nothing is
-    /// offered, and the reason says so.
+    /// Looks at `/proc/self/mountinfo` for the controllers: the v1 `devices` controller where it
+    /// is mounted, else a BPF device filter on the v2 hierarchy. Needs root: without it nothing
+    /// is offered, and the reason says so.
     pub fn detect() -> Support {
+        Support::detect_with(DeviceFilter::Auto)
+    }
+
+    /// Like [`Support::detect`], with the device mechanism chosen (`[jobs] device_filter`).
+    pub fn detect_with(filter: DeviceFilter) -> Support {
         let mut support = Support::default();
         if !nix::unistd::geteuid().is_root() {
             support
@@ -112,12 +140,30 @@ impl Support {
                     .push("memory: the cgroup v2 hierarchy has no memory controller".to_string());
             }
         }
-        if support.devices.is_none() {
-            support.missing.push(if v2.is_some() {
-                "devices: cgroup v2 only (a BPF device filter is not built yet)".to_string()
-            } else {
-                "devices: no devices cgroup controller is mounted".to_string()
-            });
+        match filter {
+            DeviceFilter::Auto => {}
+            DeviceFilter::CgroupV1 => {
+                if support.devices.is_none() {
+                    support.missing.push(
+                        "devices: [jobs] device_filter = \"cgroup-v1\" but no v1 devices controller is mounted".to_string(),
+                    );
+                }
+            }
+            DeviceFilter::Bpf => support.devices = None,
+        }
+        if support.devices.is_none() && filter != DeviceFilter::CgroupV1 {
+            match &v2 {
+                Some(root) if crate::agent::device_filter::available() => {
+                    support.devices = Some(Hierarchy::V2(root.clone()));
+                }
+                Some(_) => support.missing.push(
+                    "devices: the kernel refused a BPF device filter (BPF switched off?)"
+                        .to_string(),
+                ),
+                None => support.missing.push(
+                    "devices: neither a v1 devices controller nor cgroup v2 is mounted".to_string(),
+                ),
+            }
         }
         if support.memory.is_none() && v2.is_none() {
             support
@@ -140,7 +186,7 @@ impl Support {
     pub fn describe(&self) -> String {
         let mut parts = Vec::new();
         if let Some(h) = &self.devices {
-            parts.push(format!("devices ({})", h.word()));
+            parts.push(format!("devices ({})", h.device_word()));
         }
         if let Some(h) = &self.memory {
             parts.push(format!("memory ({})", h.word()));
@@ -196,7 +242,7 @@ impl JobIsolation {
         if let Some(h) = &self.devices {
             parts.push(format!(
                 "devices ({}; {} other GPU(s) denied)",
-                h.word(),
+                h.device_word(),
                 self.denied.len()
             ));
         }
@@ -234,13 +280,29 @@ impl JobCgroups {
             |what: String| move |e: io::Error| io::Error::new(e.kind(), format!("{what}: {e}"));
         if let Some(h) = &iso.devices {
             let dir = groups.make(h, &iso.name)?;
-            for (major, minor) in &iso.denied {
-                write_file(&dir.join("devices.deny"), &format!("c {major}:{minor} rwm")).map_err(
-                    context(format!(
-                        "cannot deny device {major}:{minor} in {}",
-                        dir.display()
-                    )),
-                )?;
+            match h {
+                Hierarchy::V1(_) => {
+                    for (major, minor) in &iso.denied {
+                        write_file(&dir.join("devices.deny"), &format!("c {major}:{minor} rwm"))
+                            .map_err(context(format!(
+                                "cannot deny device {major}:{minor} in {}",
+                                dir.display()
+                            )))?;
+                    }
+                }
+                Hierarchy::V2(_) => {
+                    let majors: std::collections::BTreeSet<u32> =
+                        iso.denied.iter().map(|(major, _)| *major).collect();
+                    for major in majors {
+                        let minors: Vec<u32> = iso
+                            .denied
+                            .iter()
+                            .filter(|(m, _)| *m == major)
+                            .map(|(_, minor)| *minor)
+                            .collect();
+                        crate::agent::device_filter::attach(&dir, major, &minors)?;
+                    }
+                }
             }
         }
         if let (Some(h), Some(bytes)) = (&iso.memory, iso.mem_bytes) {

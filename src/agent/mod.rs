@@ -1,6 +1,7 @@
 //! The node agent: runs jobs on one node through per-job shims. In the embedded default it runs
 //! inside `labpool serve`, speaking the same [`protocol`] a remote agent will.
 
+pub mod device_filter;
 pub mod environment;
 pub mod isolation;
 pub mod jobdir;

@@ -96,6 +96,7 @@ memory = "{mem}"
 [jobs]
 cuda_visible_devices = "refuse"
 isolation = "auto"
+# device_filter = "auto"   # cgroup-v1 (devices.deny) or bpf (cgroup v2); auto: v1 where mounted
 # gpu_env = {{ TF_GPU_ALLOCATOR = "" }}   # change or drop ("") a default variable
 
 # Software environments (labpool env create NAME --file requirements.txt; submit --env NAME).

@@ -118,7 +118,7 @@ pub async fn serve(
         )
     })?;
     let support = match config.jobs.isolation {
-        IsolationMode::Auto => Support::detect(),
+        IsolationMode::Auto => Support::detect_with(config.jobs.device_filter),
         IsolationMode::Off => Support::off(),
     };
     tracing::info!(node = %spec.name, isolation = %support.describe(), "job isolation");

@@ -79,7 +79,9 @@ impl SnapshotService {
 
     /// Runs `f` on the repository under its read lock, so a forget or prune cannot remove
     /// data under a listing or restore; pack handles are let go afterwards, so packs an
-    /// admin's prune deleted do not stay allocated.
+    /// admin's prune deleted do not stay allocated. A forget or prune in progress (the
+    /// retention after each scheduled backup) is waited for, up to a minute, rather than
+    /// turning a member's listing into an error.
     pub fn read<T>(
         &self,
         f: impl FnOnce(&Repository) -> Result<T, SnapshotError>,
@@ -87,7 +89,15 @@ impl SnapshotService {
         let Some(repo) = self.repo()? else {
             return Ok(None);
         };
-        let lock = repo.lock(labpool_snapshots::LockMode::Read)?;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        let lock = loop {
+            match repo.lock(labpool_snapshots::LockMode::Read) {
+                Err(SnapshotError::Busy { .. }) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                }
+                other => break other?,
+            }
+        };
         let out = f(&repo);
         drop(lock);
         repo.drop_pack_handles();

@@ -36,6 +36,28 @@ fn have_path(test: &str, path: &str, package: &str) -> bool {
     false
 }
 
+/// Submits `script` with `args` as `uid:gid`, waits for it to complete, and returns its record
+/// and what it printed.
+fn run_job_as(
+    pool: &Pool,
+    (uid, gid): (u32, u32),
+    args: &[&str],
+    script: &Path,
+) -> (Value, String) {
+    let out_name = format!("{}-%j.out", script.file_stem().unwrap().to_string_lossy());
+    let mut all = vec!["submit", "--parsable", "-o", &out_name];
+    all.extend_from_slice(args);
+    all.push(script.to_str().unwrap());
+    let job: u64 = stdout_of(&pool.cli_as(uid, gid, &all))
+        .trim()
+        .parse()
+        .unwrap();
+    let done = pool.wait_done(job, Duration::from_secs(60));
+    assert_eq!(done["state"], "COMPLETED", "{done}");
+    let printed = read_output(&pool.work.join(out_name.replace("%j", &job.to_string())));
+    (done, printed)
+}
+
 /// A file in the pool that every user can read.
 fn public_file(pool: &Pool, name: &str, text: &str) -> PathBuf {
     let p = pool.work.join(name);
@@ -94,26 +116,14 @@ fn a_venv_job_imports_its_package_records_the_id_and_a_rebuild_builds_nothing() 
         "job.sh",
         "#!/bin/sh\npython -c 'import six, sys; print(six.__version__, sys.prefix)'\necho \"growth=$TF_FORCE_GPU_ALLOW_GROWTH alloc=$PYTORCH_CUDA_ALLOC_CONF xla=$XLA_PYTHON_CLIENT_PREALLOCATE\"\n",
     );
-    let out = as_alice(
+    let (done, printed) = run_job_as(
         &pool,
-        &[
-            "submit",
-            "--parsable",
-            "--gpus",
-            "1",
-            "--env",
-            "sixenv",
-            "-o",
-            "venv-%j.out",
-            script.to_str().unwrap(),
-        ],
+        (alice, alice_gid),
+        &["--gpus", "1", "--env", "sixenv"],
+        &script,
     );
-    let job: u64 = stdout_of(&out).trim().parse().unwrap();
-    let done = pool.wait_done(job, Duration::from_secs(60));
-    assert_eq!(done["state"], "COMPLETED", "{done}");
     assert_eq!(done["env"], "sixenv");
     assert_eq!(done["env_id"].as_str(), Some(id.as_str()));
-    let printed = read_output(&pool.work.join(format!("venv-{job}.out")));
     has(
         &printed,
         &[
@@ -299,19 +309,7 @@ fn container_and_modules_jobs_run_inside_their_environments() {
     let created = json(&stdout_of(&out));
     assert_eq!(created["env"]["kind"], "container", "{created}");
     let script = pool.script("in-image.sh", "#!/bin/sh\ncat /etc/marker\nid -u\n");
-    let out = as_alice(&[
-        "submit",
-        "--parsable",
-        "--env",
-        "tiny",
-        "-o",
-        "image-%j.out",
-        script.to_str().unwrap(),
-    ]);
-    let job: u64 = stdout_of(&out).trim().parse().unwrap();
-    let done = pool.wait_done(job, Duration::from_secs(60));
-    assert_eq!(done["state"], "COMPLETED", "{done}");
-    let printed = read_output(&pool.work.join(format!("image-{job}.out")));
+    let (_, printed) = run_job_as(&pool, (alice, alice_gid), &["--env", "tiny"], &script);
     has(&printed, &["inside-the-image", &alice.to_string()]);
     assert!(!Path::new("/etc/marker").exists());
 
@@ -378,22 +376,8 @@ fn container_and_modules_jobs_run_inside_their_environments() {
         "module.sh",
         "#!/bin/sh\necho \"home=$LABTOOL_HOME\"\necho \"path=$PATH\"\n",
     );
-    let out = as_alice(&[
-        "submit",
-        "--parsable",
-        "--env",
-        "labtool",
-        "-o",
-        "module-%j.out",
-        script.to_str().unwrap(),
-    ]);
-    let job: u64 = stdout_of(&out).trim().parse().unwrap();
-    let done = pool.wait_done(job, Duration::from_secs(60));
-    assert_eq!(done["state"], "COMPLETED", "{done}");
-    has(
-        &read_output(&pool.work.join(format!("module-{job}.out"))),
-        &["home=/opt/labtool", "path=/opt/labtool/bin:"],
-    );
+    let (_, printed) = run_job_as(&pool, (alice, alice_gid), &["--env", "labtool"], &script);
+    has(&printed, &["home=/opt/labtool", "path=/opt/labtool/bin:"]);
 }
 
 #[test]

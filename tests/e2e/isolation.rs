@@ -46,12 +46,40 @@ fn a_job_opens_only_its_own_gpu_and_the_record_says_so() {
     if !have_root("a_job_opens_only_its_own_gpu_and_the_record_says_so") {
         return;
     }
+    only_its_own_gpu(None, "cgroup v1", "devices");
+}
+
+#[test]
+fn the_cgroup_v2_bpf_filter_also_keeps_a_job_to_its_own_gpu() {
+    if !have_root("the_cgroup_v2_bpf_filter_also_keeps_a_job_to_its_own_gpu") {
+        return;
+    }
+    // This host is hybrid (v1 controllers and a v2 hierarchy): the v1 devices controller is
+    // set aside, so only the BPF program on the job's v2 group can refuse the other GPUs.
+    only_its_own_gpu(Some("bpf"), "cgroup v2 BPF", "unified");
+}
+
+/// Runs two jobs on fake GPUs with `device_filter` (the config's default when `None`); `word`
+/// is how the isolation is described, `hierarchy` the name /proc/self/cgroup gives the group's
+/// hierarchy.
+fn only_its_own_gpu(device_filter: Option<&str>, word: &str, hierarchy: &str) {
     let mut pool = Pool::new("4:t4");
+    if let Some(f) = device_filter {
+        pool.edit_config(|t| {
+            t.replace(
+                "isolation = \"auto\"",
+                &format!("isolation = \"auto\"\ndevice_filter = \"{f}\""),
+            )
+        });
+    }
     pool.start();
     let nodes = pool.ok(&["nodes"]);
     has(
         &nodes,
-        &["isolation: devices (cgroup v1)", "memory (cgroup v1)"],
+        &[
+            &format!("isolation: devices ({word})"),
+            "memory (cgroup v1)",
+        ],
     );
     let devices = pool.dir.join("fakedev");
     fake_gpus(&devices, 4);
@@ -62,7 +90,7 @@ fn a_job_opens_only_its_own_gpu_and_the_record_says_so() {
         &format!(
             "#!/bin/bash\nfor i in 0 1 2 3; do\n  if (exec 3<{}/nvidia$i) 2>/tmp/probe.$$; then echo \"gpu$i open\"; \
              elif grep -q 'not permitted' /tmp/probe.$$; then echo \"gpu$i denied\"; else echo \"gpu$i allowed\"; fi\ndone\n\
-             echo \"visible=$CUDA_VISIBLE_DEVICES\"\ngrep -E 'devices|memory' /proc/self/cgroup\nsleep 1\n",
+             echo \"visible=$CUDA_VISIBLE_DEVICES\"\ncat /proc/self/cgroup\nsleep 1\n",
             devices.display()
         ),
     );
@@ -90,10 +118,14 @@ fn a_job_opens_only_its_own_gpu_and_the_record_says_so() {
             .map(|g| g.as_u64().unwrap())
             .collect();
         let out = read_output(&pool.work.join(format!("probe-{job}.out")));
-        has(
-            &out,
-            &[&format!("devices:/labpool/{}", group_name(&pool, job))],
-        );
+        // The job ran in its own group of the hierarchy that filters devices.
+        let group = group_name(&pool, job);
+        let line = if hierarchy == "unified" {
+            format!("0::/labpool/{group}")
+        } else {
+            format!("{hierarchy}:/labpool/{group}")
+        };
+        has(&out, &[&line]);
         for i in 0..4u64 {
             let want = if gpus.contains(&i) {
                 "allowed"
@@ -106,15 +138,22 @@ fn a_job_opens_only_its_own_gpu_and_the_record_says_so() {
         has(
             isolation,
             &[&format!(
-                "devices (cgroup v1; {} other GPU(s) denied)",
+                "devices ({word}; {} other GPU(s) denied)",
                 4 - gpus.len()
             )],
         );
     }
     // Nothing is left of the jobs' cgroups.
-    let left: Vec<_> = std::fs::read_dir("/sys/fs/cgroup/devices/labpool")
-        .map(|d| d.flatten().map(|e| e.file_name()).collect())
-        .unwrap_or_default();
+    let root = if hierarchy == "unified" {
+        "/sys/fs/cgroup/unified/labpool"
+    } else {
+        "/sys/fs/cgroup/devices/labpool"
+    };
+    let left: Vec<_> = std::fs::read_dir(root)
+        .unwrap_or_else(|e| panic!("{root}: {e}"))
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
     for job in [a, b] {
         let name = group_name(&pool, job);
         assert!(
