@@ -212,6 +212,26 @@ impl EnvService {
                 Some("lock the spec again with `labpool env create` of this version".to_string()),
             )
         })?;
+        // The platform is part of the id: it must be this pool's, not the client's idea of it.
+        let (kind, python) = (req.lock.kind, self.config.envs.python.clone());
+        let platform = tokio::task::spawn_blocking(move || {
+            labpool_envs::id::platform(kind, &labpool_envs::tools::Tools::detect(python))
+        })
+        .await
+        .map_err(ApiError::internal)?
+        .map_err(|e| ApiError::bad_request(e.to_string(), None))?;
+        if platform != req.lock.platform {
+            return Err(ApiError::bad_request(
+                format!(
+                    "the lock is for platform {}, but this pool builds for {platform}",
+                    req.lock.platform
+                ),
+                Some(
+                    "run `labpool env create` with the pool's config, so that it locks with [envs] python"
+                        .to_string(),
+                ),
+            ));
+        }
         let this = self.clone();
         let caller = caller.clone();
         tokio::spawn(async move { this.create_now(&caller, req).await })

@@ -509,7 +509,28 @@ fn bad_environments_are_refused_and_a_failed_build_keeps_its_log() {
             "spec": "six==1.16.0\n", "image": null
         }
     });
-    let (status, answer) = post_raw(&pool.dir.join("labpool.sock"), "/v1/envs", &request);
+    let socket = pool.dir.join("labpool.sock");
+    // A lock for another platform, or one whose id does not match it, is refused unbuilt.
+    let mut foreign = request.clone();
+    let other = "linux-x86_64-glibc2.17-py2.7";
+    foreign["lock"]["platform"] = other.into();
+    foreign["lock"]["id"] =
+        labpool_envs::id::env_id(labpool_envs::EnvKind::Venv, &lock, other).into();
+    let (status, answer) = post_raw(&socket, "/v1/envs", &foreign);
+    assert_eq!(status, 400, "{answer}");
+    has(
+        answer["error"].as_str().unwrap(),
+        &["this pool builds for", &platform],
+    );
+    let mut forged = request.clone();
+    forged["lock"]["id"] = "0".repeat(24).into();
+    let (status, answer) = post_raw(&socket, "/v1/envs", &forged);
+    assert_eq!(status, 400, "{answer}");
+    has(
+        answer["error"].as_str().unwrap(),
+        &["does not match its content"],
+    );
+    let (status, answer) = post_raw(&socket, "/v1/envs", &request);
     assert_eq!(status, 400, "{answer}");
     let error = answer["error"].as_str().unwrap();
     has(error, &["building environment", "failed", "its log is"]);

@@ -195,6 +195,38 @@ fn the_memory_limit_kills_a_job_that_exceeds_it_with_the_reason() {
     assert_eq!(done["state"], "COMPLETED", "{done}");
 }
 
+#[test]
+fn gpu_hygiene_variables_follow_the_config_and_the_job() {
+    let mut pool = Pool::new("1:t4");
+    pool.edit_config(|t| {
+        t.replace(
+            "[jobs]\n",
+            "[jobs]\ngpu_env = { TF_GPU_ALLOCATOR = \"\", XLA_PYTHON_CLIENT_PREALLOCATE = \"true\" }\n",
+        )
+    });
+    pool.start();
+    let script = pool.script(
+        "env.sh",
+        "#!/bin/sh\necho \"alloc=${TF_GPU_ALLOCATOR-unset} xla=$XLA_PYTHON_CLIENT_PREALLOCATE growth=$TF_FORCE_GPU_ALLOW_GROWTH torch=$PYTORCH_CUDA_ALLOC_CONF order=$CUDA_DEVICE_ORDER\"\n",
+    );
+    let job = pool.submit(&[
+        "--gpus",
+        "1",
+        "-o",
+        "env-%j.out",
+        "--export",
+        "ALL,PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:128",
+        script.to_str().unwrap(),
+    ]);
+    let done = pool.wait_done(job, Duration::from_secs(30));
+    assert_eq!(done["state"], "COMPLETED", "{done}");
+    // Dropped by the config, changed by the config, the default, the job's own, always set.
+    has(
+        &read_output(&pool.work.join(format!("env-{job}.out"))),
+        &["alloc=unset xla=true growth=true torch=max_split_size_mb:128 order=PCI_BUS_ID"],
+    );
+}
+
 fn running(pool: &Pool) -> Vec<Value> {
     pool.queue()
         .into_iter()
@@ -230,24 +262,38 @@ fn two_sharing_jobs_hold_one_gpu_and_never_three() {
         "whole-%j.out",
         script.to_str().unwrap(),
     ]);
-    // Two run at once on GPU 0, the third and the whole-GPU job wait; never three.
+    // Two run at once on GPU 0, the third and the whole-GPU job wait; never three, and the
+    // whole-GPU job never beside a sharer, from the first start to the last end.
     let t0 = Instant::now();
     let mut saw_two = false;
-    while t0.elapsed() < Duration::from_secs(3) {
+    let mut saw_whole = false;
+    while t0.elapsed() < Duration::from_secs(40) {
         let run = running(&pool);
         assert!(run.len() <= 2, "more than 2 jobs on one GPU: {run:?}");
+        let whole_runs = run.iter().any(|j| j["id"] == whole);
+        saw_whole |= whole_runs;
+        if whole_runs {
+            assert_eq!(
+                run.len(),
+                1,
+                "the whole-GPU job ran beside sharers: {run:?}"
+            );
+        }
         if run.len() == 2 {
             saw_two = true;
             for j in &run {
                 assert_eq!(j["gpus"], serde_json::json!([0]), "{j}");
-                assert!(j["id"] != whole, "the whole-GPU job ran beside sharers");
             }
             let nodes = pool.ok(&["nodes"]);
             has(&nodes, &["(2/2 shares)"]);
         }
+        if pool.queue().is_empty() {
+            break;
+        }
         std::thread::sleep(Duration::from_millis(100));
     }
     assert!(saw_two, "two sharing jobs never ran together");
+    assert!(saw_whole, "the whole-GPU job was never seen running");
     for id in &ids {
         let done = pool.wait_done(*id, Duration::from_secs(30));
         assert_eq!(done["state"], "COMPLETED", "{done}");
