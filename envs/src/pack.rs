@@ -55,7 +55,7 @@ pub fn unpack(archive: &Path, dest: &Path) -> Result<bool, EnvError> {
     let partial = sibling(dest, ".partial");
     remove_any(&partial)?;
     std::fs::create_dir_all(&partial).map_err(EnvError::io("create directory", &partial))?;
-    if let Err(e) = unpack_into(archive, &partial) {
+    if let Err(e) = unpack_into(archive, &partial).and_then(|()| sync_fs(&partial)) {
         let _ = std::fs::remove_dir_all(&partial);
         return Err(e);
     }
@@ -125,6 +125,18 @@ fn unpack_into(archive: &Path, to: &Path) -> Result<(), EnvError> {
         filetime::set_file_times(dir, time, time).map_err(EnvError::io("set the times of", dir))?;
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(*mode & 0o7777))
             .map_err(EnvError::io("set the mode of", dir))?;
+    }
+    Ok(())
+}
+
+/// Flushes the file system that holds `dir` (one `syncfs` instead of an fsync per file), so
+/// that the build is on disk before its rename makes it complete.
+fn sync_fs(dir: &Path) -> Result<(), EnvError> {
+    use std::os::fd::AsRawFd;
+    let d = File::open(dir).map_err(EnvError::io("open", dir))?;
+    // SAFETY: syncfs(2) on a descriptor we own.
+    if unsafe { libc::syncfs(d.as_raw_fd()) } != 0 {
+        return Err(EnvError::io("sync", dir)(std::io::Error::last_os_error()));
     }
     Ok(())
 }

@@ -114,6 +114,46 @@ fn python(tools: &Tools) -> Result<&Path, EnvError> {
     })
 }
 
+/// A venv that pip resolves in (`--dry-run` installs nothing into it). It is kept in the
+/// user's cache (`$XDG_CACHE_HOME` or `~/.cache`, `labpool/resolver-*`), one per Python, because
+/// making one takes seconds; without a usable cache directory it is made under `tmp`.
+fn resolver_venv(python: &Path, tmp: &Path, log: &mut dyn Write) -> Result<PathBuf, EnvError> {
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .map(|c| c.join("labpool"));
+    let key = blake3::hash(python.as_os_str().as_encoded_bytes()).to_hex();
+    if let Some(cache) = cache
+        && std::fs::create_dir_all(&cache).is_ok()
+    {
+        let venv = cache.join(format!("resolver-{}", &key[..16]));
+        let works = Command::new(venv.join("bin/python"))
+            .args(["-m", "pip", "--version"])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if works {
+            return Ok(venv);
+        }
+        note(log, &format!("making the resolver venv {}", venv.display()));
+        let partial = cache.join(format!("resolver-{}.{}", &key[..16], std::process::id()));
+        let _ = std::fs::remove_dir_all(&partial);
+        if make_venv(python, &partial, log).is_ok() {
+            let _ = std::fs::remove_dir_all(&venv);
+            if std::fs::rename(&partial, &venv).is_ok() {
+                return Ok(venv);
+            }
+        }
+        let _ = std::fs::remove_dir_all(&partial);
+    }
+    let venv = tmp.join("venv");
+    note(
+        log,
+        "making a throwaway venv to resolve the requirements in",
+    );
+    make_venv(python, &venv, log)?;
+    Ok(venv)
+}
+
 /// `python -m venv dest`; a Python without venv/ensurepip (Debian without python3-venv) is a
 /// missing tool, not a failed step.
 fn make_venv(python: &Path, dest: &Path, log: &mut dyn Write) -> Result<(), EnvError> {
@@ -187,12 +227,7 @@ fn pip_report(
     tmp: &Path,
     log: &mut dyn Write,
 ) -> Result<Vec<String>, EnvError> {
-    let venv = tmp.join("venv");
-    note(
-        log,
-        "making a throwaway venv to resolve the requirements in",
-    );
-    make_venv(python, &venv, log)?;
+    let venv = resolver_venv(python, tmp, log)?;
     let report = tmp.join("report.json");
     let mut cmd = Command::new(venv.join("bin/python"));
     cmd.args([

@@ -52,7 +52,7 @@ fn run_job_as(
         .trim()
         .parse()
         .unwrap();
-    let done = pool.wait_done(job, Duration::from_secs(60));
+    let done = pool.wait_done(job, Duration::from_secs(120));
     assert_eq!(done["state"], "COMPLETED", "{done}");
     let printed = read_output(&pool.work.join(out_name.replace("%j", &job.to_string())));
     (done, printed)
@@ -222,7 +222,7 @@ fn a_venv_job_imports_its_package_records_the_id_and_a_rebuild_builds_nothing() 
     let first: u64 = stdout_of(&out).trim().parse().unwrap();
     let mut unpacked = 0;
     for (task, job) in [(0, first), (1, first + 1)] {
-        let done = pool.wait_done(job, Duration::from_secs(60));
+        let done = pool.wait_done(job, Duration::from_secs(120));
         assert_eq!(done["state"], "COMPLETED", "{done}");
         assert_eq!(done["env_id"].as_str(), Some(id.as_str()));
         has(
@@ -378,6 +378,53 @@ fn container_and_modules_jobs_run_inside_their_environments() {
     );
     let (_, printed) = run_job_as(&pool, (alice, alice_gid), &["--env", "labtool"], &script);
     has(&printed, &["home=/opt/labtool", "path=/opt/labtool/bin:"]);
+
+    // A node that lacks the build and cannot reach its archive (shared storage down): the job
+    // ends FAILED, uncharged, with the reason and what to do; its GPU is free again. With the
+    // archive back, the next job gets the environment.
+    let env = &created["env"];
+    let (dir, archive) = (
+        PathBuf::from(env["dir"].as_str().unwrap()),
+        PathBuf::from(env["archive"].as_str().unwrap()),
+    );
+    let aside = archive.with_extension("aside");
+    pool.stop();
+    std::fs::remove_dir_all(&dir).unwrap();
+    std::fs::rename(&archive, &aside).unwrap();
+    pool.start();
+    let out = pool.cli_as(
+        alice,
+        alice_gid,
+        &[
+            "submit",
+            "--parsable",
+            "--gpus",
+            "1",
+            "--env",
+            "labtool",
+            script.to_str().unwrap(),
+        ],
+    );
+    let job: u64 = stdout_of(&out).trim().parse().unwrap();
+    let done = pool.wait_done(job, Duration::from_secs(30));
+    assert_eq!(done["state"], "FAILED", "{done}");
+    has(
+        done["reason_detail"].as_str().unwrap_or_default(),
+        &[
+            "putting its environment",
+            "failed",
+            &archive.display().to_string(),
+        ],
+    );
+    assert!(pool.queue().is_empty());
+    std::fs::rename(&aside, &archive).unwrap();
+    let (_, printed) = run_job_as(
+        &pool,
+        (alice, alice_gid),
+        &["--gpus", "1", "--env", "labtool"],
+        &script,
+    );
+    has(&printed, &["home=/opt/labtool"]);
 }
 
 #[test]
