@@ -127,19 +127,30 @@ fn resolver_venv(python: &Path, tmp: &Path, log: &mut dyn Write) -> Result<PathB
         && std::fs::create_dir_all(&cache).is_ok()
     {
         let venv = cache.join(format!("resolver-{}", &key[..16]));
-        let works = Command::new(venv.join("bin/python"))
-            .args(["-m", "pip", "--version"])
-            .output()
-            .is_ok_and(|o| o.status.success());
-        if works {
+        let works = |v: &Path| {
+            Command::new(v.join("bin/python"))
+                .args(["-m", "pip", "--version"])
+                .output()
+                .is_ok_and(|o| o.status.success())
+        };
+        if works(&venv) {
             return Ok(venv);
         }
         note(log, &format!("making the resolver venv {}", venv.display()));
-        let partial = cache.join(format!("resolver-{}.{}", &key[..16], std::process::id()));
+        let pid = std::process::id();
+        let partial = cache.join(format!("resolver-{}.{pid}", &key[..16]));
         let _ = std::fs::remove_dir_all(&partial);
         if make_venv(python, &partial, log).is_ok() {
-            let _ = std::fs::remove_dir_all(&venv);
-            if std::fs::rename(&partial, &venv).is_ok() {
+            // Another lock may have made one meanwhile, and may be using it: a working one is
+            // never replaced; a broken one (its Python upgraded) is moved aside first.
+            if venv.exists() && !works(&venv) {
+                let stale = cache.join(format!("resolver-{}.stale.{pid}", &key[..16]));
+                if std::fs::rename(&venv, &stale).is_ok() {
+                    let _ = std::fs::remove_dir_all(&stale);
+                }
+            }
+            if std::fs::rename(&partial, &venv).is_ok() || works(&venv) {
+                let _ = std::fs::remove_dir_all(&partial);
                 return Ok(venv);
             }
         }

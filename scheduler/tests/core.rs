@@ -1018,6 +1018,72 @@ fn limited() -> Scheduler {
     s
 }
 
+/// Runs `s` from time 0, each running job ending after its `runtime`, until nothing runs;
+/// checks the invariants after every pass and that the top waiting job's reservation never
+/// moves later and no job starts after it. `on_start` sees every start.
+fn run_to_the_end_keeping_reservations(
+    s: &mut Scheduler,
+    runtime: &BTreeMap<u64, u64>,
+    mut on_start: impl FnMut(&Scheduler, JobId, &Allocation) -> Result<(), TestCaseError>,
+) -> Result<(), TestCaseError> {
+    let mut now = Timestamp(0);
+    let mut promised: BTreeMap<JobId, Timestamp> = BTreeMap::new();
+    for _ in 0..200 {
+        for d in s.schedule(now) {
+            if let Decision::Start {
+                job, allocation, ..
+            } = d
+            {
+                on_start(s, job, &allocation)?;
+            }
+        }
+        s.check_invariants().map_err(TestCaseError::fail)?;
+        // The first waiting job in priority order is the top job; its reservation may only
+        // move earlier.
+        if let Some(top) = s.priority_order(now).first().copied()
+            && let Some((_, at)) = s.explain(top).and_then(|n| n.reservation.clone())
+        {
+            let p = promised.entry(top).or_insert(at);
+            prop_assert!(
+                at <= *p,
+                "job {} was promised {:?} but now gets {:?}",
+                top,
+                p,
+                at
+            );
+            *p = at;
+        }
+        for (id, at) in &promised {
+            if let Some((_, a)) = s.running().find(|(j, _)| j.id == *id) {
+                prop_assert!(
+                    a.start <= *at,
+                    "job {} started at {:?}, after its reservation {:?}",
+                    id,
+                    a.start,
+                    at
+                );
+            }
+        }
+        // Advance to the next job end.
+        let next_end = s
+            .running()
+            .map(|(j, a)| a.start.plus_secs(runtime[&j.id.0]))
+            .min();
+        let Some(t) = next_end else { break };
+        now = t;
+        let ending: Vec<JobId> = s
+            .running()
+            .filter(|(j, a)| a.start.plus_secs(runtime[&j.id.0]) <= now)
+            .map(|(j, _)| j.id)
+            .collect();
+        for id in ending {
+            s.finish(id, JobState::Completed, now);
+        }
+        s.check_invariants().map_err(TestCaseError::fail)?;
+    }
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(150))]
     /// Something bad never happens, after every step: no GPU is held twice, no node is
@@ -1102,34 +1168,7 @@ proptest! {
             s.enqueue(job(id, "u", *gpus, limit_h * H));
             runtime.insert(id, (limit_h * H * pct / 100).max(1));
         }
-        let mut now = Timestamp(0);
-        let mut promised: BTreeMap<JobId, Timestamp> = BTreeMap::new();
-        for _ in 0..200 {
-            s.schedule(now);
-            // The first waiting job in priority order is the top job; its reservation may only
-            // move earlier.
-            if let Some(top) = s.priority_order(now).first().copied()
-                && let Some((_, at)) = s.explain(top).and_then(|n| n.reservation.clone())
-            {
-                let p = promised.entry(top).or_insert(at);
-                prop_assert!(at <= *p, "job {} was promised {:?} but now gets {:?}", top, p, at);
-                *p = at;
-            }
-            for (id, at) in &promised {
-                if let Some((_, a)) = s.running().find(|(j, _)| j.id == *id) {
-                    prop_assert!(a.start <= *at, "job {} started at {:?}, after its reservation {:?}", id, a.start, at);
-                }
-            }
-            // Advance to the next job end.
-            let next_end = s.running().map(|(j, a)| a.start.plus_secs(runtime[&j.id.0])).min();
-            let Some(t) = next_end else { break };
-            now = t;
-            let ending: Vec<JobId> = s.running().filter(|(j, a)| a.start.plus_secs(runtime[&j.id.0]) <= now).map(|(j, _)| j.id).collect();
-            for id in ending {
-                s.finish(id, JobState::Completed, now);
-            }
-            s.check_invariants().map_err(TestCaseError::fail)?;
-        }
+        run_to_the_end_keeping_reservations(&mut s, &runtime, |_, _, _| Ok(()))?;
         prop_assert_eq!(s.pending().count(), 0, "every job ran");
     }
 
@@ -1160,36 +1199,10 @@ proptest! {
             s.enqueue(j);
             runtime.insert(id, (limit_h * H * pct / 100).max(1));
         }
-        let mut now = Timestamp(0);
-        let mut promised: BTreeMap<JobId, Timestamp> = BTreeMap::new();
-        for _ in 0..200 {
-            for d in s.schedule(now) {
-                if let Decision::Start { job, allocation, .. } = d {
-                    prop_assert_eq!(allocation.shared, s.job(job).unwrap().resources.gpu_share);
-                }
-            }
-            s.check_invariants().map_err(TestCaseError::fail)?;
-            if let Some(top) = s.priority_order(now).first().copied()
-                && let Some((_, at)) = s.explain(top).and_then(|n| n.reservation.clone())
-            {
-                let p = promised.entry(top).or_insert(at);
-                prop_assert!(at <= *p, "job {} was promised {:?} but now gets {:?}", top, p, at);
-                *p = at;
-            }
-            for (id, at) in &promised {
-                if let Some((_, a)) = s.running().find(|(j, _)| j.id == *id) {
-                    prop_assert!(a.start <= *at, "job {} started at {:?}, after its reservation {:?}", id, a.start, at);
-                }
-            }
-            let next_end = s.running().map(|(j, a)| a.start.plus_secs(runtime[&j.id.0])).min();
-            let Some(t) = next_end else { break };
-            now = t;
-            let ending: Vec<JobId> = s.running().filter(|(j, a)| a.start.plus_secs(runtime[&j.id.0]) <= now).map(|(j, _)| j.id).collect();
-            for id in ending {
-                s.finish(id, JobState::Completed, now);
-            }
-            s.check_invariants().map_err(TestCaseError::fail)?;
-        }
+        run_to_the_end_keeping_reservations(&mut s, &runtime, |s, job, allocation| {
+            prop_assert_eq!(allocation.shared, s.job(job).unwrap().resources.gpu_share);
+            Ok(())
+        })?;
         prop_assert_eq!(s.pending().count(), 0, "every job ran");
     }
 

@@ -401,7 +401,8 @@ impl EnvService {
         // The build's processes go in a group of their own, so that none outlives it to
         // change the build after it is sealed.
         let support = Support::detect();
-        let group_name = format!("build-{}", lock.id);
+        // Unique on the machine: another pool (a demo beside production) may build the same id.
+        let group_name = format!("build-{}-{}-{stamp}", lock.id, std::process::id());
         let groups = if support.devices.is_some() || support.memory.is_some() {
             let iso = support.for_job(&group_name, Vec::new(), None);
             Some(JobCgroups::create(&iso).map_err(ApiError::internal)?)

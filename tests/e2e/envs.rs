@@ -36,6 +36,26 @@ fn have_path(test: &str, path: &str, package: &str) -> bool {
     false
 }
 
+/// `labpool env create NAME --file FILE --json` as `uid:gid`, which must succeed; its answer.
+fn create_env(
+    pool: &Pool,
+    (uid, gid): (u32, u32),
+    name: &str,
+    file: &Path,
+    extra: &[&str],
+) -> Value {
+    let mut args = vec![
+        "env",
+        "create",
+        name,
+        "--file",
+        file.to_str().unwrap(),
+        "--json",
+    ];
+    args.extend_from_slice(extra);
+    json(&stdout_of(&pool.cli_as(uid, gid, &args)))
+}
+
 /// Submits `script` with `args` as `uid:gid`, waits for it to complete, and returns its record
 /// and what it printed.
 fn run_job_as(
@@ -78,18 +98,7 @@ fn a_venv_job_imports_its_package_records_the_id_and_a_rebuild_builds_nothing() 
     let spec = public_file(&pool, "requirements.txt", "six==1.16.0\n");
     let as_alice = |pool: &Pool, args: &[&str]| pool.cli_as(alice, alice_gid, args);
 
-    let out = as_alice(
-        &pool,
-        &[
-            "env",
-            "create",
-            "sixenv",
-            "--file",
-            spec.to_str().unwrap(),
-            "--json",
-        ],
-    );
-    let created = json(&stdout_of(&out));
+    let created = create_env(&pool, (alice, alice_gid), "sixenv", &spec, &[]);
     assert_eq!(created["reused"], false, "{created}");
     let env = &created["env"];
     let id = env["id"].as_str().unwrap().to_string();
@@ -134,18 +143,7 @@ fn a_venv_job_imports_its_package_records_the_id_and_a_rebuild_builds_nothing() 
 
     // The same spec again, under another name: nothing is built, the id is the same.
     let log_before = std::fs::metadata(&log).unwrap().modified().unwrap();
-    let out = as_alice(
-        &pool,
-        &[
-            "env",
-            "create",
-            "six-again",
-            "--file",
-            spec.to_str().unwrap(),
-            "--json",
-        ],
-    );
-    let again = json(&stdout_of(&out));
+    let again = create_env(&pool, (alice, alice_gid), "six-again", &spec, &[]);
     assert_eq!(again["reused"], true, "{again}");
     assert_eq!(again["env"]["id"].as_str(), Some(id.as_str()));
     assert_eq!(
@@ -160,19 +158,7 @@ fn a_venv_job_imports_its_package_records_the_id_and_a_rebuild_builds_nothing() 
         &std::fs::read_to_string(&log).unwrap(),
         &[&format!("built {id} as nobody")],
     );
-    let out = pool.cli_as(
-        bob,
-        bob_gid,
-        &[
-            "env",
-            "create",
-            "six",
-            "--file",
-            spec.to_str().unwrap(),
-            "--json",
-        ],
-    );
-    let bobs = json(&stdout_of(&out));
+    let bobs = create_env(&pool, (bob, bob_gid), "six", &spec, &[]);
     assert_eq!(bobs["reused"], true, "{bobs}");
     assert_eq!(
         bobs["env"]["names"],
@@ -298,15 +284,7 @@ fn container_and_modules_jobs_run_inside_their_environments() {
 
     // Container: the job's command runs inside the image (its /etc/marker is not the host's).
     let image = busybox_image(&pool.work);
-    let out = as_alice(&[
-        "env",
-        "create",
-        "tiny",
-        "--file",
-        image.to_str().unwrap(),
-        "--json",
-    ]);
-    let created = json(&stdout_of(&out));
+    let created = create_env(&pool, (alice, alice_gid), "tiny", &image, &[]);
     assert_eq!(created["env"]["kind"], "container", "{created}");
     let script = pool.script("in-image.sh", "#!/bin/sh\ncat /etc/marker\nid -u\n");
     let (_, printed) = run_job_as(&pool, (alice, alice_gid), &["--env", "tiny"], &script);
@@ -347,20 +325,7 @@ fn container_and_modules_jobs_run_inside_their_environments() {
         &["only admins may publish shared environments"],
     );
     let (admin, admin_gid) = ensure_user_in("lp-admin", Some("labpool-admins"));
-    let out = pool.cli_as(
-        admin,
-        admin_gid,
-        &[
-            "env",
-            "create",
-            "labtool",
-            "--shared",
-            "--file",
-            spec.to_str().unwrap(),
-            "--json",
-        ],
-    );
-    let created = json(&stdout_of(&out));
+    let created = create_env(&pool, (admin, admin_gid), "labtool", &spec, &["--shared"]);
     assert_eq!(created["env"]["kind"], "modules", "{created}");
     assert_eq!(created["env"]["owner"], "", "{created}");
     let listed = json(&stdout_of(&as_alice(&["env", "list", "--json"])));

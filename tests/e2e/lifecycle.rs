@@ -268,10 +268,16 @@ fn finished_job_leaves_no_process_behind_and_secrets_stay_private() {
     assert_eq!(mode(&spec), 0o600, "the spec holds the job's environment");
     assert_eq!(mode(&pool.dir.join("state/labpool.db")), 0o600);
     assert_eq!(mode(&pool.dir.join("state")), 0o711);
-    let pid: i32 = read_output(&pool.work.join(format!("escaped-{id}")))
-        .trim()
-        .parse()
-        .unwrap();
+    // The shell creates the file before `echo` fills it: wait for the number itself.
+    let escaped = pool.work.join(format!("escaped-{id}"));
+    let t0 = std::time::Instant::now();
+    let pid: i32 = loop {
+        if let Ok(pid) = read_output(&escaped).trim().parse() {
+            break pid;
+        }
+        assert!(t0.elapsed() < T, "{} stayed empty", escaped.display());
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
     assert_eq!(s(&pool.wait_done(id, T), "state"), "COMPLETED");
     let alive = |pid: i32| {
         // A killed child of init may linger as a zombie for a moment; count only live ones.
