@@ -19,6 +19,13 @@ pub fn table(headers: &[&str], rows: Vec<Vec<String>>) -> String {
         .join("\n")
 }
 
+/// A spinner with `message`, for work whose length is not known (a scan, a build).
+pub fn spinner(message: String) -> indicatif::ProgressBar {
+    let bar = indicatif::ProgressBar::new_spinner().with_message(message);
+    bar.enable_steady_tick(std::time::Duration::from_millis(120));
+    bar
+}
+
 /// Prints `value` as JSON when `as_json`, else the text `human` makes of it.
 pub fn print<T: Serialize>(as_json: bool, value: &T, human: impl FnOnce(&T) -> String) {
     if as_json {

@@ -207,8 +207,8 @@ pub struct EnvsConfig {
     /// The Python that venvs are built with [default: /usr/bin/python3, else python3 on PATH].
     pub python: Option<PathBuf>,
     /// Most time one build may take, e.g. "30m".
-    #[serde(default, deserialize_with = "de_opt_duration")]
-    pub build_timeout: Option<Duration>,
+    #[serde(deserialize_with = "de_duration")]
+    pub build_timeout: Duration,
     /// The unprivileged user venv, conda and modules builds run as [default: nobody].
     #[serde(default = "default_build_user")]
     pub build_user: String,
@@ -224,7 +224,7 @@ impl Default for EnvsConfig {
             store: None,
             archive: None,
             python: None,
-            build_timeout: None,
+            build_timeout: Duration::from_secs(30 * 60),
             build_user: default_build_user(),
         }
     }
@@ -628,16 +628,6 @@ fn de_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
             "invalid duration '{s}' ({e}); write e.g. \"30s\" or \"2m\""
         ))
     })
-}
-
-fn de_opt_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
-    Option::<String>::deserialize(d)?
-        .map(|text| {
-            humantime::parse_duration(&text).map_err(|e| {
-                serde::de::Error::custom(format!("{text:?}: {e} (write e.g. \"30m\")"))
-            })
-        })
-        .transpose()
 }
 
 fn de_time<'de, D: Deserializer<'de>>(d: D) -> Result<TimeLimit, D::Error> {

@@ -244,16 +244,13 @@ impl Executor {
             });
         };
         if !labpool_envs::pack::is_complete(&e.dir) {
-            // Removed since it was staged (by hand, or a disk cleanup): it comes back from its
-            // archive, as when it was first staged here.
-            labpool_envs::pack::unpack(&e.archive, &e.dir).map_err(|err| {
-                std::io::Error::other(format!(
-                    "environment {} ({}) is missing at {} on this node and could not be unpacked again: {err}",
-                    e.name,
-                    e.id,
-                    e.dir.display()
-                ))
-            })?;
+            // It was staged for this attempt moments ago; only a removal since can get here.
+            return Err(std::io::Error::other(format!(
+                "environment {} ({}) went missing at {} on this node just before the job started; submit the job again",
+                e.name,
+                e.id,
+                e.dir.display()
+            )));
         }
         labpool_envs::activate::wrap(&labpool_envs::activate::WrapRequest {
             kind: e.kind,

@@ -6,7 +6,7 @@ use crate::data_api::{
     AddDatasetRequest, CacheStatus, DatasetDetail, DatasetView, RescanOutcome, StageQueued,
     StageRequest, VerifiedVersion, VerifyRequest, short,
 };
-use crate::render::{or_dash, print, table};
+use crate::render::{or_dash, print, spinner, table};
 use crate::settings::Config;
 use indicatif::{HumanBytes, ProgressBar, ProgressStyle};
 use std::time::{Duration, Instant};
@@ -16,12 +16,6 @@ const POLL: Duration = Duration::from_millis(200);
 
 /// A stage that neither progresses nor is queued for this long has stopped.
 const GONE_AFTER: Duration = Duration::from_secs(3);
-
-fn spinner(message: String) -> ProgressBar {
-    let bar = ProgressBar::new_spinner().with_message(message);
-    bar.enable_steady_tick(Duration::from_millis(120));
-    bar
-}
 
 /// Runs `labpool dataset …`.
 pub async fn dataset(command: &DatasetCommand, config: &Config) -> anyhow::Result<()> {

@@ -4,20 +4,13 @@
 use crate::cli::EnvCommand;
 use crate::client::Client;
 use crate::env_api::{CreateEnv, EnvCreated, EnvRemoved, EnvView, RemoveEnv};
-use crate::render::{print, table};
+use crate::render::{print, spinner, table};
 use crate::settings::Config;
 use anyhow::Context;
-use indicatif::{HumanBytes, ProgressBar};
+use indicatif::HumanBytes;
 use labpool_envs::EnvKind;
 use labpool_envs::tools::Tools;
 use std::path::Path;
-use std::time::Duration;
-
-fn spinner(message: String) -> ProgressBar {
-    let bar = ProgressBar::new_spinner().with_message(message);
-    bar.enable_steady_tick(Duration::from_millis(120));
-    bar
-}
 
 /// Runs `labpool env …`.
 pub async fn run(command: &EnvCommand, config: &Config) -> anyhow::Result<()> {

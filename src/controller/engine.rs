@@ -171,8 +171,8 @@ pub struct Engine {
     pub(crate) sched: Scheduler,
     pub(crate) agents: BTreeMap<String, mpsc::UnboundedSender<AgentOrder>>,
     pub(crate) nodes_facts: BTreeMap<String, NodeFacts>,
-    /// Environments known to be on a node: (node, id).
-    pub(crate) envs_on_nodes: BTreeSet<(String, String)>,
+    /// Attempts whose node has reported their environment in place: (job, attempt).
+    pub(crate) envs_ready: BTreeSet<(u64, u32)>,
     /// Jobs not yet finished, with everything needed to launch them.
     pub(crate) active: BTreeMap<u64, JobRow>,
     pub(crate) controller_uid: u32,
@@ -200,7 +200,7 @@ impl Engine {
             sched,
             agents,
             nodes_facts,
-            envs_on_nodes: BTreeSet::new(),
+            envs_ready: BTreeSet::new(),
             active: BTreeMap::new(),
             controller_uid: effective_uid(),
             ledger: Vec::new(),
@@ -560,7 +560,7 @@ impl Engine {
                         continue;
                     }
                     let row = self.active.get(&job.0).expect("a scheduled job is active");
-                    if self.needs_env_stage(row, &allocation.node) {
+                    if self.needs_env_stage(row) {
                         let what = Engine::env_staging_detail(row, &allocation.node);
                         let attempt = row.attempt;
                         Db::mark_staging(
@@ -815,6 +815,7 @@ impl Engine {
 
     /// Records a job's end, and charges its user for the GPU time it held.
     pub(crate) async fn record_end(&mut self, job: u64, outcome: Outcome) -> anyhow::Result<()> {
+        self.envs_ready.retain(|(j, _)| *j != job);
         let row = self.active.get(&job).expect("an ending job is active");
         let user = row.spec.user.clone();
         let detail = match (outcome.state, row.cancel_requested_by.clone()) {

@@ -2,7 +2,7 @@
 //! admins publish and remove shared ones.
 
 use crate::controller::error::ApiError;
-use crate::controller::http::{AppState, Peer, caller};
+use crate::controller::http::{AppState, Peer, body, caller};
 use crate::env_api::{CreateEnv, EnvCreated, EnvQuery, EnvRemoved, EnvView, RemoveEnv};
 use axum::extract::connect_info::ConnectInfo;
 use axum::extract::rejection::JsonRejection;
@@ -16,11 +16,6 @@ pub fn routes() -> Router<AppState> {
         .route("/v1/envs", get(list).post(create))
         .route("/v1/envs/rm", post(remove))
         .route("/v1/envs/{name}", get(show))
-}
-
-fn body<T>(b: Result<Json<T>, JsonRejection>) -> Result<T, ApiError> {
-    b.map(|Json(t)| t)
-        .map_err(|e| ApiError::bad_request(format!("bad request: {}", e.body_text()), None))
 }
 
 async fn create(

@@ -5,8 +5,9 @@
 //! Decisions recorded here:
 //! - Datasets are staged first, then the environment: both must be on the node before the
 //!   shim starts, and the environment is usually the smaller and quicker of the two.
-//! - The controller remembers which environments each node has reported; after a restart it
-//!   asks again (an unpack of an environment already there costs one `stat`).
+//! - Every attempt asks its node, even when the environment was put there before: the answer
+//!   costs one `stat` there, and the controller keeps no picture of node stores that could go
+//!   stale (a build removed by hand is unpacked again).
 //! - A job records the environment id it was given at submit, so moving a name later never
 //!   changes what a queued or running job runs with.
 
@@ -30,12 +31,9 @@ impl Engine {
         })
     }
 
-    /// True when `row` must wait for its environment on `node`.
-    pub(crate) fn needs_env_stage(&self, row: &JobRow, node: &str) -> bool {
-        row.request
-            .env_id
-            .as_ref()
-            .is_some_and(|id| !self.envs_on_nodes.contains(&(node.to_string(), id.clone())))
+    /// True when `row`'s attempt must wait for its node to report its environment in place.
+    pub(crate) fn needs_env_stage(&self, row: &JobRow) -> bool {
+        row.request.env_id.is_some() && !self.envs_ready.contains(&(row.id, row.attempt))
     }
 
     /// Asks `node` to put the job's environment in place.
@@ -67,7 +65,7 @@ impl Engine {
         let Some(row) = self.active.get(&job) else {
             return Ok(());
         };
-        if self.needs_env_stage(row, node) {
+        if self.needs_env_stage(row) {
             let detail = Engine::env_staging_detail(row, node);
             let mut tx = self.db.begin().await?;
             Db::set_reason(&mut tx, job, "EnvStaging", &detail).await?;
@@ -128,10 +126,10 @@ impl Engine {
             .is_some_and(|r| r.state == JobState::Staging && r.attempt == attempt);
         match result {
             Ok(unpacked) => {
-                self.envs_on_nodes.insert((node.clone(), id.clone()));
                 if !current {
                     return Ok(());
                 }
+                self.envs_ready.insert((job, attempt));
                 if unpacked {
                     let mut tx = self.db.begin().await?;
                     let detail = format!("environment {id} unpacked on {node}");
@@ -140,27 +138,34 @@ impl Engine {
                 }
                 self.run_staged(job, attempt, &node).await
             }
-            Err(why) => {
-                if !current {
-                    return Ok(());
-                }
-                let now_ms = now_ms();
-                // Its time never started: no charge.
-                self.sched.set_started(JobId(job), Timestamp(now_ms));
-                let outcome = Outcome {
-                    state: JobState::Failed,
-                    exit_code: None,
-                    signal: None,
-                    end_time_ms: now_ms,
-                    reason: Some(format!(
+            Err(why) if current => {
+                self.fail_staged(
+                    job,
+                    format!(
                         "putting its environment {id} on {node} failed: {why}; `labpool env show` tells where the build is, an admin can rebuild it"
-                    )),
-                };
-                self.record_end(job, outcome).await?;
-                self.data.job_versions.remove(&job);
-                Ok(())
+                    ),
+                )
+                .await
             }
+            Err(_) => Ok(()),
         }
+    }
+
+    /// A STAGING job whose data or environment could not be put on its node ends FAILED; its
+    /// time never started, so it is not charged.
+    pub(crate) async fn fail_staged(&mut self, job: u64, reason: String) -> anyhow::Result<()> {
+        let now_ms = now_ms();
+        self.sched.set_started(JobId(job), Timestamp(now_ms));
+        let outcome = Outcome {
+            state: JobState::Failed,
+            exit_code: None,
+            signal: None,
+            end_time_ms: now_ms,
+            reason: Some(reason),
+        };
+        self.record_end(job, outcome).await?;
+        self.data.job_versions.remove(&job);
+        Ok(())
     }
 
     /// The isolation a run on `node` with `gpus` and `mem_mib` gets, in words.

@@ -54,6 +54,10 @@ fn is_sealed(dir: &Path) -> bool {
 pub struct EnvService {
     config: Arc<Config>,
     db: Db,
+    /// The node's cgroups, for the builds' own group.
+    support: Support,
+    /// The tools, for the platform of this pool.
+    tools: labpool_envs::tools::Tools,
     /// Held for the whole of a build.
     building: tokio::sync::Mutex<()>,
 }
@@ -87,10 +91,17 @@ pub fn check_env_name(name: &str) -> Result<(), ApiError> {
 
 impl EnvService {
     /// The service over `db`.
-    pub fn new(config: Arc<Config>, db: Db) -> Arc<EnvService> {
+    pub fn new(
+        config: Arc<Config>,
+        db: Db,
+        support: Support,
+        tools: labpool_envs::tools::Tools,
+    ) -> Arc<EnvService> {
         Arc::new(EnvService {
             config,
             db,
+            support,
+            tools,
             building: tokio::sync::Mutex::new(()),
         })
     }
@@ -213,13 +224,12 @@ impl EnvService {
             )
         })?;
         // The platform is part of the id: it must be this pool's, not the client's idea of it.
-        let (kind, python) = (req.lock.kind, self.config.envs.python.clone());
-        let platform = tokio::task::spawn_blocking(move || {
-            labpool_envs::id::platform(kind, &labpool_envs::tools::Tools::detect(python))
-        })
-        .await
-        .map_err(ApiError::internal)?
-        .map_err(|e| ApiError::bad_request(e.to_string(), None))?;
+        let (kind, tools) = (req.lock.kind, self.tools.clone());
+        let platform =
+            tokio::task::spawn_blocking(move || labpool_envs::id::platform(kind, &tools))
+                .await
+                .map_err(ApiError::internal)?
+                .map_err(|e| ApiError::bad_request(e.to_string(), None))?;
         if platform != req.lock.platform {
             return Err(ApiError::bad_request(
                 format!(
@@ -400,7 +410,7 @@ impl EnvService {
         }
         // The build's processes go in a group of their own, so that none outlives it to
         // change the build after it is sealed.
-        let support = Support::detect();
+        let support = &self.support;
         // Unique on the machine: another pool (a demo beside production) may build the same id.
         let group_name = format!("build-{}-{}-{stamp}", lock.id, std::process::id());
         let groups = if support.devices.is_some() || support.memory.is_some() {
@@ -460,16 +470,12 @@ impl EnvService {
                 Ok(())
             });
         }
-        let timeout = self
-            .config
-            .envs
-            .build_timeout
-            .unwrap_or(Duration::from_secs(30 * 60));
+        let timeout = self.config.envs.build_timeout;
         let status = tokio::task::spawn_blocking(move || run_with_timeout(cmd, timeout))
             .await
             .map_err(ApiError::internal)?;
         drop(groups);
-        remove_groups(&support, &group_name);
+        remove_groups(support, &group_name);
         let _ = std::fs::remove_file(&lock_path);
         if fresh_home {
             let _ = std::fs::remove_dir_all(&home);

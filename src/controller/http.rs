@@ -99,6 +99,12 @@ pub fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
+/// A JSON request body, or a 400 that says what is wrong with it.
+pub(crate) fn body<T>(b: Result<Json<T>, JsonRejection>) -> Result<T, ApiError> {
+    b.map(|Json(t)| t)
+        .map_err(|e| ApiError::bad_request(format!("bad request: {}", e.body_text()), None))
+}
+
 /// Largest request body the API takes.
 pub const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
 

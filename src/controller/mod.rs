@@ -122,10 +122,11 @@ pub async fn serve(
         IsolationMode::Off => Support::off(),
     };
     tracing::info!(node = %spec.name, isolation = %support.describe(), "job isolation");
+    let tools = labpool_envs::tools::Tools::detect(config.envs.python.clone());
     let isolation = NodeIsolation {
         support: support.clone(),
         gpu_minors: gpu_minors(&config.node, &source, &spec.gpus),
-        tools: labpool_envs::tools::Tools::detect(config.envs.python.clone()),
+        tools: tools.clone(),
     };
     tokio::spawn(
         Executor::new(spec.name.clone(), spool, exe, report_tx, stager, isolation).run(order_rx),
@@ -136,7 +137,7 @@ pub async fn serve(
         spec.name.clone(),
         NodeFacts {
             gpu_source: source.as_str().to_string(),
-            isolation: support,
+            isolation: support.clone(),
         },
     )]);
     let mut engine = Engine::new(config.clone(), db.clone(), sched, agents, nodes);
@@ -147,7 +148,7 @@ pub async fn serve(
     let (stop_tx, stop_rx) = watch::channel(false);
     let snapshot_service = snapshots::SnapshotService::new(config.clone());
     let quota_service = quotas::QuotaService::new(config.clone(), db.clone());
-    let env_service = envs::EnvService::new(config.clone(), db.clone());
+    let env_service = envs::EnvService::new(config.clone(), db.clone(), support, tools);
     let app = http::router(AppState {
         engine: request_tx,
         db,

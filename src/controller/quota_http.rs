@@ -2,7 +2,7 @@
 //! quota and may ask for a scan; limits, reports, purges and audits are for admins.
 
 use crate::controller::error::ApiError;
-use crate::controller::http::{AppState, Peer, caller};
+use crate::controller::http::{AppState, Peer, body, caller};
 use crate::controller::quotas::QuotaService;
 use crate::identity::Caller;
 use crate::quota_api::{
@@ -25,11 +25,6 @@ pub fn routes() -> Router<AppState> {
         .route("/v1/quota/scan", get(scan_status).post(start_scan))
         .route("/v1/purge/scratch", post(purge))
         .route("/v1/datasets/audit", post(audit))
-}
-
-fn body<T>(b: Result<Json<T>, JsonRejection>) -> Result<T, ApiError> {
-    b.map(|Json(t)| t)
-        .map_err(|e| ApiError::bad_request(format!("bad request: {}", e.body_text()), None))
 }
 
 fn admin_only(state: &AppState, c: &Caller, what: &str) -> Result<(), ApiError> {

@@ -573,18 +573,8 @@ impl Engine {
                 self.requeue_job(job, "CacheFull", &detail).await?;
             }
             Err(StageFailure::Failed(why)) => {
-                // Its time never started: no charge.
-                self.sched
-                    .set_started(JobId(job), labpool_scheduler::Timestamp(now_ms));
-                let outcome = crate::agent::protocol::Outcome {
-                    state: JobState::Failed,
-                    exit_code: None,
-                    signal: None,
-                    end_time_ms: now_ms,
-                    reason: Some(format!("staging its datasets on {node} failed: {why}")),
-                };
-                self.record_end(job, outcome).await?;
-                self.data.job_versions.remove(&job);
+                self.fail_staged(job, format!("staging its datasets on {node} failed: {why}"))
+                    .await?;
             }
         }
         Ok(())
