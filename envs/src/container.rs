@@ -39,11 +39,8 @@ pub(crate) fn build(lock: &Lock, dest: &Path) -> Result<(), EnvError> {
         .image
         .as_deref()
         .ok_or_else(|| bad_lock("it names no image file"))?;
-    let expected = lock
-        .lock
-        .strip_prefix("blake3:")
-        .and_then(|rest| rest.split_whitespace().next())
-        .ok_or_else(|| bad_lock("its text is not `blake3:<hash> <name>`"))?;
+    let expected =
+        locked_hash(lock).ok_or_else(|| bad_lock("its text is not `blake3:<hash> <name>`"))?;
     let (mut file, format) = open(source)?;
     let target = dest.join(format.file_name());
     let mut out = File::create(&target).map_err(EnvError::io("create", &target))?;
@@ -82,6 +79,14 @@ pub(crate) fn built_image(dir: &Path) -> Result<(PathBuf, ImageFormat), EnvError
             "the environment holds neither image.sqfs nor image.sif; build it again",
         ),
     })
+}
+
+/// The image hash a container lock names (`blake3:<hash> <name>`), if it is well formed.
+pub(crate) fn locked_hash(lock: &Lock) -> Option<&str> {
+    lock.lock
+        .strip_prefix("blake3:")
+        .and_then(|rest| rest.split_whitespace().next())
+        .filter(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
 /// The BLAKE3 hex of the file at `path`.

@@ -46,12 +46,7 @@ pub fn check_lock(lock: &Lock) -> Result<(), EnvError> {
             }
         }
         EnvKind::Container => {
-            let hash = lock
-                .lock
-                .strip_prefix("blake3:")
-                .and_then(|rest| rest.split_whitespace().next())
-                .unwrap_or("");
-            if hash.len() != 64 || !hash.bytes().all(|b| b.is_ascii_hexdigit()) {
+            if crate::container::locked_hash(lock).is_none() {
                 return Err(bad("its text is not `blake3:<hash> <name>`".to_string()));
             }
             if !lock.image.as_deref().is_some_and(Path::is_absolute) {
@@ -74,11 +69,7 @@ pub fn check_build(lock: &Lock, dir: &Path) -> Result<(), EnvError> {
     }
     if lock.kind == EnvKind::Container {
         let (image, _) = crate::container::built_image(dir)?;
-        let expected = lock
-            .lock
-            .strip_prefix("blake3:")
-            .and_then(|rest| rest.split_whitespace().next())
-            .unwrap_or("");
+        let expected = crate::container::locked_hash(lock).unwrap_or("");
         let actual = crate::container::hash_file(&image)?;
         if actual != expected {
             return Err(EnvError::HashMismatch {
