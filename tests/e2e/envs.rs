@@ -560,3 +560,97 @@ fn bad_environments_are_refused_and_a_failed_build_keeps_its_log() {
     let listed = json(&pool.ok(&["env", "list", "--json"]));
     assert!(listed.as_array().unwrap().is_empty(), "{listed}");
 }
+
+/// A modules environment for `pool`, built by `who`; its record.
+fn modules_env(pool: &Pool, who: (u32, u32), name: &str) -> Value {
+    let dir = pool.dir.join("modulefiles/tool");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("2.0.lua"),
+        "setenv(\"TOOL_HOME\", \"/opt/tool\")\n",
+    )
+    .unwrap();
+    for d in [pool.dir.join("modulefiles"), dir] {
+        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let spec = public_file(
+        pool,
+        "tool.modules",
+        &format!(
+            "module use {}\nmodule load tool/2.0\n",
+            pool.dir.join("modulefiles").display()
+        ),
+    );
+    create_env(pool, who, name, &spec, &[])["env"].clone()
+}
+
+#[test]
+fn a_job_waits_in_env_staging_can_be_cancelled_there_and_survives_a_restart() {
+    let test = "a_job_waits_in_env_staging_can_be_cancelled_there_and_survives_a_restart";
+    if !have_root(test) || !have_path(test, "/usr/share/lmod/lmod/init/bash", "lmod") {
+        return;
+    }
+    let mut pool = Pool::new("1:t4");
+    pool.start();
+    let env = modules_env(&pool, (0, 0), "tool");
+    let (dir, archive) = (
+        PathBuf::from(env["dir"].as_str().unwrap()),
+        PathBuf::from(env["archive"].as_str().unwrap()),
+    );
+    // The node lacks the build, and its archive is a FIFO: the unpack waits until the test
+    // writes the real archive into it, so the job is held in EnvStaging for as long as needed.
+    let real = std::fs::read(&archive).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    std::fs::remove_file(&archive).unwrap();
+    nix::unistd::mkfifo(&archive, nix::sys::stat::Mode::from_bits_truncate(0o644)).unwrap();
+    let feed = |archive: PathBuf, bytes: Vec<u8>| {
+        std::thread::spawn(move || std::fs::write(archive, bytes).unwrap())
+    };
+    let script = pool.script("tool.sh", "#!/bin/sh\necho \"tool=$TOOL_HOME\"\n");
+    let staging = |pool: &Pool, job: u64| {
+        pool.wait_for(job, Duration::from_secs(20), |j| {
+            j["state"] == "STAGING" && j["reason"] == "EnvStaging"
+        })
+    };
+
+    // Cancelled while it waits: CANCELLED, uncharged (never started), its GPU free again.
+    let job = pool.submit(&["--gpus", "1", "--env", "tool", script.to_str().unwrap()]);
+    let waiting = staging(&pool, job);
+    has(
+        waiting["reason_detail"].as_str().unwrap(),
+        &["putting environment tool", env["id"].as_str().unwrap()],
+    );
+    pool.ok(&["cancel", &job.to_string()]);
+    let done = pool.wait_done(job, Duration::from_secs(20));
+    assert_eq!(done["state"], "CANCELLED", "{done}");
+    assert!(
+        done["start_time"].is_null(),
+        "a cancelled stage started its clock: {done}"
+    );
+    let nodes = json(&pool.ok(&["nodes", "--json"]));
+    assert!(nodes[0]["gpus"][0]["job"].is_null(), "{nodes}");
+
+    // Killed while a job waits, the controller starts again and the job goes on to run.
+    let job = pool.submit(&[
+        "--gpus",
+        "1",
+        "--env",
+        "tool",
+        "-o",
+        "tool-%j.out",
+        script.to_str().unwrap(),
+    ]);
+    staging(&pool, job);
+    pool.kill9();
+    pool.start();
+    staging(&pool, job);
+    let writer = feed(archive.clone(), real);
+    let done = pool.wait_done(job, Duration::from_secs(30));
+    writer.join().unwrap();
+    assert_eq!(done["state"], "COMPLETED", "{done}");
+    has(
+        &read_output(&pool.work.join(format!("tool-{job}.out"))),
+        &["tool=/opt/tool"],
+    );
+    assert!(labpool_envs::pack::is_complete(&dir));
+}
