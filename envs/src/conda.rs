@@ -63,10 +63,7 @@ pub(crate) fn build(
 }
 
 fn conda(tools: &Tools) -> Result<&Path, EnvError> {
-    tools.conda.as_deref().ok_or(EnvError::MissingTool {
-        tool: Tool::Conda,
-        kind: EnvKind::Conda,
-    })
+    tools.require(Tool::Conda, EnvKind::Conda)
 }
 
 /// The line without a YAML comment: from a `#` at the start or after a space, when the line

@@ -86,10 +86,7 @@ pub(crate) fn build(lock: &str, dest: &Path) -> Result<(), EnvError> {
 
 /// Lmod's init script, or the missing-tool error.
 pub(crate) fn lmod_init(tools: &Tools) -> Result<&Path, EnvError> {
-    tools.lmod_init.as_deref().ok_or(EnvError::MissingTool {
-        tool: Tool::Lmod,
-        kind: EnvKind::Modules,
-    })
+    tools.require(Tool::Lmod, EnvKind::Modules)
 }
 
 /// The spec's lines, normalised (single spaces; blank lines and comments dropped). Only

@@ -27,6 +27,20 @@ const LMOD_INITS: [&str; 3] = [
 ];
 
 impl Tools {
+    /// Where `tool` is, or the error that says it is missing for `kind` and how to install it.
+    pub fn require(&self, tool: Tool, kind: crate::EnvKind) -> Result<&Path, crate::EnvError> {
+        let found = match tool {
+            Tool::PythonVenv => &self.python,
+            Tool::Conda => &self.conda,
+            Tool::ChRun => &self.ch_run,
+            Tool::Apptainer => &self.apptainer,
+            Tool::Lmod => &self.lmod_init,
+        };
+        found
+            .as_deref()
+            .ok_or(crate::EnvError::MissingTool { tool, kind })
+    }
+
     /// Looks for each tool on `PATH` and in the usual places; `python` overrides the Python.
     pub fn detect(python: Option<PathBuf>) -> Tools {
         let system_python = Path::new("/usr/bin/python3");

@@ -108,10 +108,7 @@ pub(crate) fn build(
 }
 
 fn python(tools: &Tools) -> Result<&Path, EnvError> {
-    tools.python.as_deref().ok_or(EnvError::MissingTool {
-        tool: Tool::PythonVenv,
-        kind: EnvKind::Venv,
-    })
+    tools.require(Tool::PythonVenv, EnvKind::Venv)
 }
 
 /// A venv that pip resolves in (`--dry-run` installs nothing into it). It is kept in the
