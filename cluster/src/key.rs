@@ -1,0 +1,81 @@
+//! The cluster key: 32 random bytes in a file (hex), mode 0600, the same on every node.
+
+use crate::AuthError;
+use std::io::{Read, Write};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::Path;
+
+/// The shared secret of a pool's nodes.
+#[derive(Clone)]
+pub struct ClusterKey([u8; 32]);
+
+impl std::fmt::Debug for ClusterKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ClusterKey(..)")
+    }
+}
+
+impl ClusterKey {
+    /// A key from its bytes.
+    pub fn from_bytes(bytes: [u8; 32]) -> ClusterKey {
+        ClusterKey(bytes)
+    }
+
+    pub(crate) fn bytes(&self) -> &[u8] {
+        &self.0
+    }
+
+    /// A new random key (from the kernel's random source).
+    pub fn generate() -> std::io::Result<ClusterKey> {
+        let mut bytes = [0u8; 32];
+        std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
+        Ok(ClusterKey(bytes))
+    }
+
+    /// Writes the key to `path` as hex, mode 0600; refuses to replace an existing file.
+    pub fn write_new(&self, path: &Path) -> Result<(), AuthError> {
+        let bad = |why: String| AuthError::KeyFile {
+            path: path.to_path_buf(),
+            why,
+        };
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(path)
+            .map_err(|e| bad(format!("cannot create it: {e}")))?;
+        writeln!(f, "{}", hex::encode(self.0)).map_err(|e| bad(format!("cannot write it: {e}")))?;
+        f.sync_all()
+            .map_err(|e| bad(format!("cannot write it: {e}")))
+    }
+
+    /// Reads the key at `path`. The file must be readable by its owner only: a key others can
+    /// read lets them act as any node.
+    pub fn load(path: &Path) -> Result<ClusterKey, AuthError> {
+        let bad = |why: String| AuthError::KeyFile {
+            path: path.to_path_buf(),
+            why,
+        };
+        let meta = std::fs::metadata(path).map_err(|e| {
+            bad(format!(
+                "cannot read it ({e}); copy the controller's cluster.key to this node"
+            ))
+        })?;
+        if meta.mode() & 0o077 != 0 {
+            return Err(bad(format!(
+                "it is readable by others (mode {:o}), so anyone on this machine could act as a node; chmod 600 {}",
+                meta.mode() & 0o777,
+                path.display()
+            )));
+        }
+        let text =
+            std::fs::read_to_string(path).map_err(|e| bad(format!("cannot read it: {e}")))?;
+        let bytes = hex::decode(text.trim())
+            .ok()
+            .and_then(|b| <[u8; 32]>::try_from(b).ok())
+            .ok_or_else(|| {
+                bad("it is not 64 hex digits; copy it again from the controller (labpool init writes it)".to_string())
+            })?;
+        Ok(ClusterKey(bytes))
+    }
+}
