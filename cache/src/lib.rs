@@ -20,6 +20,7 @@
 #![deny(missing_docs)]
 
 pub mod copy;
+pub mod delta;
 pub mod error;
 pub mod manifest;
 pub mod registry;
