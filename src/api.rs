@@ -221,6 +221,16 @@ pub struct GpuView {
     pub share: u32,
 }
 
+/// `POST /v1/nodes/drain`: drain a node, or resume it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DrainRequest {
+    /// The node.
+    pub node: String,
+    /// Why it drains; `None` resumes it.
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
 /// A node, as `labpool nodes` prints it.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct NodeView {

@@ -44,6 +44,12 @@ pub enum Command {
     History(HistoryArgs),
     /// Nodes and their GPUs
     Nodes(JsonArg),
+    /// Drain a node for maintenance or resume it (admins)
+    Node {
+        /// What to do.
+        #[command(subcommand)]
+        command: NodeCommand,
+    },
     /// Partitions (queues)
     Partition {
         /// What to do.
@@ -425,6 +431,30 @@ pub enum CacheCommand {
         /// One node [default: every node]
         #[arg(long)]
         node: Option<String>,
+    },
+}
+
+/// `labpool node ...`.
+#[derive(Subcommand, Debug)]
+pub enum NodeCommand {
+    /// Take no new jobs on NODE; running ones finish (it then shows DRAINED)
+    Drain {
+        /// Node name (`labpool nodes`)
+        node: String,
+        /// Why, shown to everyone whose jobs wait
+        #[arg(long)]
+        reason: String,
+        /// Print JSON
+        #[arg(long)]
+        json: bool,
+    },
+    /// Take jobs on NODE again
+    Resume {
+        /// Node name
+        node: String,
+        /// Print JSON
+        #[arg(long)]
+        json: bool,
     },
 }
 

@@ -51,6 +51,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<()> {
             Command::Cancel(args) => jobs::cancel(args, &config).await,
             Command::History(args) => jobs::history(args, &config).await,
             Command::Nodes(a) => nodes::nodes(a.json, &config).await,
+            Command::Node { command } => nodes::node(command, &config).await,
             Command::Why(args) => policy::why(args, &config).await,
             Command::Account { command } => policy::account(command, &config).await,
             Command::Qos { command } => policy::qos(command, &config).await,

@@ -93,6 +93,41 @@ fn nodes_text(nodes: &[NodeView]) -> String {
     out
 }
 
+/// Runs `labpool node drain|resume`.
+pub async fn node(command: &crate::cli::NodeCommand, config: &Config) -> anyhow::Result<()> {
+    use crate::cli::NodeCommand;
+    let (req, json) = match command {
+        NodeCommand::Drain { node, reason, json } => (
+            crate::api::DrainRequest {
+                node: node.clone(),
+                reason: Some(reason.clone()),
+            },
+            *json,
+        ),
+        NodeCommand::Resume { node, json } => (
+            crate::api::DrainRequest {
+                node: node.clone(),
+                reason: None,
+            },
+            *json,
+        ),
+    };
+    let n: NodeView = Client::new(&config.controller.socket)
+        .post("/v1/nodes/drain", &req)
+        .await?;
+    print(json, &n, |n| {
+        format!(
+            "{} is {}{}",
+            n.name,
+            n.state.as_str(),
+            n.reason
+                .as_ref()
+                .map_or_else(String::new, |r| format!(": {r}"))
+        )
+    });
+    Ok(())
+}
+
 /// Runs `labpool partition list`.
 pub async fn partitions(as_json: bool, config: &Config) -> anyhow::Result<()> {
     let parts: Vec<PartitionView> = Client::new(&config.controller.socket)

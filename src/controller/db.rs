@@ -201,6 +201,11 @@ fn migrator() -> Migrator {
             include_str!("../../migrations/0004_quotas.sql"),
         ),
         migration(5, "envs", include_str!("../../migrations/0005_envs.sql")),
+        migration(
+            6,
+            "node drain",
+            include_str!("../../migrations/0006_node_drain.sql"),
+        ),
     ])
 }
 
@@ -714,6 +719,29 @@ impl Db {
         .execute(&self.pool)
         .await?;
         Ok(())
+    }
+}
+
+impl Db {
+    /// Records why a node is draining (`None`: it is not).
+    pub async fn set_node_drain(&self, node: &str, reason: Option<&str>) -> Result<(), DbError> {
+        sqlx::query("UPDATE nodes SET drain = ? WHERE name = ?")
+            .bind(reason)
+            .bind(node)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// Every node an admin drained, with the reason.
+    pub async fn drained_nodes(&self) -> Result<Vec<(String, String)>, DbError> {
+        let rows =
+            sqlx::query("SELECT name, drain FROM nodes WHERE drain IS NOT NULL ORDER BY name")
+                .fetch_all(&self.pool)
+                .await?;
+        rows.into_iter()
+            .map(|r| Ok((r.try_get("name")?, r.try_get("drain")?)))
+            .collect()
     }
 }
 

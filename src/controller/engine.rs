@@ -62,6 +62,17 @@ pub enum Request {
         /// Answer.
         reply: oneshot::Sender<Vec<NodeView>>,
     },
+    /// Drain a node (a reason) or resume it (`None`) (admins).
+    Drain {
+        /// The node.
+        node: String,
+        /// Why; `None` resumes it.
+        reason: Option<String>,
+        /// Who.
+        caller: Caller,
+        /// Answer: the node afterwards.
+        reply: oneshot::Sender<Result<NodeView, ApiError>>,
+    },
     /// Change accounts or limits (admins).
     Account {
         /// The change.
@@ -309,6 +320,9 @@ impl Engine {
                     .note_outcome(JobId(id), state == JobState::Completed);
             }
         }
+        for (node, reason) in self.db.drained_nodes().await? {
+            self.sched.set_node_drain(&node, Some(reason));
+        }
         self.restore_data().await?;
         let (pending, running) = (self.sched.pending().count(), self.sched.running().count());
         tracing::info!(pending, running, "state restored");
@@ -431,6 +445,15 @@ impl Engine {
                 }
                 Item::Request(Request::Nodes { reply }) => {
                     let _ = reply.send(self.node_views());
+                }
+                Item::Request(Request::Drain {
+                    node,
+                    reason,
+                    caller,
+                    reply,
+                }) => {
+                    let out = self.drain(&node, reason, &caller).await?;
+                    let _ = reply.send(out);
                 }
                 Item::Request(Request::Account {
                     change,
@@ -1038,6 +1061,50 @@ impl Engine {
             }
         }
         Ok(out)
+    }
+
+    /// Drains `node` (no new jobs; running ones finish) or resumes it. Kept across restarts.
+    async fn drain(
+        &mut self,
+        node: &str,
+        reason: Option<String>,
+        caller: &Caller,
+    ) -> anyhow::Result<Result<NodeView, ApiError>> {
+        let what = if reason.is_some() {
+            "drain nodes"
+        } else {
+            "resume nodes"
+        };
+        if let Err(e) = crate::controller::http::admin_only(&self.config, caller, what) {
+            return Ok(Err(e));
+        }
+        if let Some(r) = &reason
+            && (r.trim().is_empty() || r.len() > 200)
+        {
+            return Ok(Err(ApiError::bad_request(
+                "a drain needs a reason of 1 to 200 characters, for the people whose jobs wait",
+                Some("labpool node drain NODE --reason \"disk replacement\"".to_string()),
+            )));
+        }
+        let reason = reason.map(|r| format!("{r} (by {})", caller.user));
+        if !self.sched.set_node_drain(node, reason.clone()) {
+            let known: Vec<String> = self.sched.nodes().map(|n| n.name().to_string()).collect();
+            return Ok(Err(ApiError::not_found(
+                format!("no node {node:?}"),
+                Some(format!("the nodes are: {}", known.join(", "))),
+            )));
+        }
+        self.db.set_node_drain(node, reason.as_deref()).await?;
+        match &reason {
+            Some(r) => tracing::info!(node, reason = %r, "node draining"),
+            None => tracing::info!(node, "node resumed"),
+        }
+        let view = self
+            .node_views()
+            .into_iter()
+            .find(|n| n.name == node)
+            .expect("the node was just found");
+        Ok(Ok(view))
     }
 
     fn node_views(&self) -> Vec<NodeView> {

@@ -80,6 +80,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/history", get(history))
         .route("/v1/jobs/{id}/why", get(why))
         .route("/v1/nodes", get(nodes))
+        .route("/v1/nodes/drain", post(drain))
         .route("/v1/partitions", get(partitions))
         .route("/v1/accounts", get(accounts).post(change_accounts))
         .route("/v1/credits", get(credits))
@@ -351,6 +352,24 @@ async fn credits(
     let user = q.user.unwrap_or(caller.user);
     Ok(Json(
         ask(&state, |reply| Request::Credits { user, reply }).await?,
+    ))
+}
+
+async fn drain(
+    State(state): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<Peer>,
+    req: Result<Json<crate::api::DrainRequest>, JsonRejection>,
+) -> Result<Json<NodeView>, ApiError> {
+    let caller = caller(&state, &peer)?;
+    let req = body(req)?;
+    Ok(Json(
+        ask(&state, |reply| Request::Drain {
+            node: req.node,
+            reason: req.reason,
+            caller,
+            reply,
+        })
+        .await??,
     ))
 }
 

@@ -3,6 +3,7 @@
 mod bad_input;
 mod datasets;
 mod demo;
+mod drain;
 mod envs;
 mod exclusivity;
 mod isolation;
