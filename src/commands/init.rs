@@ -281,6 +281,13 @@ fairshare_half_life = "7days"
                     .with_context(|| format!("cannot set the mode of {}", dir.display()))?;
             }
         }
+        // The pool's shared secret, for the nodes that will join it: made once, kept on --force.
+        let key = self.dir.join("cluster.key");
+        if !key.exists() {
+            labpool_cluster::ClusterKey::generate()
+                .context("cannot read random bytes for the cluster key")?
+                .write_new(&key)?;
+        }
         Ok(config)
     }
 }

@@ -250,3 +250,39 @@ fn init_quotes_odd_directory_names() {
         "a refused init leaves nothing behind"
     );
 }
+
+#[test]
+fn init_writes_a_private_cluster_key_once() {
+    use std::os::unix::fs::PermissionsExt;
+    let pool = Pool::new("1:t4");
+    let key = pool.dir.join("cluster.key");
+    let text = std::fs::read_to_string(&key).unwrap();
+    assert_eq!(text.trim().len(), 64, "{text}");
+    assert!(text.trim().bytes().all(|b| b.is_ascii_hexdigit()), "{text}");
+    let mode = std::fs::metadata(&key).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    // --force rewrites the config, never the key the nodes already share.
+    let out = pool
+        .command(&[
+            "init",
+            "--force",
+            "--virtual-gpus",
+            "1",
+            "--dir",
+            pool.dir.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(std::fs::read_to_string(&key).unwrap(), text);
+    // Another pool gets another key.
+    let other = Pool::new("1:t4");
+    assert_ne!(
+        std::fs::read_to_string(other.dir.join("cluster.key")).unwrap(),
+        text
+    );
+}
