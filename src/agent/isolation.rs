@@ -202,6 +202,25 @@ impl Support {
         text
     }
 
+    /// The isolation of a job given the GPUs `given` on a node whose GPUs are `node_gpus`
+    /// (index, device minor), with `mem_mib` reserved: every other GPU denied, the reservation
+    /// as the memory limit. The agent applies it; the controller describes it in the record.
+    pub fn for_launch(
+        &self,
+        key: &str,
+        node_gpus: impl IntoIterator<Item = (u32, u32)>,
+        given: &[u32],
+        mem_mib: u64,
+    ) -> JobIsolation {
+        let denied = node_gpus
+            .into_iter()
+            .filter(|(index, _)| !given.contains(index))
+            .map(|(_, minor)| (NVIDIA_MAJOR, minor))
+            .collect();
+        let mem = (mem_mib > 0).then(|| mem_mib * 1024 * 1024);
+        self.for_job(key, denied, mem)
+    }
+
     /// What the shim applies for a job: deny `denied` devices, limit memory to `mem_bytes`.
     /// `key` names the job's groups (unique on the machine).
     pub fn for_job(

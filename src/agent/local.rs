@@ -3,7 +3,7 @@
 //! [`crate::agent::protocol`].
 
 use crate::agent::environment::job_environment;
-use crate::agent::isolation::{JobIsolation, NVIDIA_MAJOR, Support, remove_groups};
+use crate::agent::isolation::{JobIsolation, Support, remove_groups};
 use crate::agent::jobdir::{JobDir, Liveness};
 use crate::agent::procs::kill_job_processes;
 use crate::agent::protocol::{AgentOrder, AgentReport, Launch, LaunchEnv, Outcome};
@@ -272,15 +272,8 @@ impl Executor {
         if support.devices.is_none() && support.memory.is_none() {
             return None;
         }
-        let denied = self
-            .isolation
-            .gpu_minors
-            .iter()
-            .filter(|(index, _)| !launch.gpus.contains(index))
-            .map(|(_, minor)| (NVIDIA_MAJOR, *minor))
-            .collect();
-        let mem = (launch.mem_mib > 0).then(|| launch.mem_mib * 1024 * 1024);
-        Some(support.for_job(&cgroup_name(dir), denied, mem))
+        let gpus = self.isolation.gpu_minors.iter().map(|(i, m)| (*i, *m));
+        Some(support.for_launch(&cgroup_name(dir), gpus, &launch.gpus, launch.mem_mib))
     }
 
     fn spawn_shim(&self, launch: &Launch) -> std::io::Result<tokio::process::Child> {

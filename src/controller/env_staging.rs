@@ -173,21 +173,16 @@ impl Engine {
         let Some(facts) = self.nodes_facts.get(node) else {
             return "unknown".to_string();
         };
-        let others = self
+        // The description counts the denied GPUs; their device minors are the agent's to know.
+        let node_gpus: Vec<(u32, u32)> = self
             .sched
             .nodes()
             .find(|n| n.name() == node)
-            .map_or(0, |n| {
-                n.spec
-                    .gpus
-                    .iter()
-                    .filter(|g| !gpus.contains(&g.index))
-                    .count()
-            });
-        let mem = (mem_mib > 0).then(|| mem_mib * 1024 * 1024);
+            .map(|n| n.spec.gpus.iter().map(|g| (g.index, g.index)).collect())
+            .unwrap_or_default();
         facts
             .isolation
-            .for_job("-", vec![(0, 0); others], mem)
+            .for_launch("-", node_gpus, gpus, mem_mib)
             .describe()
     }
 }
