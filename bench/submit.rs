@@ -137,6 +137,7 @@ impl Labpool {
             env_id: None,
             env_kind: None,
             gpu_share: false,
+            no_requeue: false,
         }
     }
 

@@ -81,6 +81,9 @@ pub struct SubmitRequest {
     /// Share each GPU with other sharing jobs, up to the GPU's `share`.
     #[serde(default)]
     pub gpu_share: bool,
+    /// End NODE_FAIL instead of being requeued when its node fails.
+    #[serde(default)]
+    pub no_requeue: bool,
 }
 
 fn one() -> u32 {
@@ -257,6 +260,12 @@ pub struct NodeView {
     /// The job isolation it offers.
     #[serde(default)]
     pub isolation: String,
+    /// Its agent's address, when the node is served by `labpool agent`.
+    #[serde(default)]
+    pub agent: Option<String>,
+    /// When its agent was last heard from (RFC 3339).
+    #[serde(default)]
+    pub last_seen: Option<String>,
 }
 
 /// A partition, as `labpool partition list` prints it.

@@ -30,6 +30,8 @@ pub enum Command {
     Init(InitArgs),
     /// Run the controller, with this node's agent in-process
     Serve,
+    /// Run this node's agent: join the controller named under [agent] in the config
+    Agent,
     /// Queue a job script (or a command with --wrap); #SBATCH and #LABPOOL lines are read
     Submit(Box<SubmitArgs>),
     /// Jobs waiting and running
@@ -133,6 +135,16 @@ pub struct InitArgs {
     /// Overwrite an existing DIR/labpool.toml
     #[arg(long)]
     pub force: bool,
+    /// Write a node agent's config that joins the controller at HOST:PORT (its `listen`)
+    #[arg(long, value_name = "HOST:PORT", requires = "key")]
+    pub join: Option<String>,
+    /// The controller's cluster.key, copied to this node (with --join)
+    #[arg(long, value_name = "FILE", requires = "join")]
+    pub key: Option<PathBuf>,
+    /// Where the controller takes agents (without --join), or where this agent takes orders
+    /// and peers' requests (with --join) [default: agent 0.0.0.0:7071; controller: none]
+    #[arg(long, value_name = "HOST:PORT")]
+    pub listen: Option<String>,
 }
 
 /// `labpool submit`.

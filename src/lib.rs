@@ -24,6 +24,7 @@ pub mod schedule;
 pub mod settings;
 pub mod shim;
 pub mod snapshot_api;
+pub mod transport;
 pub mod webhook;
 pub mod when;
 

@@ -58,6 +58,9 @@ pub struct Config {
     /// `[envs]`: where software environments are built and kept.
     #[serde(default)]
     pub envs: EnvsConfig,
+    /// `[agent]`: this node joins a controller elsewhere.
+    #[serde(default)]
+    pub agent: Option<AgentConfig>,
     /// Where the file was read from.
     #[serde(skip)]
     pub path: PathBuf,
@@ -80,6 +83,62 @@ pub struct ControllerConfig {
     /// Time between TERM and KILL when a job is cancelled or reaches its time limit.
     #[serde(default = "default_kill_grace", deserialize_with = "de_duration")]
     pub kill_grace: Duration,
+    /// Address node agents join at, `HOST:PORT` (`labpool init` writes a loopback one; give
+    /// the LAN address to take agents from other machines). Absent: one box, no agents.
+    #[serde(default)]
+    pub listen: Option<String>,
+    /// The cluster key file that agents' requests are signed with [default: cluster.key beside
+    /// this file].
+    #[serde(default)]
+    pub key: Option<PathBuf>,
+    /// A node whose agent sends no heartbeat for this long goes DOWN and its jobs are requeued.
+    #[serde(default = "default_node_timeout", deserialize_with = "de_duration")]
+    pub node_timeout: Duration,
+    /// Requests whose signing clock is further than this from ours are refused.
+    #[serde(default = "default_max_clock_skew", deserialize_with = "de_duration")]
+    pub max_clock_skew: Duration,
+    /// Run this machine's own agent inside the controller (the one-box default). False for a
+    /// controller that only schedules for agents on other machines.
+    #[serde(default = "yes")]
+    pub local_node: bool,
+}
+
+/// `[agent]`: present in the config of a node that joins a controller (`labpool agent`). In
+/// such a config `[controller] state_dir` and `socket` are the agent's own: its job spool and
+/// the socket this node's CLI talks to (the agent forwards to the controller).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentConfig {
+    /// The controller's `listen` address, `HOST:PORT`.
+    pub join: String,
+    /// The cluster key file, a copy of the controller's (mode 0600).
+    pub key: PathBuf,
+    /// Where this agent takes orders and peers' stage requests, `HOST:PORT` (port 0: any).
+    #[serde(default = "default_agent_listen")]
+    pub listen: String,
+    /// The address others reach this agent at [default: the host the controller sees the
+    /// agent's connections come from, with the listening port].
+    #[serde(default)]
+    pub advertise: Option<String>,
+    /// Time between heartbeats.
+    #[serde(default = "default_heartbeat", deserialize_with = "de_duration")]
+    pub heartbeat: Duration,
+}
+
+fn default_node_timeout() -> Duration {
+    Duration::from_secs(300)
+}
+
+fn default_max_clock_skew() -> Duration {
+    Duration::from_secs(300)
+}
+
+fn default_heartbeat() -> Duration {
+    Duration::from_secs(10)
+}
+
+fn default_agent_listen() -> String {
+    "0.0.0.0:7071".to_string()
 }
 
 /// `[node]`: this machine as the in-process agent reports it.
@@ -766,6 +825,12 @@ impl Config {
         };
         abs(&mut config.controller.state_dir);
         abs(&mut config.controller.socket);
+        if let Some(p) = config.controller.key.as_mut() {
+            abs(p);
+        }
+        if let Some(a) = config.agent.as_mut() {
+            abs(&mut a.key);
+        }
         if let Some(p) = config.controller.log_file.as_mut() {
             abs(p);
         }
@@ -949,6 +1014,20 @@ impl Config {
                 ..PlacementPolicy::default()
             },
         }
+    }
+
+    /// The cluster key file: `[agent] key` on an agent, `[controller] key` on a controller,
+    /// by default `cluster.key` beside the config.
+    pub fn cluster_key_path(&self) -> PathBuf {
+        if let Some(a) = &self.agent {
+            return a.key.clone();
+        }
+        self.controller.key.clone().unwrap_or_else(|| {
+            self.path
+                .parent()
+                .unwrap_or(Path::new("/"))
+                .join("cluster.key")
+        })
     }
 
     /// The job spool directory.

@@ -92,6 +92,60 @@ pub enum CacheError {
         /// What was wrong.
         message: String,
     },
+    /// A peer asked for a version this node does not hold completely.
+    #[error(
+        "dataset {name} version {version} is not staged completely on this node, so it is not served to peers; stage it from the shared source or ask a node that holds it"
+    )]
+    NotComplete {
+        /// Dataset.
+        name: String,
+        /// Version.
+        version: String,
+    },
+    /// A version name that cannot be one (it becomes a directory name).
+    #[error(
+        "invalid dataset version {version:?}: a version is the name `labpool dataset list` shows (letters, digits, '-', '_' and '.')"
+    )]
+    InvalidVersion {
+        /// The version asked for.
+        version: String,
+    },
+    /// A peer asked for a path that is not a regular file of a version.
+    #[error(
+        "{path:?} is not served from dataset {name} version {version}: it is {why}; peers are sent only regular files of the version's manifest, by their relative paths"
+    )]
+    NotServed {
+        /// Dataset.
+        name: String,
+        /// Version.
+        version: String,
+        /// The path asked for.
+        path: String,
+        /// What it is instead.
+        why: String,
+    },
+    /// A file too large to send to a peer from memory.
+    #[error(
+        "{path:?} is {size} bytes, above the {limit}-byte limit for peer transfers (both ends hold the file in memory); stage it from the shared source"
+    )]
+    TooLargeForPeer {
+        /// The path asked for.
+        path: String,
+        /// Its size.
+        size: u64,
+        /// The limit.
+        limit: u64,
+    },
+    /// A peer sent something that is not an rsync signature.
+    #[error(
+        "{path}: the signature sent for a delta does not parse ({message}); send delta::signature of the old file, or ask for the file whole"
+    )]
+    BadSignature {
+        /// The file asked for.
+        path: PathBuf,
+        /// What was wrong.
+        message: String,
+    },
 }
 
 impl CacheError {

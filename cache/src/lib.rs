@@ -23,6 +23,7 @@ pub mod copy;
 pub mod delta;
 pub mod error;
 pub mod manifest;
+pub mod peer;
 pub mod registry;
 pub mod store;
 

@@ -10,24 +10,27 @@
 //!
 //! Versions live apart, so a running job never sees its files change. A file is copied to
 //! `.partial`, hashed on the way, synced and renamed; a file unchanged since an older staged
-//! version is hard-linked from it instead. A crash mid-stage leaves a version without its
-//! marker; staging it again picks up from the journal.
+//! version is hard-linked from it instead, and one a peer node holds may come from it (see
+//! [`crate::peer`]). A crash mid-stage leaves a version without its marker; staging it again
+//! picks up from the journal.
 
 use crate::copy::{Limiter, copy_file, partial_path, set_mtime, write_partial};
+use crate::delta::DeltaOptions;
 use crate::error::CacheError;
 use crate::manifest::{Entry, Kind, Manifest, hash_file};
+use crate::peer::{PeerSource, PeerStage, Served};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, Write};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 /// How to stage.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct StageOptions {
     /// Parallel copy workers.
     pub workers: usize,
@@ -36,6 +39,11 @@ pub struct StageOptions {
     /// Complete versions of the same dataset that no job needs any more: a new version may take
     /// one over (renamed, then only its changed files replaced) instead of linking every file.
     pub take_over: Vec<String>,
+    /// A node that holds the same version complete: files come from it (whole or as deltas
+    /// against an older version here) instead of the source, until it fails once.
+    pub peer: Option<Arc<dyn PeerSource>>,
+    /// Limits of delta transfer from the peer; larger files come from the source.
+    pub delta: DeltaOptions,
 }
 
 impl Default for StageOptions {
@@ -44,7 +52,21 @@ impl Default for StageOptions {
             workers: 4,
             bandwidth: None,
             take_over: Vec::new(),
+            peer: None,
+            delta: DeltaOptions::default(),
         }
+    }
+}
+
+impl std::fmt::Debug for StageOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StageOptions")
+            .field("workers", &self.workers)
+            .field("bandwidth", &self.bandwidth)
+            .field("take_over", &self.take_over)
+            .field("peer", &self.peer.as_ref().map(|p| p.name()))
+            .field("delta", &self.delta)
+            .finish()
     }
 }
 
@@ -59,16 +81,16 @@ pub struct Progress {
     pub bytes_done: u64,
     /// Bytes in all.
     pub bytes_total: u64,
-    /// Bytes per second copied so far.
+    /// Bytes per second copied so far (from the source or a peer).
     pub rate: f64,
 }
 
 /// What a stage did.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StageReport {
-    /// Files copied from the source.
+    /// Files copied from the shared source.
     pub files_copied: u64,
-    /// Bytes copied from the source.
+    /// Bytes copied from the shared source.
     pub bytes_copied: u64,
     /// Files hard-linked from an older version.
     pub files_linked: u64,
@@ -82,6 +104,21 @@ pub struct StageReport {
     /// Their bytes.
     #[serde(default)]
     pub bytes_reused: u64,
+    /// Files brought over from the peer (whole or from a delta).
+    #[serde(default)]
+    pub files_from_peer: u64,
+    /// Bytes received from the peer: deltas and whole files, failed attempts included.
+    #[serde(default)]
+    pub bytes_from_peer: u64,
+    /// Bytes sent to the peer (signatures of old files).
+    #[serde(default)]
+    pub bytes_to_peer: u64,
+    /// Of the files from the peer, those rebuilt from a delta.
+    #[serde(default)]
+    pub files_delta: u64,
+    /// Why the peer given was not used, or was dropped mid-stage, naming it.
+    #[serde(default)]
+    pub peer_fallback: Option<String>,
 }
 
 /// A version in the cache, as listed.
@@ -142,6 +179,8 @@ pub struct VerifyReport {
 #[derive(Debug, Clone)]
 pub struct NodeCache {
     root: PathBuf,
+    /// Manifests parsed for peers.
+    pub(crate) served: Arc<Served>,
 }
 
 impl NodeCache {
@@ -171,6 +210,7 @@ impl NodeCache {
         }
         Ok(NodeCache {
             root: root.to_path_buf(),
+            served: Arc::default(),
         })
     }
 
@@ -184,7 +224,7 @@ impl NodeCache {
         self.root.join(name).join(version)
     }
 
-    fn side(&self, name: &str, version: &str, suffix: &str) -> PathBuf {
+    pub(crate) fn side(&self, name: &str, version: &str, suffix: &str) -> PathBuf {
         self.root.join(name).join(format!("{version}.{suffix}"))
     }
 
@@ -203,8 +243,9 @@ impl NodeCache {
         })
     }
 
-    /// Stages `manifest` (version `version` of dataset `name`) from `source`. Idempotent, and
-    /// resumes a stage a crash interrupted. `progress` is called as files finish.
+    /// Stages `manifest` (version `version` of dataset `name`) from `source`, or from
+    /// `opts.peer` where it holds the same version. Idempotent, and resumes a stage a crash
+    /// interrupted. `progress` is called as files finish.
     pub fn stage(
         &self,
         name: &str,
@@ -279,6 +320,21 @@ impl NodeCache {
             .files()
             .filter(|e| !trusted.contains_key(&e.path))
             .collect();
+        // The peer's manifest is fetched only when some file is to be copied.
+        let to_copy = || {
+            files
+                .iter()
+                .any(|e| !done.contains_key(&e.path) && !donors.contains_key(&DonorKey::of(e)))
+        };
+        let (peer, mut peer_fallback) = match &opts.peer {
+            Some(p) if to_copy() => {
+                match PeerStage::open(self, p.as_ref(), name, version, manifest, opts.delta) {
+                    Ok(peer) => (Some(peer), None),
+                    Err(why) => (None, Some(why)),
+                }
+            }
+            _ => (None, None),
+        };
         let total = Progress {
             files_total: files.len() as u64 + reused.0,
             bytes_total: manifest.bytes(),
@@ -294,7 +350,8 @@ impl NodeCache {
         );
         let limiter = Limiter::new(opts.bandwidth);
         let next = AtomicUsize::new(0);
-        let (files_done, bytes_done, bytes_copied) = (
+        // Bytes copied from the source or brought from the peer, for the rate.
+        let (files_done, bytes_done, bytes_fetched) = (
             AtomicU64::new(reused.0),
             AtomicU64::new(reused.1),
             AtomicU64::new(0),
@@ -334,7 +391,15 @@ impl NodeCache {
                         let i = next.fetch_add(1, Ordering::Relaxed);
                         let Some(e) = files.get(i) else { return };
                         let dst = dir.join(&e.path);
-                        let outcome = self.stage_file(e, &dst, source, &done, &donors, &limiter);
+                        let outcome = self.stage_file(
+                            e,
+                            &dst,
+                            source,
+                            &done,
+                            &donors,
+                            &limiter,
+                            peer.as_ref(),
+                        );
                         match outcome {
                             Ok((how, hash, partial)) => {
                                 {
@@ -348,7 +413,12 @@ impl NodeCache {
                                         How::Copied => {
                                             c.files_copied += 1;
                                             c.bytes_copied += e.size;
-                                            bytes_copied.fetch_add(e.size, Ordering::Relaxed);
+                                            bytes_fetched.fetch_add(e.size, Ordering::Relaxed);
+                                        }
+                                        How::FromPeer { delta } => {
+                                            c.files_from_peer += 1;
+                                            c.files_delta += u64::from(delta);
+                                            bytes_fetched.fetch_add(e.size, Ordering::Relaxed);
                                         }
                                     }
                                 }
@@ -386,7 +456,7 @@ impl NodeCache {
                                 progress(&Progress {
                                     files_done: f,
                                     bytes_done: b,
-                                    rate: bytes_copied.load(Ordering::Relaxed) as f64 / secs,
+                                    rate: bytes_fetched.load(Ordering::Relaxed) as f64 / secs,
                                     ..total.clone()
                                 });
                             }
@@ -407,6 +477,12 @@ impl NodeCache {
         flushed?;
         report = counts.into_inner().expect("not poisoned");
         (report.files_reused, report.bytes_reused) = reused;
+        if let Some(p) = &peer {
+            report.bytes_from_peer = p.down.load(Ordering::Relaxed);
+            report.bytes_to_peer = p.up.load(Ordering::Relaxed);
+            peer_fallback = p.dropped();
+        }
+        report.peer_fallback = peer_fallback;
         // Leftovers of an interrupted stage (`.partial` files) are not part of the version.
         // Directory modes and times last: adding files changed their mtimes.
         for e in manifest
@@ -486,6 +562,7 @@ impl NodeCache {
         Ok(trusted)
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn stage_file(
         &self,
         e: &Entry,
@@ -494,6 +571,7 @@ impl NodeCache {
         done: &BTreeMap<String, String>,
         donors: &BTreeMap<DonorKey, (PathBuf, String)>,
         limiter: &Limiter,
+        peer: Option<&PeerStage>,
     ) -> Result<(How, String, Option<PathBuf>), CacheError> {
         if let Some(hash) = done.get(&e.path)
             && std::fs::symlink_metadata(dst).is_ok_and(|m| m.len() == e.size)
@@ -512,6 +590,12 @@ impl NodeCache {
             if linked {
                 return Ok((How::Linked, hash.clone(), None));
             }
+        }
+        // A peer that fails is dropped, and the file comes from the source.
+        if let Some(peer) = peer
+            && let Some(f) = peer.fetch(e, dst)?
+        {
+            return Ok((How::FromPeer { delta: f.delta }, f.hash, Some(f.partial)));
         }
         let (file, partial, hash) = write_partial(&source.join(&e.path), dst, e, limiter)?;
         drop(file);
@@ -872,6 +956,10 @@ enum How {
     Resumed,
     Linked,
     Copied,
+    /// Brought over from the peer; `delta`: rebuilt from a delta.
+    FromPeer {
+        delta: bool,
+    },
 }
 
 /// What makes a file in an older version usable for a new one: same path, size, mtime, mode.

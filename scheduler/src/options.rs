@@ -86,6 +86,13 @@ pub struct JobOptions {
     /// Share each GPU with other --gpu-share jobs, up to the GPU's configured `share` (for small jobs)
     #[arg(long = "gpu-share")]
     pub gpu_share: bool,
+    /// Never run this job again after its node fails: it ends NODE_FAIL instead of being
+    /// requeued (for jobs that must not repeat side effects)
+    #[arg(long = "no-requeue")]
+    pub no_requeue: bool,
+    /// Accepted for Slurm scripts; requeueing after a node failure is the default
+    #[arg(long, hide = true)]
+    pub requeue: bool,
     /// Accepted for Slurm scripts; ignored (a job holds only what it asks for)
     #[arg(long, value_name = "MODE", num_args = 0..=1, default_missing_value = "node", hide = true)]
     pub exclusive: Option<String>,
@@ -123,6 +130,9 @@ impl JobOptions {
             },
             emergency: over.emergency || self.emergency,
             gpu_share: over.gpu_share || self.gpu_share,
+            // `--requeue` on the command line undoes a script's `--no-requeue`.
+            no_requeue: (over.no_requeue || self.no_requeue) && !over.requeue,
+            requeue: over.requeue || self.requeue,
             env: over.env.or(self.env),
             exclusive: over.exclusive.or(self.exclusive),
         }
@@ -198,6 +208,7 @@ impl JobOptions {
             datasets: self.datasets.clone(),
             emergency: self.emergency,
             gpu_share: self.gpu_share,
+            no_requeue: self.no_requeue && !self.requeue,
             env: self.env.clone(),
             warnings,
         })
@@ -249,6 +260,8 @@ pub struct JobRequest {
     pub env: Option<String>,
     /// Share each GPU with other sharing jobs (`--gpu-share`); only with GPUs.
     pub gpu_share: bool,
+    /// End NODE_FAIL instead of being requeued when its node fails (`--no-requeue`).
+    pub no_requeue: bool,
     /// Things accepted but worth telling the user.
     pub warnings: Vec<String>,
 }

@@ -1,11 +1,14 @@
 //! The node agent: runs jobs on one node through per-job shims. In the embedded default it runs
 //! inside `labpool serve`, speaking the same [`protocol`] a remote agent will.
 
+pub mod daemon;
 pub mod device_filter;
 pub mod environment;
 pub mod isolation;
 pub mod jobdir;
 pub mod local;
+pub mod node;
+pub mod peer;
 pub mod procs;
 pub mod protocol;
 pub mod stager;

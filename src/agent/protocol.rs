@@ -104,6 +104,10 @@ pub struct StageItem {
     pub source: PathBuf,
     /// The version's manifest file, as the controller recorded it.
     pub manifest: PathBuf,
+    /// Nodes that hold the version complete, best first: it may come from them instead of the
+    /// shared source (which stays the fallback).
+    #[serde(default)]
+    pub peers: Vec<PeerRef>,
 }
 
 /// Who a stage is for.
@@ -322,4 +326,85 @@ pub enum AgentReport {
         /// Per version: name, version and report; or why it could not run.
         result: Result<Vec<(String, String, VerifyReport)>, String>,
     },
+}
+
+/// An agent introducing itself to the controller: at start, and again whenever the controller
+/// does not know it (after a restart of either, or after the node was declared DOWN).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Registration {
+    /// Name, GPUs, cores and memory.
+    pub node: labpool_scheduler::node::NodeSpec,
+    /// Where its GPUs come from: nvml, virtual or none.
+    pub gpu_source: String,
+    /// The cgroup isolation it offers.
+    pub isolation: crate::agent::isolation::Support,
+    /// The port it takes orders and peers' requests on.
+    pub port: u16,
+    /// The address others reach it at, when its config names one.
+    pub advertise: Option<String>,
+    /// Random per agent process: reports from another process of the same node are told apart.
+    pub instance: String,
+    /// labpool's version on the node.
+    pub version: String,
+}
+
+/// The controller's answer to a registration.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Registered {
+    /// The id of the order link the controller opened to this agent: orders from any other
+    /// (an older link, still retrying) are refused, so an order sent before the node was
+    /// declared DOWN never lands after the fence.
+    pub link: u64,
+    /// The address the controller will send orders to.
+    pub address: String,
+    /// How long the controller waits for a heartbeat before the node goes DOWN, ms.
+    pub node_timeout_ms: u64,
+}
+
+/// A heartbeat.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Heartbeat {
+    /// Node.
+    pub node: String,
+    /// The agent process.
+    pub instance: String,
+    /// Jobs running under this agent's shims.
+    pub running: u32,
+    /// 1-minute load average.
+    pub load: f64,
+    /// Memory available, MiB.
+    pub mem_available_mib: u64,
+}
+
+/// Orders for one node, in the order they were given.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct OrderBatch {
+    /// The link they came on (see [`Registered::link`]).
+    pub link: u64,
+    /// Position on that link, from 1: a batch retried after a lost answer is applied once.
+    pub seq: u64,
+    /// The orders.
+    pub orders: Vec<AgentOrder>,
+}
+
+/// Reports from one node, in the order they happened.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ReportBatch {
+    /// Node.
+    pub node: String,
+    /// The agent process.
+    pub instance: String,
+    /// Position in this process's reports, from 1: a retried batch is handled once.
+    pub seq: u64,
+    /// The reports.
+    pub reports: Vec<AgentReport>,
+}
+
+/// A node that holds a dataset version another node needs: it may be staged from there.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeerRef {
+    /// Its name.
+    pub node: String,
+    /// Its agent's address.
+    pub address: String,
 }

@@ -3,6 +3,7 @@
 //! verifies it. Stages for placed jobs go before prefetches and warm-ups; within each kind, first
 //! come first served. Copying itself is parallel inside [`NodeCache::stage`].
 
+use crate::agent::peer::PeerConnector;
 use crate::agent::protocol::{AgentReport, StageFailure, StageFor, StageItem, StageOrder, Staged};
 use labpool_cache::CacheError;
 use labpool_cache::manifest::Manifest;
@@ -31,6 +32,9 @@ pub struct CacheSettings {
     pub options: StageOptions,
 }
 
+/// How the stager reaches peers, once an agent has set it.
+type Peers = Arc<Mutex<Option<Arc<dyn PeerConnector>>>>;
+
 /// Versions read by running attempts, by (job, attempt).
 type InUse = Arc<Mutex<BTreeMap<(u64, u32), Vec<(String, String)>>>>;
 
@@ -57,6 +61,7 @@ pub struct Stager {
     /// Versions that jobs started by this agent are reading, by attempt: never removed.
     in_use: InUse,
     cache: NodeCache,
+    peers: Peers,
 }
 
 impl Stager {
@@ -74,6 +79,7 @@ impl Stager {
             queue: Arc::default(),
             in_use: Arc::default(),
             cache: cache.clone(),
+            peers: Arc::default(),
         };
         let worker = Worker {
             node,
@@ -82,6 +88,7 @@ impl Stager {
             settings,
             reports,
             in_use: stager.in_use.clone(),
+            peers: stager.peers.clone(),
         };
         let queue = stager.queue.clone();
         std::thread::Builder::new()
@@ -90,6 +97,12 @@ impl Stager {
             .map_err(|e| CacheError::io(Path::new("stager thread"), e))?;
         stager.push(Task::Inventory, true);
         Ok(stager)
+    }
+
+    /// Lets stages take files from the peers their orders name (a remote agent; the one-box
+    /// controller's in-process agent has no peers).
+    pub fn set_peers(&self, peers: Arc<dyn PeerConnector>) {
+        *self.peers.lock().expect("not poisoned") = Some(peers);
     }
 
     /// The cache this stager fills.
@@ -172,6 +185,7 @@ struct Worker {
     settings: CacheSettings,
     reports: mpsc::UnboundedSender<AgentReport>,
     in_use: InUse,
+    peers: Peers,
 }
 
 impl Worker {
@@ -359,8 +373,11 @@ impl Worker {
                 .filter(|v| !pins.contains(&(v.name.clone(), v.version.clone())))
                 .map(|v| v.version.clone())
                 .collect();
+            let connector = self.peers.lock().expect("not poisoned").clone();
+            let peer = item.peers.first().zip(connector).map(|(p, c)| c.connect(p));
             let options = StageOptions {
                 take_over,
+                peer,
                 ..self.settings.options.clone()
             };
             let last = Mutex::new(Instant::now() - PROGRESS_EVERY);

@@ -81,6 +81,7 @@ pub async fn run(args: &DemoArgs) -> anyhow::Result<()> {
         nvml,
         kill_grace: "1s",
         shared_root: None,
+        listen: None,
     };
     let config = new.write(false)?;
     crate::commands::serve::init_logging(config.controller.log_file.as_deref(), false)?;
@@ -199,6 +200,7 @@ async fn drive(
             env_id: None,
             env_kind: None,
             gpu_share: false,
+            no_requeue: false,
         };
         let s: Submitted = client.post("/v1/jobs", &req).await?;
         let plural = if j.gpus == 1 { " " } else { "s" };

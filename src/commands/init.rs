@@ -28,6 +28,8 @@ pub struct NewConfig {
     pub kill_grace: &'static str,
     /// Where `datasets`, `home` and `scratch` go [default: DIR/shared].
     pub shared_root: Option<PathBuf>,
+    /// The address agents join at, when given.
+    pub listen: Option<String>,
 }
 
 impl NewConfig {
@@ -77,6 +79,13 @@ log_file = {log}
 admin_group = "labpool-admins"
 # Time between TERM and KILL when a job is cancelled or reaches its time limit.
 kill_grace = "{grace}"
+# Node agents on other machines (labpool agent) join here, signing every request with
+# cluster.key (beside this file; copy it to each node). Loopback unless you give the LAN
+# address; without it this controller is one box.
+{listen}
+# node_timeout = "5m"        # a node silent this long goes DOWN and its jobs are requeued
+# max_clock_skew = "5m"      # requests signed further off than this are refused
+# local_node = true          # false: this machine only schedules, it runs no jobs
 
 [node]
 name = {name}
@@ -237,6 +246,10 @@ fairshare_half_life = "7days"
             envs = path("envs"),
             env_archives = shared("envs"),
             grace = self.kill_grace,
+            listen = match &self.listen {
+                Some(l) => format!("listen = {}", quote(l)),
+                None => "# listen = \"127.0.0.1:7070\"".to_string(),
+            },
             name = quote(&self.node_name),
             cpus = self.cpus,
             mem = format_mib_exact(self.mem_mib),
@@ -311,6 +324,9 @@ fn describe_gpus(gpus: &[GpuDevice]) -> String {
 
 /// Runs `labpool init`.
 pub fn run(args: &InitArgs) -> anyhow::Result<()> {
+    if let Some(join) = &args.join {
+        return crate::commands::init_agent::run(args, join);
+    }
     let virtual_gpus = args
         .virtual_gpus
         .as_deref()
@@ -332,6 +348,7 @@ pub fn run(args: &InitArgs) -> anyhow::Result<()> {
             .map(std::path::absolute)
             .transpose()
             .context("bad --shared-root")?,
+        listen: args.listen.clone(),
         dir,
     };
     let config = new.write(args.force)?;

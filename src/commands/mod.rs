@@ -4,6 +4,7 @@ pub mod datasets;
 pub mod demo;
 pub mod envs;
 pub mod init;
+pub mod init_agent;
 pub mod jobs;
 pub mod nodes;
 pub mod policy;
@@ -27,7 +28,10 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<()> {
         } => return envs::build_locked(lock, dest),
         _ => {}
     }
-    let multi_thread = matches!(cli.command, Command::Serve | Command::Demo(_));
+    let multi_thread = matches!(
+        cli.command,
+        Command::Serve | Command::Agent | Command::Demo(_)
+    );
     let runtime = if multi_thread {
         tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -45,6 +49,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<()> {
         let config = Config::locate(cli.config.as_deref())?;
         match &cli.command {
             Command::Serve => serve::run(config).await,
+            Command::Agent => serve::run_agent(config).await,
             Command::Submit(args) => submit::run(args, &config).await,
             Command::Queue(args) => jobs::queue(args, &config).await,
             Command::Show(args) => jobs::show(args, &config).await,

@@ -43,6 +43,13 @@ fn nodes_text(nodes: &[NodeView]) -> String {
     let mut out = table(&headers, rows);
     for n in nodes {
         out.push_str(&format!("\n{} isolation: {}", n.name, n.isolation));
+        if let Some(agent) = &n.agent {
+            out.push_str(&format!(
+                "\n{} agent: {agent}, last heard from {}",
+                n.name,
+                n.last_seen.as_deref().unwrap_or("-")
+            ));
+        }
     }
     let gpu_rows: Vec<Vec<String>> = nodes
         .iter()

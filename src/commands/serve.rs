@@ -47,6 +47,12 @@ pub async fn stop_signal() {
     tracing::info!("stop signal received");
 }
 
+/// Runs `labpool agent`.
+pub async fn run_agent(config: Config) -> anyhow::Result<()> {
+    init_logging(config.controller.log_file.as_deref(), true)?;
+    crate::agent::daemon::run(config, stop_signal()).await
+}
+
 /// Runs `labpool serve`.
 pub async fn run(config: Config) -> anyhow::Result<()> {
     init_logging(config.controller.log_file.as_deref(), true)?;

@@ -109,6 +109,7 @@ pub fn build_request(
         env_id: None,
         env_kind: None,
         gpu_share: request.gpu_share,
+        no_requeue: request.no_requeue,
     };
     Ok((req, warnings))
 }

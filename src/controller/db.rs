@@ -206,6 +206,11 @@ fn migrator() -> Migrator {
             "node drain",
             include_str!("../../migrations/0006_node_drain.sql"),
         ),
+        migration(
+            7,
+            "node agents",
+            include_str!("../../migrations/0007_node_agents.sql"),
+        ),
     ])
 }
 
@@ -731,6 +736,34 @@ impl Db {
             .execute(&self.pool)
             .await?;
         Ok(())
+    }
+
+    /// Records that `node` is served by a remote agent at `address`.
+    pub async fn set_node_agent(&self, node: &str, address: &str) -> Result<(), DbError> {
+        sqlx::query("UPDATE nodes SET agent = ? WHERE name = ?")
+            .bind(address)
+            .bind(node)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// Nodes served by remote agents: spec, GPU source and the agent's last address.
+    pub async fn agent_nodes(&self) -> Result<Vec<(NodeSpec, String, String)>, DbError> {
+        let rows = sqlx::query(
+            "SELECT spec, gpu_source, agent FROM nodes WHERE agent IS NOT NULL ORDER BY name",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        let mut out = Vec::new();
+        for r in rows {
+            let spec: String = r.try_get("spec")?;
+            match serde_json::from_str::<NodeSpec>(&spec) {
+                Ok(spec) => out.push((spec, r.try_get("gpu_source")?, r.try_get("agent")?)),
+                Err(e) => tracing::error!("a stored node spec cannot be read ({e}); skipped"),
+            }
+        }
+        Ok(out)
     }
 
     /// Every node an admin drained, with the reason.

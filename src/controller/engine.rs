@@ -37,6 +37,9 @@ const MAX_BATCH: usize = 1024;
 /// How often the engine schedules with nothing new: priorities age, and months turn.
 const TICK: Duration = Duration::from_secs(30);
 
+/// How often remote nodes' heartbeats are checked.
+const NODE_CHECK: Duration = Duration::from_millis(500);
+
 /// A request from an API handler.
 pub enum Request {
     /// Queue a job (or an array of them).
@@ -150,6 +153,29 @@ pub enum Request {
         /// Answer.
         reply: oneshot::Sender<Result<StageQueued, ApiError>>,
     },
+    /// A node agent registers.
+    AgentRegister {
+        /// What it says of itself.
+        reg: Box<crate::agent::protocol::Registration>,
+        /// The connection's address.
+        from: std::net::SocketAddr,
+        /// Answer.
+        reply: oneshot::Sender<Result<crate::agent::protocol::Registered, ApiError>>,
+    },
+    /// A node agent's heartbeat.
+    AgentHeartbeat {
+        /// The heartbeat.
+        beat: crate::agent::protocol::Heartbeat,
+        /// Answer: refused when the agent must register again.
+        reply: oneshot::Sender<Result<(), ApiError>>,
+    },
+    /// Reports from a node agent.
+    AgentReports {
+        /// The batch.
+        batch: crate::agent::protocol::ReportBatch,
+        /// Answer: refused when the agent must register again.
+        reply: oneshot::Sender<Result<(), ApiError>>,
+    },
     /// Verify node caches (admins).
     CacheVerify {
         /// One node, or all.
@@ -164,6 +190,8 @@ pub enum Request {
 pub(crate) enum Item {
     Request(Request),
     Report(AgentReport),
+    /// Time to look for nodes that stopped sending heartbeats.
+    NodeCheck,
 }
 
 /// What the controller knows of a node besides its spec.
@@ -194,6 +222,12 @@ pub struct Engine {
     pub(crate) descriptions: BTreeMap<String, String>,
     /// Datasets and node caches.
     pub(crate) data: DataState,
+    /// Nodes served by remote agents.
+    pub(crate) remote: BTreeMap<String, crate::controller::cluster::RemoteNode>,
+    /// The client order links to remote agents sign with; `None` when no agents are taken.
+    pub(crate) cluster: Option<crate::transport::SignedClient>,
+    /// The controller's own node, when it runs one in-process.
+    pub(crate) local_node: Option<String>,
 }
 
 impl Engine {
@@ -218,6 +252,9 @@ impl Engine {
             month: (0, 0),
             descriptions: BTreeMap::new(),
             data: DataState::new(config.manifests_dir()),
+            remote: BTreeMap::new(),
+            cluster: None,
+            local_node: None,
         }
     }
 
@@ -256,6 +293,7 @@ impl Engine {
             }
         }
         self.load_month(now_ms()).await?;
+        self.restore_remote().await?;
 
         let rows = self.db.active_jobs(None).await?;
         let mut expected: BTreeMap<String, Vec<(u64, u32)>> = BTreeMap::new();
@@ -402,13 +440,23 @@ impl Engine {
         self.schedule().await?;
         let mut tick = tokio::time::interval(TICK);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut node_check = tokio::time::interval(NODE_CHECK);
+        node_check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             let first = tokio::select! {
                 _ = shutdown.wait_for(|stop| *stop) => break,
                 Some(r) = requests.recv() => Some(Item::Request(r)),
                 Some(r) = reports.recv() => Some(Item::Report(r)),
                 _ = tick.tick() => None,
+                _ = node_check.tick(), if !self.remote.is_empty() => Some(Item::NodeCheck),
                 else => break,
+            };
+            let first = match first {
+                Some(Item::NodeCheck) => {
+                    self.check_nodes().await?;
+                    None
+                }
+                other => other,
             };
             let mut batch: Vec<Item> = first.into_iter().collect();
             while !batch.is_empty() && batch.len() < MAX_BATCH {
@@ -508,7 +556,19 @@ impl Engine {
                     caller,
                     reply,
                 }) => self.start_verify(node.as_deref(), caller.admin, reply),
+                Item::Request(Request::AgentRegister { reg, from, reply }) => {
+                    let out = self.on_register(*reg, from).await?;
+                    let _ = reply.send(out);
+                }
+                Item::Request(Request::AgentHeartbeat { beat, reply }) => {
+                    let _ = reply.send(self.on_heartbeat(beat));
+                }
+                Item::Request(Request::AgentReports { batch, reply }) => {
+                    let out = self.on_agent_reports(batch).await?;
+                    let _ = reply.send(out);
+                }
                 Item::Report(report) => self.on_report(report).await?,
+                Item::NodeCheck => self.check_nodes().await?,
             }
         }
         if !submits.is_empty() {
@@ -722,7 +782,7 @@ impl Engine {
         (alloc.node.clone(), launch)
     }
 
-    async fn on_report(&mut self, report: AgentReport) -> anyhow::Result<()> {
+    pub(crate) async fn on_report(&mut self, report: AgentReport) -> anyhow::Result<()> {
         match report {
             AgentReport::Ended {
                 node,
@@ -770,7 +830,10 @@ impl Engine {
                 purpose,
                 versions,
                 result,
-            } => self.on_staged(node, purpose, versions, result).await?,
+            } => {
+                self.peer_stage_ended(&node, &versions);
+                self.on_staged(node, purpose, versions, result).await?
+            }
             AgentReport::Inventory {
                 node,
                 capacity,
@@ -803,7 +866,7 @@ impl Engine {
                     };
                     self.record_end(job, outcome).await?;
                 } else if current {
-                    let why = "the controller stopped before the job started; it waits again";
+                    let why = "the start order was lost (the controller or the node's agent restarted) before the job started; it waits again";
                     self.requeue_job(job, "Requeued", why).await?;
                     tracing::info!(job, attempt, "requeued: never started");
                 }
@@ -1139,6 +1202,8 @@ impl Engine {
                     cpus_used: n.spec.cpus - n.free_cpus(),
                     mem_mib: n.spec.mem_mib,
                     mem_used_mib: n.spec.mem_mib - n.free_mem_mib(),
+                    agent: self.remote.get(n.name()).map(|r| r.address.clone()),
+                    last_seen: self.last_seen(n.name()).map(|t| crate::clock::rfc3339(t.0)),
                 }
             })
             .collect()

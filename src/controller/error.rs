@@ -37,6 +37,12 @@ impl ApiError {
         ApiError::new(404, error, hint)
     }
 
+    /// 409: the request does not fit the current state (an agent the controller does not
+    /// know any more must register again).
+    pub fn conflict(error: impl Into<String>, hint: Option<String>) -> ApiError {
+        ApiError::new(409, error, hint)
+    }
+
     /// 500: the controller failed.
     pub fn internal(error: impl std::fmt::Display) -> ApiError {
         ApiError::new(

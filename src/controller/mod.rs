@@ -3,6 +3,7 @@
 //! local node's agent in-process.
 
 pub mod admin;
+pub mod cluster;
 pub mod dataset_db;
 pub mod dataset_http;
 pub mod datasets;
@@ -23,19 +24,15 @@ pub mod staging;
 pub mod submit;
 
 use crate::agent::isolation::Support;
-use crate::agent::local::Executor;
-use crate::agent::local::NodeIsolation;
-use crate::agent::stager::{CacheSettings, Stager};
+use crate::agent::node::LocalNode;
 use crate::clock::now_ms;
 use crate::controller::db::Db;
 use crate::controller::engine::Engine;
 use crate::controller::engine::NodeFacts;
 use crate::controller::http::{AppState, Peer};
-use crate::discovery::{GpuSource, gpu_minors, node_spec};
 use crate::settings::Config;
-use crate::settings::IsolationMode;
+use crate::transport::{SharedVerifier, SignedClient, verify_signed};
 use anyhow::Context;
-use labpool_cache::store::StageOptions;
 use labpool_scheduler::Scheduler;
 use nix::fcntl::{Flock, FlockArg};
 use std::collections::BTreeMap;
@@ -65,7 +62,7 @@ pub async fn serve(
         .with_context(|| format!("cannot create state directory {}", state_dir.display()))?;
     std::fs::set_permissions(state_dir, std::fs::Permissions::from_mode(0o711))
         .with_context(|| format!("cannot set the mode of {}", state_dir.display()))?;
-    let _lock = lock_controller(state_dir)?;
+    let _lock = lock_state(state_dir, "controller.lock", "controller")?;
     if !nix::unistd::geteuid().is_root() {
         let me = crate::identity::user_name(crate::identity::effective_uid());
         tracing::warn!(
@@ -75,72 +72,52 @@ pub async fn serve(
     let db = Db::open(&config.database_path()).await?;
     let mut sched = Scheduler::with_policy(config.scheduler_partitions(), config.policy())?;
 
-    let (spec, source) = node_spec(&config.node);
-    match &source {
-        GpuSource::None(why) => tracing::warn!(
-            node = %spec.name,
-            "no GPUs: {why}; set virtual_gpus under [node] in {} to try labpool without them",
-            config.path.display()
-        ),
-        other => {
-            tracing::info!(node = %spec.name, gpus = spec.gpus.len(), source = other.as_str(), "node GPUs found")
-        }
-    }
-    db.upsert_node(&spec, source.as_str(), now_ms()).await?;
-    sched.upsert_node(spec.clone())?;
-
     let (report_tx, report_rx) = mpsc::unbounded_channel();
-    let (order_tx, order_rx) = mpsc::unbounded_channel();
-    let exe = std::env::current_exe()
-        .context("cannot find the labpool binary to start job shims with")?;
-    let spool = config.spool_dir();
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o755)
-        .create(&spool)
-        .with_context(|| format!("cannot create spool {}", spool.display()))?;
-    let cache = CacheSettings {
-        dir: config.cache_dir(),
-        capacity: config.cache.capacity,
-        high_watermark: config.cache.high_watermark,
-        low_watermark: config.cache.low_watermark,
-        options: StageOptions {
-            workers: config.cache.workers,
-            bandwidth: config.cache.bandwidth,
-            take_over: Vec::new(),
-        },
+    let mut agents = BTreeMap::new();
+    let mut nodes = BTreeMap::new();
+    let mut local_name = None;
+    let mut support = Support::off();
+    let mut tools = labpool_envs::tools::Tools::detect(config.envs.python.clone());
+    if config.controller.local_node {
+        let node = LocalNode::start(&config, report_tx.clone())?;
+        db.upsert_node(&node.spec, node.source.as_str(), now_ms())
+            .await?;
+        sched.upsert_node(node.spec.clone())?;
+        let (order_tx, order_rx) = mpsc::unbounded_channel();
+        node.run_executor(&config, report_tx, order_rx)?;
+        agents.insert(node.spec.name.clone(), order_tx);
+        nodes.insert(
+            node.spec.name.clone(),
+            NodeFacts {
+                gpu_source: node.source.as_str().to_string(),
+                isolation: node.support.clone(),
+            },
+        );
+        local_name = Some(node.spec.name.clone());
+        support = node.support.clone();
+        tools = node.tools.clone();
+    } else {
+        // Nothing reports in-process; the channel stays open for the engine.
+        std::mem::forget(report_tx);
+    }
+    let cluster_key = match &config.controller.listen {
+        Some(_) => {
+            let path = config.cluster_key_path();
+            Some(labpool_cluster::ClusterKey::load(&path).with_context(|| {
+                format!(
+                    "listen is set under [controller] in {}, so agents' requests are checked with the cluster key, which cannot be used; `labpool init --dir DIR` writes one",
+                    config.path.display()
+                )
+            })?)
+        }
+        None => None,
     };
-    let stager = Stager::start(spec.name.clone(), cache, report_tx.clone()).with_context(|| {
-        format!(
-            "cannot open the dataset cache {}; check dir under [cache] in {}",
-            config.cache_dir().display(),
-            config.path.display()
-        )
-    })?;
-    let support = match config.jobs.isolation {
-        IsolationMode::Auto => Support::detect_with(config.jobs.device_filter),
-        IsolationMode::Off => Support::off(),
-    };
-    tracing::info!(node = %spec.name, isolation = %support.describe(), "job isolation");
-    let tools = labpool_envs::tools::Tools::detect(config.envs.python.clone());
-    let isolation = NodeIsolation {
-        support: support.clone(),
-        gpu_minors: gpu_minors(&config.node, &source, &spec.gpus),
-        tools: tools.clone(),
-    };
-    tokio::spawn(
-        Executor::new(spec.name.clone(), spool, exe, report_tx, stager, isolation).run(order_rx),
-    );
 
-    let agents = BTreeMap::from([(spec.name.clone(), order_tx)]);
-    let nodes = BTreeMap::from([(
-        spec.name.clone(),
-        NodeFacts {
-            gpu_source: source.as_str().to_string(),
-            isolation: support.clone(),
-        },
-    )]);
     let mut engine = Engine::new(config.clone(), db.clone(), sched, agents, nodes);
+    engine.local_node = local_name.clone();
+    engine.cluster = cluster_key
+        .clone()
+        .map(|k| SignedClient::new(k, std::time::Duration::from_secs(30)));
     engine.restore().await?;
 
     let listener = bind_socket(&config.controller.socket)?;
@@ -149,14 +126,18 @@ pub async fn serve(
     let snapshot_service = snapshots::SnapshotService::new(config.clone());
     let quota_service = quotas::QuotaService::new(config.clone(), db.clone());
     let env_service = envs::EnvService::new(config.clone(), db.clone(), support, tools);
-    let app = http::router(AppState {
+    let app_state = AppState {
         engine: request_tx,
         db,
         config: config.clone(),
         snapshots: snapshot_service.clone(),
         quotas: quota_service.clone(),
         envs: env_service,
-    });
+    };
+    let app = http::router(app_state.clone());
+    // Agents' own routes, and the members' API forwarded by agents (caller: the vouched uid).
+    let agent_state = app_state.clone();
+    let agent_api = http::router(app_state);
     let mut server_stop = stop_rx.clone();
     let server = tokio::spawn(async move {
         axum::serve(listener, app.into_make_service_with_connect_info::<Peer>())
@@ -167,11 +148,42 @@ pub async fn serve(
     });
     tokio::spawn(snapshots::timer(snapshot_service, stop_rx.clone()));
     tokio::spawn(quotas::timer(quota_service, stop_rx.clone()));
+    if let (Some(addr), Some(key)) = (&config.controller.listen, cluster_key) {
+        let tcp = tokio::net::TcpListener::bind(addr).await.with_context(|| {
+            format!(
+                "cannot listen for agents on {addr} (listen under [controller] in {})",
+                config.path.display()
+            )
+        })?;
+        let verifier: SharedVerifier =
+            Arc::new(std::sync::Mutex::new(labpool_cluster::Verifier::new(
+                key,
+                config.controller.max_clock_skew.as_millis() as u64,
+            )));
+        let agent_app = cluster::routes()
+            .with_state(agent_state)
+            .merge(agent_api)
+            .layer(axum::middleware::from_fn_with_state(
+                verifier,
+                verify_signed,
+            ));
+        let mut tcp_stop = stop_rx.clone();
+        tokio::spawn(async move {
+            axum::serve(
+                tcp,
+                agent_app.into_make_service_with_connect_info::<std::net::SocketAddr>(),
+            )
+            .with_graceful_shutdown(async move {
+                let _ = tcp_stop.wait_for(|s| *s).await;
+            })
+            .await
+        });
+        tracing::info!(listen = %addr, "taking node agents");
+    }
     let mut engine_task = tokio::spawn(engine.run(request_rx, report_rx, stop_rx));
     tracing::info!(
         socket = %config.controller.socket.display(),
-        node = %spec.name,
-        gpus = spec.gpus.len(),
+        node = local_name.as_deref().unwrap_or("-"),
         "labpool controller ready"
     );
 
@@ -191,10 +203,10 @@ pub async fn serve(
     Ok(())
 }
 
-/// Takes the controller lock in the state directory, so that two controllers never share a
-/// database. The lock file holds the owner's pid.
-fn lock_controller(state_dir: &Path) -> anyhow::Result<Flock<File>> {
-    let path = state_dir.join("controller.lock");
+/// Takes the lock `file` in the state directory, so that two controllers (or two agents) never
+/// share one; the lock file holds the owner's pid.
+pub(crate) fn lock_state(state_dir: &Path, file: &str, what: &str) -> anyhow::Result<Flock<File>> {
+    let path = state_dir.join(file);
     let file = OpenOptions::new()
         .read(true)
         .write(true)
@@ -206,7 +218,7 @@ fn lock_controller(state_dir: &Path) -> anyhow::Result<Flock<File>> {
         Err((_, nix::errno::Errno::EWOULDBLOCK)) => {
             let pid = std::fs::read_to_string(&path).unwrap_or_default();
             anyhow::bail!(
-                "another labpool controller (pid {}) is running on {}\nhint: stop it first, or give this one its own state_dir",
+                "another labpool {what} (pid {}) is running on {}\nhint: stop it first, or give this one its own state_dir",
                 pid.trim(),
                 state_dir.display()
             );
@@ -220,7 +232,7 @@ fn lock_controller(state_dir: &Path) -> anyhow::Result<Flock<File>> {
 
 /// Binds the API socket, replacing a stale one, and opens it to every local user: who they are
 /// is read from the connection, not trusted from them.
-fn bind_socket(path: &Path) -> anyhow::Result<UnixListener> {
+pub(crate) fn bind_socket(path: &Path) -> anyhow::Result<UnixListener> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     }

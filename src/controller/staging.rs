@@ -78,6 +78,8 @@ pub struct DataState {
     /// (dataset, version, complete older versions) → bytes to stage: manifests never change, so
     /// this is computed once, not in every pass.
     needed_memo: BTreeMap<(String, String, Vec<String>), u64>,
+    /// (node, name, version) staged from a peer → the peer serving it.
+    pub peer_serving: BTreeMap<(String, String, String), String>,
 }
 
 impl DataState {
@@ -134,7 +136,7 @@ impl DataState {
             .collect()
     }
 
-    fn complete_on(&self, node: &str, name: &str, version: &str) -> bool {
+    pub(crate) fn complete_on(&self, node: &str, name: &str, version: &str) -> bool {
         self.caches.get(node).is_some_and(|c| {
             c.inventory
                 .versions
@@ -396,17 +398,24 @@ impl Engine {
 
     /// Sends a stage order for `versions` to `node`'s agent.
     fn send_stage(&mut self, node: &str, purpose: StageFor, versions: &[(String, String)]) {
-        let items: Vec<StageItem> = versions
-            .iter()
-            .filter_map(|(name, version)| {
-                Some(StageItem {
-                    name: name.clone(),
-                    version: version.clone(),
-                    source: self.data.datasets.get(name)?.path.clone(),
-                    manifest: self.data.manifest_path(name, version),
-                })
-            })
-            .collect();
+        let mut items: Vec<StageItem> = Vec::new();
+        for (name, version) in versions {
+            let Some(source) = self.data.datasets.get(name).map(|d| d.path.clone()) else {
+                continue;
+            };
+            let peers = if self.data.complete_on(node, name, version) {
+                Vec::new()
+            } else {
+                self.peers_for(node, name, version)
+            };
+            items.push(StageItem {
+                name: name.clone(),
+                version: version.clone(),
+                source,
+                manifest: self.data.manifest_path(name, version),
+                peers,
+            });
+        }
         if !matches!(purpose, StageFor::Job { .. }) {
             for i in &items {
                 self.data

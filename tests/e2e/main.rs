@@ -1,5 +1,7 @@
 //! End-to-end tests: the real binary, real processes, real SQLite, real sockets.
 
+mod agent_auth;
+mod agents;
 mod bad_input;
 mod datasets;
 mod demo;
@@ -8,6 +10,7 @@ mod envs;
 mod exclusivity;
 mod isolation;
 mod lifecycle;
+mod nodes;
 mod nvml;
 mod permissions;
 mod policy;

@@ -1,0 +1,488 @@
+//! `labpool agent`: this machine as one node of a pool whose controller runs elsewhere. It
+//! registers, heartbeats, carries out the controller's orders through the same executor the
+//! one-box controller runs in-process, sends its reports back (retried until taken), serves its
+//! dataset cache to peers, and forwards this node's CLI to the controller, vouching for each
+//! caller's uid.
+
+use crate::agent::node::LocalNode;
+use crate::agent::peer::HttpPeers;
+use crate::agent::protocol::{
+    AgentOrder, AgentReport, Heartbeat, OrderBatch, Registered, Registration, ReportBatch,
+};
+use crate::api::ErrorBody;
+use crate::controller::http::Peer;
+use crate::settings::{AgentConfig, Config};
+use crate::transport::{CallError, SharedVerifier, SignedClient, verify_signed};
+use anyhow::Context;
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{ConnectInfo, Query, State};
+use axum::http::{Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use labpool_cache::store::NodeCache;
+use labpool_cluster::{ClusterKey, Verifier};
+use serde::Deserialize;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::sync::mpsc;
+
+/// Longest a forwarded CLI call may take (an environment build answers when it is done).
+const FORWARD_TIMEOUT: Duration = Duration::from_secs(3 * 3600);
+
+/// Most reports in one batch.
+const REPORT_BATCH: usize = 512;
+
+/// What the agent's tasks share.
+struct Shared {
+    node: String,
+    instance: String,
+    join: String,
+    client: SignedClient,
+    registration: Mutex<Registration>,
+    /// The link orders are taken from, and the last batch applied on it.
+    link: Mutex<Option<(u64, u64)>>,
+    /// Serialises re-registrations.
+    registering: tokio::sync::Mutex<()>,
+    orders: mpsc::UnboundedSender<AgentOrder>,
+    cache: NodeCache,
+    running: Arc<dyn Fn() -> u32 + Send + Sync>,
+}
+
+/// Runs the agent until `shutdown` completes. Jobs keep running when it stops: the next agent
+/// re-adopts them.
+pub async fn run(
+    config: Config,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let agent = config.agent.clone().with_context(|| {
+        format!(
+            "{} has no [agent] section; write one with `labpool init --dir DIR --join HOST:PORT --key FILE --name NODE`",
+            config.path.display()
+        )
+    })?;
+    let key = ClusterKey::load(&agent.key).context("cannot load the cluster key")?;
+    let state_dir = &config.controller.state_dir;
+    std::fs::create_dir_all(state_dir)
+        .with_context(|| format!("cannot create state directory {}", state_dir.display()))?;
+    let _lock = crate::controller::lock_state(state_dir, "agent.lock", "agent")?;
+
+    let (report_tx, report_rx) = mpsc::unbounded_channel();
+    let (order_tx, order_rx) = mpsc::unbounded_channel();
+    let client = SignedClient::new(key.clone(), Duration::from_secs(30));
+    let node = LocalNode::start(&config, report_tx.clone())?;
+    node.stager.set_peers(Arc::new(HttpPeers::new(
+        client.clone(),
+        node.spec.name.clone(),
+    )));
+    node.run_executor(&config, report_tx, order_rx)?;
+    let spool = config.spool_dir();
+    let running = Arc::new(move || {
+        crate::agent::jobdir::JobDir::list(&spool)
+            .map(|d| d.len() as u32)
+            .unwrap_or(0)
+    });
+
+    let listener = TcpListener::bind(&agent.listen).await.with_context(|| {
+        format!(
+            "cannot listen on {} (listen under [agent] in {})",
+            agent.listen,
+            config.path.display()
+        )
+    })?;
+    let port = listener.local_addr()?.port();
+    let instance = format!("{:016x}", random_u64());
+    let registration = Registration {
+        node: node.spec.clone(),
+        gpu_source: node.source.as_str().to_string(),
+        isolation: node.support.clone(),
+        port,
+        advertise: agent.advertise.clone(),
+        instance: instance.clone(),
+        version: env!("CARGO_PKG_VERSION").to_string(),
+    };
+    let shared = Arc::new(Shared {
+        node: node.spec.name.clone(),
+        instance,
+        join: agent.join.clone(),
+        client: client.clone(),
+        registration: Mutex::new(registration),
+        link: Mutex::new(None),
+        registering: tokio::sync::Mutex::new(()),
+        orders: order_tx,
+        cache: node.stager.cache().clone(),
+        running,
+    });
+
+    let verifier: SharedVerifier = Arc::new(Mutex::new(Verifier::new(
+        key,
+        config.controller.max_clock_skew.as_millis() as u64,
+    )));
+    let app = Router::new()
+        .route("/v1/agent/orders", post(take_orders))
+        .route("/v1/peer/manifest", get(peer_manifest))
+        .route("/v1/peer/whole", post(peer_whole))
+        .route("/v1/peer/delta", post(peer_delta))
+        .with_state(shared.clone())
+        .layer(axum::middleware::from_fn_with_state(
+            verifier,
+            verify_signed,
+        ));
+    tokio::spawn(async move {
+        let _ = axum::serve(
+            listener,
+            app.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .await;
+    });
+
+    let socket = crate::controller::bind_socket(&config.controller.socket)?;
+    let forward = Router::new().fallback(forward).with_state(shared.clone());
+    tokio::spawn(async move {
+        let _ = axum::serve(
+            socket,
+            forward.into_make_service_with_connect_info::<Peer>(),
+        )
+        .await;
+    });
+
+    // The first registration says at once what is wrong with a key or a clock.
+    register_first(&shared, &agent).await?;
+    tokio::spawn(send_reports(shared.clone(), report_rx));
+    tokio::spawn(heartbeat(shared.clone(), agent.heartbeat));
+    tracing::info!(
+        node = %shared.node,
+        controller = %agent.join,
+        port,
+        socket = %config.controller.socket.display(),
+        "labpool agent ready"
+    );
+    shutdown.await;
+    let _ = std::fs::remove_file(&config.controller.socket);
+    tracing::info!("agent stopped; running jobs continue under their shims");
+    Ok(())
+}
+
+fn random_u64() -> u64 {
+    let mut b = [0u8; 8];
+    if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
+        use std::io::Read as _;
+        let _ = f.read_exact(&mut b);
+    }
+    u64::from_le_bytes(b) ^ (u64::from(std::process::id()) << 32) ^ crate::clock::now_ms() as u64
+}
+
+/// Registers, waiting for a controller that is not up yet; a refused key or clock ends the
+/// agent with the controller's reason, since waiting cannot fix either.
+async fn register_first(shared: &Arc<Shared>, agent: &AgentConfig) -> anyhow::Result<()> {
+    let mut warned = false;
+    loop {
+        match register(shared).await {
+            Ok(()) => return Ok(()),
+            Err(e) if e.is_auth() || e.status() == Some(409) => {
+                return Err(anyhow::anyhow!(e)).with_context(|| {
+                    format!(
+                        "the controller at {} refused node {}",
+                        agent.join, shared.node
+                    )
+                });
+            }
+            Err(e) => {
+                if !warned {
+                    tracing::warn!("cannot register yet, retrying every second: {e}");
+                    warned = true;
+                }
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        }
+    }
+}
+
+async fn register(shared: &Arc<Shared>) -> Result<(), CallError> {
+    let _one = shared.registering.lock().await;
+    let reg = shared.registration.lock().expect("not poisoned").clone();
+    let answer: Registered = shared
+        .client
+        .json(&shared.join, "/v1/agent/register", &reg)
+        .await?;
+    *shared.link.lock().expect("not poisoned") = Some((answer.link, 0));
+    tracing::info!(
+        node = %shared.node,
+        link = answer.link,
+        address = %answer.address,
+        "registered with the controller"
+    );
+    Ok(())
+}
+
+/// Registers again after the controller said it does not know this agent.
+async fn reregister(shared: &Arc<Shared>) {
+    let mut backoff = Duration::from_millis(200);
+    loop {
+        match register(shared).await {
+            Ok(()) => return,
+            Err(e) => {
+                tracing::warn!("cannot register again: {e}");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(5));
+            }
+        }
+    }
+}
+
+/// Sends reports in order, each batch until the controller takes it.
+async fn send_reports(shared: Arc<Shared>, mut reports: mpsc::UnboundedReceiver<AgentReport>) {
+    let mut seq = 0;
+    while let Some(first) = reports.recv().await {
+        let mut batch = vec![first];
+        while batch.len() < REPORT_BATCH {
+            match reports.try_recv() {
+                Ok(r) => batch.push(r),
+                Err(_) => break,
+            }
+        }
+        seq += 1;
+        let body = ReportBatch {
+            node: shared.node.clone(),
+            instance: shared.instance.clone(),
+            seq,
+            reports: batch,
+        };
+        let mut backoff = Duration::from_millis(100);
+        let mut warned = false;
+        loop {
+            match shared
+                .client
+                .json::<_, serde_json::Value>(&shared.join, "/v1/agent/reports", &body)
+                .await
+            {
+                Ok(_) => break,
+                Err(e) if e.status() == Some(409) => reregister(&shared).await,
+                Err(e) => {
+                    if !warned {
+                        tracing::warn!("cannot send reports, retrying: {e}");
+                        warned = true;
+                    }
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(2));
+                }
+            }
+        }
+    }
+}
+
+async fn heartbeat(shared: Arc<Shared>, every: Duration) {
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut failing = false;
+    loop {
+        tick.tick().await;
+        let (load, mem_available_mib) = host_load();
+        let beat = Heartbeat {
+            node: shared.node.clone(),
+            instance: shared.instance.clone(),
+            running: (shared.running)(),
+            load,
+            mem_available_mib,
+        };
+        match shared
+            .client
+            .json::<_, serde_json::Value>(&shared.join, "/v1/agent/heartbeat", &beat)
+            .await
+        {
+            Ok(_) => {
+                if failing {
+                    tracing::info!("the controller answers heartbeats again");
+                    failing = false;
+                }
+            }
+            Err(e) if e.status() == Some(409) => {
+                tracing::warn!("the controller does not know this agent: registering again");
+                reregister(&shared).await;
+            }
+            Err(e) => {
+                if !failing {
+                    tracing::error!("heartbeat failed: {e}");
+                    failing = true;
+                }
+            }
+        }
+    }
+}
+
+/// The 1-minute load average and available memory, from /proc.
+fn host_load() -> (f64, u64) {
+    let load = std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0.0);
+    let mem = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("MemAvailable:"))?
+                .split_whitespace()
+                .nth(1)?
+                .parse::<u64>()
+                .ok()
+        })
+        .map_or(0, |kib| kib / 1024);
+    (load, mem)
+}
+
+fn refusal(status: StatusCode, error: String, hint: Option<String>) -> Response {
+    (status, axum::Json(ErrorBody { error, hint })).into_response()
+}
+
+/// `POST /v1/agent/orders`: orders from the controller, on the current link only.
+async fn take_orders(
+    State(shared): State<Arc<Shared>>,
+    signed: axum::Extension<crate::transport::Signed>,
+    body: Bytes,
+) -> Response {
+    if signed.uid.is_some() {
+        return refusal(
+            StatusCode::FORBIDDEN,
+            "orders come from the controller, not from a forwarded request".into(),
+            None,
+        );
+    }
+    let batch: OrderBatch = match serde_json::from_slice(&body) {
+        Ok(b) => b,
+        Err(e) => {
+            return refusal(
+                StatusCode::BAD_REQUEST,
+                format!("bad order batch: {e}"),
+                None,
+            );
+        }
+    };
+    let mut link = shared.link.lock().expect("not poisoned");
+    match *link {
+        Some((current, last)) if current == batch.link => {
+            if batch.seq > last {
+                for order in batch.orders {
+                    let _ = shared.orders.send(order);
+                }
+                *link = Some((current, batch.seq));
+            }
+            axum::Json(serde_json::json!({"ok": true})).into_response()
+        }
+        other => refusal(
+            StatusCode::CONFLICT,
+            format!(
+                "orders on link {} refused: node {} is registered on link {}",
+                batch.link,
+                shared.node,
+                other.map_or_else(|| "none".to_string(), |(l, _)| l.to_string())
+            ),
+            Some("the controller sends again on the current link".into()),
+        ),
+    }
+}
+
+#[derive(Deserialize)]
+struct PeerQuery {
+    name: String,
+    version: String,
+    #[serde(default)]
+    path: Option<String>,
+}
+
+fn cache_refusal(e: labpool_cache::CacheError) -> Response {
+    refusal(StatusCode::NOT_FOUND, e.to_string(), None)
+}
+
+/// `GET /v1/peer/manifest?name=&version=`: a complete version's staged manifest.
+async fn peer_manifest(State(shared): State<Arc<Shared>>, Query(q): Query<PeerQuery>) -> Response {
+    let cache = shared.cache.clone();
+    match tokio::task::spawn_blocking(move || cache.serve_manifest(&q.name, &q.version)).await {
+        Ok(Ok(m)) => axum::Json(m).into_response(),
+        Ok(Err(e)) => cache_refusal(e),
+        Err(e) => refusal(StatusCode::INTERNAL_SERVER_ERROR, e.to_string(), None),
+    }
+}
+
+/// `POST /v1/peer/whole?name=&version=&path=`: one file, whole.
+async fn peer_whole(State(shared): State<Arc<Shared>>, Query(q): Query<PeerQuery>) -> Response {
+    let cache = shared.cache.clone();
+    let path = q.path.unwrap_or_default();
+    match tokio::task::spawn_blocking(move || cache.serve_whole(&q.name, &q.version, &path)).await {
+        Ok(Ok(bytes)) => bytes.into_response(),
+        Ok(Err(e)) => cache_refusal(e),
+        Err(e) => refusal(StatusCode::INTERNAL_SERVER_ERROR, e.to_string(), None),
+    }
+}
+
+/// `POST /v1/peer/delta?name=&version=&path=` with the receiver's signature: the delta.
+async fn peer_delta(
+    State(shared): State<Arc<Shared>>,
+    Query(q): Query<PeerQuery>,
+    signature: Bytes,
+) -> Response {
+    let cache = shared.cache.clone();
+    let path = q.path.unwrap_or_default();
+    match tokio::task::spawn_blocking(move || {
+        cache.serve_delta(&q.name, &q.version, &path, &signature)
+    })
+    .await
+    {
+        Ok(Ok(bytes)) => bytes.into_response(),
+        Ok(Err(e)) => cache_refusal(e),
+        Err(e) => refusal(StatusCode::INTERNAL_SERVER_ERROR, e.to_string(), None),
+    }
+}
+
+/// This node's CLI: every request goes to the controller, signed with the caller's uid as the
+/// kernel reported it. Paths between nodes are refused: a member cannot pose as an agent.
+async fn forward(
+    State(shared): State<Arc<Shared>>,
+    ConnectInfo(peer): ConnectInfo<Peer>,
+    method: Method,
+    uri: Uri,
+    body: Bytes,
+) -> Response {
+    let Some(uid) = peer.uid else {
+        return refusal(
+            StatusCode::FORBIDDEN,
+            "the kernel did not report who is calling".into(),
+            None,
+        );
+    };
+    let path = uri
+        .path_and_query()
+        .map_or_else(|| uri.path().to_string(), |p| p.as_str().to_string());
+    if path.starts_with("/v1/agent/") || path.starts_with("/v1/peer/") {
+        return refusal(
+            StatusCode::FORBIDDEN,
+            format!("{path} is for nodes, not for the CLI"),
+            None,
+        );
+    }
+    let client = shared.client.with_timeout(FORWARD_TIMEOUT);
+    match client
+        .raw(&shared.join, method.as_str(), &path, Some(uid), body.to_vec())
+        .await
+    {
+        Ok((status, bytes)) => (
+            StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY),
+            [("content-type", "application/json")],
+            bytes,
+        )
+            .into_response(),
+        Err(e) => refusal(
+            StatusCode::BAD_GATEWAY,
+            format!(
+                "node {}'s agent cannot reach the controller at {}: {e}",
+                shared.node, shared.join
+            ),
+            Some(
+                "check that `labpool serve` runs there and that `join` under [agent] names its listen address"
+                    .into(),
+            ),
+        ),
+    }
+}

@@ -1,0 +1,113 @@
+//! This machine as a node: its spec, GPUs, isolation, dataset cache and executor. The
+//! controller's in-process agent (one box) and `labpool agent` (several) start it the same way.
+
+use crate::agent::isolation::Support;
+use crate::agent::local::{Executor, NodeIsolation};
+use crate::agent::protocol::{AgentOrder, AgentReport};
+use crate::agent::stager::{CacheSettings, Stager};
+use crate::discovery::{GpuSource, gpu_minors, node_spec};
+use crate::settings::{Config, IsolationMode};
+use anyhow::Context;
+use labpool_cache::store::StageOptions;
+use labpool_scheduler::node::NodeSpec;
+use std::os::unix::fs::DirBuilderExt;
+use tokio::sync::mpsc;
+
+/// A started node: what it reports, and the stager its executor uses.
+pub struct LocalNode {
+    /// Name, GPUs, cores, memory.
+    pub spec: NodeSpec,
+    /// Where the GPUs came from.
+    pub source: GpuSource,
+    /// The cgroup isolation it offers.
+    pub support: Support,
+    /// The tools environments run with.
+    pub tools: labpool_envs::tools::Tools,
+    /// Its dataset cache.
+    pub stager: Stager,
+    isolation: NodeIsolation,
+}
+
+impl LocalNode {
+    /// Finds the node's GPUs and isolation and opens its cache; reports go to `reports`.
+    pub fn start(
+        config: &Config,
+        reports: mpsc::UnboundedSender<AgentReport>,
+    ) -> anyhow::Result<LocalNode> {
+        let (spec, source) = node_spec(&config.node);
+        match &source {
+            GpuSource::None(why) => tracing::warn!(
+                node = %spec.name,
+                "no GPUs: {why}; set virtual_gpus under [node] in {} to try labpool without them",
+                config.path.display()
+            ),
+            other => {
+                tracing::info!(node = %spec.name, gpus = spec.gpus.len(), source = other.as_str(), "node GPUs found")
+            }
+        }
+        let spool = config.spool_dir();
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o755)
+            .create(&spool)
+            .with_context(|| format!("cannot create spool {}", spool.display()))?;
+        let cache = CacheSettings {
+            dir: config.cache_dir(),
+            capacity: config.cache.capacity,
+            high_watermark: config.cache.high_watermark,
+            low_watermark: config.cache.low_watermark,
+            options: StageOptions {
+                workers: config.cache.workers,
+                bandwidth: config.cache.bandwidth,
+                ..StageOptions::default()
+            },
+        };
+        let stager = Stager::start(spec.name.clone(), cache, reports).with_context(|| {
+            format!(
+                "cannot open the dataset cache {}; check dir under [cache] in {}",
+                config.cache_dir().display(),
+                config.path.display()
+            )
+        })?;
+        let support = match config.jobs.isolation {
+            IsolationMode::Auto => Support::detect_with(config.jobs.device_filter),
+            IsolationMode::Off => Support::off(),
+        };
+        tracing::info!(node = %spec.name, isolation = %support.describe(), "job isolation");
+        let tools = labpool_envs::tools::Tools::detect(config.envs.python.clone());
+        let isolation = NodeIsolation {
+            support: support.clone(),
+            gpu_minors: gpu_minors(&config.node, &source, &spec.gpus),
+            tools: tools.clone(),
+        };
+        Ok(LocalNode {
+            spec,
+            source,
+            support,
+            tools,
+            stager,
+            isolation,
+        })
+    }
+
+    /// Starts the executor: it carries out `orders` and reports to `reports`.
+    pub fn run_executor(
+        &self,
+        config: &Config,
+        reports: mpsc::UnboundedSender<AgentReport>,
+        orders: mpsc::UnboundedReceiver<AgentOrder>,
+    ) -> anyhow::Result<()> {
+        let exe = std::env::current_exe()
+            .context("cannot find the labpool binary to start job shims with")?;
+        let executor = Executor::new(
+            self.spec.name.clone(),
+            config.spool_dir(),
+            exe,
+            reports,
+            self.stager.clone(),
+            self.isolation.clone(),
+        );
+        tokio::spawn(executor.run(orders));
+        Ok(())
+    }
+}

@@ -1,0 +1,336 @@
+//! HTTP between nodes, signed with the cluster key: the client every agent and the controller
+//! use to call each other, and the server-side check that refuses unsigned, wrongly keyed,
+//! skewed and replayed requests. The signing itself is in `labpool-cluster`.
+//!
+//! The vouched uid: an agent forwarding a member's CLI request signs it with the uid the kernel
+//! gave for the member's Unix-socket connection (SO_PEERCRED); the controller takes that uid as
+//! the caller, exactly as if the member had connected to its own socket (munge's model).
+//! Requests an agent makes for itself carry no uid.
+
+use crate::api::ErrorBody;
+use crate::controller::http::Peer;
+use axum::body::{Body, to_bytes};
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::StatusCode;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper_util::rt::TokioIo;
+use labpool_cluster::sign::headers;
+use labpool_cluster::{AuthError, ClusterKey, Signature, Verifier};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::net::TcpStream;
+
+/// Environment variable that shifts this process's clock for signing and checking, in
+/// milliseconds (e.g. `-600000`): the test hook for the clock-skew refusal, so no test has to
+/// touch the system clock. Never set it in production.
+pub const CLOCK_OFFSET_ENV: &str = "LABPOOL_TEST_CLOCK_OFFSET_MS";
+
+/// This node's clock as it signs and checks requests (the wall clock, plus the test offset).
+pub fn cluster_now_ms() -> i64 {
+    let offset = std::env::var(CLOCK_OFFSET_ENV)
+        .ok()
+        .and_then(|v| v.trim().parse::<i64>().ok())
+        .unwrap_or(0);
+    crate::clock::now_ms() + offset
+}
+
+/// Largest body a signed request or reply may carry (a delta of a 256 MiB file fits).
+pub const MAX_SIGNED_BODY: usize = 300 << 20;
+
+/// Why a call to another node failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    /// Nothing answered at the address.
+    #[error("cannot reach {addr}: {source}")]
+    Connect {
+        /// The address.
+        addr: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The connection broke, or did not answer in time.
+    #[error("talking to {addr} failed: {message}")]
+    Http {
+        /// The address.
+        addr: String,
+        /// What happened.
+        message: String,
+    },
+    /// The other side refused, with its reason.
+    #[error("{addr} refused {path} (HTTP {status}): {}{}", .body.error, .body.hint.as_ref().map(|h| format!("\nhint: {h}")).unwrap_or_default())]
+    Refused {
+        /// The address.
+        addr: String,
+        /// The path.
+        path: String,
+        /// HTTP status.
+        status: u16,
+        /// Its message.
+        body: ErrorBody,
+    },
+}
+
+impl CallError {
+    /// True when the other side refused our signature (a wrong key or a skewed clock): retrying
+    /// will not help until an admin acts.
+    pub fn is_auth(&self) -> bool {
+        matches!(self, CallError::Refused { status: 401, .. })
+    }
+
+    /// The HTTP status of a refusal.
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            CallError::Refused { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+}
+
+/// A client that signs every request with the cluster key.
+#[derive(Debug, Clone)]
+pub struct SignedClient {
+    key: ClusterKey,
+    /// Random per process, so nonces never repeat across restarts.
+    seed: u64,
+    counter: Arc<AtomicU64>,
+    timeout: Duration,
+}
+
+impl SignedClient {
+    /// A client signing with `key`, giving up on a call after `timeout`.
+    pub fn new(key: ClusterKey, timeout: Duration) -> SignedClient {
+        let mut seed = [0u8; 8];
+        if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
+            use std::io::Read as _;
+            let _ = f.read_exact(&mut seed);
+        }
+        SignedClient {
+            key,
+            seed: u64::from_le_bytes(seed) ^ u64::from(std::process::id()),
+            counter: Arc::default(),
+            timeout,
+        }
+    }
+
+    /// The same client with another timeout (stages move large bodies).
+    pub fn with_timeout(&self, timeout: Duration) -> SignedClient {
+        SignedClient {
+            timeout,
+            ..self.clone()
+        }
+    }
+
+    /// The headers of a request signed now.
+    pub fn sign(&self, method: &str, path: &str, uid: Option<u32>, body: &[u8]) -> Signature {
+        let nonce = format!(
+            "{:016x}-{:x}",
+            self.seed,
+            self.counter.fetch_add(1, Ordering::Relaxed)
+        );
+        let req = labpool_cluster::Request {
+            method,
+            path,
+            body,
+            uid,
+        };
+        self.key.sign(&req, cluster_now_ms(), &nonce)
+    }
+
+    /// Sends `method path` with `body` to `addr` (HOST:PORT), signed, vouching for `uid`.
+    /// Returns the status and body of any answer below 400; a refusal is an error with the
+    /// other side's message.
+    pub async fn call(
+        &self,
+        addr: &str,
+        method: &str,
+        path: &str,
+        uid: Option<u32>,
+        body: Vec<u8>,
+    ) -> Result<(u16, Vec<u8>), CallError> {
+        let (status, bytes) = self.raw(addr, method, path, uid, body).await?;
+        if status >= 400 {
+            let body = serde_json::from_slice::<ErrorBody>(&bytes).unwrap_or_else(|_| ErrorBody {
+                error: String::from_utf8_lossy(&bytes).into_owned(),
+                hint: None,
+            });
+            return Err(CallError::Refused {
+                addr: addr.to_string(),
+                path: path.to_string(),
+                status,
+                body,
+            });
+        }
+        Ok((status, bytes))
+    }
+
+    /// [`SignedClient::call`] with a JSON body and answer.
+    pub async fn json<B: serde::Serialize, T: serde::de::DeserializeOwned>(
+        &self,
+        addr: &str,
+        path: &str,
+        body: &B,
+    ) -> Result<T, CallError> {
+        let bytes = serde_json::to_vec(body).expect("a request serialises");
+        let (_, answer) = self.call(addr, "POST", path, None, bytes).await?;
+        serde_json::from_slice(&answer).map_err(|e| CallError::Http {
+            addr: addr.to_string(),
+            message: format!("unexpected answer to {path}: {e}"),
+        })
+    }
+
+    /// Sends a signed request and returns whatever status and body come back.
+    pub async fn raw(
+        &self,
+        addr: &str,
+        method: &str,
+        path: &str,
+        uid: Option<u32>,
+        body: Vec<u8>,
+    ) -> Result<(u16, Vec<u8>), CallError> {
+        let sig = self.sign(method, path, uid, &body);
+        let http = |message: String| CallError::Http {
+            addr: addr.to_string(),
+            message,
+        };
+        let work = async {
+            let stream = TcpStream::connect(addr)
+                .await
+                .map_err(|source| CallError::Connect {
+                    addr: addr.to_string(),
+                    source,
+                })?;
+            let _ = stream.set_nodelay(true);
+            let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+                .await
+                .map_err(|e| http(e.to_string()))?;
+            tokio::spawn(async move {
+                let _ = conn.await;
+            });
+            let mut req = hyper::Request::builder()
+                .method(method)
+                .uri(path)
+                .header("host", addr)
+                // JSON for the API; Bytes handlers (peer deltas) take any type.
+                .header("content-type", "application/json")
+                .header(headers::TIMESTAMP, sig.timestamp_ms.to_string())
+                .header(headers::NONCE, &sig.nonce)
+                .header(headers::SIGNATURE, &sig.mac);
+            if let Some(uid) = uid {
+                req = req.header(headers::UID, uid.to_string());
+            }
+            let req = req
+                .body(Full::new(Bytes::from(body)))
+                .map_err(|e| http(e.to_string()))?;
+            let resp = sender
+                .send_request(req)
+                .await
+                .map_err(|e| http(e.to_string()))?;
+            let status = resp.status().as_u16();
+            let bytes = resp
+                .into_body()
+                .collect()
+                .await
+                .map_err(|e| http(e.to_string()))?
+                .to_bytes();
+            Ok((status, bytes.to_vec()))
+        };
+        match tokio::time::timeout(self.timeout, work).await {
+            Ok(r) => r,
+            Err(_) => Err(http(format!(
+                "no answer within {}",
+                humantime::format_duration(self.timeout)
+            ))),
+        }
+    }
+}
+
+/// Who signed a request, as the server-side check found it.
+#[derive(Debug, Clone, Copy)]
+pub struct Signed {
+    /// The vouched uid, when the request forwards a member's.
+    pub uid: Option<u32>,
+    /// The connection's address.
+    pub from: SocketAddr,
+}
+
+/// The server side's verifier, shared by connections.
+pub type SharedVerifier = Arc<Mutex<Verifier>>;
+
+/// Axum middleware: refuses a request whose signature does not check out (401, with what to
+/// do), and otherwise passes it on with [`Signed`] and the vouched uid as the caller.
+pub async fn verify_signed(
+    State(verifier): State<SharedVerifier>,
+    ConnectInfo(from): ConnectInfo<SocketAddr>,
+    req: Request,
+    next: Next,
+) -> Response {
+    let (mut parts, body) = req.into_parts();
+    let bytes = match to_bytes(body, MAX_SIGNED_BODY).await {
+        Ok(b) => b,
+        Err(e) => {
+            return refuse(
+                StatusCode::BAD_REQUEST,
+                format!("cannot read the body: {e}"),
+            );
+        }
+    };
+    let header = |name: &str| {
+        parts
+            .headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+    };
+    let uid = match header(headers::UID).map(|u| u.parse::<u32>()) {
+        None => None,
+        Some(Ok(u)) => Some(u),
+        Some(Err(_)) => return refuse(StatusCode::BAD_REQUEST, "a bad uid header".to_string()),
+    };
+    let sig = match (
+        header(headers::TIMESTAMP).and_then(|t| t.parse::<i64>().ok()),
+        header(headers::NONCE),
+        header(headers::SIGNATURE),
+    ) {
+        (Some(timestamp_ms), Some(nonce), Some(mac)) => Signature {
+            timestamp_ms,
+            nonce,
+            mac,
+        },
+        _ => {
+            let e = AuthError::Unsigned("the signature headers are missing".to_string());
+            tracing::warn!(%from, path = %parts.uri, "refused: {e}");
+            return refuse(StatusCode::UNAUTHORIZED, e.to_string());
+        }
+    };
+    let path = parts
+        .uri
+        .path_and_query()
+        .map_or_else(|| parts.uri.path().to_string(), |p| p.as_str().to_string());
+    let checked = verifier.lock().expect("not poisoned").verify(
+        &labpool_cluster::Request {
+            method: parts.method.as_str(),
+            path: &path,
+            body: &bytes,
+            uid,
+        },
+        &sig,
+        cluster_now_ms(),
+    );
+    if let Err(e) = checked {
+        tracing::warn!(%from, path, "refused a request: {e}");
+        return refuse(StatusCode::UNAUTHORIZED, e.to_string());
+    }
+    parts.extensions.insert(Signed { uid, from });
+    parts.extensions.insert(ConnectInfo(Peer { uid }));
+    next.run(Request::from_parts(parts, Body::from(bytes)))
+        .await
+}
+
+fn refuse(status: StatusCode, error: String) -> Response {
+    (status, axum::Json(ErrorBody { error, hint: None })).into_response()
+}

@@ -1,0 +1,227 @@
+//! A pool of several nodes for end-to-end tests: a controller that runs no jobs itself
+//! (`local_node = false`) taking agents on a TCP address, and real `labpool agent` processes,
+//! each with its own name, state, cache and virtual GPUs, joined with `labpool init --join`.
+
+use crate::pool::{Pool, bin};
+use serde_json::Value;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A free TCP port on `ip` (bound and released; the race with other tests is short).
+pub fn free_port(ip: &str) -> u16 {
+    std::net::TcpListener::bind((ip, 0))
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// One `labpool agent`.
+pub struct Agent {
+    /// Node name.
+    pub name: String,
+    /// Its directory (config, state, cache, socket).
+    pub dir: PathBuf,
+    /// Its config.
+    pub config: PathBuf,
+    child: Option<Child>,
+    /// Run inside this network namespace, when set.
+    pub netns: Option<String>,
+    /// Extra environment for the agent process.
+    pub env: Vec<(String, String)>,
+}
+
+impl Agent {
+    /// Starts the agent process (log in DIR/agent.out).
+    pub fn spawn(&mut self) {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join("agent.out"))
+            .unwrap();
+        let mut cmd = match &self.netns {
+            Some(ns) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", ns]).arg(bin());
+                c
+            }
+            None => Command::new(bin()),
+        };
+        cmd.arg("agent")
+            .env("LABPOOL_CONFIG", &self.config)
+            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log);
+        self.child = Some(cmd.spawn().unwrap());
+    }
+
+    /// What the agent printed.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("agent.out")).unwrap_or_default()
+    }
+
+    /// Kills the agent with SIGKILL (its jobs' shims live on).
+    pub fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Waits for the agent to exit; its status.
+    pub fn wait_exit(&mut self, timeout: Duration) -> std::process::ExitStatus {
+        let t0 = Instant::now();
+        let c = self.child.as_mut().expect("started");
+        loop {
+            if let Some(s) = c.try_wait().unwrap() {
+                self.child = None;
+                return s;
+            }
+            assert!(
+                t0.elapsed() < timeout,
+                "agent did not exit:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+/// A controller and its agents.
+pub struct Cluster {
+    /// The controller (its CLI, config and log).
+    pub ctrl: Pool,
+    /// Where agents join.
+    pub join: String,
+    /// The agents.
+    pub agents: Vec<Agent>,
+}
+
+impl Cluster {
+    /// A controller listening on `ip` with a `node_timeout` of `timeout`; no agents yet.
+    pub fn new(ip: &str, timeout: &str) -> Cluster {
+        let ctrl = Pool::build(None, &[]);
+        let join = format!("{ip}:{}", free_port(ip));
+        ctrl.edit_config(|t| {
+            t.replacen(
+                "[controller]\n",
+                &format!(
+                    "[controller]\nlisten = \"{join}\"\nnode_timeout = \"{timeout}\"\nlocal_node = false\n"
+                ),
+                1,
+            )
+        });
+        Cluster {
+            ctrl,
+            join,
+            agents: Vec::new(),
+        }
+    }
+
+    /// The controller's binary copied where other users can run it.
+    pub fn for_users(mut self) -> Cluster {
+        self.ctrl = self.ctrl.for_users();
+        self
+    }
+
+    /// Writes an agent's config with `labpool init --join` (not started); returns its index.
+    pub fn add_agent(&mut self, name: &str, gpus: &str, listen_ip: &str) -> usize {
+        let dir = self.ctrl.dir.join(name);
+        let out = Command::new(bin())
+            .args(["init", "--dir"])
+            .arg(&dir)
+            .args(["--join", &self.join, "--key"])
+            .arg(self.ctrl.dir.join("cluster.key"))
+            .args(["--name", name, "--virtual-gpus", gpus])
+            .args(["--listen", &format!("{listen_ip}:0")])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "init --join failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let config = dir.join("labpool.toml");
+        let text = std::fs::read_to_string(&config).unwrap();
+        let text = text
+            .replace("heartbeat = \"10s\"", "heartbeat = \"250ms\"")
+            .replace("kill_grace = \"30s\"", "kill_grace = \"1s\"")
+            .lines()
+            .map(|l| {
+                if l.starts_with("cpus = ") {
+                    "cpus = 32".to_string()
+                } else {
+                    l.to_string()
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        std::fs::write(&config, text).unwrap();
+        self.agents.push(Agent {
+            name: name.to_string(),
+            dir,
+            config,
+            child: None,
+            netns: None,
+            env: Vec::new(),
+        });
+        self.agents.len() - 1
+    }
+
+    /// Starts agent `i` and waits until the controller lists its node as up.
+    pub fn start_agent(&mut self, i: usize) {
+        self.agents[i].spawn();
+        let name = self.agents[i].name.clone();
+        self.wait_node(&name, Duration::from_secs(20), |n| {
+            n["state"].as_str() != Some("DOWN") && !n["agent"].is_null()
+        });
+    }
+
+    /// `labpool nodes --json`.
+    pub fn nodes(&self) -> Vec<Value> {
+        serde_json::from_str(&self.ctrl.ok(&["nodes", "--json"])).unwrap()
+    }
+
+    /// Waits until `pred` holds for node `name`.
+    pub fn wait_node(&self, name: &str, timeout: Duration, pred: impl Fn(&Value) -> bool) -> Value {
+        let t0 = Instant::now();
+        loop {
+            if let Some(n) = self.nodes().into_iter().find(|n| n["name"] == name)
+                && pred(&n)
+            {
+                return n;
+            }
+            if t0.elapsed() > timeout {
+                let logs: Vec<String> = self
+                    .agents
+                    .iter()
+                    .map(|a| format!("--- {}:\n{}", a.name, a.log()))
+                    .collect();
+                panic!(
+                    "node {name} did not reach the expected state: {:#?}\n{}\n{}",
+                    self.nodes(),
+                    self.ctrl.serve_log(),
+                    logs.join("\n")
+                );
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Every agent's log, for failure messages.
+    pub fn logs(&self) -> String {
+        let mut out = self.ctrl.serve_log();
+        for a in &self.agents {
+            out.push_str(&format!("\n--- agent {}:\n{}", a.name, a.log()));
+        }
+        out
+    }
+}
