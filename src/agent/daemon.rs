@@ -275,6 +275,11 @@ async fn send_reports(shared: Arc<Shared>, mut reports: mpsc::UnboundedReceiver<
 }
 
 async fn heartbeat(shared: Arc<Shared>, every: Duration) {
+    // A heartbeat that cannot get through in a few periods is late anyway: giving up on it
+    // keeps the next one on time, so a restored link is noticed within a period or two.
+    let client = shared
+        .client
+        .with_timeout((every * 4).clamp(Duration::from_secs(1), Duration::from_secs(30)));
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut failing = false;
@@ -288,8 +293,7 @@ async fn heartbeat(shared: Arc<Shared>, every: Duration) {
             load,
             mem_available_mib,
         };
-        match shared
-            .client
+        match client
             .json::<_, serde_json::Value>(&shared.join, "/v1/agent/heartbeat", &beat)
             .await
         {

@@ -10,6 +10,7 @@ mod envs;
 mod exclusivity;
 mod isolation;
 mod lifecycle;
+mod node_faults;
 mod nodes;
 mod nvml;
 mod permissions;
