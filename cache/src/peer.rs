@@ -363,8 +363,12 @@ impl<'a> PeerStage<'a> {
         let Some(expected) = e.hash.as_deref().or(theirs) else {
             return Ok(None);
         };
-        let old = self.old.as_ref().and_then(|dir| {
-            let p = dir.join(&e.path);
+        // The old content is the file already at `dst` (a version taken over keeps its changed
+        // files in place until they are replaced), else the same path in the newest other
+        // complete version. Only a base for the delta: the result is checked by its hash.
+        let candidates = std::iter::once(dst.to_path_buf())
+            .chain(self.old.as_ref().map(|dir| dir.join(&e.path)));
+        let old = candidates.into_iter().find_map(|p| {
             let mut f = OpenOptions::new()
                 .read(true)
                 .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)

@@ -405,6 +405,21 @@ impl Worker {
                     &progress,
                 )
                 .map_err(|e| failed_item(item, e))?;
+            let peer = item.peers.first().map_or("-", |p| p.node.as_str());
+            tracing::info!(
+                name = item.name,
+                version = item.version,
+                files_copied = report.files_copied,
+                bytes_copied = report.bytes_copied,
+                files_linked = report.files_linked,
+                peer,
+                files_from_peer = report.files_from_peer,
+                bytes_from_peer = report.bytes_from_peer,
+                bytes_to_peer = report.bytes_to_peer,
+                files_delta = report.files_delta,
+                peer_fallback = report.peer_fallback.as_deref().unwrap_or("-"),
+                "staged"
+            );
             out.push(Staged {
                 name: item.name.clone(),
                 version: item.version.clone(),

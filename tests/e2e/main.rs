@@ -13,6 +13,7 @@ mod lifecycle;
 mod node_faults;
 mod nodes;
 mod nvml;
+mod peer_staging;
 mod permissions;
 mod policy;
 mod pool;
