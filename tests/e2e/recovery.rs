@@ -114,7 +114,7 @@ fn attempt_that_never_started_is_requeued_not_lost() {
     );
     let show = pool.ok(&["show", &id.to_string()]);
     assert!(
-        show.contains("requeue") && show.contains("the controller stopped before the job started"),
+        show.contains("requeue") && show.contains("the start order was lost"),
         "{show}\n{job:#}"
     );
 }
