@@ -266,6 +266,12 @@ pub struct NodeView {
     /// When its agent was last heard from (RFC 3339).
     #[serde(default)]
     pub last_seen: Option<String>,
+    /// Its 1-minute load average, from the last heartbeat.
+    #[serde(default)]
+    pub load: Option<f64>,
+    /// Memory available on it, MiB, from the last heartbeat.
+    #[serde(default)]
+    pub mem_available_mib: Option<u64>,
 }
 
 /// A partition, as `labpool partition list` prints it.

@@ -44,8 +44,12 @@ fn nodes_text(nodes: &[NodeView]) -> String {
     for n in nodes {
         out.push_str(&format!("\n{} isolation: {}", n.name, n.isolation));
         if let Some(agent) = &n.agent {
+            let load = match (n.load, n.mem_available_mib) {
+                (Some(l), Some(m)) => format!(", load {l:.2}, {} available", format_mib(m)),
+                _ => String::new(),
+            };
             out.push_str(&format!(
-                "\n{} agent: {agent}, last heard from {}",
+                "\n{} agent: {agent}, last heard from {}{load}",
                 n.name,
                 n.last_seen.as_deref().unwrap_or("-")
             ));

@@ -524,6 +524,11 @@ impl Engine {
         }
     }
 
+    /// A remote node's last heartbeat, for `labpool nodes`.
+    pub(crate) fn heartbeat_of(&self, node: &str) -> Option<&Heartbeat> {
+        self.remote.get(node).and_then(|r| r.beat.as_ref())
+    }
+
     /// When the controller last heard from a remote node, for `labpool nodes`.
     pub(crate) fn last_seen(&self, node: &str) -> Option<Timestamp> {
         self.remote.get(node).map(|r| Timestamp(r.last_seen_ms))

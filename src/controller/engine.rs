@@ -1204,6 +1204,8 @@ impl Engine {
                     mem_used_mib: n.spec.mem_mib - n.free_mem_mib(),
                     agent: self.remote.get(n.name()).map(|r| r.address.clone()),
                     last_seen: self.last_seen(n.name()).map(|t| crate::clock::rfc3339(t.0)),
+                    load: self.heartbeat_of(n.name()).map(|b| b.load),
+                    mem_available_mib: self.heartbeat_of(n.name()).map(|b| b.mem_available_mib),
                 }
             })
             .collect()

@@ -19,6 +19,18 @@ fn jobs_spread_over_three_agents_and_a_4_gpu_job_lands_only_where_4_are_free() {
     }
     let nodes = c.nodes();
     assert_eq!(nodes.len(), 3, "{nodes:#?}");
+    std::thread::sleep(Duration::from_millis(600));
+    let text = c.ctrl.ok(&["nodes"]);
+    for name in ["node1", "node2", "node3"] {
+        assert!(
+            text.contains(&format!("{name} agent: 127.0.0.1:")),
+            "{text}"
+        );
+    }
+    assert!(
+        text.contains(", load "),
+        "heartbeats carry the load: {text}"
+    );
     let mut ids = Vec::new();
     for k in 0..3 {
         ids.push(c.ctrl.submit(&[
