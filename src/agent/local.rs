@@ -396,6 +396,22 @@ impl Executor {
     fn adopt(&self, expected: Vec<(u64, u32)>) {
         let expected_set: BTreeSet<(u64, u32)> = expected.iter().copied().collect();
         for (job, attempt) in expected {
+            // Started or adopted by this process already (a remote agent registering again):
+            // it is watched, and its shim may not have recorded its start yet, so the job
+            // directory must not be read as "never started".
+            if self
+                .shims
+                .lock()
+                .expect("not poisoned")
+                .contains_key(&(job, attempt))
+            {
+                self.report(AgentReport::Adopted {
+                    node: self.node.clone(),
+                    job,
+                    attempt,
+                });
+                continue;
+            }
             let dir = JobDir::new(&self.spool, job, attempt);
             match dir.inspect() {
                 Ok(Liveness::Alive) => {
