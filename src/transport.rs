@@ -39,6 +39,17 @@ pub fn cluster_now_ms() -> i64 {
     crate::clock::now_ms() + offset
 }
 
+/// 64 random bits (nonces, link and agent ids): /dev/urandom, mixed with the pid and the time
+/// so two processes never agree even where it cannot be read.
+pub fn random_u64() -> u64 {
+    let mut b = [0u8; 8];
+    if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
+        use std::io::Read as _;
+        let _ = f.read_exact(&mut b);
+    }
+    u64::from_le_bytes(b) ^ (u64::from(std::process::id()) << 32) ^ crate::clock::now_ms() as u64
+}
+
 /// Largest body a signed request or reply may carry (a delta of a 256 MiB file fits).
 pub const MAX_SIGNED_BODY: usize = 300 << 20;
 
@@ -104,14 +115,9 @@ pub struct SignedClient {
 impl SignedClient {
     /// A client signing with `key`, giving up on a call after `timeout`.
     pub fn new(key: ClusterKey, timeout: Duration) -> SignedClient {
-        let mut seed = [0u8; 8];
-        if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
-            use std::io::Read as _;
-            let _ = f.read_exact(&mut seed);
-        }
         SignedClient {
             key,
-            seed: u64::from_le_bytes(seed) ^ u64::from(std::process::id()),
+            seed: random_u64(),
             counter: Arc::default(),
             timeout,
         }

@@ -91,14 +91,7 @@ pub fn write_partial(
     if !before.same_metadata(entry) {
         return Err(changed());
     }
-    let partial = partial_path(dst);
-    let mut out = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&partial)
-        .map_err(|e| CacheError::io(&partial, e))?;
+    let (mut out, partial) = create_partial(dst)?;
     let mut hasher = blake3::Hasher::new();
     let mut copied = 0u64;
     BUFFER.with_borrow_mut(|buf| -> Result<(), CacheError> {
@@ -128,6 +121,19 @@ pub fn write_partial(
         .map_err(|e| CacheError::io(&partial, e))?;
     set_mtime(&partial, entry.mtime_ns)?;
     Ok((out, partial, hasher.finalize().to_hex().to_string()))
+}
+
+/// Opens `dst`'s `.partial` for a new copy: private (0600) until it gets the entry's mode.
+pub fn create_partial(dst: &Path) -> Result<(File, std::path::PathBuf), CacheError> {
+    let partial = partial_path(dst);
+    let out = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&partial)
+        .map_err(|e| CacheError::io(&partial, e))?;
+    Ok((out, partial))
 }
 
 /// What a copy's name ends with until it is complete and synced. Distinct enough that a

@@ -19,7 +19,7 @@
 //! - The serving side answers only for regular files listed in a complete version's staged
 //!   manifest, by their relative path, opening each component without following symlinks.
 
-use crate::copy::{partial_path, set_mtime};
+use crate::copy::set_mtime;
 use crate::delta::{self, DeltaOptions};
 use crate::error::CacheError;
 use crate::manifest::{Entry, Kind, Manifest};
@@ -401,14 +401,7 @@ impl<'a> PeerStage<'a> {
                 return Ok(None);
             }
         };
-        let partial = partial_path(dst);
-        let mut out = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&partial)
-            .map_err(|err| CacheError::io(&partial, err))?;
+        let (mut out, partial) = crate::copy::create_partial(dst)?;
         out.write_all(&bytes)
             .and_then(|_| out.set_permissions(std::fs::Permissions::from_mode(e.mode)))
             .map_err(|err| CacheError::io(&partial, err))?;

@@ -94,7 +94,7 @@ pub async fn run(
         )
     })?;
     let port = listener.local_addr()?.port();
-    let instance = format!("{:016x}", random_u64());
+    let instance = format!("{:016x}", crate::transport::random_u64());
     let registration = Registration {
         node: node.spec.clone(),
         gpu_source: node.source.as_str().to_string(),
@@ -164,15 +164,6 @@ pub async fn run(
     let _ = std::fs::remove_file(&config.controller.socket);
     tracing::info!("agent stopped; running jobs continue under their shims");
     Ok(())
-}
-
-fn random_u64() -> u64 {
-    let mut b = [0u8; 8];
-    if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
-        use std::io::Read as _;
-        let _ = f.read_exact(&mut b);
-    }
-    u64::from_le_bytes(b) ^ (u64::from(std::process::id()) << 32) ^ crate::clock::now_ms() as u64
 }
 
 /// Registers, waiting for a controller that is not up yet; a refused key or clock ends the

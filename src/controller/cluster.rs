@@ -127,7 +127,8 @@ pub fn spawn_link(
     client: SignedClient,
 ) -> (u64, mpsc::UnboundedSender<AgentOrder>) {
     let (tx, mut rx) = mpsc::unbounded_channel::<AgentOrder>();
-    let link = random_link();
+    // 53 bits: the id survives a JSON round trip through any parser.
+    let link = crate::transport::random_u64() >> 11;
     tokio::spawn(async move {
         let mut seq = 0;
         while let Some(first) = rx.recv().await {
@@ -165,15 +166,6 @@ pub fn spawn_link(
         }
     });
     (link, tx)
-}
-
-fn random_link() -> u64 {
-    let mut b = [0u8; 8];
-    if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
-        use std::io::Read as _;
-        let _ = f.read_exact(&mut b);
-    }
-    u64::from_le_bytes(b) >> 11
 }
 
 impl Engine {

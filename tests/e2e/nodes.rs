@@ -2,7 +2,7 @@
 //! (`local_node = false`) taking agents on a TCP address, and real `labpool agent` processes,
 //! each with its own name, state, cache and virtual GPUs, joined with `labpool init --join`.
 
-use crate::pool::{Pool, bin};
+use crate::pool::{Pool, bin, for_tests};
 use serde_json::Value;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -151,19 +151,7 @@ impl Cluster {
         );
         let config = dir.join("labpool.toml");
         let text = std::fs::read_to_string(&config).unwrap();
-        let text = text
-            .replace("heartbeat = \"10s\"", "heartbeat = \"250ms\"")
-            .replace("kill_grace = \"30s\"", "kill_grace = \"1s\"")
-            .lines()
-            .map(|l| {
-                if l.starts_with("cpus = ") {
-                    "cpus = 32".to_string()
-                } else {
-                    l.to_string()
-                }
-            })
-            .collect::<Vec<_>>()
-            .join("\n");
+        let text = for_tests(&text).replace("heartbeat = \"10s\"", "heartbeat = \"250ms\"");
         std::fs::write(&config, text).unwrap();
         self.agents.push(Agent {
             name: name.to_string(),
