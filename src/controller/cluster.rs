@@ -154,7 +154,9 @@ pub fn spawn_link(
                 {
                     Ok(_) => break,
                     Err(e) => {
-                        if !warned {
+                        // The first orders of a link may arrive before the agent has read its
+                        // registration answer: only a refusal that lasts is worth a warning.
+                        if !warned && backoff >= Duration::from_millis(400) {
                             tracing::warn!(node, address, "cannot send orders, retrying: {e}");
                             warned = true;
                         }
