@@ -279,9 +279,10 @@ pub async fn verify_signed(
     let bytes = match to_bytes(body, MAX_SIGNED_BODY).await {
         Ok(b) => b,
         Err(e) => {
-            return refuse(
+            return error_response(
                 StatusCode::BAD_REQUEST,
                 format!("cannot read the body: {e}"),
+                None,
             );
         }
     };
@@ -295,7 +296,9 @@ pub async fn verify_signed(
     let uid = match header(headers::UID).map(|u| u.parse::<u32>()) {
         None => None,
         Some(Ok(u)) => Some(u),
-        Some(Err(_)) => return refuse(StatusCode::BAD_REQUEST, "a bad uid header".to_string()),
+        Some(Err(_)) => {
+            return error_response(StatusCode::BAD_REQUEST, "a bad uid header".into(), None);
+        }
     };
     let sig = match (
         header(headers::TIMESTAMP).and_then(|t| t.parse::<i64>().ok()),
@@ -310,7 +313,7 @@ pub async fn verify_signed(
         _ => {
             let e = AuthError::Unsigned("the signature headers are missing".to_string());
             tracing::warn!(%from, path = %parts.uri, "refused: {e}");
-            return refuse(StatusCode::UNAUTHORIZED, e.to_string());
+            return error_response(StatusCode::UNAUTHORIZED, e.to_string(), None);
         }
     };
     let path = parts
@@ -329,7 +332,7 @@ pub async fn verify_signed(
     );
     if let Err(e) = checked {
         tracing::warn!(%from, path, "refused a request: {e}");
-        return refuse(StatusCode::UNAUTHORIZED, e.to_string());
+        return error_response(StatusCode::UNAUTHORIZED, e.to_string(), None);
     }
     parts.extensions.insert(Signed { uid, from });
     parts.extensions.insert(ConnectInfo(Peer { uid }));
@@ -337,6 +340,7 @@ pub async fn verify_signed(
         .await
 }
 
-fn refuse(status: StatusCode, error: String) -> Response {
-    (status, axum::Json(ErrorBody { error, hint: None })).into_response()
+/// An error answer between nodes: the status, and the JSON body the CLI and agents read.
+pub fn error_response(status: StatusCode, error: String, hint: Option<String>) -> Response {
+    (status, axum::Json(ErrorBody { error, hint })).into_response()
 }

@@ -70,12 +70,16 @@ impl ClusterKey {
         }
         let text =
             std::fs::read_to_string(path).map_err(|e| bad(format!("cannot read it: {e}")))?;
-        let bytes = hex::decode(text.trim())
+        ClusterKey::from_hex(&text).ok_or_else(|| {
+            bad("it is not 64 hex digits; copy it again from the controller (labpool init writes it)".to_string())
+        })
+    }
+
+    /// A key from the text of a key file (64 hex digits, surrounding white space ignored).
+    pub fn from_hex(text: &str) -> Option<ClusterKey> {
+        hex::decode(text.trim())
             .ok()
             .and_then(|b| <[u8; 32]>::try_from(b).ok())
-            .ok_or_else(|| {
-                bad("it is not 64 hex digits; copy it again from the controller (labpool init writes it)".to_string())
-            })?;
-        Ok(ClusterKey(bytes))
+            .map(ClusterKey)
     }
 }

@@ -7,12 +7,12 @@
 use crate::agent::node::LocalNode;
 use crate::agent::peer::HttpPeers;
 use crate::agent::protocol::{
-    AgentOrder, AgentReport, Heartbeat, OrderBatch, Registered, Registration, ReportBatch,
+    AgentOrder, AgentReport, Heartbeat, OrderBatch, PeerQuery, Registered, Registration,
+    ReportBatch,
 };
-use crate::api::ErrorBody;
 use crate::controller::http::Peer;
 use crate::settings::{AgentConfig, Config};
-use crate::transport::{CallError, SharedVerifier, SignedClient, verify_signed};
+use crate::transport::{CallError, SharedVerifier, SignedClient, error_response, verify_signed};
 use anyhow::Context;
 use axum::Router;
 use axum::body::Bytes;
@@ -22,7 +22,6 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use labpool_cache::store::NodeCache;
 use labpool_cluster::{ClusterKey, Verifier};
-use serde::Deserialize;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -42,14 +41,15 @@ struct Shared {
     instance: String,
     join: String,
     client: SignedClient,
-    registration: Mutex<Registration>,
+    registration: Registration,
     /// The link orders are taken from, and the last batch applied on it.
     link: Mutex<Option<(u64, u64)>>,
     /// Serialises re-registrations.
     registering: tokio::sync::Mutex<()>,
     orders: mpsc::UnboundedSender<AgentOrder>,
     cache: NodeCache,
-    running: Arc<dyn Fn() -> u32 + Send + Sync>,
+    /// The job spool: its directories are the jobs running here.
+    spool: std::path::PathBuf,
 }
 
 /// Runs the agent until `shutdown` completes. Jobs keep running when it stops: the next agent
@@ -79,12 +79,6 @@ pub async fn run(
         node.spec.name.clone(),
     )));
     node.run_executor(&config, report_tx, order_rx)?;
-    let spool = config.spool_dir();
-    let running = Arc::new(move || {
-        crate::agent::jobdir::JobDir::list(&spool)
-            .map(|d| d.len() as u32)
-            .unwrap_or(0)
-    });
 
     let listener = TcpListener::bind(&agent.listen).await.with_context(|| {
         format!(
@@ -109,12 +103,12 @@ pub async fn run(
         instance,
         join: agent.join.clone(),
         client: client.clone(),
-        registration: Mutex::new(registration),
+        registration,
         link: Mutex::new(None),
         registering: tokio::sync::Mutex::new(()),
         orders: order_tx,
         cache: node.stager.cache().clone(),
-        running,
+        spool: config.spool_dir(),
     });
 
     let verifier: SharedVerifier = Arc::new(Mutex::new(Verifier::new(
@@ -194,10 +188,9 @@ async fn register_first(shared: &Arc<Shared>, agent: &AgentConfig) -> anyhow::Re
 
 async fn register(shared: &Arc<Shared>) -> Result<(), CallError> {
     let _one = shared.registering.lock().await;
-    let reg = shared.registration.lock().expect("not poisoned").clone();
     let answer: Registered = shared
         .client
-        .json(&shared.join, "/v1/agent/register", &reg)
+        .json(&shared.join, "/v1/agent/register", &shared.registration)
         .await?;
     *shared.link.lock().expect("not poisoned") = Some((answer.link, 0));
     tracing::info!(
@@ -280,7 +273,8 @@ async fn heartbeat(shared: Arc<Shared>, every: Duration) {
         let beat = Heartbeat {
             node: shared.node.clone(),
             instance: shared.instance.clone(),
-            running: (shared.running)(),
+            running: crate::agent::jobdir::JobDir::list(&shared.spool)
+                .map_or(0, |d| d.len() as u32),
             load,
             mem_available_mib,
         };
@@ -328,10 +322,6 @@ fn host_load() -> (f64, u64) {
     (load, mem)
 }
 
-fn refusal(status: StatusCode, error: String, hint: Option<String>) -> Response {
-    (status, axum::Json(ErrorBody { error, hint })).into_response()
-}
-
 /// `POST /v1/agent/orders`: orders from the controller, on the current link only.
 async fn take_orders(
     State(shared): State<Arc<Shared>>,
@@ -339,7 +329,7 @@ async fn take_orders(
     body: Bytes,
 ) -> Response {
     if signed.uid.is_some() {
-        return refusal(
+        return error_response(
             StatusCode::FORBIDDEN,
             "orders come from the controller, not from a forwarded request".into(),
             None,
@@ -348,7 +338,7 @@ async fn take_orders(
     let batch: OrderBatch = match serde_json::from_slice(&body) {
         Ok(b) => b,
         Err(e) => {
-            return refusal(
+            return error_response(
                 StatusCode::BAD_REQUEST,
                 format!("bad order batch: {e}"),
                 None,
@@ -366,7 +356,7 @@ async fn take_orders(
             }
             axum::Json(serde_json::json!({"ok": true})).into_response()
         }
-        other => refusal(
+        other => error_response(
             StatusCode::CONFLICT,
             format!(
                 "orders on link {} refused: node {} is registered on link {}",
@@ -379,16 +369,8 @@ async fn take_orders(
     }
 }
 
-#[derive(Deserialize)]
-struct PeerQuery {
-    name: String,
-    version: String,
-    #[serde(default)]
-    path: Option<String>,
-}
-
-fn cache_refusal(e: labpool_cache::CacheError) -> Response {
-    refusal(StatusCode::NOT_FOUND, e.to_string(), None)
+fn cache_error_response(e: labpool_cache::CacheError) -> Response {
+    error_response(StatusCode::NOT_FOUND, e.to_string(), None)
 }
 
 /// `GET /v1/peer/manifest?name=&version=`: a complete version's staged manifest.
@@ -396,8 +378,8 @@ async fn peer_manifest(State(shared): State<Arc<Shared>>, Query(q): Query<PeerQu
     let cache = shared.cache.clone();
     match tokio::task::spawn_blocking(move || cache.serve_manifest(&q.name, &q.version)).await {
         Ok(Ok(m)) => axum::Json(m).into_response(),
-        Ok(Err(e)) => cache_refusal(e),
-        Err(e) => refusal(StatusCode::INTERNAL_SERVER_ERROR, e.to_string(), None),
+        Ok(Err(e)) => cache_error_response(e),
+        Err(e) => error_response(StatusCode::INTERNAL_SERVER_ERROR, e.to_string(), None),
     }
 }
 
@@ -407,8 +389,8 @@ async fn peer_whole(State(shared): State<Arc<Shared>>, Query(q): Query<PeerQuery
     let path = q.path.unwrap_or_default();
     match tokio::task::spawn_blocking(move || cache.serve_whole(&q.name, &q.version, &path)).await {
         Ok(Ok(bytes)) => bytes.into_response(),
-        Ok(Err(e)) => cache_refusal(e),
-        Err(e) => refusal(StatusCode::INTERNAL_SERVER_ERROR, e.to_string(), None),
+        Ok(Err(e)) => cache_error_response(e),
+        Err(e) => error_response(StatusCode::INTERNAL_SERVER_ERROR, e.to_string(), None),
     }
 }
 
@@ -426,8 +408,8 @@ async fn peer_delta(
     .await
     {
         Ok(Ok(bytes)) => bytes.into_response(),
-        Ok(Err(e)) => cache_refusal(e),
-        Err(e) => refusal(StatusCode::INTERNAL_SERVER_ERROR, e.to_string(), None),
+        Ok(Err(e)) => cache_error_response(e),
+        Err(e) => error_response(StatusCode::INTERNAL_SERVER_ERROR, e.to_string(), None),
     }
 }
 
@@ -441,7 +423,7 @@ async fn forward(
     body: Bytes,
 ) -> Response {
     let Some(uid) = peer.uid else {
-        return refusal(
+        return error_response(
             StatusCode::FORBIDDEN,
             "the kernel did not report who is calling".into(),
             None,
@@ -451,7 +433,7 @@ async fn forward(
         .path_and_query()
         .map_or_else(|| uri.path().to_string(), |p| p.as_str().to_string());
     if path.starts_with("/v1/agent/") || path.starts_with("/v1/peer/") {
-        return refusal(
+        return error_response(
             StatusCode::FORBIDDEN,
             format!("{path} is for nodes, not for the CLI"),
             None,
@@ -468,7 +450,7 @@ async fn forward(
             bytes,
         )
             .into_response(),
-        Err(e) => refusal(
+        Err(e) => error_response(
             StatusCode::BAD_GATEWAY,
             format!(
                 "node {}'s agent cannot reach the controller at {}: {e}",

@@ -4,7 +4,7 @@
 //! checks every file against the manifest's BLAKE3, and goes back to the shared source when
 //! the peer fails.
 
-use crate::agent::protocol::PeerRef;
+use crate::agent::protocol::{PeerQuery, PeerRef};
 use crate::transport::SignedClient;
 use labpool_cache::manifest::Manifest;
 use labpool_cache::peer::PeerSource;
@@ -54,25 +54,14 @@ struct HttpPeer {
     me: String,
 }
 
-/// `?name=..&version=..&path=..`, percent-encoded.
+/// `name=..&version=..[&path=..]`, form-encoded as the agent's `Query` extractor reads it.
 fn query(name: &str, version: &str, path: Option<&str>) -> String {
-    let mut q = format!("name={}&version={}", encode(name), encode(version));
-    if let Some(p) = path {
-        q.push_str(&format!("&path={}", encode(p)));
-    }
-    q
-}
-
-fn encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || b"-_.~/".contains(&b) {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
+    serde_urlencoded::to_string(PeerQuery {
+        name: name.to_string(),
+        version: version.to_string(),
+        path: path.map(str::to_string),
+    })
+    .expect("strings encode")
 }
 
 impl HttpPeer {
@@ -132,10 +121,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn queries_are_percent_encoded() {
-        assert_eq!(
-            query("imagenet", "ab12", Some("train/a b&c=%.jpg")),
-            "name=imagenet&version=ab12&path=train/a%20b%26c%3D%25.jpg"
-        );
+    fn queries_round_trip_through_the_form_encoding() {
+        let q = query("imagenet", "ab12", Some("train/a b&c=%.jpg"));
+        assert!(!q.contains(' ') && !q.contains("&c="), "{q}");
+        let back: PeerQuery = serde_urlencoded::from_str(&q).unwrap();
+        assert_eq!(back.path.as_deref(), Some("train/a b&c=%.jpg"));
+        assert_eq!(query("d", "v", None), "name=d&version=v");
     }
 }

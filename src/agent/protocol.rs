@@ -400,6 +400,18 @@ pub struct ReportBatch {
     pub reports: Vec<AgentReport>,
 }
 
+/// What a peer request names: a dataset version, and one of its files (`/v1/peer/*?QUERY`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeerQuery {
+    /// Dataset.
+    pub name: String,
+    /// Version.
+    pub version: String,
+    /// File, relative to the version's root (not for the manifest).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+}
+
 /// A node that holds a dataset version another node needs: it may be staged from there.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PeerRef {

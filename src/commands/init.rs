@@ -306,7 +306,7 @@ fairshare_half_life = "7days"
 }
 
 /// A TOML string literal, escaped.
-fn quote(s: &str) -> String {
+pub(crate) fn quote(s: &str) -> String {
     toml::Value::String(s.to_string()).to_string()
 }
 
@@ -322,12 +322,10 @@ fn describe_gpus(gpus: &[GpuDevice]) -> String {
         .join(", ")
 }
 
-/// Runs `labpool init`.
-pub fn run(args: &InitArgs) -> anyhow::Result<()> {
-    if let Some(join) = &args.join {
-        return crate::commands::init_agent::run(args, join);
-    }
-    let virtual_gpus = args
+/// `--virtual-gpus` checked, and `--dir` made absolute: for a controller's config and an
+/// agent's.
+pub(crate) fn gpus_and_dir(args: &InitArgs) -> anyhow::Result<(Option<VirtualGpus>, PathBuf)> {
+    let gpus = args
         .virtual_gpus
         .as_deref()
         .map(VirtualGpus::parse)
@@ -335,6 +333,15 @@ pub fn run(args: &InitArgs) -> anyhow::Result<()> {
         .map_err(anyhow::Error::msg)?;
     let dir = std::path::absolute(&args.dir)
         .with_context(|| format!("bad directory {}", args.dir.display()))?;
+    Ok((gpus, dir))
+}
+
+/// Runs `labpool init`.
+pub fn run(args: &InitArgs) -> anyhow::Result<()> {
+    if let Some(join) = &args.join {
+        return crate::commands::init_agent::run(args, join);
+    }
+    let (virtual_gpus, dir) = gpus_and_dir(args)?;
     let new = NewConfig {
         node_name: args.name.clone().unwrap_or_else(host_name),
         cpus: host_cpus(),

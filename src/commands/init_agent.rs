@@ -2,17 +2,13 @@
 //! joins a controller on another machine (`labpool agent`).
 
 use crate::cli::InitArgs;
+use crate::commands::init::quote;
 use crate::discovery::{host_cpus, host_mem_mib, host_name};
 use crate::settings::{Config, VirtualGpus};
 use anyhow::Context;
 use labpool_scheduler::size::format_mib_exact;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::Path;
-
-/// A TOML string literal, escaped.
-fn quote(s: &str) -> String {
-    toml::Value::String(s.to_string()).to_string()
-}
 
 /// The agent config's text.
 pub fn render(
@@ -80,14 +76,7 @@ pub fn run(args: &InitArgs, join: &str) -> anyhow::Result<()> {
             "--join {join:?}: give the controller's listen address as HOST:PORT, e.g. 10.0.0.1:7070"
         );
     }
-    let gpus = args
-        .virtual_gpus
-        .as_deref()
-        .map(VirtualGpus::parse)
-        .transpose()
-        .map_err(anyhow::Error::msg)?;
-    let dir = std::path::absolute(&args.dir)
-        .with_context(|| format!("bad directory {}", args.dir.display()))?;
+    let (gpus, dir) = crate::commands::init::gpus_and_dir(args)?;
     let name = args.name.clone().unwrap_or_else(host_name);
     let listen = args.listen.clone().unwrap_or_else(|| "0.0.0.0:7071".into());
     let text = render(&dir, join, &listen, &name, gpus.as_ref());
@@ -96,7 +85,7 @@ pub fn run(args: &InitArgs, join: &str) -> anyhow::Result<()> {
     Config::parse(&text, &path)?;
     let key_text = std::fs::read_to_string(key_src)
         .with_context(|| format!("cannot read the cluster key {}", key_src.display()))?;
-    let key = hex_key(&key_text).with_context(|| {
+    let key = labpool_cluster::ClusterKey::from_hex(&key_text).with_context(|| {
         format!(
             "{} is not a cluster key (64 hex digits); copy the controller's DIR/cluster.key",
             key_src.display()
@@ -117,7 +106,7 @@ pub fn run(args: &InitArgs, join: &str) -> anyhow::Result<()> {
     let same = std::fs::canonicalize(key_src).ok() == std::fs::canonicalize(&key_dst).ok();
     if !same {
         let _ = std::fs::remove_file(&key_dst);
-        labpool_cluster::ClusterKey::from_bytes(key).write_new(&key_dst)?;
+        key.write_new(&key_dst)?;
     }
     std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
     let config = Config::load(&path)?;
@@ -131,16 +120,4 @@ pub fn run(args: &InitArgs, join: &str) -> anyhow::Result<()> {
         config.path.display()
     );
     Ok(())
-}
-
-fn hex_key(text: &str) -> Option<[u8; 32]> {
-    let t = text.trim();
-    if t.len() != 64 {
-        return None;
-    }
-    let mut out = [0u8; 32];
-    for (i, b) in out.iter_mut().enumerate() {
-        *b = u8::from_str_radix(t.get(2 * i..2 * i + 2)?, 16).ok()?;
-    }
-    Some(out)
 }

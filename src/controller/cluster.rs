@@ -47,8 +47,6 @@ pub struct RemoteNode {
     pub last_report: u64,
     /// The last heartbeat.
     pub beat: Option<Heartbeat>,
-    /// Stages it is serving to other nodes now.
-    pub serving: u32,
 }
 
 /// Most orders in one batch.
@@ -203,7 +201,6 @@ impl Engine {
                     down: false,
                     last_report: 0,
                     beat: None,
-                    serving: 0,
                 },
             );
         }
@@ -267,7 +264,6 @@ impl Engine {
                     0
                 },
                 beat: None,
-                serving: 0,
             },
         );
         tracing::info!(
@@ -425,6 +421,10 @@ impl Engine {
         if let Some(n) = self.remote.get_mut(node) {
             n.down = true;
         }
+        // Its stages, and the stages it served, will not report an end.
+        self.data
+            .peer_serving
+            .retain(|(target, _, _), source| target != node && source != node);
         let jobs: Vec<(u64, u32, JobState, bool, bool)> = self
             .active
             .values()
@@ -482,19 +482,23 @@ impl Engine {
     /// up, fewest stages served first, so eight nodes starting on one dataset spread over the
     /// nodes that have it. The first is counted as serving until the stage ends.
     pub(crate) fn peers_for(&mut self, node: &str, name: &str, version: &str) -> Vec<PeerRef> {
-        let mut candidates: Vec<(u32, String, String)> = self
+        let serving = |peer: &str| {
+            self.data
+                .peer_serving
+                .values()
+                .filter(|s| s.as_str() == peer)
+                .count()
+        };
+        let mut candidates: Vec<(usize, String, String)> = self
             .remote
             .iter()
             .filter(|(n, r)| n.as_str() != node && !r.down && !r.instance.is_empty())
             .filter(|(n, _)| self.agents.contains_key(n.as_str()))
             .filter(|(n, _)| self.data.complete_on(n, name, version))
-            .map(|(n, r)| (r.serving, n.clone(), r.address.clone()))
+            .map(|(n, r)| (serving(n), n.clone(), r.address.clone()))
             .collect();
         candidates.sort();
-        if let Some((_, first, _)) = candidates.first()
-            && let Some(r) = self.remote.get_mut(first)
-        {
-            r.serving += 1;
+        if let Some((_, first, _)) = candidates.first() {
             self.data.peer_serving.insert(
                 (node.to_string(), name.to_string(), version.to_string()),
                 first.clone(),
@@ -509,12 +513,9 @@ impl Engine {
     /// A stage on `node` ended: the peers it used serve one stage less.
     pub(crate) fn peer_stage_ended(&mut self, node: &str, versions: &[(String, String)]) {
         for (name, version) in versions {
-            let key = (node.to_string(), name.clone(), version.clone());
-            if let Some(source) = self.data.peer_serving.remove(&key)
-                && let Some(r) = self.remote.get_mut(&source)
-            {
-                r.serving = r.serving.saturating_sub(1);
-            }
+            self.data
+                .peer_serving
+                .remove(&(node.to_string(), name.clone(), version.clone()));
         }
     }
 

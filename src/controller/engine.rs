@@ -451,13 +451,6 @@ impl Engine {
                 _ = node_check.tick(), if !self.remote.is_empty() => Some(Item::NodeCheck),
                 else => break,
             };
-            let first = match first {
-                Some(Item::NodeCheck) => {
-                    self.check_nodes().await?;
-                    None
-                }
-                other => other,
-            };
             let mut batch: Vec<Item> = first.into_iter().collect();
             while !batch.is_empty() && batch.len() < MAX_BATCH {
                 if let Ok(r) = requests.try_recv() {

@@ -76,15 +76,14 @@ pub async fn serve(
     let mut agents = BTreeMap::new();
     let mut nodes = BTreeMap::new();
     let mut local_name = None;
-    let mut support = Support::off();
-    let mut tools = labpool_envs::tools::Tools::detect(config.envs.python.clone());
-    if config.controller.local_node {
+    // What environment builds use: the local node's findings, or the controller's own.
+    let (support, tools) = if config.controller.local_node {
         let node = LocalNode::start(&config, report_tx.clone())?;
         db.upsert_node(&node.spec, node.source.as_str(), now_ms())
             .await?;
         sched.upsert_node(node.spec.clone())?;
         let (order_tx, order_rx) = mpsc::unbounded_channel();
-        node.run_executor(&config, report_tx, order_rx)?;
+        node.run_executor(&config, report_tx.clone(), order_rx)?;
         agents.insert(node.spec.name.clone(), order_tx);
         nodes.insert(
             node.spec.name.clone(),
@@ -94,12 +93,13 @@ pub async fn serve(
             },
         );
         local_name = Some(node.spec.name.clone());
-        support = node.support.clone();
-        tools = node.tools.clone();
+        (node.support.clone(), node.tools.clone())
     } else {
-        // Nothing reports in-process; the channel stays open for the engine.
-        std::mem::forget(report_tx);
-    }
+        (
+            Support::off(),
+            labpool_envs::tools::Tools::detect(config.envs.python.clone()),
+        )
+    };
     let cluster_key = match &config.controller.listen {
         Some(_) => {
             let path = config.cluster_key_path();
