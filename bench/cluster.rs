@@ -42,7 +42,7 @@ use std::time::{Duration, Instant};
 
 #[path = "common.rs"]
 mod common;
-use common::{bench_base, env_num, median, run, scratch_dir, xorshift};
+use common::{bench_base, env_num, median, rsync_transferred, run, scratch_dir, xorshift};
 
 fn bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_labpool"))
@@ -505,16 +505,6 @@ fn parse_rate(s: &str) -> u64 {
         _ => (s, 1.0),
     };
     (num.parse::<f64>().expect("BENCH_BW: a rate such as 16M") * mult) as u64
-}
-
-/// rsync's "Total transferred file size" from `--stats`.
-fn rsync_transferred(stats: &str) -> u64 {
-    stats
-        .lines()
-        .find_map(|l| l.strip_prefix("Total transferred file size: "))
-        .and_then(|v| v.split_whitespace().next())
-        .map(|v| v.replace(',', "").parse().unwrap_or(0))
-        .unwrap_or(0)
 }
 
 /// `rsync -a --stats [--bwlimit=KIB] SRC/ DST/` into every destination at once. Seconds, bytes.

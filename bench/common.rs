@@ -64,3 +64,13 @@ pub fn xorshift(x: &mut u64) -> u64 {
     *x ^= *x << 17;
     *x
 }
+
+/// rsync's "Total transferred file size" from `--stats`.
+pub fn rsync_transferred(stats: &str) -> u64 {
+    stats
+        .lines()
+        .find_map(|l| l.strip_prefix("Total transferred file size: "))
+        .and_then(|v| v.split_whitespace().next())
+        .map(|v| v.replace(',', "").parse().unwrap_or(0))
+        .unwrap_or(0)
+}

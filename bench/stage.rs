@@ -33,7 +33,7 @@ use std::time::Instant;
 
 #[path = "common.rs"]
 mod common;
-use common::{bench_base, env_num, median, rm, run, scratch_dir};
+use common::{bench_base, env_num, median, rm, rsync_transferred, run, scratch_dir};
 
 /// Deterministic filler, fast to make: a 64-bit pattern per file.
 fn fill(path: &Path, seed: u64, len: usize) {
@@ -115,16 +115,6 @@ fn sync_time() -> f64 {
     let t0 = Instant::now();
     sync();
     t0.elapsed().as_secs_f64()
-}
-
-/// rsync's "Total transferred file size" from `--stats`.
-fn rsync_transferred(stats: &str) -> u64 {
-    stats
-        .lines()
-        .find_map(|l| l.strip_prefix("Total transferred file size: "))
-        .and_then(|v| v.split_whitespace().next())
-        .map(|v| v.replace(',', "").parse().unwrap_or(0))
-        .unwrap_or(0)
 }
 
 fn main() {
