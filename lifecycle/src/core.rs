@@ -1,0 +1,357 @@
+//! The lifecycle state machine: jobs and nodes; [`Event`]s and `now` in, [`Effect`]s out.
+
+use crate::event::{Effect, Event};
+use crate::life::JobLife;
+use crate::rules::{self, CancelPlan, Recovery, Stale};
+use crate::transition::{StageKind, Transition};
+use labpool_scheduler::JobState;
+use std::collections::BTreeMap;
+
+/// A job record the lifecycle can track: the shell's own row, holding a [`JobLife`].
+pub trait Tracked {
+    /// Its lifecycle part.
+    fn life(&self) -> &JobLife;
+    /// Its lifecycle part, to apply a transition to.
+    fn life_mut(&mut self) -> &mut JobLife;
+}
+
+impl Tracked for JobLife {
+    fn life(&self) -> &JobLife {
+        self
+    }
+    fn life_mut(&mut self) -> &mut JobLife {
+        self
+    }
+}
+
+/// Every unfinished job, by id, and the nodes' state. Iteration is by id and by name, so the
+/// same events give the same effects, in the same order, every time.
+#[derive(Debug, Clone)]
+pub struct Lifecycle<J: Tracked = JobLife> {
+    jobs: BTreeMap<u64, J>,
+    down: BTreeMap<String, String>,
+}
+
+impl<J: Tracked> Default for Lifecycle<J> {
+    fn default() -> Self {
+        Lifecycle {
+            jobs: BTreeMap::new(),
+            down: BTreeMap::new(),
+        }
+    }
+}
+
+impl<J: Tracked> Lifecycle<J> {
+    /// An empty lifecycle.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Tracks a job: just submitted, or reloaded after a restart.
+    pub fn admit(&mut self, id: u64, job: J) {
+        self.jobs.insert(id, job);
+    }
+
+    /// Stops tracking a job (after its [`Effect::Release`] or [`Effect::Dequeue`]), returning it.
+    pub fn remove(&mut self, id: u64) -> Option<J> {
+        self.jobs.remove(&id)
+    }
+
+    /// A job's record.
+    pub fn job(&self, id: u64) -> Option<&J> {
+        self.jobs.get(&id)
+    }
+
+    /// True when the job is tracked.
+    pub fn contains(&self, id: u64) -> bool {
+        self.jobs.contains_key(&id)
+    }
+
+    /// Every tracked job, by id.
+    pub fn jobs(&self) -> impl Iterator<Item = (&u64, &J)> {
+        self.jobs.iter()
+    }
+
+    /// Number of tracked jobs.
+    pub fn len(&self) -> usize {
+        self.jobs.len()
+    }
+
+    /// True when no job is tracked.
+    pub fn is_empty(&self) -> bool {
+        self.jobs.is_empty()
+    }
+
+    /// Why a node is DOWN, if it is.
+    pub fn node_down_reason(&self, node: &str) -> Option<&str> {
+        self.down.get(node).map(String::as_str)
+    }
+
+    /// The attempts a node must be running: the fence it is given when it (re)joins.
+    pub fn expected_on(&self, node: &str) -> Vec<(u64, u32)> {
+        self.jobs
+            .iter()
+            .map(|(id, j)| (*id, j.life()))
+            .filter(|(_, l)| l.state == JobState::Running && l.node.as_deref() == Some(node))
+            .map(|(id, l)| (id, l.attempt))
+            .collect()
+    }
+
+    /// Handles one event at `now` (ms): its transitions are applied here and returned as
+    /// [`Effect::Persist`], followed by what the shell must do.
+    pub fn handle(&mut self, event: Event, now: i64) -> Vec<Effect> {
+        let mut out = Vec::new();
+        match event {
+            Event::Placed {
+                job,
+                placement,
+                ready,
+            } => {
+                let Some(life) = self.pending(job) else {
+                    return out;
+                };
+                let t = rules::place(life, placement, ready, now);
+                self.commit(job, t, &mut out);
+                self.start_or_stage(job, &mut out);
+            }
+            Event::Waiting { job, code, detail } => {
+                if let Some(life) = self.pending(job)
+                    && (life.reason.as_deref() != Some(&code)
+                        || life.reason_detail.as_deref() != Some(&detail))
+                {
+                    self.commit(job, Transition::Waiting { code, detail }, &mut out);
+                }
+            }
+            Event::StageProgress {
+                job,
+                attempt,
+                detail,
+            } => {
+                if self.staging(job, attempt).is_some() {
+                    let code = StageKind::Data.reason().to_string();
+                    self.commit(job, Transition::Waiting { code, detail }, &mut out);
+                }
+            }
+            Event::Staged {
+                job,
+                attempt,
+                notes,
+                next,
+            } => {
+                let Some(life) = self.staging(job, attempt) else {
+                    return out;
+                };
+                let t = rules::staged(life, next, now);
+                for detail in notes {
+                    let event = "staged".to_string();
+                    let note = Transition::Noted {
+                        event,
+                        detail,
+                        time: now,
+                    };
+                    self.commit(job, note, &mut out);
+                }
+                self.commit(job, t, &mut out);
+                self.start_or_stage(job, &mut out);
+            }
+            Event::StageFailed {
+                job,
+                attempt,
+                why,
+                retry,
+            } => {
+                if self.staging(job, attempt).is_none() {
+                    return out;
+                }
+                match retry {
+                    Some(code) => {
+                        let t = Transition::Requeued {
+                            code,
+                            detail: why,
+                            time: now,
+                        };
+                        self.commit(job, t, &mut out);
+                        out.push(Effect::Requeue { job });
+                    }
+                    None => {
+                        self.commit(job, rules::stage_failed(why, now), &mut out);
+                        out.push(Effect::Release {
+                            job,
+                            was_staging: true,
+                        });
+                    }
+                }
+            }
+            Event::Ended {
+                node,
+                job,
+                attempt,
+                outcome,
+            } => {
+                match rules::report_ended(self.life(job), attempt, outcome) {
+                    Ok(t) => {
+                        self.commit(job, t, &mut out);
+                        out.push(Effect::Release {
+                            job,
+                            was_staging: false,
+                        });
+                    }
+                    Err(why) => out.push(Effect::Ignored {
+                        job,
+                        attempt,
+                        node: node.clone(),
+                        why,
+                    }),
+                }
+                out.push(Effect::Forget { job, attempt, node });
+            }
+            Event::NeverStarted { job, attempt, .. } => {
+                if let Ok(t) = rules::report_never_started(self.life(job), attempt, now) {
+                    self.end_or_requeue(job, t, &mut out);
+                }
+            }
+            Event::Cancel { job, by } => {
+                let Some(life) = self.life(job).filter(|l| !l.is_terminal()) else {
+                    return out;
+                };
+                match rules::cancel(life, &by, now) {
+                    CancelPlan::EndNow { end, was_pending } => {
+                        self.commit(job, end, &mut out);
+                        out.push(if was_pending {
+                            Effect::Dequeue { job }
+                        } else {
+                            Effect::Release {
+                                job,
+                                was_staging: true,
+                            }
+                        });
+                    }
+                    CancelPlan::Kill {
+                        request,
+                        node,
+                        attempt,
+                    } => {
+                        self.commit(job, request, &mut out);
+                        out.push(Effect::Kill { job, attempt, node });
+                    }
+                }
+            }
+            Event::NodeDown { node, reason } => {
+                let changes: Vec<(u64, Transition)> = self
+                    .jobs
+                    .iter()
+                    .filter_map(|(id, j)| {
+                        Some((*id, rules::node_down(j.life(), &node, &reason, now)?))
+                    })
+                    .collect();
+                self.down.insert(node, reason);
+                for (job, t) in changes {
+                    self.end_or_requeue(job, t, &mut out);
+                }
+            }
+            Event::NodeUp { node } => {
+                self.down.remove(&node);
+                let expected = self.expected_on(&node);
+                out.push(Effect::Adopt { node, expected });
+            }
+        }
+        out
+    }
+
+    /// After a restart, once every job is admitted again: the fence for each of `nodes`, then
+    /// the kills of running jobs whose cancel was asked for before the restart.
+    pub fn recover<'a>(&self, nodes: impl IntoIterator<Item = &'a str>) -> Vec<Effect> {
+        let mut out: Vec<Effect> = nodes
+            .into_iter()
+            .map(|node| Effect::Adopt {
+                node: node.to_string(),
+                expected: self.expected_on(node),
+            })
+            .collect();
+        for (id, j) in &self.jobs {
+            if let Recovery::Adopt {
+                node,
+                attempt,
+                kill: true,
+            } = rules::recover(j.life())
+                && j.life().state == JobState::Running
+            {
+                out.push(Effect::Kill {
+                    job: *id,
+                    attempt,
+                    node,
+                });
+            }
+        }
+        out
+    }
+
+    fn life(&self, job: u64) -> Option<&JobLife> {
+        self.jobs.get(&job).map(Tracked::life)
+    }
+
+    fn pending(&self, job: u64) -> Option<&JobLife> {
+        self.life(job).filter(|l| l.state == JobState::Pending)
+    }
+
+    fn staging(&self, job: u64, attempt: u32) -> Option<&JobLife> {
+        self.life(job)
+            .filter(|l| l.is_current(attempt, JobState::Staging))
+    }
+
+    fn commit(&mut self, job: u64, transition: Transition, out: &mut Vec<Effect>) {
+        if let Some(j) = self.jobs.get_mut(&job) {
+            j.life_mut().apply(&transition);
+            out.push(Effect::Persist { job, transition });
+        }
+    }
+
+    /// After a placement or a stage: the launch of a running attempt, or its next stage.
+    fn start_or_stage(&self, job: u64, out: &mut Vec<Effect>) {
+        let Some(l) = self.life(job) else { return };
+        let node = l.node.clone().unwrap_or_default();
+        let attempt = l.attempt;
+        match (l.state, l.reason.as_deref()) {
+            (JobState::Running, _) => out.push(Effect::Launch { job, attempt, node }),
+            (JobState::Staging, Some(r)) => {
+                let kind = if r == StageKind::Env.reason() {
+                    StageKind::Env
+                } else {
+                    StageKind::Data
+                };
+                out.push(Effect::Stage {
+                    job,
+                    attempt,
+                    node,
+                    kind,
+                });
+            }
+            _ => {}
+        }
+    }
+
+    fn end_or_requeue(&mut self, job: u64, t: Transition, out: &mut Vec<Effect>) {
+        let terminal = t.is_terminal();
+        self.commit(job, t, out);
+        out.push(if terminal {
+            Effect::Release {
+                job,
+                was_staging: false,
+            }
+        } else {
+            Effect::Requeue { job }
+        });
+    }
+}
+
+impl Stale {
+    /// In words, for the log.
+    pub fn describe(&self) -> String {
+        match self {
+            Stale::Unknown => "the job is not active".to_string(),
+            Stale::Fenced { current } => {
+                format!("not the current attempt (the job is at attempt {current})")
+            }
+        }
+    }
+}

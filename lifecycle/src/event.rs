@@ -1,0 +1,186 @@
+//! What goes into the lifecycle ([`Event`]) and what comes out ([`Effect`]).
+
+use crate::rules::{Outcome, Readiness, Stale};
+use crate::transition::{Placement, StageKind, Transition};
+
+/// Something that happened to a job or a node. The shell stamps each with `now`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// The scheduler placed the job's next attempt.
+    Placed {
+        /// The job.
+        job: u64,
+        /// Where.
+        placement: Placement,
+        /// Whether it can start now, or waits for a stage.
+        ready: Readiness,
+    },
+    /// The scheduler says why a pending job waits.
+    Waiting {
+        /// The job.
+        job: u64,
+        /// Reason word.
+        code: String,
+        /// Reason in words.
+        detail: String,
+    },
+    /// A stage of a staging attempt made progress.
+    StageProgress {
+        /// The job.
+        job: u64,
+        /// The attempt staged for.
+        attempt: u32,
+        /// How far, in words.
+        detail: String,
+    },
+    /// A stage of a staging attempt finished; `next` says what the attempt waits for now.
+    Staged {
+        /// The job.
+        job: u64,
+        /// The attempt staged for.
+        attempt: u32,
+        /// Lines for the job's log (what was copied).
+        notes: Vec<String>,
+        /// What comes next.
+        next: Readiness,
+    },
+    /// A stage of a staging attempt failed. With `retry` the job waits again with that reason
+    /// (a full cache), otherwise it ends FAILED.
+    StageFailed {
+        /// The job.
+        job: u64,
+        /// The attempt staged for.
+        attempt: u32,
+        /// Why, in words.
+        why: String,
+        /// The reason word to wait with, when it may try again.
+        retry: Option<String>,
+    },
+    /// A node reported an attempt's end.
+    Ended {
+        /// The reporting node.
+        node: String,
+        /// The job.
+        job: u64,
+        /// The attempt.
+        attempt: u32,
+        /// How it ended.
+        outcome: Outcome,
+    },
+    /// A node reported that an attempt's start order never reached a shim.
+    NeverStarted {
+        /// The reporting node.
+        node: String,
+        /// The job.
+        job: u64,
+        /// The attempt.
+        attempt: u32,
+    },
+    /// Someone (allowed to) cancels the job.
+    Cancel {
+        /// The job.
+        job: u64,
+        /// Who.
+        by: String,
+    },
+    /// A node stopped answering.
+    NodeDown {
+        /// The node.
+        node: String,
+        /// Why, in words.
+        reason: String,
+    },
+    /// A node (re)joined: it must keep only the attempts the lifecycle expects there.
+    NodeUp {
+        /// The node.
+        node: String,
+    },
+}
+
+/// What the shell must do. Every [`Effect::Persist`] of a batch is written (one transaction)
+/// before any other effect of that batch is carried out: an order a node acts on is always on
+/// disk first, so a controller killed in between redoes it, never forgets it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Effect {
+    /// Write this change of this job.
+    Persist {
+        /// The job.
+        job: u64,
+        /// The change, already applied in memory.
+        transition: Transition,
+    },
+    /// Start this attempt's shim on its node.
+    Launch {
+        /// The job.
+        job: u64,
+        /// The attempt.
+        attempt: u32,
+        /// Where.
+        node: String,
+    },
+    /// Put the attempt's datasets or environment on its node.
+    Stage {
+        /// The job.
+        job: u64,
+        /// The attempt.
+        attempt: u32,
+        /// Where.
+        node: String,
+        /// What.
+        kind: StageKind,
+    },
+    /// Stop this attempt on its node (TERM, grace, KILL).
+    Kill {
+        /// The job.
+        job: u64,
+        /// The attempt.
+        attempt: u32,
+        /// Where.
+        node: String,
+    },
+    /// The node may drop what it keeps of an ended attempt.
+    Forget {
+        /// The job.
+        job: u64,
+        /// The attempt.
+        attempt: u32,
+        /// Where.
+        node: String,
+    },
+    /// The node keeps these attempts and kills any other it runs (the fence after a rejoin).
+    Adopt {
+        /// The node.
+        node: String,
+        /// (job, attempt) it must be running.
+        expected: Vec<(u64, u32)>,
+    },
+    /// The job left the queue unplaced (cancelled while pending).
+    Dequeue {
+        /// The job.
+        job: u64,
+    },
+    /// The job's attempt let go of its node: it waits again, keeping its place in the queue.
+    Requeue {
+        /// The job.
+        job: u64,
+    },
+    /// The job ended: its GPUs are free, its time is charged, and the shell drops its record
+    /// (with [`crate::Lifecycle::remove`]) once done with it.
+    Release {
+        /// The job.
+        job: u64,
+        /// It was staging: nothing ran, nothing is charged, and its stage is let go.
+        was_staging: bool,
+    },
+    /// A report was not taken; the shell logs it.
+    Ignored {
+        /// The job.
+        job: u64,
+        /// The attempt reported.
+        attempt: u32,
+        /// The node that reported.
+        node: String,
+        /// Why.
+        why: Stale,
+    },
+}

@@ -1,0 +1,152 @@
+//! The lifecycle part of a job's record: state, attempt, where it runs, when, how it ended.
+
+use crate::transition::Transition;
+use labpool_scheduler::JobState;
+use std::path::PathBuf;
+
+/// What the lifecycle knows of one job. It changes only through [`JobLife::apply`], with the
+/// same [`Transition`] values the database is updated from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobLife {
+    /// State.
+    pub state: JobState,
+    /// The current attempt; 0 until first placed. It is the job's fencing epoch: reports about
+    /// any other attempt are stale.
+    pub attempt: u32,
+    /// Its node, while placed.
+    pub node: Option<String>,
+    /// The GPUs it holds there.
+    pub gpus: Vec<u32>,
+    /// Reason word.
+    pub reason: Option<String>,
+    /// Reason detail.
+    pub reason_detail: Option<String>,
+    /// Exit code.
+    pub exit_code: Option<i32>,
+    /// Signal.
+    pub signal: Option<i32>,
+    /// Start of the current attempt, ms.
+    pub start_time: Option<i64>,
+    /// End, ms.
+    pub end_time: Option<i64>,
+    /// Who asked to cancel the running job, until it ends.
+    pub cancel_requested_by: Option<String>,
+    /// Standard output file.
+    pub stdout: Option<PathBuf>,
+    /// Standard error file.
+    pub stderr: Option<PathBuf>,
+    /// The isolation in force for its run, in words.
+    pub isolation: Option<String>,
+    /// False for `--no-requeue` jobs: they end NODE_FAIL with their node instead of waiting again.
+    pub requeue: bool,
+}
+
+impl JobLife {
+    /// A job just submitted: pending, never placed.
+    pub fn pending(requeue: bool) -> JobLife {
+        JobLife {
+            state: JobState::Pending,
+            attempt: 0,
+            node: None,
+            gpus: Vec::new(),
+            reason: None,
+            reason_detail: None,
+            exit_code: None,
+            signal: None,
+            start_time: None,
+            end_time: None,
+            cancel_requested_by: None,
+            stdout: None,
+            stderr: None,
+            isolation: None,
+            requeue,
+        }
+    }
+
+    /// True while `attempt` is this job's attempt on its node and the job is in `state`.
+    pub fn is_current(&self, attempt: u32, state: JobState) -> bool {
+        self.attempt == attempt && self.state == state
+    }
+
+    /// True once it has ended.
+    pub fn is_terminal(&self) -> bool {
+        !matches!(
+            self.state,
+            JobState::Pending | JobState::Staging | JobState::Running
+        )
+    }
+
+    /// Applies one change. The database applies the same value (see the controller's
+    /// `jobs::store`), so the two agree by construction.
+    pub fn apply(&mut self, t: &Transition) {
+        match t {
+            Transition::Staging {
+                attempt,
+                placement,
+                kind,
+                detail,
+                ..
+            } => {
+                self.state = JobState::Staging;
+                self.attempt = *attempt;
+                self.place(placement);
+                self.start_time = None;
+                self.reason = Some(kind.reason().to_string());
+                self.reason_detail = Some(detail.clone());
+            }
+            Transition::Started {
+                attempt,
+                placement,
+                isolation,
+                time,
+            } => {
+                self.state = JobState::Running;
+                self.attempt = *attempt;
+                self.place(placement);
+                self.start_time = Some(*time);
+                self.reason = None;
+                self.reason_detail = None;
+                self.isolation = Some(isolation.clone());
+            }
+            Transition::Waiting { code, detail } => {
+                self.reason = Some(code.clone());
+                self.reason_detail = Some(detail.clone());
+            }
+            Transition::Noted { .. } => {}
+            Transition::CancelRequested { by, .. } => self.cancel_requested_by = Some(by.clone()),
+            Transition::Requeued { code, detail, .. } => {
+                self.state = JobState::Pending;
+                self.node = None;
+                self.gpus.clear();
+                self.start_time = None;
+                self.reason = Some(code.clone());
+                self.reason_detail = Some(detail.clone());
+            }
+            Transition::Ended {
+                state,
+                exit_code,
+                signal,
+                detail,
+                time,
+            } => {
+                self.state = *state;
+                self.exit_code = *exit_code;
+                self.signal = *signal;
+                self.end_time = Some(*time);
+                self.reason = None;
+                self.reason_detail = detail.clone();
+            }
+        }
+    }
+
+    fn place(&mut self, p: &crate::transition::Placement) {
+        self.node = Some(p.node.clone());
+        self.gpus = p.gpus.clone();
+        self.stdout = Some(p.stdout.clone());
+        self.stderr = Some(p.stderr.clone());
+        self.end_time = None;
+        self.exit_code = None;
+        self.signal = None;
+        self.cancel_requested_by = None;
+    }
+}

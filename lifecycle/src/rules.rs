@@ -1,0 +1,280 @@
+//! The lifecycle's rules, one function per event, each over one job's record. They decide; they
+//! change nothing. [`crate::Lifecycle`] and the controller both call them and apply what they
+//! return, so the simulator and the daemon follow the same rules.
+
+use crate::life::JobLife;
+use crate::transition::{Placement, StageKind, Transition};
+use labpool_scheduler::JobState;
+use serde::{Deserialize, Serialize};
+
+/// How an attempt ended, as its shim recorded it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Outcome {
+    /// Final state.
+    pub state: JobState,
+    /// Exit code, when the script exited.
+    pub exit_code: Option<i32>,
+    /// Signal, when one ended it.
+    pub signal: Option<i32>,
+    /// When it ended, ms since the epoch.
+    pub end_time_ms: i64,
+    /// Why, in words, when there is more to say than the state.
+    pub reason: Option<String>,
+}
+
+impl Outcome {
+    /// An end the controller decides (no exit code, no signal), at `time`, for `why`.
+    pub fn decided(state: JobState, time: i64, why: String) -> Outcome {
+        Outcome {
+            state,
+            exit_code: None,
+            signal: None,
+            end_time_ms: time,
+            reason: Some(why),
+        }
+    }
+}
+
+/// What placing a job's next attempt needs before it can run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Readiness {
+    /// Everything is on the node: it starts now, with this isolation (in words).
+    Ready {
+        /// The isolation in force, in words.
+        isolation: String,
+    },
+    /// It waits for a stage, described in words.
+    Stage(StageKind, String),
+}
+
+/// Placing the job's next attempt at `time`: staging, or started.
+pub fn place(life: &JobLife, placement: Placement, ready: Readiness, time: i64) -> Transition {
+    let attempt = life.attempt + 1;
+    match ready {
+        Readiness::Ready { isolation } => Transition::Started {
+            attempt,
+            placement,
+            isolation,
+            time,
+        },
+        Readiness::Stage(kind, detail) => Transition::Staging {
+            attempt,
+            placement,
+            kind,
+            detail,
+            time,
+        },
+    }
+}
+
+/// A STAGING attempt whose last stage finished: it waits for the next one, or starts.
+pub fn staged(life: &JobLife, next: Readiness, time: i64) -> Transition {
+    match next {
+        Readiness::Stage(kind, detail) => Transition::Waiting {
+            code: kind.reason().to_string(),
+            detail,
+        },
+        Readiness::Ready { isolation } => Transition::Started {
+            attempt: life.attempt,
+            placement: Placement {
+                node: life.node.clone().unwrap_or_default(),
+                gpus: life.gpus.clone(),
+                stdout: life.stdout.clone().unwrap_or_default(),
+                stderr: life.stderr.clone().unwrap_or_default(),
+            },
+            isolation,
+            time,
+        },
+    }
+}
+
+/// A stage of a STAGING attempt failed: the job ends FAILED, uncharged (it never ran).
+pub fn stage_failed(why: String, time: i64) -> Transition {
+    ended(Outcome::decided(JobState::Failed, time, why), None)
+}
+
+/// The end a shim reported, or a decided end, as a transition. A cancelled job's detail names
+/// who cancelled it.
+pub fn ended(outcome: Outcome, cancelled_by: Option<&str>) -> Transition {
+    let detail = match (outcome.state, cancelled_by) {
+        (JobState::Cancelled, Some(by)) => Some(format!("cancelled by {by}")),
+        _ => outcome.reason,
+    };
+    Transition::Ended {
+        state: outcome.state,
+        exit_code: outcome.exit_code,
+        signal: outcome.signal,
+        detail,
+        time: outcome.end_time_ms,
+    }
+}
+
+/// Why a report about an attempt is not taken.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stale {
+    /// The job is not known, or already ended.
+    Unknown,
+    /// The report names another attempt than the job's current one, or the attempt is not in
+    /// the state the report needs: it was fenced (requeued, ended) meanwhile.
+    Fenced {
+        /// The job's current attempt.
+        current: u32,
+    },
+}
+
+/// A node reported that `attempt` ended with `outcome`: its end, if it is the current running
+/// attempt.
+pub fn report_ended(
+    life: Option<&JobLife>,
+    attempt: u32,
+    outcome: Outcome,
+) -> Result<Transition, Stale> {
+    let life = life.ok_or(Stale::Unknown)?;
+    if !life.is_current(attempt, JobState::Running) {
+        return Err(Stale::Fenced {
+            current: life.attempt,
+        });
+    }
+    Ok(ended(outcome, life.cancel_requested_by.as_deref()))
+}
+
+/// A node reported that `attempt` never started (its start order was lost with a restart):
+/// it waits again, or ends CANCELLED when a cancel was asked for meanwhile.
+pub fn report_never_started(
+    life: Option<&JobLife>,
+    attempt: u32,
+    time: i64,
+) -> Result<Transition, Stale> {
+    let life = life.ok_or(Stale::Unknown)?;
+    if !life.is_current(attempt, JobState::Running) {
+        return Err(Stale::Fenced {
+            current: life.attempt,
+        });
+    }
+    Ok(match &life.cancel_requested_by {
+        Some(by) => ended(
+            Outcome::decided(JobState::Cancelled, time, format!("cancelled by {by}")),
+            Some(by),
+        ),
+        None => Transition::Requeued {
+            code: "Requeued".into(),
+            detail: "the start order was lost (the controller or the node's agent restarted) before the job started; it waits again".into(),
+            time,
+        },
+    })
+}
+
+/// What a cancel does to a job, by its state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CancelPlan {
+    /// It ends now (pending or staging: nothing runs yet, nothing is charged).
+    EndNow {
+        /// The end.
+        end: Transition,
+        /// It was pending (leaves the queue) rather than staging (its stage is let go).
+        was_pending: bool,
+    },
+    /// It runs: the request is recorded, then the node is told to kill the attempt.
+    Kill {
+        /// The record of the request.
+        request: Transition,
+        /// Where.
+        node: String,
+        /// Which attempt.
+        attempt: u32,
+    },
+}
+
+/// `by` cancels the job at `time`.
+pub fn cancel(life: &JobLife, by: &str, time: i64) -> CancelPlan {
+    match life.state {
+        JobState::Pending | JobState::Staging => {
+            let was_pending = life.state == JobState::Pending;
+            let how = if was_pending { "pending" } else { "staging" };
+            CancelPlan::EndNow {
+                end: Transition::Ended {
+                    state: JobState::Cancelled,
+                    exit_code: None,
+                    signal: None,
+                    detail: Some(format!("cancelled by {by} while {how}")),
+                    time,
+                },
+                was_pending,
+            }
+        }
+        _ => CancelPlan::Kill {
+            request: Transition::CancelRequested {
+                by: by.to_string(),
+                time,
+            },
+            node: life.node.clone().unwrap_or_default(),
+            attempt: life.attempt,
+        },
+    }
+}
+
+/// The job's node went DOWN for `reason` at `time`: a staging job waits again; a running one
+/// is requeued (its attempt fenced), ends CANCELLED when a cancel was pending, or ends
+/// NODE_FAIL when it may not be requeued. `None` for a job not placed there.
+pub fn node_down(life: &JobLife, node: &str, reason: &str, time: i64) -> Option<Transition> {
+    if life.node.as_deref() != Some(node) || life.state == JobState::Pending || life.is_terminal() {
+        return None;
+    }
+    let requeue = |detail: String| Transition::Requeued {
+        code: "NodeFail".into(),
+        detail,
+        time,
+    };
+    let end = |state: JobState, why: String| ended(Outcome::decided(state, time, why), None);
+    Some(match life.state {
+        JobState::Staging => requeue(format!(
+            "node {node} went DOWN while the job was staged there ({reason}); it waits again"
+        )),
+        _ if life.cancel_requested_by.is_some() => end(
+            JobState::Cancelled,
+            format!("cancelled; its node {node} went DOWN ({reason})"),
+        ),
+        _ if !life.requeue => end(
+            JobState::NodeFail,
+            format!(
+                "node {node} went DOWN while the job ran ({reason}); not requeued (--no-requeue)"
+            ),
+        ),
+        _ => requeue(format!(
+            "node {node} went DOWN while attempt {} ran ({reason}); requeued, and killed there if the node comes back",
+            life.attempt
+        )),
+    })
+}
+
+/// What a restarted controller does with a job it reloads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Recovery {
+    /// It waits in the queue again.
+    Queue,
+    /// Its stage resumes: it holds its GPUs, and no shim runs yet.
+    ResumeStage,
+    /// It runs on its node, which is asked to re-adopt this attempt (and kill any other). A
+    /// cancel asked for before the restart is sent again.
+    Adopt {
+        /// Where.
+        node: String,
+        /// Which attempt.
+        attempt: u32,
+        /// A cancel asked for before the restart.
+        kill: bool,
+    },
+}
+
+/// After a restart: how the reloaded job goes on.
+pub fn recover(life: &JobLife) -> Recovery {
+    match life.state {
+        JobState::Pending => Recovery::Queue,
+        JobState::Staging => Recovery::ResumeStage,
+        _ => Recovery::Adopt {
+            node: life.node.clone().unwrap_or_default(),
+            attempt: life.attempt,
+            kill: life.cancel_requested_by.is_some(),
+        },
+    }
+}

@@ -1,0 +1,192 @@
+//! One state change of one job, as a value. The shell applies the same value to its in-memory
+//! record ([`crate::JobLife::apply`]) and to the database, so the two cannot drift.
+
+use labpool_scheduler::JobState;
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+/// Why a placed job is not running yet: its datasets, or its environment, are being put on the
+/// node. The word is the job's reason while it waits (`Staging`, `EnvStaging`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum StageKind {
+    /// Its datasets are copied into the node's cache.
+    Data,
+    /// Its software environment is unpacked on the node.
+    Env,
+}
+
+impl StageKind {
+    /// The job's reason word while it waits for this stage.
+    pub fn reason(self) -> &'static str {
+        match self {
+            StageKind::Data => "Staging",
+            StageKind::Env => "EnvStaging",
+        }
+    }
+}
+
+/// Where an attempt was placed: node, GPUs and output files.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Placement {
+    /// The node.
+    pub node: String,
+    /// The GPU indices it holds there.
+    pub gpus: Vec<u32>,
+    /// Standard output file.
+    pub stdout: PathBuf,
+    /// Standard error file.
+    pub stderr: PathBuf,
+}
+
+/// A job's state change. Each variant is one row update and, except [`Transition::Waiting`],
+/// one line of the job's event log ([`Transition::event`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Transition {
+    /// Placed as attempt `attempt`; it waits for its datasets or environment (STAGING).
+    Staging {
+        /// The new attempt.
+        attempt: u32,
+        /// Where.
+        placement: Placement,
+        /// What it waits for.
+        kind: StageKind,
+        /// What is being staged, in words.
+        detail: String,
+        /// When, ms.
+        time: i64,
+    },
+    /// Attempt `attempt` runs (RUNNING).
+    Started {
+        /// The attempt.
+        attempt: u32,
+        /// Where.
+        placement: Placement,
+        /// The isolation in force, in words.
+        isolation: String,
+        /// When, ms.
+        time: i64,
+    },
+    /// Its reason changed (pending reason, staging progress, the wait for the environment).
+    Waiting {
+        /// The reason word.
+        code: String,
+        /// The reason in words.
+        detail: String,
+    },
+    /// Something happened that changes no state but belongs in the job's log (a stage done).
+    Noted {
+        /// The event's name.
+        event: String,
+        /// In words.
+        detail: String,
+        /// When, ms.
+        time: i64,
+    },
+    /// Someone asked to stop the running job; kept so that a restarted controller still stops it.
+    CancelRequested {
+        /// Who.
+        by: String,
+        /// When, ms.
+        time: i64,
+    },
+    /// Back in the queue, keeping its place (PENDING with reason `code`).
+    Requeued {
+        /// The reason word.
+        code: String,
+        /// Why, in words.
+        detail: String,
+        /// When, ms.
+        time: i64,
+    },
+    /// Ended in a terminal state.
+    Ended {
+        /// The terminal state.
+        state: JobState,
+        /// Its exit code, when it exited.
+        exit_code: Option<i32>,
+        /// The signal that ended it, when one did.
+        signal: Option<i32>,
+        /// Why, in words.
+        detail: Option<String>,
+        /// When, ms.
+        time: i64,
+    },
+}
+
+impl Transition {
+    /// The line this change writes to the job's event log: (event, detail, time).
+    pub fn event(&self) -> Option<(&str, String, i64)> {
+        match self {
+            Transition::Staging {
+                attempt,
+                placement,
+                detail,
+                time,
+                ..
+            } => Some((
+                "staging",
+                format!(
+                    "attempt {attempt} on {}, GPUs [{}]: {detail}",
+                    placement.node,
+                    gpu_list(&placement.gpus)
+                ),
+                *time,
+            )),
+            Transition::Started {
+                attempt,
+                placement,
+                time,
+                ..
+            } => Some((
+                "start",
+                format!(
+                    "attempt {attempt} on {}, GPUs [{}]",
+                    placement.node,
+                    gpu_list(&placement.gpus)
+                ),
+                *time,
+            )),
+            Transition::Waiting { .. } => None,
+            Transition::Noted {
+                event,
+                detail,
+                time,
+            } => Some((event, detail.clone(), *time)),
+            Transition::CancelRequested { by, time } => {
+                Some(("cancel", format!("requested by {by}"), *time))
+            }
+            Transition::Requeued { detail, time, .. } => Some(("requeue", detail.clone(), *time)),
+            Transition::Ended {
+                state,
+                exit_code,
+                signal,
+                detail,
+                time,
+            } => {
+                let what = match (exit_code, signal) {
+                    (Some(c), _) => format!("{state}, exit code {c}"),
+                    (None, Some(s)) => format!("{state}, signal {s}"),
+                    _ => state.to_string(),
+                };
+                let text = match detail {
+                    Some(d) => format!("{what}: {d}"),
+                    None => what,
+                };
+                Some(("end", text, *time))
+            }
+        }
+    }
+
+    /// True when the job is finished after this change.
+    pub fn is_terminal(&self) -> bool {
+        matches!(self, Transition::Ended { .. })
+    }
+}
+
+/// GPU indices as the job record and its log write them: `0,1,3`.
+pub fn gpu_list(gpus: &[u32]) -> String {
+    gpus.iter()
+        .map(|g| g.to_string())
+        .collect::<Vec<_>>()
+        .join(",")
+}
