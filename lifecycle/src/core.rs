@@ -112,7 +112,7 @@ impl<J: Tracked> Lifecycle<J> {
                 };
                 let t = rules::place(life, placement, ready, now);
                 self.commit(job, t, &mut out);
-                self.start_or_stage(job, &mut out);
+                self.start_or_stage(job, false, &mut out);
             }
             Event::Waiting { job, code, detail } => {
                 if let Some(life) = self.pending(job)
@@ -152,7 +152,7 @@ impl<J: Tracked> Lifecycle<J> {
                     self.commit(job, note, &mut out);
                 }
                 self.commit(job, t, &mut out);
-                self.start_or_stage(job, &mut out);
+                self.start_or_stage(job, true, &mut out);
             }
             Event::StageFailed {
                 job,
@@ -251,15 +251,15 @@ impl<J: Tracked> Lifecycle<J> {
             }
             Event::NodeUp { node } => {
                 self.down.remove(&node);
-                let expected = self.expected_on(&node);
-                out.push(Effect::Adopt { node, expected });
+                out = self.recover([node.as_str()]);
             }
         }
         out
     }
 
-    /// After a restart, once every job is admitted again: the fence for each of `nodes`, then
-    /// the kills of running jobs whose cancel was asked for before the restart.
+    /// After a restart, once every job is admitted again, or when a node rejoins: the fence for
+    /// each of `nodes`, then the kills of their running jobs whose cancel was asked for (the
+    /// first kill may have been lost with the controller or the link).
     pub fn recover<'a>(&self, nodes: impl IntoIterator<Item = &'a str>) -> Vec<Effect> {
         let mut out: Vec<Effect> = nodes
             .into_iter()
@@ -275,6 +275,9 @@ impl<J: Tracked> Lifecycle<J> {
                 kill: true,
             } = rules::recover(j.life())
                 && j.life().state == JobState::Running
+                && out
+                    .iter()
+                    .any(|e| matches!(e, Effect::Adopt { node: n, .. } if *n == node))
             {
                 out.push(Effect::Kill {
                     job: *id,
@@ -307,12 +310,17 @@ impl<J: Tracked> Lifecycle<J> {
     }
 
     /// After a placement or a stage: the launch of a running attempt, or its next stage.
-    fn start_or_stage(&self, job: u64, out: &mut Vec<Effect>) {
+    fn start_or_stage(&self, job: u64, staged: bool, out: &mut Vec<Effect>) {
         let Some(l) = self.life(job) else { return };
         let node = l.node.clone().unwrap_or_default();
         let attempt = l.attempt;
         match (l.state, l.reason.as_deref()) {
-            (JobState::Running, _) => out.push(Effect::Launch { job, attempt, node }),
+            (JobState::Running, _) => out.push(Effect::Launch {
+                job,
+                attempt,
+                node,
+                staged,
+            }),
             (JobState::Staging, Some(r)) => {
                 let kind = if r == StageKind::Env.reason() {
                     StageKind::Env

@@ -90,7 +90,8 @@ pub enum Event {
         /// Why, in words.
         reason: String,
     },
-    /// A node (re)joined: it must keep only the attempts the lifecycle expects there.
+    /// A node (re)joined: it must keep only the attempts the lifecycle expects there, and it is
+    /// told again to stop those whose cancel was asked for.
     NodeUp {
         /// The node.
         node: String,
@@ -117,6 +118,9 @@ pub enum Effect {
         attempt: u32,
         /// Where.
         node: String,
+        /// It waited for a stage first (its run starts now, not at placement; its datasets were
+        /// not already cached when it was placed).
+        staged: bool,
     },
     /// Put the attempt's datasets or environment on its node.
     Stage {

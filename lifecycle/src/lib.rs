@@ -23,7 +23,7 @@
 //! assert!(matches!(effects[0], Effect::Persist { job: 7, .. }));
 //! assert_eq!(
 //!     effects[1],
-//!     Effect::Launch { job: 7, attempt: 1, node: "gpu1".into() }
+//!     Effect::Launch { job: 7, attempt: 1, node: "gpu1".into(), staged: false }
 //! );
 //! ```
 #![deny(missing_docs)]

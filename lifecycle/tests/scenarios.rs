@@ -131,7 +131,8 @@ fn data_then_environment_then_start() {
     assert!(out.contains(&Effect::Launch {
         job: j,
         attempt: 1,
-        node: "n0".into()
+        node: "n0".into(),
+        staged: true
     }));
     assert_eq!(h.store[&j].state, JobState::Running);
     assert_eq!(h.store[&j].isolation.as_deref(), Some("cgroup v2"));

@@ -3,7 +3,6 @@
 //! messages over the network, so one code path serves one box and many.
 
 use labpool_cache::store::{Inventory, Progress, StageReport, VerifyReport};
-use labpool_scheduler::JobState;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -224,20 +223,8 @@ pub enum AgentOrder {
     },
 }
 
-/// How an attempt ended, as its shim recorded it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Outcome {
-    /// Final state.
-    pub state: JobState,
-    /// Exit code, when the script exited.
-    pub exit_code: Option<i32>,
-    /// Signal, when one ended it.
-    pub signal: Option<i32>,
-    /// When it ended, ms since the epoch.
-    pub end_time_ms: i64,
-    /// Why, in words, when there is more to say than the state.
-    pub reason: Option<String>,
-}
+/// How an attempt ended, as its shim recorded it: the lifecycle core's own type.
+pub use labpool_lifecycle::Outcome;
 
 /// A report from an agent.
 #[derive(Debug, Clone, Serialize, Deserialize)]

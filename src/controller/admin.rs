@@ -318,7 +318,7 @@ impl Engine {
             .map(str::to_string)
             .collect();
         let limits = |job: &labpool_scheduler::JobSpec| self.sched.limits_for(job).describe();
-        if let Some(row) = self.active.get(&id) {
+        if let Some(row) = self.jobs.job(id) {
             let summary = match row.state {
                 JobState::Pending => match self.sched.explain(JobId(id)) {
                     Some(n) => format!("waits: {}", n.reason),
@@ -360,6 +360,7 @@ impl Engine {
                     row.end_time.map(rfc3339).unwrap_or_default(),
                     row.state,
                     row.reason_detail
+                        .as_ref()
                         .map(|d| format!(": {d}"))
                         .unwrap_or_default()
                 ),

@@ -28,6 +28,7 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::routing::post;
 use axum::{Extension, Json, Router};
+use labpool_lifecycle::{Event, StageKind};
 use labpool_scheduler::{JobState, Timestamp};
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -284,50 +285,31 @@ impl Engine {
     /// Tells a (re)connected node what it should be running, and gives it again what its jobs
     /// wait for: stages, environment stages and cancels.
     fn resend_to(&mut self, node: &str) {
-        let mine: Vec<(u64, u32, JobState, bool)> = self
-            .active
-            .values()
-            .filter(|r| r.node.as_deref() == Some(node))
-            .map(|r| (r.id, r.attempt, r.state, r.cancel_requested_by.is_some()))
+        self.outbox.order(node, AgentOrder::Inventory);
+        self.lifecycle(Event::NodeUp {
+            node: node.to_string(),
+        });
+        let staging: Vec<(u64, u32)> = self
+            .jobs
+            .jobs()
+            .map(|(_, r)| r)
+            .filter(|r| r.node.as_deref() == Some(node) && r.state == JobState::Staging)
+            .map(|r| (r.id, r.attempt))
             .collect();
-        let expected = mine
-            .iter()
-            .filter(|(_, _, s, _)| *s == JobState::Running)
-            .map(|(j, a, _, _)| (*j, *a))
-            .collect();
-        if let Some(link) = self.agents.get(node) {
-            let _ = link.send(AgentOrder::Adopt { expected });
-            let _ = link.send(AgentOrder::Inventory);
-            for (job, attempt, state, cancel) in &mine {
-                if *state == JobState::Running && *cancel {
-                    let _ = link.send(AgentOrder::Kill {
-                        job: *job,
-                        attempt: *attempt,
-                    });
-                }
-            }
-        }
-        for (job, attempt, state, _) in mine {
-            if state != JobState::Staging {
-                continue;
-            }
+        for (job, attempt) in staging {
             let data_done = self
                 .data
                 .job_versions
                 .get(&job)
                 .is_none_or(|v| v.iter().all(|(n, ver)| self.data.complete_on(node, n, ver)));
-            if data_done && self.envs_ready_needed(job) {
-                self.send_env_stage(job, attempt, node);
+            let env_needed = self.jobs.job(job).is_some_and(|r| self.needs_env_stage(r));
+            let kind = if data_done && env_needed {
+                StageKind::Env
             } else {
-                self.start_staging(job, attempt, node);
-            }
+                StageKind::Data
+            };
+            self.outbox.stage(job, attempt, node, kind);
         }
-    }
-
-    fn envs_ready_needed(&self, job: u64) -> bool {
-        self.active
-            .get(&job)
-            .is_some_and(|r| self.needs_env_stage(r))
     }
 
     /// A heartbeat: the node is alive. An agent the controller does not know (it restarted, or
@@ -407,13 +389,13 @@ impl Engine {
                     crate::clock::short(last)
                 )
             };
-            self.node_down(&node, &reason).await?;
+            self.node_down(&node, &reason);
         }
         Ok(())
     }
 
     /// The node is DOWN: no orders go to it, and its jobs are requeued or failed.
-    async fn node_down(&mut self, node: &str, reason: &str) -> anyhow::Result<()> {
+    fn node_down(&mut self, node: &str, reason: &str) {
         tracing::warn!(node, reason, "node DOWN");
         self.sched
             .set_node_down(node, Some(format!("DOWN: {reason}")));
@@ -425,57 +407,10 @@ impl Engine {
         self.data
             .peer_serving
             .retain(|(target, _, _), source| target != node && source != node);
-        let jobs: Vec<(u64, u32, JobState, bool, bool)> = self
-            .active
-            .values()
-            .filter(|r| r.node.as_deref() == Some(node) && r.state != JobState::Pending)
-            .map(|r| {
-                (
-                    r.id,
-                    r.attempt,
-                    r.state,
-                    r.request.no_requeue,
-                    r.cancel_requested_by.is_some(),
-                )
-            })
-            .collect();
-        for (job, attempt, state, no_requeue, cancelled) in jobs {
-            let outcome = |state: JobState, why: String| crate::agent::protocol::Outcome {
-                state,
-                exit_code: None,
-                signal: None,
-                end_time_ms: now_ms(),
-                reason: Some(why),
-            };
-            match state {
-                JobState::Staging => {
-                    let why = format!(
-                        "node {node} went DOWN while the job was staged there ({reason}); it waits again"
-                    );
-                    self.requeue_job(job, "NodeFail", &why).await?;
-                }
-                _ if cancelled => {
-                    let why = format!("cancelled; its node {node} went DOWN ({reason})");
-                    self.record_end(job, outcome(JobState::Cancelled, why))
-                        .await?;
-                }
-                _ if no_requeue => {
-                    let why = format!(
-                        "node {node} went DOWN while the job ran ({reason}); not requeued (--no-requeue)"
-                    );
-                    self.record_end(job, outcome(JobState::NodeFail, why))
-                        .await?;
-                }
-                _ => {
-                    let why = format!(
-                        "node {node} went DOWN while attempt {attempt} ran ({reason}); requeued, and killed there if the node comes back"
-                    );
-                    self.requeue_job(job, "NodeFail", &why).await?;
-                    tracing::info!(job, attempt, node, "requeued after node failure");
-                }
-            }
-        }
-        Ok(())
+        self.lifecycle(Event::NodeDown {
+            node: node.to_string(),
+            reason: reason.to_string(),
+        });
     }
 
     /// Peers that hold `name@version` complete, for a stage on `node`: remote nodes that are

@@ -4,7 +4,7 @@
 use crate::controller::db::{Db, DbError};
 use sqlx::{Row, Sqlite, Transaction};
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// A registered dataset.
 #[derive(Debug, Clone, PartialEq)]
@@ -171,37 +171,5 @@ impl Db {
                 .push((r.try_get(1)?, r.try_get(2)?));
         }
         Ok(out)
-    }
-
-    /// Marks a placed job STAGING: it holds its node and GPUs while its datasets are copied, and
-    /// its time has not started.
-    #[allow(clippy::too_many_arguments)]
-    pub async fn mark_staging(
-        tx: &mut Transaction<'_, Sqlite>,
-        job: u64,
-        node: &str,
-        gpus: &[u32],
-        attempt: u32,
-        time: i64,
-        stdout: &Path,
-        stderr: &Path,
-        what: &str,
-    ) -> Result<(), DbError> {
-        let gpus = crate::controller::db::gpu_column(gpus);
-        sqlx::query(
-            "UPDATE jobs SET state = 'STAGING', reason = 'Staging', reason_detail = ?, node = ?, gpus = ?, attempt = ?, \
-             start_time = NULL, end_time = NULL, exit_code = NULL, signal = NULL, cancel_requested_by = NULL, stdout = ?, stderr = ? WHERE id = ?",
-        )
-        .bind(what)
-        .bind(node)
-        .bind(&gpus)
-        .bind(attempt as i64)
-        .bind(stdout.display().to_string())
-        .bind(stderr.display().to_string())
-        .bind(job as i64)
-        .execute(&mut **tx)
-        .await?;
-        let detail = format!("attempt {attempt} on {node}, GPUs [{gpus}]: {what}");
-        Db::event(tx, job, time, "staging", Some(&detail)).await
     }
 }

@@ -4,6 +4,7 @@
 
 use crate::api::{JobView, SubmitRequest};
 use crate::clock::rfc3339;
+use labpool_lifecycle::{JobLife, Tracked};
 use labpool_scheduler::array::parse_array;
 use labpool_scheduler::credits::{Entry, EntryKind};
 use labpool_scheduler::dependency::parse_dependencies;
@@ -45,7 +46,9 @@ pub enum DbError {
     },
 }
 
-/// A job row.
+/// A job row: who, what was asked, and its lifecycle. Reads of the lifecycle fields go
+/// through `Deref` (`row.state`); changes only through [`Transition`]s, applied to the row
+/// and to the table from the same value (see `controller::jobs`).
 #[derive(Debug, Clone)]
 pub struct JobRow {
     /// Id.
@@ -54,38 +57,28 @@ pub struct JobRow {
     pub uid: u32,
     /// Owner's gid.
     pub gid: u32,
-    /// State.
-    pub state: JobState,
     /// Scheduler view.
     pub spec: JobSpec,
-    /// Reason word.
-    pub reason: Option<String>,
-    /// Reason detail.
-    pub reason_detail: Option<String>,
-    /// Node.
-    pub node: Option<String>,
-    /// Allocated GPUs.
-    pub gpus: Vec<u32>,
-    /// Exit code.
-    pub exit_code: Option<i32>,
-    /// Signal.
-    pub signal: Option<i32>,
-    /// Start, ms.
-    pub start_time: Option<i64>,
-    /// End, ms.
-    pub end_time: Option<i64>,
-    /// Attempt count.
-    pub attempt: u32,
-    /// Who asked to cancel the running job, until it ends.
-    pub cancel_requested_by: Option<String>,
-    /// Standard output file.
-    pub stdout: Option<PathBuf>,
-    /// Standard error file.
-    pub stderr: Option<PathBuf>,
-    /// The isolation in force for its run, in words.
-    pub isolation: Option<String>,
     /// The request as submitted.
     pub request: SubmitRequest,
+    /// State, attempt, placement, times, outcome.
+    pub life: JobLife,
+}
+
+impl std::ops::Deref for JobRow {
+    type Target = JobLife;
+    fn deref(&self) -> &JobLife {
+        &self.life
+    }
+}
+
+impl Tracked for JobRow {
+    fn life(&self) -> &JobLife {
+        &self.life
+    }
+    fn life_mut(&mut self) -> &mut JobLife {
+        &mut self.life
+    }
 }
 
 impl JobRow {
@@ -298,153 +291,6 @@ impl Db {
         };
         Db::event(tx, id as u64, job.submit_time, "submit", detail).await?;
         Ok(id as u64)
-    }
-
-    /// Records an event.
-    pub async fn event(
-        tx: &mut Transaction<'_, Sqlite>,
-        job: u64,
-        time: i64,
-        event: &str,
-        detail: Option<&str>,
-    ) -> Result<(), DbError> {
-        sqlx::query("INSERT INTO job_events (job_id, time, event, detail) VALUES (?, ?, ?, ?)")
-            .bind(job as i64)
-            .bind(time)
-            .bind(event)
-            .bind(detail)
-            .execute(&mut **tx)
-            .await?;
-        Ok(())
-    }
-
-    /// Marks a job running: where, on what, which attempt, and its output files.
-    #[allow(clippy::too_many_arguments)]
-    pub async fn mark_started(
-        tx: &mut Transaction<'_, Sqlite>,
-        job: u64,
-        node: &str,
-        gpus: &[u32],
-        attempt: u32,
-        start_time: i64,
-        stdout: &Path,
-        stderr: &Path,
-    ) -> Result<(), DbError> {
-        let gpus = gpu_column(gpus);
-        sqlx::query(
-            "UPDATE jobs SET state = 'RUNNING', reason = NULL, reason_detail = NULL, node = ?, gpus = ?, attempt = ?, \
-             start_time = ?, end_time = NULL, exit_code = NULL, signal = NULL, cancel_requested_by = NULL, stdout = ?, stderr = ? WHERE id = ?",
-        )
-        .bind(node)
-        .bind(&gpus)
-        .bind(attempt as i64)
-        .bind(start_time)
-        .bind(stdout.display().to_string())
-        .bind(stderr.display().to_string())
-        .bind(job as i64)
-        .execute(&mut **tx)
-        .await?;
-        let detail = format!("attempt {attempt} on {node}, GPUs [{gpus}]");
-        Db::event(tx, job, start_time, "start", Some(&detail)).await
-    }
-
-    /// Records the isolation in force for a job's run.
-    pub async fn set_isolation(
-        tx: &mut Transaction<'_, Sqlite>,
-        job: u64,
-        isolation: &str,
-    ) -> Result<(), DbError> {
-        sqlx::query("UPDATE jobs SET isolation = ? WHERE id = ?")
-            .bind(isolation)
-            .bind(job as i64)
-            .execute(&mut **tx)
-            .await?;
-        Ok(())
-    }
-
-    /// Sets a pending job's reason.
-    pub async fn set_reason(
-        tx: &mut Transaction<'_, Sqlite>,
-        job: u64,
-        code: &str,
-        detail: &str,
-    ) -> Result<(), DbError> {
-        sqlx::query("UPDATE jobs SET reason = ?, reason_detail = ? WHERE id = ?")
-            .bind(code)
-            .bind(detail)
-            .bind(job as i64)
-            .execute(&mut **tx)
-            .await?;
-        Ok(())
-    }
-
-    /// Records a job's end.
-    #[allow(clippy::too_many_arguments)]
-    pub async fn mark_ended(
-        tx: &mut Transaction<'_, Sqlite>,
-        job: u64,
-        state: JobState,
-        exit_code: Option<i32>,
-        signal: Option<i32>,
-        end_time: i64,
-        reason: Option<&str>,
-        detail: Option<&str>,
-    ) -> Result<(), DbError> {
-        sqlx::query(
-            "UPDATE jobs SET state = ?, exit_code = ?, signal = ?, end_time = ?, reason = ?, reason_detail = ? WHERE id = ?",
-        )
-        .bind(state.as_str())
-        .bind(exit_code)
-        .bind(signal)
-        .bind(end_time)
-        .bind(reason)
-        .bind(detail)
-        .bind(job as i64)
-        .execute(&mut **tx)
-        .await?;
-        let what = match (exit_code, signal) {
-            (Some(c), _) => format!("{state}, exit code {c}"),
-            (None, Some(s)) => format!("{state}, signal {s}"),
-            _ => state.to_string(),
-        };
-        let detail = match detail {
-            Some(d) => format!("{what}: {d}"),
-            None => what,
-        };
-        Db::event(tx, job, end_time, "end", Some(&detail)).await
-    }
-
-    /// Records that `by` asked to cancel a running job, so that a restarted controller still
-    /// stops it.
-    pub async fn request_cancel(
-        tx: &mut Transaction<'_, Sqlite>,
-        job: u64,
-        time: i64,
-        by: &str,
-    ) -> Result<(), DbError> {
-        sqlx::query("UPDATE jobs SET cancel_requested_by = ? WHERE id = ?")
-            .bind(by)
-            .bind(job as i64)
-            .execute(&mut **tx)
-            .await?;
-        Db::event(tx, job, time, "cancel", Some(&format!("requested by {by}"))).await
-    }
-
-    /// Puts a job back in the queue.
-    pub async fn mark_requeued(
-        tx: &mut Transaction<'_, Sqlite>,
-        job: u64,
-        time: i64,
-        why: &str,
-    ) -> Result<(), DbError> {
-        sqlx::query(
-            "UPDATE jobs SET state = 'PENDING', reason = 'Requeued', reason_detail = ?, node = NULL, gpus = '', start_time = NULL WHERE id = ?",
-        )
-        .bind(why)
-        .bind(job as i64)
-        .execute(&mut **tx)
-        .await?;
-        Db::event(tx, job, time, "requeue", Some(why)).await
     }
 
     /// Jobs that are not finished, oldest first; of one user when given.
@@ -831,11 +677,28 @@ fn job_from_row(r: &SqliteRow) -> Result<JobRow, DbError> {
     let opt_path = |col: &str| -> Result<Option<PathBuf>, DbError> {
         Ok(r.try_get::<Option<String>, _>(col)?.map(PathBuf::from))
     };
+    let life = JobLife {
+        state,
+        reason: r.try_get("reason")?,
+        reason_detail: r.try_get("reason_detail")?,
+        node: r.try_get("node")?,
+        gpus,
+        exit_code: r.try_get("exit_code")?,
+        signal: r.try_get("signal")?,
+        start_time: r.try_get("start_time")?,
+        end_time: r.try_get("end_time")?,
+        attempt: r.try_get::<i64, _>("attempt")? as u32,
+        cancel_requested_by: r.try_get("cancel_requested_by")?,
+        stdout: opt_path("stdout")?,
+        stderr: opt_path("stderr")?,
+        isolation: r.try_get("isolation")?,
+        requeue: !request.no_requeue,
+    };
     Ok(JobRow {
         id: id as u64,
         uid: r.try_get::<i64, _>("uid")? as u32,
         gid: r.try_get::<i64, _>("gid")? as u32,
-        state,
+        life,
         spec: JobSpec {
             id: JobId(id as u64),
             name: r.try_get("name")?,
@@ -870,19 +733,6 @@ fn job_from_row(r: &SqliteRow) -> Result<JobRow, DbError> {
                 None => None,
             },
         },
-        reason: r.try_get("reason")?,
-        reason_detail: r.try_get("reason_detail")?,
-        node: r.try_get("node")?,
-        gpus,
-        exit_code: r.try_get("exit_code")?,
-        signal: r.try_get("signal")?,
-        start_time: r.try_get("start_time")?,
-        end_time: r.try_get("end_time")?,
-        attempt: r.try_get::<i64, _>("attempt")? as u32,
-        cancel_requested_by: r.try_get("cancel_requested_by")?,
-        stdout: opt_path("stdout")?,
-        stderr: opt_path("stderr")?,
-        isolation: r.try_get("isolation")?,
         request,
     })
 }

@@ -13,13 +13,16 @@ use crate::clock::{month_of, now, now_ms};
 use crate::controller::dataset_db::{DatasetRow, VersionRow};
 use crate::controller::db::{Db, JobRow};
 use crate::controller::error::ApiError;
+use crate::controller::jobs::Outbox;
 use crate::controller::staging::DataState;
 use crate::data_api::{CacheStatus, DatasetView, StageQueued, StageRequest, VerifiedVersion};
 use crate::identity::{Caller, effective_uid};
 use crate::settings::Config;
 use labpool_cache::manifest::Manifest;
+use labpool_lifecycle::rules::{self, Recovery};
+use labpool_lifecycle::{Event, Lifecycle, Placement, Readiness, StageKind};
 use labpool_scheduler::array::parse_array;
-use labpool_scheduler::credits::{Entry, EntryKind, month_summary};
+use labpool_scheduler::credits::{Entry, month_summary};
 use labpool_scheduler::options::{PatternValues, expand_pattern};
 use labpool_scheduler::{Allocation, Decision, JobId, JobState, Scheduler, Timestamp};
 use std::collections::{BTreeMap, BTreeSet};
@@ -212,8 +215,10 @@ pub struct Engine {
     pub(crate) nodes_facts: BTreeMap<String, NodeFacts>,
     /// Attempts whose node has reported their environment in place: (job, attempt).
     pub(crate) envs_ready: BTreeSet<(u64, u32)>,
-    /// Jobs not yet finished, with everything needed to launch them.
-    pub(crate) active: BTreeMap<u64, JobRow>,
+    /// Jobs not yet finished, with everything needed to launch them, in the lifecycle core.
+    pub(crate) jobs: Lifecycle<JobRow>,
+    /// What the current batch must write, send and answer.
+    pub(crate) outbox: Outbox,
     pub(crate) controller_uid: u32,
     /// This month's ledger entries, oldest first, and the month's bounds (ms).
     pub(crate) ledger: Vec<Entry>,
@@ -246,7 +251,8 @@ impl Engine {
             agents,
             nodes_facts,
             envs_ready: BTreeSet::new(),
-            active: BTreeMap::new(),
+            jobs: Lifecycle::new(),
+            outbox: Outbox::default(),
             controller_uid: effective_uid(),
             ledger: Vec::new(),
             month: (0, 0),
@@ -296,61 +302,35 @@ impl Engine {
         self.restore_remote().await?;
 
         let rows = self.db.active_jobs(None).await?;
-        let mut expected: BTreeMap<String, Vec<(u64, u32)>> = BTreeMap::new();
-        let mut lost = Vec::new();
         for row in rows {
-            match row.state {
-                JobState::Pending => self.sched.enqueue(row.spec.clone()),
-                _ => {
-                    let alloc = Allocation {
-                        start: Timestamp(row.start_time.unwrap_or(row.spec.submit_time.0)),
-                        node: row.node.clone().unwrap_or_default(),
-                        gpus: row.gpus.clone(),
-                        cpus: row.spec.resources.cpus,
-                        mem_mib: row.spec.resources.mem_mib,
-                        shared: row.spec.resources.gpu_share && !row.gpus.is_empty(),
-                    };
-                    match self.sched.restore_running(row.spec.clone(), alloc.clone()) {
-                        // A staging job has no shim yet: its stage resumes instead.
-                        Ok(()) if row.state == JobState::Staging => {}
-                        Ok(()) => expected
-                            .entry(alloc.node)
-                            .or_default()
-                            .push((row.id, row.attempt)),
-                        Err(e) => {
-                            tracing::error!("{e}");
-                            lost.push((row.id, e.to_string()));
-                        }
-                    }
+            if let Recovery::Queue = rules::recover(&row.life) {
+                self.sched.enqueue(row.spec.clone());
+            } else {
+                let alloc = Allocation {
+                    start: Timestamp(row.start_time.unwrap_or(row.spec.submit_time.0)),
+                    node: row.node.clone().unwrap_or_default(),
+                    gpus: row.gpus.clone(),
+                    cpus: row.spec.resources.cpus,
+                    mem_mib: row.spec.resources.mem_mib,
+                    shared: row.spec.resources.gpu_share && !row.gpus.is_empty(),
+                };
+                if let Err(e) = self.sched.restore_running(row.spec.clone(), alloc) {
+                    // Its node or GPUs are gone from the configuration: it cannot be re-adopted.
+                    tracing::error!("{e}");
+                    let end = Outcome::decided(JobState::NodeFail, now_ms(), e.to_string());
+                    self.outbox.persist(row.id, rules::ended(end, None));
+                    self.sched.note_outcome(JobId(row.id), false);
+                    continue;
                 }
             }
-            self.active.insert(row.id, row);
-        }
-        if !lost.is_empty() {
-            let mut tx = self.db.begin().await?;
-            for (id, why) in &lost {
-                Db::mark_ended(
-                    &mut tx,
-                    *id,
-                    JobState::NodeFail,
-                    None,
-                    None,
-                    now_ms(),
-                    None,
-                    Some(why),
-                )
-                .await?;
-                self.active.remove(id);
-                self.sched.note_outcome(JobId(*id), false);
-            }
-            tx.commit().await?;
+            self.jobs.admit(row.id, row);
         }
         // Dependencies on jobs that ended before this start.
         let targets: BTreeSet<u64> = self
-            .active
-            .values()
-            .flat_map(|r| r.spec.dependencies.iter().map(|d| d.job.0))
-            .filter(|id| !self.active.contains_key(id))
+            .jobs
+            .jobs()
+            .flat_map(|(_, r)| r.spec.dependencies.iter().map(|d| d.job.0))
+            .filter(|id| !self.jobs.contains(*id))
             .collect();
         for id in targets {
             if let Some(state) = self.db.job_state(id).await? {
@@ -364,24 +344,11 @@ impl Engine {
         self.restore_data().await?;
         let (pending, running) = (self.sched.pending().count(), self.sched.running().count());
         tracing::info!(pending, running, "state restored");
-        for (node, link) in &self.agents {
-            let expected = expected.remove(node).unwrap_or_default();
-            let _ = link.send(AgentOrder::Adopt { expected });
-        }
-        // Cancels that were asked for before the restart are carried out now.
-        for row in self
-            .active
-            .values()
-            .filter(|r| r.state == JobState::Running && r.cancel_requested_by.is_some())
-        {
-            if let Some(link) = row.node.as_ref().and_then(|n| self.agents.get(n)) {
-                let _ = link.send(AgentOrder::Kill {
-                    job: row.id,
-                    attempt: row.attempt,
-                });
-            }
-        }
-        Ok(())
+        // Each node keeps the attempts expected there and kills any other; cancels asked for
+        // before the restart are carried out now.
+        let recovery = self.jobs.recover(self.agents.keys().map(String::as_str));
+        self.apply(recovery);
+        self.flush().await
     }
 
     /// Loads the month that holds `at`: its ledger entries, and every known user's balance.
@@ -401,7 +368,7 @@ impl Engine {
             .ledger
             .iter()
             .map(|e| e.user.clone())
-            .chain(self.active.values().map(|r| r.spec.user.clone()))
+            .chain(self.jobs.jobs().map(|(_, r)| r.spec.user.clone()))
             .chain(self.sched.pending().map(|j| j.user.clone()))
             .collect();
         for user in users {
@@ -437,7 +404,8 @@ impl Engine {
         mut reports: mpsc::UnboundedReceiver<AgentReport>,
         mut shutdown: watch::Receiver<bool>,
     ) -> anyhow::Result<()> {
-        self.schedule().await?;
+        self.schedule();
+        self.flush().await?;
         let mut tick = tokio::time::interval(TICK);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut node_check = tokio::time::interval(NODE_CHECK);
@@ -467,7 +435,8 @@ impl Engine {
                 self.load_month(now).await?;
             }
             self.handle(batch).await?;
-            self.schedule().await?;
+            self.schedule();
+            self.flush().await?;
         }
         tracing::info!("engine stopped");
         Ok(())
@@ -482,10 +451,11 @@ impl Engine {
                 }
                 Item::Request(Request::Cancel { ids, caller, reply }) => {
                     let out = self.cancel(&ids, &caller).await?;
-                    let _ = reply.send(out);
+                    self.outbox.reply(reply, out);
                 }
                 Item::Request(Request::Nodes { reply }) => {
-                    let _ = reply.send(self.node_views());
+                    let views = self.node_views();
+                    self.outbox.reply(reply, views);
                 }
                 Item::Request(Request::Drain {
                     node,
@@ -494,7 +464,7 @@ impl Engine {
                     reply,
                 }) => {
                     let out = self.drain(&node, reason, &caller).await?;
-                    let _ = reply.send(out);
+                    self.outbox.reply(reply, out);
                 }
                 Item::Request(Request::Account {
                     change,
@@ -502,21 +472,23 @@ impl Engine {
                     reply,
                 }) => {
                     let out = self.change_accounts(change, &caller).await?;
-                    let _ = reply.send(out);
+                    self.outbox.reply(reply, out);
                 }
                 Item::Request(Request::Accounts { reply }) => {
-                    let _ = reply.send(self.accounts_view());
+                    let view = self.accounts_view();
+                    self.outbox.reply(reply, view);
                 }
                 Item::Request(Request::Grant { req, caller, reply }) => {
                     let out = self.grant(req, &caller).await?;
-                    let _ = reply.send(out);
+                    self.outbox.reply(reply, out);
                 }
                 Item::Request(Request::Credits { user, reply }) => {
-                    let _ = reply.send(self.credits_view(&user));
+                    let view = self.credits_view(&user);
+                    self.outbox.reply(reply, view);
                 }
                 Item::Request(Request::Why { id, reply }) => {
                     let out = self.why(id).await?;
-                    let _ = reply.send(out);
+                    self.outbox.reply(reply, out);
                 }
                 Item::Request(Request::AddDataset {
                     dataset,
@@ -525,7 +497,7 @@ impl Engine {
                     reply,
                 }) => {
                     let out = self.add_dataset(dataset, *manifest, &caller).await?;
-                    let _ = reply.send(out);
+                    self.outbox.reply(reply, out);
                 }
                 Item::Request(Request::AddVersion {
                     name,
@@ -535,14 +507,15 @@ impl Engine {
                     reply,
                 }) => {
                     let out = self.add_version(&name, version, *manifest, &caller).await?;
-                    let _ = reply.send(out);
+                    self.outbox.reply(reply, out);
                 }
                 Item::Request(Request::CacheStatus { node, reply }) => {
-                    let _ = reply.send(self.cache_status(node.as_deref()));
+                    let status = self.cache_status(node.as_deref());
+                    self.outbox.reply(reply, status);
                 }
                 Item::Request(Request::CacheStage { req, caller, reply }) => {
                     let out = self.warm_up(&req.name, req.node.as_deref(), caller.admin);
-                    let _ = reply.send(out);
+                    self.outbox.reply(reply, out);
                 }
                 Item::Request(Request::CacheVerify {
                     node,
@@ -551,14 +524,15 @@ impl Engine {
                 }) => self.start_verify(node.as_deref(), caller.admin, reply),
                 Item::Request(Request::AgentRegister { reg, from, reply }) => {
                     let out = self.on_register(*reg, from).await?;
-                    let _ = reply.send(out);
+                    self.outbox.reply(reply, out);
                 }
                 Item::Request(Request::AgentHeartbeat { beat, reply }) => {
-                    let _ = reply.send(self.on_heartbeat(beat));
+                    let out = self.on_heartbeat(beat);
+                    self.outbox.reply(reply, out);
                 }
                 Item::Request(Request::AgentReports { batch, reply }) => {
                     let out = self.on_agent_reports(batch).await?;
-                    let _ = reply.send(out);
+                    self.outbox.reply(reply, out);
                 }
                 Item::Report(report) => self.on_report(report).await?,
                 Item::NodeCheck => self.check_nodes().await?,
@@ -570,154 +544,78 @@ impl Engine {
         Ok(())
     }
 
-    /// One scheduling pass: decisions are committed, then the starts are sent to the nodes.
-    async fn schedule(&mut self) -> anyhow::Result<()> {
+    /// One scheduling pass: its placements and reasons go through the lifecycle, so they are
+    /// committed with the batch before any start reaches a node.
+    fn schedule(&mut self) {
         let pass_time = now();
         let view = self.pass_cache_view();
         let decisions = self.sched.schedule_with(pass_time, &view);
-        if decisions.is_empty() {
-            return Ok(());
-        }
-        let start_time = pass_time.0;
-        let mut tx = self.db.begin().await?;
-        let mut launches = Vec::new();
-        let mut stages = Vec::new();
         let mut prefetches = Vec::new();
-        let mut env_stages = Vec::new();
         for d in decisions {
             match d {
                 Decision::Start {
                     job, allocation, ..
-                } => {
-                    let row = self
-                        .active
-                        .get_mut(&job.0)
-                        .expect("a scheduled job is active");
-                    row.attempt += 1;
-                    let (stdout, stderr) = output_paths(row, &allocation.node);
-                    let datasets = row.spec.datasets.clone();
-                    let (versions, complete) = self.placement_versions(&datasets, &allocation.node);
-                    if !versions.is_empty() {
-                        Db::set_job_datasets(&mut tx, job.0, &versions).await?;
-                        self.data.job_versions.insert(job.0, versions.clone());
-                    }
-                    let row = self
-                        .active
-                        .get_mut(&job.0)
-                        .expect("a scheduled job is active");
-                    row.node = Some(allocation.node.clone());
-                    row.gpus = allocation.gpus.clone();
-                    row.stdout = Some(stdout.clone());
-                    row.stderr = Some(stderr.clone());
-                    if !complete {
-                        let what = versions
-                            .iter()
-                            .map(|(n, v)| format!("{n}@{}", crate::data_api::short(v)))
-                            .collect::<Vec<_>>()
-                            .join(", ");
-                        let what = format!("staging {what}");
-                        Db::mark_staging(
-                            &mut tx,
-                            job.0,
-                            &allocation.node,
-                            &allocation.gpus,
-                            row.attempt,
-                            start_time,
-                            &stdout,
-                            &stderr,
-                            &what,
-                        )
-                        .await?;
-                        row.state = JobState::Staging;
-                        row.start_time = None;
-                        row.reason = Some("Staging".into());
-                        row.reason_detail = Some(what);
-                        stages.push((job.0, row.attempt, allocation.node.clone()));
-                        continue;
-                    }
-                    let row = self.active.get(&job.0).expect("a scheduled job is active");
-                    if self.needs_env_stage(row) {
-                        let what = Engine::env_staging_detail(row, &allocation.node);
-                        let attempt = row.attempt;
-                        Db::mark_staging(
-                            &mut tx,
-                            job.0,
-                            &allocation.node,
-                            &allocation.gpus,
-                            attempt,
-                            start_time,
-                            &stdout,
-                            &stderr,
-                            &what,
-                        )
-                        .await?;
-                        Db::set_reason(&mut tx, job.0, "EnvStaging", &what).await?;
-                        let row = self
-                            .active
-                            .get_mut(&job.0)
-                            .expect("a scheduled job is active");
-                        row.state = JobState::Staging;
-                        row.start_time = None;
-                        row.reason = Some("EnvStaging".into());
-                        row.reason_detail = Some(what);
-                        env_stages.push((job.0, attempt, allocation.node.clone()));
-                        continue;
-                    }
-                    let isolation =
-                        self.isolation_text(&allocation.node, &allocation.gpus, allocation.mem_mib);
-                    Db::set_isolation(&mut tx, job.0, &isolation).await?;
-                    let row = self
-                        .active
-                        .get_mut(&job.0)
-                        .expect("a scheduled job is active");
-                    row.isolation = Some(isolation);
-                    Db::mark_started(
-                        &mut tx,
-                        job.0,
-                        &allocation.node,
-                        &allocation.gpus,
-                        row.attempt,
-                        start_time,
-                        &stdout,
-                        &stderr,
-                    )
-                    .await?;
-                    row.state = JobState::Running;
-                    row.start_time = Some(start_time);
-                    row.reason = None;
-                    row.reason_detail = None;
-                    let row = row.clone();
-                    launches.push(self.launch(&row, &allocation, stdout, stderr, true));
-                }
-                Decision::Wait { job, reason } => {
-                    Db::set_reason(&mut tx, job.0, &reason.code, &reason.detail).await?;
-                    if let Some(row) = self.active.get_mut(&job.0) {
-                        row.reason = Some(reason.code);
-                        row.reason_detail = Some(reason.detail);
-                    }
-                }
+                } => self.place(job.0, allocation),
+                Decision::Wait { job, reason } => self.lifecycle(Event::Waiting {
+                    job: job.0,
+                    code: reason.code,
+                    detail: reason.detail,
+                }),
                 Decision::Prefetch {
                     job, node, dataset, ..
                 } => prefetches.push((job.0, node, dataset)),
             }
         }
-        tx.commit().await?;
-        for (job, attempt, node) in stages {
-            self.start_staging(job, attempt, &node);
-        }
-        for (job, attempt, node) in env_stages {
-            self.send_env_stage(job, attempt, &node);
-        }
         self.prefetch(prefetches);
-        for (node, launch) in launches {
-            match self.agents.get(&node) {
-                Some(link) => {
-                    let _ = link.send(AgentOrder::Start(Box::new(launch)));
-                }
-                None => tracing::error!(node, "no agent for node"),
-            }
+    }
+
+    /// The scheduler placed `job`: it starts, or waits for its datasets or environment.
+    fn place(&mut self, job: u64, allocation: Allocation) {
+        let Some(row) = self.jobs.job(job) else {
+            tracing::error!(job, "a scheduled job is not active");
+            return;
+        };
+        let (stdout, stderr) = output_paths(row, &allocation.node);
+        let datasets = row.spec.datasets.clone();
+        let (versions, complete) = self.placement_versions(&datasets, &allocation.node);
+        if !versions.is_empty() {
+            self.outbox.job_datasets(job, versions.clone());
+            self.data.job_versions.insert(job, versions.clone());
         }
-        Ok(())
+        let row = self.jobs.job(job).expect("checked above");
+        let ready = if !complete {
+            let what = versions
+                .iter()
+                .map(|(n, v)| format!("{n}@{}", crate::data_api::short(v)))
+                .collect::<Vec<_>>()
+                .join(", ");
+            Readiness::Stage(StageKind::Data, format!("staging {what}"))
+        } else if row.request.env_id.is_some() {
+            // A new attempt has no environment in place yet.
+            Readiness::Stage(
+                StageKind::Env,
+                Engine::env_staging_detail(row, &allocation.node),
+            )
+        } else {
+            Readiness::Ready {
+                isolation: self.isolation_text(
+                    &allocation.node,
+                    &allocation.gpus,
+                    allocation.mem_mib,
+                ),
+            }
+        };
+        let placement = Placement {
+            node: allocation.node,
+            gpus: allocation.gpus,
+            stdout,
+            stderr,
+        };
+        self.lifecycle(Event::Placed {
+            job,
+            placement,
+            ready,
+        });
     }
 
     /// The launch of a job's attempt; `hit` when its datasets were staged before it was placed.
@@ -782,32 +680,19 @@ impl Engine {
                 job,
                 attempt,
                 outcome,
-            } => {
-                let current = self
-                    .active
-                    .get(&job)
-                    .is_some_and(|r| r.attempt == attempt && r.state == JobState::Running);
-                if current {
-                    self.record_end(job, outcome).await?;
-                } else {
-                    tracing::warn!(
-                        job,
-                        attempt,
-                        node,
-                        "end of an attempt that is not current; ignored"
-                    );
-                }
-                if let Some(link) = self.agents.get(&node) {
-                    let _ = link.send(AgentOrder::Forget { job, attempt });
-                }
-            }
+            } => self.lifecycle(Event::Ended {
+                node,
+                job,
+                attempt,
+                outcome,
+            }),
             AgentReport::EnvStaged {
                 node,
                 job,
                 attempt,
                 id,
                 result,
-            } => self.on_env_staged(node, job, attempt, id, result).await?,
+            } => self.on_env_staged(node, job, attempt, id, result),
             AgentReport::Staging {
                 node,
                 purpose,
@@ -840,125 +725,10 @@ impl Engine {
             AgentReport::Adopted { job, attempt, .. } => {
                 tracing::info!(job, attempt, "job re-adopted")
             }
-            AgentReport::NeverStarted { job, attempt, .. } => {
-                let current = self
-                    .active
-                    .get(&job)
-                    .is_some_and(|r| r.attempt == attempt && r.state == JobState::Running);
-                let cancelled_by = self
-                    .active
-                    .get(&job)
-                    .and_then(|r| r.cancel_requested_by.clone());
-                if current && let Some(by) = cancelled_by {
-                    let outcome = Outcome {
-                        state: JobState::Cancelled,
-                        exit_code: None,
-                        signal: None,
-                        end_time_ms: now_ms(),
-                        reason: Some(format!("cancelled by {by}")),
-                    };
-                    self.record_end(job, outcome).await?;
-                } else if current {
-                    let why = "the start order was lost (the controller or the node's agent restarted) before the job started; it waits again";
-                    self.requeue_job(job, "Requeued", why).await?;
-                    tracing::info!(job, attempt, "requeued: never started");
-                }
+            AgentReport::NeverStarted { node, job, attempt } => {
+                self.lifecycle(Event::NeverStarted { node, job, attempt })
             }
         }
-        Ok(())
-    }
-
-    /// Puts a placed job back in the queue, keeping its place, waiting with `code`.
-    pub(crate) async fn requeue_job(
-        &mut self,
-        job: u64,
-        code: &str,
-        detail: &str,
-    ) -> anyhow::Result<()> {
-        let mut tx = self.db.begin().await?;
-        Db::mark_requeued(&mut tx, job, now_ms(), detail).await?;
-        Db::set_reason(&mut tx, job, code, detail).await?;
-        tx.commit().await?;
-        self.sched.requeue(JobId(job));
-        self.data.job_versions.remove(&job);
-        if let Some(row) = self.active.get_mut(&job) {
-            row.state = JobState::Pending;
-            row.node = None;
-            row.gpus.clear();
-            row.start_time = None;
-            row.reason = Some(code.to_string());
-            row.reason_detail = Some(detail.to_string());
-        }
-        Ok(())
-    }
-
-    /// Records a job's end, and charges its user for the GPU time it held.
-    pub(crate) async fn record_end(&mut self, job: u64, outcome: Outcome) -> anyhow::Result<()> {
-        self.envs_ready.retain(|(j, _)| *j != job);
-        let row = self.active.get(&job).expect("an ending job is active");
-        let user = row.spec.user.clone();
-        let detail = match (outcome.state, row.cancel_requested_by.clone()) {
-            (JobState::Cancelled, Some(by)) => Some(format!("cancelled by {by}")),
-            _ => outcome.reason.clone(),
-        };
-        let end = Timestamp(outcome.end_time_ms);
-        let finished = self.sched.finish(JobId(job), outcome.state, end);
-        let mut entries = Vec::new();
-        if let Some((_, alloc)) = &finished {
-            let charge = self.sched.charge_for(alloc, end);
-            if charge > 0.0 {
-                let held = labpool_scheduler::time::format_duration(end.secs_since(alloc.start));
-                let note = format!("{} GPUs on {} for {held}", alloc.gpus.len(), alloc.node);
-                entries.push(Entry {
-                    time: end,
-                    user: user.clone(),
-                    kind: EntryKind::Charge,
-                    amount: charge,
-                    job: Some(job),
-                    note: Some(note),
-                });
-                // The rebate hook: GPU utilisation feeds it once node metrics are collected.
-                let rebate = self.sched.policy().credits.rebate(charge, None);
-                if rebate > 0.0 {
-                    entries.push(Entry {
-                        time: end,
-                        user: user.clone(),
-                        kind: EntryKind::Rebate,
-                        amount: rebate,
-                        job: Some(job),
-                        note: Some("efficient GPU use".into()),
-                    });
-                }
-            }
-        }
-        let mut tx = self.db.begin().await?;
-        Db::mark_ended(
-            &mut tx,
-            job,
-            outcome.state,
-            outcome.exit_code,
-            outcome.signal,
-            outcome.end_time_ms,
-            None,
-            detail.as_deref(),
-        )
-        .await?;
-        for e in &entries {
-            Db::append_ledger(&mut tx, e).await?;
-        }
-        tx.commit().await?;
-        if let Some(node) = self.active.remove(&job).and_then(|r| r.node) {
-            // Its versions may go now: waiting jobs may fit.
-            self.data.unblock(&node);
-        }
-        self.data.job_versions.remove(&job);
-        self.ledger.extend(
-            entries
-                .into_iter()
-                .filter(|e| e.time.0 >= self.month.0 && e.time.0 < self.month.1),
-        );
-        self.refresh_balance(&user);
-        tracing::info!(job, state = %outcome.state, exit_code = ?outcome.exit_code, "job ended");
         Ok(())
     }
 
@@ -1002,9 +772,6 @@ impl Engine {
         caller: &Caller,
     ) -> anyhow::Result<Vec<CancelOutcome>> {
         let mut out = Vec::new();
-        let mut kills = Vec::new();
-        let mut tx = self.db.begin().await?;
-        let now = now_ms();
         for name in names {
             let reply = |ok: bool, message: String| CancelOutcome {
                 id: name.clone(),
@@ -1021,7 +788,7 @@ impl Engine {
             let array = ids.len() > 1;
             let mut done = Vec::new();
             for id in ids {
-                let Some(row) = self.active.get(&id) else {
+                let Some(row) = self.jobs.job(id) else {
                     if !array {
                         let message = match self.db.job(id).await? {
                             Some(r) => format!("job {id} already ended ({})", r.state),
@@ -1041,56 +808,24 @@ impl Engine {
                     ));
                     break;
                 }
-                match row.state {
-                    JobState::Pending => {
-                        let detail = format!("cancelled by {} while pending", caller.user);
-                        Db::mark_ended(
-                            &mut tx,
-                            id,
-                            JobState::Cancelled,
-                            None,
-                            None,
-                            now,
-                            None,
-                            Some(&detail),
-                        )
-                        .await?;
-                        self.sched.remove_pending(JobId(id));
-                        self.active.remove(&id);
-                        done.push(format!("job {id} cancelled"));
-                    }
+                done.push(match row.state {
+                    JobState::Pending => format!("job {id} cancelled"),
                     // Nothing runs yet: it ends now, uncharged. Its stage may finish, for the
                     // jobs that come after it.
                     JobState::Staging => {
-                        let detail = format!("cancelled by {} while staging", caller.user);
-                        Db::mark_ended(
-                            &mut tx,
-                            id,
-                            JobState::Cancelled,
-                            None,
-                            None,
-                            now,
-                            None,
-                            Some(&detail),
-                        )
-                        .await?;
-                        self.end_staging(id);
-                        self.active.remove(&id);
-                        done.push(format!(
-                            "job {id} cancelled while its data or environment was staged"
-                        ));
+                        format!("job {id} cancelled while its data or environment was staged")
                     }
                     _ => {
-                        let node = row.node.clone().unwrap_or_default();
-                        let attempt = row.attempt;
-                        Db::request_cancel(&mut tx, id, now, &caller.user).await?;
-                        kills.push((node, id, attempt, caller.user.clone()));
                         let grace = humantime::format_duration(self.config.controller.kill_grace);
-                        done.push(format!(
-                            "job {id} is being stopped (TERM, then KILL after {grace})"
-                        ));
+                        format!("job {id} is being stopped (TERM, then KILL after {grace})")
                     }
-                }
+                });
+                // The kill is sent once the request is on disk: a controller that dies now
+                // still stops the job after its restart.
+                self.lifecycle(Event::Cancel {
+                    job: id,
+                    by: caller.user.clone(),
+                });
             }
             if array {
                 if done.is_empty() && !out.iter().any(|o| &o.id == name) {
@@ -1103,17 +838,6 @@ impl Engine {
                 }
             } else if let Some(message) = done.pop() {
                 out.push(reply(true, message));
-            }
-        }
-        tx.commit().await?;
-        // Only once the request is on disk: a controller that dies now still stops the job
-        // after its restart.
-        for (node, job, attempt, by) in kills {
-            if let Some(row) = self.active.get_mut(&job) {
-                row.cancel_requested_by = Some(by);
-            }
-            if let Some(link) = self.agents.get(&node) {
-                let _ = link.send(AgentOrder::Kill { job, attempt });
             }
         }
         Ok(out)

@@ -11,11 +11,11 @@
 //! - A job records the environment id it was given at submit, so moving a name later never
 //!   changes what a queued or running job runs with.
 
-use crate::agent::protocol::{AgentOrder, LaunchEnv, Outcome};
-use crate::clock::now_ms;
-use crate::controller::db::{Db, JobRow};
+use crate::agent::protocol::{AgentOrder, LaunchEnv};
+use crate::controller::db::JobRow;
 use crate::controller::engine::Engine;
-use labpool_scheduler::{JobId, JobState, Timestamp};
+use labpool_lifecycle::{Event, Readiness, StageKind};
+use labpool_scheduler::JobState;
 
 impl Engine {
     /// The environment a job runs inside, as its node gets it.
@@ -38,7 +38,7 @@ impl Engine {
 
     /// Asks `node` to put the job's environment in place.
     pub(crate) fn send_env_stage(&self, job: u64, attempt: u32, node: &str) {
-        let Some(env) = self.active.get(&job).and_then(|r| self.launch_env(r)) else {
+        let Some(env) = self.jobs.job(job).and_then(|r| self.launch_env(r)) else {
             return;
         };
         if let Some(link) = self.agents.get(node) {
@@ -55,117 +55,63 @@ impl Engine {
         )
     }
 
-    /// A STAGING job whose datasets are complete: it waits for its environment, or starts.
-    pub(crate) async fn run_staged(
-        &mut self,
-        job: u64,
-        attempt: u32,
-        node: &str,
-    ) -> anyhow::Result<()> {
-        let Some(row) = self.active.get(&job) else {
-            return Ok(());
-        };
-        if self.needs_env_stage(row) {
-            let detail = Engine::env_staging_detail(row, node);
-            let mut tx = self.db.begin().await?;
-            Db::set_reason(&mut tx, job, "EnvStaging", &detail).await?;
-            tx.commit().await?;
-            let row = self.active.get_mut(&job).expect("checked above");
-            row.reason = Some("EnvStaging".into());
-            row.reason_detail = Some(detail);
-            self.send_env_stage(job, attempt, node);
-            return Ok(());
+    /// What a STAGING job whose datasets are complete waits for next: its environment, or
+    /// nothing (it starts).
+    pub(crate) fn after_data(&self, job: u64, node: &str) -> Readiness {
+        match self.jobs.job(job) {
+            Some(row) if self.needs_env_stage(row) => {
+                Readiness::Stage(StageKind::Env, Engine::env_staging_detail(row, node))
+            }
+            Some(row) => Readiness::Ready {
+                isolation: self.isolation_text(node, &row.gpus, row.spec.resources.mem_mib),
+            },
+            None => Readiness::Ready {
+                isolation: "unknown".into(),
+            },
         }
-        let now_ms = now_ms();
-        let row = self.active.get(&job).expect("checked above");
-        let (stdout, stderr) = (
-            row.stdout.clone().unwrap_or_default(),
-            row.stderr.clone().unwrap_or_default(),
-        );
-        let isolation = self.isolation_text(node, &row.gpus, row.spec.resources.mem_mib);
-        let mut tx = self.db.begin().await?;
-        Db::mark_started(
-            &mut tx, job, node, &row.gpus, attempt, now_ms, &stdout, &stderr,
-        )
-        .await?;
-        Db::set_isolation(&mut tx, job, &isolation).await?;
-        tx.commit().await?;
-        let row = self.active.get_mut(&job).expect("checked above");
-        row.state = JobState::Running;
-        row.start_time = Some(now_ms);
-        row.reason = None;
-        row.reason_detail = None;
-        row.isolation = Some(isolation);
-        let row = row.clone();
-        self.sched.set_started(JobId(job), Timestamp(now_ms));
-        let alloc = self
-            .sched
-            .running()
-            .find(|(j, _)| j.id.0 == job)
-            .map(|(_, a)| a.clone())
-            .expect("a staging job holds an allocation");
-        let (node, launch) = self.launch(&row, &alloc, stdout, stderr, false);
-        if let Some(link) = self.agents.get(&node) {
-            let _ = link.send(AgentOrder::Start(Box::new(launch)));
-        }
-        Ok(())
     }
 
     /// A node put an environment in place, or could not.
-    pub(crate) async fn on_env_staged(
+    pub(crate) fn on_env_staged(
         &mut self,
         node: String,
         job: u64,
         attempt: u32,
         id: String,
         result: Result<bool, String>,
-    ) -> anyhow::Result<()> {
+    ) {
         let current = self
-            .active
-            .get(&job)
-            .is_some_and(|r| r.state == JobState::Staging && r.attempt == attempt);
+            .jobs
+            .job(job)
+            .is_some_and(|r| r.is_current(attempt, JobState::Staging));
+        if !current {
+            return;
+        }
         match result {
             Ok(unpacked) => {
-                if !current {
-                    return Ok(());
-                }
                 self.envs_ready.insert((job, attempt));
-                if unpacked {
-                    let mut tx = self.db.begin().await?;
-                    let detail = format!("environment {id} unpacked on {node}");
-                    Db::event(&mut tx, job, now_ms(), "staged", Some(&detail)).await?;
-                    tx.commit().await?;
-                }
-                self.run_staged(job, attempt, &node).await
-            }
-            Err(why) if current => {
-                self.fail_staged(
+                let notes = if unpacked {
+                    vec![format!("environment {id} unpacked on {node}")]
+                } else {
+                    Vec::new()
+                };
+                let next = self.after_data(job, &node);
+                self.lifecycle(Event::Staged {
                     job,
-                    format!(
-                        "putting its environment {id} on {node} failed: {why}; `labpool env show` tells where the build is, an admin can rebuild it"
-                    ),
-                )
-                .await
+                    attempt,
+                    notes,
+                    next,
+                });
             }
-            Err(_) => Ok(()),
+            Err(why) => self.lifecycle(Event::StageFailed {
+                job,
+                attempt,
+                why: format!(
+                    "putting its environment {id} on {node} failed: {why}; `labpool env show` tells where the build is, an admin can rebuild it"
+                ),
+                retry: None,
+            }),
         }
-    }
-
-    /// A STAGING job whose data or environment could not be put on its node ends FAILED; its
-    /// time never started, so it is not charged.
-    pub(crate) async fn fail_staged(&mut self, job: u64, reason: String) -> anyhow::Result<()> {
-        let now_ms = now_ms();
-        self.sched.set_started(JobId(job), Timestamp(now_ms));
-        let outcome = Outcome {
-            state: JobState::Failed,
-            exit_code: None,
-            signal: None,
-            end_time_ms: now_ms,
-            reason: Some(reason),
-        };
-        self.record_end(job, outcome).await?;
-        self.data.job_versions.remove(&job);
-        Ok(())
     }
 
     /// The isolation a run on `node` with `gpus` and `mem_mib` gets, in words.

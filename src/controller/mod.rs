@@ -15,6 +15,7 @@ pub mod env_staging;
 pub mod envs;
 pub mod error;
 pub mod http;
+pub mod jobs;
 pub mod quota_db;
 pub mod quota_http;
 pub mod quotas;

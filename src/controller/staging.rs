@@ -14,16 +14,16 @@
 use crate::agent::protocol::{
     AgentOrder, LaunchDataset, StageFailure, StageFor, StageItem, StageOrder, Staged,
 };
-use crate::clock::{now, now_ms, rfc3339};
+use crate::clock::rfc3339;
 use crate::controller::dataset_db::DatasetRow;
-use crate::controller::db::Db;
 use crate::controller::engine::Engine;
 use crate::controller::error::ApiError;
 use crate::data_api::{CacheStatus, CachedVersionView, StagingView, VerifiedVersion, short};
 use labpool_cache::manifest::Manifest;
 use labpool_cache::store::{Inventory, Progress, VerifyReport, bytes_to_stage};
+use labpool_lifecycle::{Event, StageKind};
+use labpool_scheduler::JobState;
 use labpool_scheduler::cache_view::CacheView;
-use labpool_scheduler::{JobId, JobState};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -250,8 +250,8 @@ impl Engine {
         let mut out: BTreeMap<(String, String), BTreeSet<u64>> = BTreeMap::new();
         for (job, versions) in &self.data.job_versions {
             let here = self
-                .active
-                .get(job)
+                .jobs
+                .job(*job)
                 .is_some_and(|r| r.node.as_deref() == Some(node));
             if here {
                 for v in versions {
@@ -492,16 +492,12 @@ impl Engine {
         self.data
             .progress
             .insert((node, purpose), (name, version, progress));
-        if let StageFor::Job { job, attempt } = purpose
-            && let Some(row) = self.active.get_mut(&job)
-            && row.state == JobState::Staging
-            && row.attempt == attempt
-        {
-            let mut tx = self.db.begin().await?;
-            Db::set_reason(&mut tx, job, "Staging", &detail).await?;
-            tx.commit().await?;
-            row.reason = Some("Staging".into());
-            row.reason_detail = Some(detail);
+        if let StageFor::Job { job, attempt } = purpose {
+            self.lifecycle(Event::StageProgress {
+                job,
+                attempt,
+                detail,
+            });
         }
         Ok(())
     }
@@ -542,49 +538,60 @@ impl Engine {
             }
         };
         let current = self
-            .active
-            .get(&job)
-            .is_some_and(|r| r.state == JobState::Staging && r.attempt == attempt);
+            .jobs
+            .job(job)
+            .is_some_and(|r| r.is_current(attempt, JobState::Staging));
         if !current {
             // Cancelled while staging: the data stays cached for the next job.
             return Ok(());
         }
-        let now_ms = now_ms();
         match result {
             Ok(staged) => {
-                let mut tx = self.db.begin().await?;
-                for s in &staged {
-                    let r = &s.report;
-                    let detail = format!(
-                        "{}@{} on {node}: copied {} files ({}), linked {} unchanged ({}), reused {} in place ({}), resumed {}",
-                        s.name,
-                        short(&s.version),
-                        r.files_copied,
-                        format_bytes(r.bytes_copied),
-                        r.files_linked,
-                        format_bytes(r.bytes_linked),
-                        r.files_reused,
-                        format_bytes(r.bytes_reused),
-                        r.files_resumed
-                    );
-                    Db::event(&mut tx, job, now_ms, "staged", Some(&detail)).await?;
-                }
-                tx.commit().await?;
-                self.run_staged(job, attempt, &node).await?;
+                let notes = staged
+                    .iter()
+                    .map(|s| {
+                        let r = &s.report;
+                        format!(
+                            "{}@{} on {node}: copied {} files ({}), linked {} unchanged ({}), reused {} in place ({}), resumed {}",
+                            s.name,
+                            short(&s.version),
+                            r.files_copied,
+                            format_bytes(r.bytes_copied),
+                            r.files_linked,
+                            format_bytes(r.bytes_linked),
+                            r.files_reused,
+                            format_bytes(r.bytes_reused),
+                            r.files_resumed
+                        )
+                    })
+                    .collect();
+                let next = self.after_data(job, &node);
+                self.lifecycle(Event::Staged {
+                    job,
+                    attempt,
+                    notes,
+                    next,
+                });
             }
             Err(StageFailure::NoRoom(why)) => {
-                let detail = format!("the cache on {node} cannot take this job's datasets: {why}");
-                if let Some(row) = self.active.get(&job) {
+                if let Some(row) = self.jobs.job(job) {
                     for d in &row.spec.datasets {
                         self.data.blocked.insert((node.clone(), d.clone()));
                     }
                 }
-                self.requeue_job(job, "CacheFull", &detail).await?;
+                self.lifecycle(Event::StageFailed {
+                    job,
+                    attempt,
+                    why: format!("the cache on {node} cannot take this job's datasets: {why}"),
+                    retry: Some("CacheFull".into()),
+                });
             }
-            Err(StageFailure::Failed(why)) => {
-                self.fail_staged(job, format!("staging its datasets on {node} failed: {why}"))
-                    .await?;
-            }
+            Err(StageFailure::Failed(why)) => self.lifecycle(Event::StageFailed {
+                job,
+                attempt,
+                why: format!("staging its datasets on {node} failed: {why}"),
+                retry: None,
+            }),
         }
         Ok(())
     }
@@ -820,8 +827,9 @@ impl Engine {
         }
         self.data.job_versions = self.db.active_job_datasets().await?;
         let staging: Vec<(u64, u32, String)> = self
-            .active
-            .values()
+            .jobs
+            .jobs()
+            .map(|(_, r)| r)
             .filter(|r| r.state == JobState::Staging)
             .filter_map(|r| Some((r.id, r.attempt, r.node.clone()?)))
             .collect();
@@ -831,23 +839,12 @@ impl Engine {
                 node,
                 "resuming the stage of a job placed before the restart"
             );
-            self.start_staging(job, attempt, &node);
+            self.outbox.stage(job, attempt, &node, StageKind::Data);
         }
         for link in self.agents.values() {
             let _ = link.send(AgentOrder::Inventory);
         }
         Ok(())
-    }
-
-    /// A staging job is cancelled: it ends now, uncharged; its stage may finish for others.
-    pub(crate) fn end_staging(&mut self, job: u64) {
-        let now = now();
-        self.sched.set_started(JobId(job), now);
-        self.sched.finish(JobId(job), JobState::Cancelled, now);
-        self.data.job_versions.remove(&job);
-        if let Some(node) = self.active.get(&job).and_then(|r| r.node.clone()) {
-            self.data.unblock(&node);
-        }
     }
 }
 

@@ -8,6 +8,7 @@ use crate::controller::db::{Db, JobRow, NewJob};
 use crate::controller::engine::Engine;
 use crate::controller::error::ApiError;
 use crate::identity::{Caller, user_name};
+use labpool_lifecycle::JobLife;
 use labpool_scheduler::admission::AdmitRequest;
 use labpool_scheduler::array::parse_array;
 use labpool_scheduler::credits::{Entry, EntryKind, NoTokens};
@@ -209,7 +210,7 @@ impl Engine {
         }
         let dependencies = expanded;
         for dep in &dependencies {
-            if self.active.contains_key(&dep.job.0) {
+            if self.jobs.contains(dep.job.0) {
                 continue;
             }
             match self.db.job_state(dep.job.0).await? {
@@ -310,30 +311,16 @@ impl Engine {
                 }),
             };
             self.sched.enqueue(spec.clone());
-            self.active.insert(
+            let life = JobLife::pending(!req.no_requeue);
+            let row = JobRow {
                 id,
-                JobRow {
-                    id,
-                    uid: caller.uid,
-                    gid: caller.gid,
-                    state: JobState::Pending,
-                    spec,
-                    reason: None,
-                    reason_detail: None,
-                    node: None,
-                    gpus: Vec::new(),
-                    exit_code: None,
-                    signal: None,
-                    start_time: None,
-                    end_time: None,
-                    attempt: 0,
-                    cancel_requested_by: None,
-                    stdout: None,
-                    stderr: None,
-                    isolation: None,
-                    request: req.clone(),
-                },
-            );
+                uid: caller.uid,
+                gid: caller.gid,
+                spec,
+                request: req.clone(),
+                life,
+            };
+            self.jobs.admit(id, row);
         }
         tracing::debug!(jobs = ?ids, user = %caller.user, "submitted");
         Ok(ids)

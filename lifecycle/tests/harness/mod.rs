@@ -218,7 +218,9 @@ impl Harness {
                         }
                     }
                 }
-                Effect::Launch { job, attempt, node } => {
+                Effect::Launch {
+                    job, attempt, node, ..
+                } => {
                     let n = self.nodes.get_mut(node).expect("a node");
                     n.staging.remove(&(*job, *attempt));
                     n.running.insert((*job, *attempt));

@@ -1,0 +1,129 @@
+//! The SQL side of a job's [`Transition`]: one row update and one line of its event log, from
+//! the same value the in-memory record is changed with.
+
+use crate::controller::db::{Db, DbError, gpu_column};
+use labpool_lifecycle::Transition;
+use sqlx::{Sqlite, Transaction};
+
+impl Db {
+    /// Writes one change of `job`.
+    pub async fn persist(
+        tx: &mut Transaction<'_, Sqlite>,
+        job: u64,
+        t: &Transition,
+    ) -> Result<(), DbError> {
+        let id = job as i64;
+        match t {
+            Transition::Staging {
+                attempt,
+                placement: p,
+                kind,
+                detail,
+                ..
+            } => {
+                sqlx::query(
+                    "UPDATE jobs SET state = 'STAGING', reason = ?, reason_detail = ?, node = ?, gpus = ?, attempt = ?, \
+                     start_time = NULL, end_time = NULL, exit_code = NULL, signal = NULL, cancel_requested_by = NULL, stdout = ?, stderr = ? WHERE id = ?",
+                )
+                .bind(kind.reason())
+                .bind(detail)
+                .bind(&p.node)
+                .bind(gpu_column(&p.gpus))
+                .bind(*attempt as i64)
+                .bind(p.stdout.display().to_string())
+                .bind(p.stderr.display().to_string())
+                .bind(id)
+                .execute(&mut **tx)
+                .await?;
+            }
+            Transition::Started {
+                attempt,
+                placement: p,
+                isolation,
+                time,
+            } => {
+                sqlx::query(
+                    "UPDATE jobs SET state = 'RUNNING', reason = NULL, reason_detail = NULL, node = ?, gpus = ?, attempt = ?, \
+                     start_time = ?, end_time = NULL, exit_code = NULL, signal = NULL, cancel_requested_by = NULL, stdout = ?, stderr = ?, isolation = ? WHERE id = ?",
+                )
+                .bind(&p.node)
+                .bind(gpu_column(&p.gpus))
+                .bind(*attempt as i64)
+                .bind(time)
+                .bind(p.stdout.display().to_string())
+                .bind(p.stderr.display().to_string())
+                .bind(isolation)
+                .bind(id)
+                .execute(&mut **tx)
+                .await?;
+            }
+            Transition::Waiting { code, detail } => {
+                sqlx::query("UPDATE jobs SET reason = ?, reason_detail = ? WHERE id = ?")
+                    .bind(code)
+                    .bind(detail)
+                    .bind(id)
+                    .execute(&mut **tx)
+                    .await?;
+            }
+            Transition::Noted { .. } => {}
+            Transition::CancelRequested { by, .. } => {
+                sqlx::query("UPDATE jobs SET cancel_requested_by = ? WHERE id = ?")
+                    .bind(by)
+                    .bind(id)
+                    .execute(&mut **tx)
+                    .await?;
+            }
+            Transition::Requeued { code, detail, .. } => {
+                sqlx::query(
+                    "UPDATE jobs SET state = 'PENDING', reason = ?, reason_detail = ?, node = NULL, gpus = '', start_time = NULL WHERE id = ?",
+                )
+                .bind(code)
+                .bind(detail)
+                .bind(id)
+                .execute(&mut **tx)
+                .await?;
+            }
+            Transition::Ended {
+                state,
+                exit_code,
+                signal,
+                detail,
+                time,
+            } => {
+                sqlx::query(
+                    "UPDATE jobs SET state = ?, exit_code = ?, signal = ?, end_time = ?, reason = NULL, reason_detail = ? WHERE id = ?",
+                )
+                .bind(state.as_str())
+                .bind(exit_code)
+                .bind(signal)
+                .bind(time)
+                .bind(detail)
+                .bind(id)
+                .execute(&mut **tx)
+                .await?;
+            }
+        }
+        match t.event() {
+            Some((event, detail, time)) => Db::event(tx, job, time, event, Some(&detail)).await,
+            None => Ok(()),
+        }
+    }
+
+    /// Adds a line to a job's event log.
+    pub(crate) async fn event(
+        tx: &mut Transaction<'_, Sqlite>,
+        job: u64,
+        time: i64,
+        event: &str,
+        detail: Option<&str>,
+    ) -> Result<(), DbError> {
+        sqlx::query("INSERT INTO job_events (job_id, time, event, detail) VALUES (?, ?, ?, ?)")
+            .bind(job as i64)
+            .bind(time)
+            .bind(event)
+            .bind(detail)
+            .execute(&mut **tx)
+            .await?;
+        Ok(())
+    }
+}
