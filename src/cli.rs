@@ -668,7 +668,8 @@ pub struct SimArgs {
     /// Each node's SSD write bandwidth
     #[arg(long, value_name = "RATE", default_value = "2GB/s")]
     pub ssd_bw: String,
-    /// Policies to compare: fifo, locality, locality+prefetch
+    /// Policies to compare: fifo, locality, locality+prefetch (the baselines), and labpool
+    /// (what `labpool serve` does with the config given by --config)
     #[arg(
         long,
         value_name = "NAME[,NAME...]",

@@ -703,14 +703,14 @@ fn de_opt_mem<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> 
 
 fn de_opt_size<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
     let s = String::deserialize(d)?;
-    labpool_scheduler::sim::config::parse_size(&s)
+    labpool_sim::config::parse_size(&s)
         .map(Some)
         .map_err(serde::de::Error::custom)
 }
 
 fn de_opt_rate<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
     let s = String::deserialize(d)?;
-    labpool_scheduler::sim::config::parse_rate(&s)
+    labpool_sim::config::parse_rate(&s)
         .map(|r| Some(r as u64))
         .map_err(serde::de::Error::custom)
 }

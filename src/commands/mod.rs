@@ -21,7 +21,7 @@ use crate::settings::Config;
 pub fn dispatch(cli: Cli) -> anyhow::Result<()> {
     match &cli.command {
         Command::Init(args) => return init::run(args),
-        Command::Sim(args) => return sim::run(args),
+        Command::Sim(args) => return sim::run(args, cli.config.as_deref()),
         Command::Shim { dir } => return crate::shim::run(dir),
         Command::Env {
             command: crate::cli::EnvCommand::BuildLocked { lock, dest },

@@ -1,14 +1,32 @@
-//! `labpool sim`: replays a trace through the scheduler core under several policies.
+//! `labpool sim`: replays a trace through the scheduler and lifecycle cores under several
+//! policies; `labpool` is the policy `labpool serve` runs with the same config.
 
 use crate::cli::SimArgs;
+use crate::settings::{Config, DEFAULT_CONFIG_PATH};
 use anyhow::Context;
-use labpool_scheduler::sim::config::{ClusterSpec, parse_nodes, parse_rate, parse_size};
-use labpool_scheduler::sim::report::{table, user_table};
-use labpool_scheduler::sim::trace::{parse_datasets, parse_trace};
-use labpool_scheduler::sim::{SimInput, SimPolicy, simulate};
+use labpool_sim::config::{ClusterSpec, parse_nodes, parse_rate, parse_size};
+use labpool_sim::report::{table, user_table};
+use labpool_sim::trace::{parse_datasets, parse_trace};
+use labpool_sim::{SimInput, SimPolicy, simulate};
+use std::path::Path;
+
+/// The config whose policy `--policy labpool` replays: `--config` (or `LABPOOL_CONFIG`), else
+/// the default path when it exists, else the built-in defaults `labpool init` also starts from.
+fn daemon_config(explicit: Option<&Path>) -> anyhow::Result<Config> {
+    let default = Path::new(DEFAULT_CONFIG_PATH);
+    Ok(match explicit {
+        Some(_) => Config::locate(explicit)?,
+        None if default.exists() => Config::load(default)?,
+        // Only the policy sections matter here; the controller's paths are placeholders.
+        None => Config::parse(
+            "[controller]\nstate_dir = \"/var/lib/labpool\"\nsocket = \"/run/labpool.sock\"\n",
+            default,
+        )?,
+    })
+}
 
 /// Runs `labpool sim`.
-pub fn run(args: &SimArgs) -> anyhow::Result<()> {
+pub fn run(args: &SimArgs, config: Option<&Path>) -> anyhow::Result<()> {
     let policies = args
         .policy
         .split(',')
@@ -38,6 +56,7 @@ pub fn run(args: &SimArgs) -> anyhow::Result<()> {
         cluster,
         horizon_s: args.horizon,
         seed: args.seed,
+        daemon: daemon_config(config)?.policy(),
     };
     let mut reports = Vec::new();
     for p in policies {

@@ -540,6 +540,38 @@ fn the_simulator_compares_policies_deterministically() {
             "GPU time waiting for data",
         ],
     );
+    // `labpool` replays the policy of the config given, through the daemon's lifecycle core.
+    let config = dir.path().join("pool/labpool.toml");
+    let init = std::process::Command::new(crate::pool::bin())
+        .args(["init", "--virtual-gpus", "2:rtx4090", "--dir"])
+        .arg(dir.path().join("pool"))
+        .output()
+        .unwrap();
+    assert!(
+        init.status.success(),
+        "{}",
+        String::from_utf8_lossy(&init.stderr)
+    );
+    let daemon = || {
+        stdout_of(
+            &std::process::Command::new(crate::pool::bin())
+                .args(["sim", "--trace", trace, "--datasets", datasets])
+                .args(["--nodes", "4x8:v100", "--policy", "labpool", "--json"])
+                .arg("--config")
+                .arg(&config)
+                .output()
+                .unwrap(),
+        )
+    };
+    let first = daemon();
+    assert_eq!(
+        first,
+        daemon(),
+        "the same seed and config give identical bytes"
+    );
+    let report: Value = serde_json::from_str(first.trim()).unwrap();
+    assert_eq!(report["policy"], "labpool");
+    assert_eq!(report["unfinished"], 0);
     let bad = std::process::Command::new(crate::pool::bin())
         .args([
             "sim",

@@ -1,7 +1,7 @@
 //! What a simulation run measured, per policy and per user.
 
 use super::sim_credit_weights;
-use crate::time::Timestamp;
+use labpool_scheduler::Timestamp;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 

@@ -1,9 +1,9 @@
 //! The trace simulator on small synthetic traces with exact expectations. (The shipped Philly
 //! trace is for benchmarks, not for tests that pin numbers tuned to it.)
 
-use labpool_scheduler::sim::config::{ClusterSpec, parse_nodes};
-use labpool_scheduler::sim::trace::{TraceJob, parse_trace};
-use labpool_scheduler::sim::{SimError, SimInput, SimPolicy, simulate};
+use labpool_sim::config::{ClusterSpec, parse_nodes};
+use labpool_sim::trace::{TraceJob, parse_trace};
+use labpool_sim::{SimError, SimInput, SimPolicy, simulate};
 use std::collections::BTreeMap;
 
 const GB: u64 = 1_000_000_000;
@@ -34,6 +34,7 @@ fn input(nodes: &str, jobs: Vec<TraceJob>) -> SimInput {
         },
         horizon_s: 86_400,
         seed: 1,
+        daemon: labpool_scheduler::policy::Policy::default(),
     }
 }
 
@@ -130,4 +131,30 @@ fn runs_are_deterministic_and_inputs_are_checked() {
         Err(SimError::DatasetTooBig { .. })
     ));
     assert!(parse_trace("not,a,trace\n1,2,3\n".as_bytes()).is_err());
+}
+
+#[test]
+fn the_labpool_policy_is_the_daemons_own() {
+    // The prefetch test's trace under the daemon's policy: with a prefetch horizon, job 2's
+    // data is staged while job 1 runs; with none (`[cache] prefetch_horizon = "0s"`), it is
+    // copied after job 2 is placed, its GPU held, as under fifo.
+    let mut sim = input(
+        "1x1:v100",
+        vec![job(1, 0.0, 1, "none", 3600.0), job(2, 1.0, 1, "big", 100.0)],
+    );
+    sim.daemon.placement.prefetch_horizon_s = Some(86_400);
+    let ahead = simulate(&sim, SimPolicy::Labpool).unwrap();
+    assert_eq!(ahead.policy, "labpool");
+    assert_eq!(ahead.data_wait_gpu_s, 0.0);
+    sim.daemon.placement.prefetch_horizon_s = None;
+    let placed = simulate(&sim, SimPolicy::Labpool).unwrap();
+    assert_eq!(placed.data_wait_gpu_s, 10.0);
+    assert_eq!(placed.unfinished, 0);
+    // Same seed and input: the same figures, to the byte.
+    let again = simulate(&sim, SimPolicy::Labpool).unwrap();
+    assert_eq!(
+        format!("{placed:?}"),
+        format!("{again:?}"),
+        "a run is reproducible"
+    );
 }
