@@ -2,6 +2,7 @@
 //! crash never leaves a half file under the final name.
 
 use crate::error::CacheError;
+pub use crate::layout::{PARTIAL_SUFFIX, partial_path};
 use crate::manifest::Entry;
 use nix::sys::stat::{UtimensatFlags, utimensat};
 use nix::sys::time::TimeSpec;
@@ -134,17 +135,6 @@ pub fn create_partial(dst: &Path) -> Result<(File, std::path::PathBuf), CacheErr
         .open(&partial)
         .map_err(|e| CacheError::io(&partial, e))?;
     Ok((out, partial))
-}
-
-/// What a copy's name ends with until it is complete and synced. Distinct enough that a
-/// dataset's own `*.partial` files never clash with it.
-pub const PARTIAL_SUFFIX: &str = ".labpool.partial";
-
-/// The `.partial` name a copy is written under.
-pub fn partial_path(dst: &Path) -> std::path::PathBuf {
-    let mut name = dst.file_name().unwrap_or_default().to_os_string();
-    name.push(PARTIAL_SUFFIX);
-    dst.with_file_name(name)
 }
 
 /// Sets a path's mtime (and atime) to `ns`, not following a final symlink.

@@ -34,6 +34,26 @@ pub enum CacheError {
     /// The walk failed.
     #[error("walking the dataset failed: {0}")]
     Walk(String),
+    /// Walking a version's files in the cache, to measure it, failed.
+    #[error(
+        "{path}: {source}; the node cache could not be measured (the agent must be able to read every file under the cache directory)"
+    )]
+    CacheWalk {
+        /// The file or directory.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// The copy workers of a stage could not be started.
+    #[error(
+        "could not start {workers} copy workers for a stage: {message}; lower `workers` under [cache] in the config"
+    )]
+    Workers {
+        /// Workers asked for.
+        workers: usize,
+        /// Why not.
+        message: String,
+    },
     /// The source changed under a stage.
     #[error(
         "{path} changed while it was being staged (its registered version says {expected}); the source must not change between rescans: an admin runs `labpool dataset rescan` after changing it"

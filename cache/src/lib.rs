@@ -22,9 +22,14 @@
 pub mod copy;
 pub mod delta;
 pub mod error;
+pub mod evict;
+pub mod inventory;
+pub mod layout;
 pub mod manifest;
 pub mod peer;
 pub mod registry;
+pub mod stage;
 pub mod store;
+pub mod verify;
 
 pub use error::CacheError;

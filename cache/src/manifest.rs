@@ -108,7 +108,7 @@ impl Manifest {
             std::fs::create_dir_all(dir).map_err(|e| CacheError::io(dir, e))?;
         }
         let json = serde_json::to_vec(self).expect("a manifest serialises");
-        crate::store::write_atomic(path, &json)
+        crate::layout::write_atomic(path, &json)
     }
 
     /// Reads a manifest [`Manifest::save`] wrote.
