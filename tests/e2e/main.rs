@@ -7,6 +7,7 @@ mod datasets;
 mod demo;
 mod drain;
 mod envs;
+mod envs_refused;
 mod exclusivity;
 mod isolation;
 mod lifecycle;

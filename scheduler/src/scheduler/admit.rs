@@ -1,0 +1,192 @@
+//! Admission: whether a job may enter the queue (partition, account, time limit, the emergency
+//! lane's cap, the submit limit, and whether any node could ever take it).
+
+use super::Scheduler;
+use crate::admission::{AdmissionError, AdmitRequest, Admitted, NodeShape, explain_misfit};
+use crate::cache_view::NoCache;
+use crate::job::JobSpec;
+use crate::partition::Partition;
+use crate::placement::{Candidate, PlacementContext};
+use crate::profile::Profile;
+use crate::time::{TimeLimit, Timestamp};
+
+impl Scheduler {
+    fn partition(&self, name: &str) -> Option<&Partition> {
+        self.partitions.iter().find(|p| p.name == name)
+    }
+
+    /// Decides whether jobs may enter the queue: partition, account, time limit, the emergency
+    /// lane's cap, the submit limit, and whether any node could ever take them. A job that could
+    /// run later is admitted.
+    pub fn admit(&self, req: &AdmitRequest<'_>) -> Result<Admitted, AdmissionError> {
+        let default = self
+            .partitions
+            .iter()
+            .find(|p| p.default)
+            .expect("checked at construction");
+        let part = match req.partition {
+            None => default,
+            Some(name) => self
+                .partition(name)
+                .ok_or_else(|| AdmissionError::UnknownPartition {
+                    name: name.to_string(),
+                    known: self
+                        .partitions
+                        .iter()
+                        .map(|p| {
+                            if p.default {
+                                format!("{} (default)", p.name)
+                            } else {
+                                p.name.clone()
+                            }
+                        })
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    default: default.name.clone(),
+                })?,
+        };
+        let account = match req.account {
+            Some(name) => {
+                let Some(a) = self.accounts.get(name) else {
+                    let known: Vec<&str> = self.accounts.keys().map(String::as_str).collect();
+                    return Err(AdmissionError::UnknownAccount {
+                        name: name.to_string(),
+                        known: if known.is_empty() {
+                            "none".to_string()
+                        } else {
+                            known.join(", ")
+                        },
+                    });
+                };
+                if !a.members.contains(req.user) {
+                    let mine: Vec<&str> = self
+                        .accounts
+                        .iter()
+                        .filter(|(_, a)| a.members.contains(req.user))
+                        .map(|(n, _)| n.as_str())
+                        .collect();
+                    return Err(AdmissionError::NotMember {
+                        user: req.user.to_string(),
+                        account: name.to_string(),
+                        mine: if mine.is_empty() {
+                            "none".to_string()
+                        } else {
+                            mine.join(", ")
+                        },
+                    });
+                }
+                Some(name.to_string())
+            }
+            None => self.default_account(req.user).map(str::to_string),
+        };
+        if let Some(allowed) = &part.allow_accounts
+            && !account.as_ref().is_some_and(|a| allowed.contains(a))
+        {
+            return Err(AdmissionError::PartitionNotAllowed {
+                partition: part.name.clone(),
+                allowed: if allowed.is_empty() {
+                    "none yet".to_string()
+                } else {
+                    allowed.join(", ")
+                },
+                account: account.clone().unwrap_or_else(|| "no account".to_string()),
+            });
+        }
+        if let Some(max) = part.max_gpus_per_job
+            && req.resources.gpus > max
+        {
+            return Err(AdmissionError::PartitionGpuCap {
+                partition: part.name.clone(),
+                max,
+                requested: req.resources.gpus,
+            });
+        }
+        let time_limit = match (req.time_limit, part.max_time) {
+            (None, _) => part.default_time,
+            (Some(TimeLimit::Unlimited), max) => max,
+            (Some(TimeLimit::Seconds(s)), TimeLimit::Seconds(m)) if s > m => {
+                return Err(AdmissionError::TimeOverMax {
+                    requested: TimeLimit::Seconds(s),
+                    partition: part.name.clone(),
+                    max: part.max_time,
+                });
+            }
+            (Some(t), _) => t,
+        };
+        if req.emergency {
+            let c = &self.policy.credits;
+            let too_long = match time_limit {
+                TimeLimit::Unlimited => true,
+                TimeLimit::Seconds(s) => s > c.emergency_max_time_s,
+            };
+            if req.resources.gpus > c.emergency_max_gpus || too_long {
+                return Err(AdmissionError::EmergencyTooBig {
+                    max_gpus: c.emergency_max_gpus,
+                    max_time: TimeLimit::Seconds(c.emergency_max_time_s),
+                    gpus: req.resources.gpus,
+                    time: time_limit,
+                });
+            }
+        }
+        let probe = JobSpec {
+            user: req.user.to_string(),
+            account: account.clone(),
+            partition: part.name.clone(),
+            resources: req.resources.clone(),
+            time_limit,
+            ..JobSpec::default()
+        };
+        if let Some(max) = self.limits_for(&probe).max_submit_jobs_per_user {
+            let queued = self
+                .pending
+                .values()
+                .chain(self.running.values().map(|(j, _)| j))
+                .filter(|j| j.user == req.user)
+                .count() as u32;
+            if queued + req.count.max(1) > max {
+                return Err(AdmissionError::SubmitLimit {
+                    user: req.user.to_string(),
+                    queued,
+                    adding: req.count.max(1),
+                    max,
+                });
+            }
+        }
+        let ctx = PlacementContext {
+            partition: part,
+            now: Timestamp(0),
+            cache: &NoCache,
+        };
+        let fits = self.nodes.values().any(|node| {
+            let profile = Profile::new(Timestamp(0), node.free_capacity());
+            self.chain.statically_fits(
+                &probe,
+                &Candidate {
+                    node,
+                    profile: &profile,
+                },
+                &ctx,
+            )
+        });
+        if !fits {
+            let shapes: Vec<NodeShape<'_>> = self
+                .nodes
+                .values()
+                .filter(|n| part.has_node(n.name()))
+                .map(|n| NodeShape {
+                    name: n.name(),
+                    gpu_types: n.spec.gpus.iter().map(|g| g.gpu_type.as_str()).collect(),
+                    gpu_shareable: n.spec.gpus.iter().map(|g| g.shareable()).collect(),
+                    cpus: n.spec.cpus,
+                    mem_mib: n.spec.mem_mib,
+                })
+                .collect();
+            return Err(explain_misfit(&part.name, &shapes, req.resources));
+        }
+        Ok(Admitted {
+            partition: part.name.clone(),
+            time_limit,
+            account,
+        })
+    }
+}

@@ -1,0 +1,102 @@
+//! The invariants: what must always hold between the nodes' books and the running jobs.
+
+use super::Scheduler;
+use crate::job::JobId;
+use std::collections::{BTreeMap, BTreeSet};
+
+impl Scheduler {
+    /// Checks what must always hold: no GPU is given twice (a GPU has one whole holder, or up to
+    /// its `share` sharing holders, never both), no node is over-committed, and the nodes' books
+    /// agree with the running jobs'. Tests call it after every step.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        for (id, (_, alloc)) in &self.running {
+            if self.pending.contains_key(id) {
+                return Err(format!("job {id} is both pending and running"));
+            }
+            if !self.nodes.contains_key(&alloc.node) {
+                return Err(format!("job {id} runs on unknown node {}", alloc.node));
+            }
+        }
+        for node in self.nodes.values() {
+            let mut cpus = 0u32;
+            let mut mem = 0u64;
+            // Per GPU: its whole holder, and its sharing holders.
+            let mut whole: BTreeMap<u32, JobId> = BTreeMap::new();
+            let mut sharers: BTreeMap<u32, Vec<JobId>> = BTreeMap::new();
+            let mut gpus: BTreeSet<(u32, JobId)> = BTreeSet::new();
+            for (id, (_, alloc)) in self
+                .running
+                .iter()
+                .filter(|(_, (_, a))| a.node == node.name())
+            {
+                cpus += alloc.cpus;
+                mem += alloc.mem_mib;
+                for g in &alloc.gpus {
+                    let Some(device) = node.spec.gpus.iter().find(|d| d.index == *g) else {
+                        return Err(format!(
+                            "job {id} holds GPU {g} that {} does not have",
+                            node.name()
+                        ));
+                    };
+                    if !gpus.insert((*g, *id)) {
+                        return Err(format!("job {id} holds GPU {g} on {} twice", node.name()));
+                    }
+                    if alloc.shared {
+                        let on = sharers.entry(*g).or_default();
+                        on.push(*id);
+                        if on.len() as u32 > device.share.max(1) {
+                            return Err(format!(
+                                "GPU {g} on {} is shared by jobs {on:?}, over its share of {}",
+                                node.name(),
+                                device.share
+                            ));
+                        }
+                    } else if let Some(other) = whole.insert(*g, *id) {
+                        return Err(format!(
+                            "GPU {g} on {} is held by jobs {other} and {id}",
+                            node.name()
+                        ));
+                    }
+                    if let (Some(w), Some(on)) = (whole.get(g), sharers.get(g)) {
+                        return Err(format!(
+                            "GPU {g} on {} is held whole by job {w} and shared by jobs {on:?}",
+                            node.name()
+                        ));
+                    }
+                }
+            }
+            for g in node.spec.gpus.iter().map(|d| d.index) {
+                if node.gpu_owner(g) != whole.get(&g).copied() {
+                    return Err(format!(
+                        "{}: GPU {g} is held whole by {:?} but the books say {:?}",
+                        node.name(),
+                        whole.get(&g),
+                        node.gpu_owner(g)
+                    ));
+                }
+            }
+            let held: BTreeSet<(u32, JobId)> = node.held_gpus().collect();
+            if held != gpus {
+                return Err(format!(
+                    "{}: GPU books {held:?} disagree with running jobs {gpus:?}",
+                    node.name()
+                ));
+            }
+            if node.used() != (cpus, mem) {
+                return Err(format!(
+                    "{}: used {:?} but running jobs hold {:?}",
+                    node.name(),
+                    node.used(),
+                    (cpus, mem)
+                ));
+            }
+            if cpus > node.spec.cpus || mem > node.spec.mem_mib {
+                return Err(format!(
+                    "{} is over-committed: {cpus} CPUs, {mem} MiB",
+                    node.name()
+                ));
+            }
+        }
+        Ok(())
+    }
+}

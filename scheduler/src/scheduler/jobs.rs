@@ -1,0 +1,139 @@
+//! The books as jobs come and go: queueing, restoring a running job after a restart, removing,
+//! finishing, requeueing, and what a running job owes in credits.
+
+use super::{RestoreError, Scheduler};
+use crate::job::{Allocation, JobId, JobSpec, JobState};
+use crate::time::Timestamp;
+
+impl Scheduler {
+    /// Queues an admitted job.
+    pub fn enqueue(&mut self, job: JobSpec) {
+        self.pending.insert(job.id, job);
+    }
+
+    /// Puts back a job that was running before a restart, holding what it held. A whole
+    /// allocation is refused where any job holds one of its GPUs; a shared one (`alloc.shared`)
+    /// where one of its GPUs is held whole or already has `share` sharers (a lone sharer is put
+    /// back even on a GPU whose `share` was lowered to 1 since, and holds it alone).
+    pub fn restore_running(&mut self, job: JobSpec, alloc: Allocation) -> Result<(), RestoreError> {
+        let err = |problem: String| RestoreError {
+            job: job.id,
+            node: alloc.node.clone(),
+            problem,
+        };
+        let Some(node) = self.nodes.get_mut(&alloc.node) else {
+            return Err(err("the node is not known".to_string()));
+        };
+        for g in &alloc.gpus {
+            let Some(device) = node.spec.gpus.iter().find(|d| d.index == *g) else {
+                return Err(err(format!("GPU {g} no longer exists there")));
+            };
+            if let Some(other) = node.gpu_owner(*g) {
+                return Err(err(format!("GPU {g} is already held by job {other}")));
+            }
+            let sharers: Vec<String> = node.gpu_sharers(*g).map(|j| j.to_string()).collect();
+            if !alloc.shared && !sharers.is_empty() {
+                return Err(err(format!(
+                    "GPU {g} is already shared by jobs {}",
+                    sharers.join(", ")
+                )));
+            }
+            if alloc.shared && sharers.len() as u32 >= device.share.max(1) {
+                return Err(err(format!(
+                    "GPU {g} already has {} sharing jobs ({}), its share",
+                    sharers.len(),
+                    sharers.join(", ")
+                )));
+            }
+        }
+        node.hold(job.id, &alloc);
+        self.pending.remove(&job.id);
+        self.reasons.remove(&job.id);
+        self.notes.remove(&job.id);
+        self.running.insert(job.id, (job, alloc));
+        Ok(())
+    }
+
+    /// Removes a waiting job (cancelled). `None` when it was not waiting.
+    pub fn remove_pending(&mut self, job: JobId) -> Option<JobSpec> {
+        self.reasons.remove(&job);
+        self.notes.remove(&job);
+        let spec = self.pending.remove(&job)?;
+        self.outcomes.insert(job, false);
+        Some(spec)
+    }
+
+    /// A running job ended at `end` in `state`: frees what it held, and counts its GPU time
+    /// toward its user's fair-share usage. `None` when it was not running.
+    pub fn finish(
+        &mut self,
+        job: JobId,
+        state: JobState,
+        end: Timestamp,
+    ) -> Option<(JobSpec, Allocation)> {
+        let (spec, alloc) = self.running.remove(&job)?;
+        if let Some(node) = self.nodes.get_mut(&alloc.node) {
+            node.release(job, &alloc);
+        }
+        let gpu_seconds = alloc.gpus.len() as f64 * end.secs_since(alloc.start) as f64;
+        self.usage.add(
+            &spec.user,
+            gpu_seconds,
+            end,
+            self.policy.weights.half_life_s,
+        );
+        self.outcomes.insert(job, state == JobState::Completed);
+        Some((spec, alloc))
+    }
+
+    /// What a job owes for its allocated time up to `end`: for each GPU, hours held times the
+    /// weight of that GPU's type.
+    pub fn charge_for(&self, alloc: &Allocation, end: Timestamp) -> f64 {
+        let node = self.nodes.get(&alloc.node);
+        let secs = end.secs_since(alloc.start);
+        alloc
+            .gpus
+            .iter()
+            .map(|g| {
+                let ty = node
+                    .and_then(|n| n.spec.gpus.iter().find(|d| d.index == *g))
+                    .map_or("", |d| d.gpu_type.as_str());
+                self.policy.credits.charge(1, ty, secs)
+            })
+            .fold(0.0, |total, c| total + c)
+    }
+
+    /// Credits the user's running jobs have used so far.
+    pub fn accrued(&self, user: &str, now: Timestamp) -> f64 {
+        self.running
+            .values()
+            .filter(|(j, _)| j.user == user)
+            .map(|(_, a)| self.charge_for(a, now))
+            // fold from +0.0: an empty f64 sum() is -0.0, which prints as "-0.00".
+            .fold(0.0, |total, c| total + c)
+    }
+
+    /// A placed job whose datasets were being staged starts now: its time limit, charge and
+    /// fair-share usage count from `at`, not from its placement. False when it was not placed.
+    pub fn set_started(&mut self, job: JobId, at: Timestamp) -> bool {
+        match self.running.get_mut(&job) {
+            Some((_, alloc)) => {
+                alloc.start = at;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// A running job goes back to the queue, keeping its place (its submit time).
+    pub fn requeue(&mut self, job: JobId) -> bool {
+        let Some((spec, alloc)) = self.running.remove(&job) else {
+            return false;
+        };
+        if let Some(node) = self.nodes.get_mut(&alloc.node) {
+            node.release(job, &alloc);
+        }
+        self.pending.insert(job, spec);
+        true
+    }
+}

@@ -1,0 +1,59 @@
+//! Jobs held back by what they asked for themselves: dependencies and array throttles.
+
+#[allow(dead_code)]
+mod common;
+
+use common::*;
+use labpool_scheduler::dependency::parse_dependencies;
+use labpool_scheduler::job::ArrayTask;
+use labpool_scheduler::{JobId, JobSpec, JobState};
+
+#[test]
+fn dependencies_hold_jobs_until_met() {
+    let mut s = sched();
+    s.upsert_node(node("box", &["t4"; 4], 16)).unwrap();
+    s.enqueue(job(1, "u", 1, H));
+    s.enqueue(JobSpec {
+        dependencies: parse_dependencies("afterok:1").unwrap(),
+        ..job(2, "u", 1, H)
+    });
+    s.enqueue(JobSpec {
+        dependencies: parse_dependencies("afterany:1").unwrap(),
+        ..job(3, "u", 1, H)
+    });
+    s.enqueue(JobSpec {
+        dependencies: parse_dependencies("afterok:99").unwrap(),
+        ..job(4, "u", 1, H)
+    });
+    assert_eq!(ids(&s.schedule(at(0.0))), [1]);
+    assert_eq!(reason(&s, 2), "Dependency (waits for afterok:1)");
+    assert_eq!(code(&s, 4), "DependencyNeverSatisfied");
+    s.finish(JobId(1), JobState::Failed, at(0.5)).unwrap();
+    assert_eq!(ids(&s.schedule(at(0.5))), [3]);
+    assert!(
+        reason(&s, 2).starts_with("DependencyNeverSatisfied (afterok:1 can no longer be met"),
+        "{}",
+        reason(&s, 2)
+    );
+}
+
+#[test]
+fn array_throttle_limits_running_tasks() {
+    let mut s = sched();
+    s.upsert_node(node("box", &["t4"; 4], 16)).unwrap();
+    for t in 0..4 {
+        let array = Some(ArrayTask {
+            array_id: JobId(10),
+            task: t,
+            throttle: Some(2),
+        });
+        s.enqueue(JobSpec {
+            array,
+            ..job(10 + t as u64, "u", 1, H)
+        });
+    }
+    assert_eq!(ids(&s.schedule(at(0.0))), [10, 11]);
+    assert_eq!(code(&s, 12), "JobArrayTaskLimit");
+    end(&mut s, 10, at(0.1));
+    assert_eq!(ids(&s.schedule(at(0.1))), [12]);
+}
