@@ -19,18 +19,22 @@
 use crate::cache_view::{CacheView, NoCache};
 use crate::dependency::DependencyState;
 use crate::job::{Allocation, JobId, JobSpec};
-use crate::limits::{Holdings, limit_reason};
+use crate::limits::Holdings;
 use crate::node::Node;
-use crate::placement::{PlacementContext, Rejections, need_on};
-use crate::priority::{Factors, Tier, age_factor, fairshare_factor, weighted};
+use crate::placement::{PlacementContext, need_on};
 use crate::profile::{Capacity, Profile};
 use crate::reason::PendingReason;
 use crate::scheduler::{Decision, JobNote, Scheduler};
 use crate::time::{TimeLimit, Timestamp};
 use std::collections::{BTreeMap, BTreeSet};
 
-/// What a job asks of placement; jobs with the same shape fail the same way in one pass.
-type Shape<'a> = (&'a str, u32, Option<&'a str>, bool, u32, u64, TimeLimit);
+mod appended;
+mod consider;
+mod order;
+
+pub(crate) use appended::PassMemo;
+use appended::order_key;
+use consider::PassState;
 
 impl Scheduler {
     /// One scheduling pass at time `now`, with no dataset cached anywhere.
@@ -41,6 +45,7 @@ impl Scheduler {
     /// One scheduling pass at time `now`, seeing node caches through `cache`.
     pub fn schedule_with(&mut self, now: Timestamp, cache: &dyn CacheView) -> Vec<Decision> {
         self.last_pass = Some(now);
+        self.full_passes += 1;
         let nodes: Vec<&Node> = self.node_order.iter().map(|n| &self.nodes[n]).collect();
         let (index, mut profiles) = starting_profiles(&nodes, now);
         let mut held = Holdings::default();
@@ -55,134 +60,38 @@ impl Scheduler {
                 profiles[i].release(end, capacity_of(alloc));
             }
         }
-
-        let order = self.priority_order_at(now);
-        let mut decisions = Vec::new();
+        let mut state = PassState {
+            profiles,
+            held,
+            reservations: Vec::new(),
+            failed_shapes: BTreeMap::new(),
+            started: Vec::new(),
+        };
+        let (order, per_user) = self.priority_order_with_users(now);
         let mut notes: BTreeMap<JobId, JobNote> = BTreeMap::new();
-        let mut started: Vec<(JobId, Allocation, Vec<String>)> = Vec::new();
-        let mut reservations: Vec<(JobId, usize, Timestamp)> = Vec::new();
-        let mut failed_shapes: BTreeMap<Shape<'_>, (PendingReason, Rejections)> = BTreeMap::new();
+        let last_key = order
+            .last()
+            .map(|(id, f)| order_key(*id, f, &self.pending[id]));
         for (position, (id, factors)) in order.into_iter().enumerate() {
-            let job = &self.pending[&id];
-            let note = |stage: &str, reason: PendingReason| JobNote {
-                factors: factors.clone(),
-                position: position + 1,
-                stage: stage.to_string(),
-                reason,
-                rejections: None,
-                reservation: None,
-            };
-            if let Some(reason) = self.dependency_reason(job) {
-                notes.insert(id, note("dependency", reason));
-                continue;
-            }
-            if let Some(reason) = self.account_reason(job) {
-                notes.insert(id, note("account", reason));
-                continue;
-            }
-            let user_limits = self.user_limits.get(&job.user).cloned().unwrap_or_default();
-            let account_limits = job
-                .account
-                .as_ref()
-                .and_then(|a| self.accounts.get(a))
-                .map(|a| &a.limits);
-            if let Some(reason) = limit_reason(job, &user_limits, account_limits, &held) {
-                notes.insert(id, note("limits", reason));
-                continue;
-            }
-            let Some(partition) = self.partitions.iter().find(|p| p.name == job.partition) else {
-                let reason = PendingReason::new(
-                    "PartitionDown",
-                    format!(
-                        "partition {} is no longer configured; cancel and resubmit",
-                        job.partition
-                    ),
-                );
-                notes.insert(id, note("placement", reason));
-                continue;
-            };
-            let r = &job.resources;
-            let shape: Shape<'_> = (
-                &job.partition,
-                r.gpus,
-                r.gpu_type.as_deref(),
-                r.gpu_share,
-                r.cpus,
-                r.mem_mib,
-                job.time_limit,
-            );
-            if let Some((reason, rejections)) = failed_shapes.get(&shape) {
-                let mut n = note("placement", reason.clone());
-                n.rejections = Some(rejections.clone());
-                notes.insert(id, n);
-                continue;
-            }
-            let ctx = PlacementContext {
-                partition,
-                now,
-                cache,
-            };
-            match self.chain.place_in(job, &nodes, &profiles, &ctx) {
-                Ok(choice) => {
-                    let node = nodes[choice.index];
-                    let allocation = Allocation {
-                        start: now,
-                        node: node.name().to_string(),
-                        gpus: choice.gpus,
-                        cpus: r.cpus,
-                        mem_mib: r.mem_mib,
-                        shared: r.gpu_share && r.gpus > 0,
-                    };
-                    profiles[choice.index].take(
-                        now,
-                        now.plus_limit(job.time_limit),
-                        capacity_of(&allocation),
-                    );
-                    held.add(job);
-                    let stage: Vec<String> = job
-                        .datasets
-                        .iter()
-                        .filter(|d| cache.cached_bytes(node.name(), d) == 0)
-                        .cloned()
-                        .collect();
-                    started.push((id, allocation, stage));
-                }
-                Err(rejections) => {
-                    let reservation = if !rejections.busy_nodes.is_empty()
-                        && reservations.len() < self.policy.placement.max_reservations
-                    {
-                        self.reserve(job, &nodes, &mut profiles, &ctx)
-                    } else {
-                        None
-                    };
-                    let holders: Vec<(String, u64)> = reservations
-                        .iter()
-                        .filter(|(_, i, _)| rejections.busy_nodes.contains(i))
-                        .map(|(j, i, _)| (nodes[*i].name().to_string(), j.0))
-                        .collect();
-                    let mut reason = PendingReason::from_rejections(&rejections, &holders);
-                    if let Some((i, at)) = reservation {
-                        // The node, not the time: a time relative to now would change the
-                        // reason (and rewrite it) on every pass. `why` shows the time.
-                        reason
-                            .detail
-                            .push_str(&format!("; reserved on {}", nodes[i].name()));
-                        reservations.push((id, i, at));
-                    } else {
-                        failed_shapes.insert(shape, (reason.clone(), rejections.clone()));
-                    }
-                    let mut n = note("placement", reason);
-                    n.reservation = reservation.map(|(i, at)| (nodes[i].name().to_string(), at));
-                    n.rejections = Some(rejections);
-                    notes.insert(id, n);
-                }
+            if let Some(note) = self.consider(id, factors, position, &nodes, &mut state, now, cache)
+            {
+                notes.insert(id, note);
             }
         }
-
+        let mut decisions = Vec::new();
         if let Some(horizon) = self.policy.placement.prefetch_horizon_s {
-            decisions.extend(self.prefetches(now, horizon, &nodes, &started, &reservations, cache));
+            decisions.extend(self.prefetches(
+                now,
+                horizon,
+                &nodes,
+                &state.started,
+                &state.reservations,
+                cache,
+            ));
         }
-
+        let started = std::mem::take(&mut state.started);
+        // After a pass that started jobs, the next one numbers the queue anew: no shortcut.
+        let considered = started.is_empty().then_some(notes.len());
         for (id, allocation, stage) in started {
             let job = self.pending.remove(&id).expect("a started job was pending");
             self.nodes
@@ -197,18 +106,34 @@ impl Scheduler {
                 stage,
             });
         }
-        for (id, note) in &notes {
+        decisions.extend(self.waits(&notes));
+        self.notes = notes;
+        self.memo = Some(PassMemo {
+            now,
+            state,
+            node_order: self.node_order.clone(),
+            running: self.running.len(),
+            last_key,
+            per_user,
+            considered,
+        });
+        self.prune_outcomes();
+        decisions
+    }
+
+    /// The waits whose reason changed since the last pass told it.
+    fn waits(&mut self, notes: &BTreeMap<JobId, JobNote>) -> Vec<Decision> {
+        let mut out = Vec::new();
+        for (id, note) in notes {
             if self.reasons.get(id) != Some(&note.reason) {
                 self.reasons.insert(*id, note.reason.clone());
-                decisions.push(Decision::Wait {
+                out.push(Decision::Wait {
                     job: *id,
                     reason: note.reason.clone(),
                 });
             }
         }
-        self.notes = notes;
-        self.prune_outcomes();
-        decisions
+        out
     }
 
     /// Stage-ahead decisions: where and when the reserved jobs are likely to start, judged by
@@ -405,91 +330,6 @@ impl Scheduler {
         }
         (!waiting.is_empty())
             .then(|| PendingReason::new("Dependency", format!("waits for {}", waiting.join(","))))
-    }
-
-    /// Waiting jobs in the order a pass considers them, with their priority factors.
-    pub fn priority_order_at(&self, now: Timestamp) -> Vec<(JobId, Factors)> {
-        let w = &self.policy.weights;
-        let max_partition = self
-            .partitions
-            .iter()
-            .map(|p| p.priority)
-            .max()
-            .unwrap_or(0)
-            .max(1) as f64;
-        let users: BTreeSet<&str> = self
-            .usage
-            .users()
-            .chain(self.pending.values().map(|j| j.user.as_str()))
-            .chain(self.running.values().map(|(j, _)| j.user.as_str()))
-            .collect();
-        // Usage so far of running jobs counts too: a user on 8 GPUs for three days is not light.
-        let mut running_use: BTreeMap<&str, f64> = BTreeMap::new();
-        for (job, alloc) in self.running.values() {
-            *running_use.entry(job.user.as_str()).or_insert(0.0) +=
-                alloc.gpus.len() as f64 * now.secs_since(alloc.start) as f64;
-        }
-        let usage_of = |user: &str| {
-            self.usage.decayed(user, now, w.half_life_s)
-                + running_use.get(user).copied().unwrap_or(0.0)
-        };
-        let total: f64 = users.iter().map(|u| usage_of(u)).sum();
-        let mut per_user: BTreeMap<&str, (f64, f64)> = BTreeMap::new();
-        for user in &users {
-            let fairshare = fairshare_factor(usage_of(user), total, users.len());
-            let balance = self.balance(user) - self.accrued(user, now);
-            per_user.insert(user, (fairshare, balance));
-        }
-        let mut order: Vec<(JobId, Factors, Timestamp)> = self
-            .pending
-            .values()
-            .map(|job| {
-                let (fairshare, balance) = per_user[job.user.as_str()];
-                let tier = if job.emergency {
-                    Tier::Emergency
-                } else if balance > 0.0 {
-                    Tier::InCredit
-                } else {
-                    Tier::Overdrawn
-                };
-                let partition = self
-                    .partitions
-                    .iter()
-                    .find(|p| p.name == job.partition)
-                    .map_or(0.0, |p| p.priority as f64)
-                    / max_partition;
-                let age = age_factor(job.submit_time, now, w.max_age_s);
-                let priority = weighted(w, age, fairshare, partition);
-                (
-                    job.id,
-                    Factors {
-                        tier,
-                        age,
-                        fairshare,
-                        partition,
-                        priority,
-                        balance,
-                    },
-                    job.submit_time,
-                )
-            })
-            .collect();
-        order.sort_by(|(a_id, a, a_t), (b_id, b, b_t)| {
-            a.tier
-                .cmp(&b.tier)
-                .then(b.priority.total_cmp(&a.priority))
-                .then(a_t.cmp(b_t))
-                .then(a_id.cmp(b_id))
-        });
-        order.into_iter().map(|(id, f, _)| (id, f)).collect()
-    }
-
-    /// Waiting jobs in the order a pass would consider them at `now`.
-    pub fn priority_order(&self, now: Timestamp) -> Vec<JobId> {
-        self.priority_order_at(now)
-            .into_iter()
-            .map(|(id, _)| id)
-            .collect()
     }
 
     /// Forgets outcomes no waiting job depends on, once there are many.

@@ -119,6 +119,10 @@ pub struct Scheduler {
     /// How jobs that dependencies point at ended: true for COMPLETED.
     pub(crate) outcomes: BTreeMap<JobId, bool>,
     pub(crate) last_pass: Option<Timestamp>,
+    /// What the last pass booked, for a pass after jobs were only added.
+    pub(crate) memo: Option<crate::pass::PassMemo>,
+    /// Full passes run so far (a pass after added jobs may be cut short instead).
+    pub(crate) full_passes: u64,
 }
 
 impl Scheduler {
@@ -150,6 +154,8 @@ impl Scheduler {
             runtimes: RuntimeBook::default(),
             outcomes: BTreeMap::new(),
             last_pass: None,
+            memo: None,
+            full_passes: 0,
         })
     }
 
@@ -319,6 +325,12 @@ impl Scheduler {
     /// and its per-stage rejections.
     pub fn explain(&self, job: JobId) -> Option<&JobNote> {
         self.notes.get(&job)
+    }
+
+    /// Full passes run so far: a pass after jobs were only added may be cut short instead
+    /// (see [`Scheduler::schedule_appended`]).
+    pub fn full_passes(&self) -> u64 {
+        self.full_passes
     }
 
     /// When [`Scheduler::schedule`] last ran.

@@ -20,7 +20,7 @@ use crate::agent::protocol::{
     AgentOrder, Heartbeat, OrderBatch, PeerRef, Registered, Registration, ReportBatch,
 };
 use crate::clock::now_ms;
-use crate::controller::engine::{Engine, NodeFacts, Request};
+use crate::controller::engine::{Engine, NodeFacts, PassNeed, Request};
 use crate::controller::error::ApiError;
 use crate::controller::http::{AppState, ask};
 use crate::transport::{Signed, SignedClient};
@@ -396,6 +396,7 @@ impl Engine {
 
     /// The node is DOWN: no orders go to it, and its jobs are requeued or failed.
     fn node_down(&mut self, node: &str, reason: &str) {
+        self.pass_need = PassNeed::Full;
         tracing::warn!(node, reason, "node DOWN");
         self.sched
             .set_node_down(node, Some(format!("DOWN: {reason}")));

@@ -197,6 +197,48 @@ pub(crate) enum Item {
     NodeCheck,
 }
 
+impl Item {
+    /// False for what cannot change a placement: questions, heartbeats, the node check (a
+    /// node it declares DOWN asks for a pass itself), and submits (they name their jobs).
+    fn may_change_placement(&self) -> bool {
+        !matches!(
+            self,
+            Item::Request(
+                Request::Submit { .. }
+                    | Request::Nodes { .. }
+                    | Request::Accounts { .. }
+                    | Request::Credits { .. }
+                    | Request::Why { .. }
+                    | Request::CacheStatus { .. }
+                    | Request::AgentHeartbeat { .. }
+            ) | Item::NodeCheck
+        )
+    }
+}
+
+/// What the next scheduling pass must look at.
+#[derive(Debug, Default)]
+pub(crate) enum PassNeed {
+    /// Nothing changed that could change a decision.
+    #[default]
+    Nothing,
+    /// Only these jobs were queued.
+    Added(Vec<JobId>),
+    /// Anything else: capacity, nodes, accounts, caches, time.
+    Full,
+}
+
+impl PassNeed {
+    /// Jobs were queued.
+    pub(crate) fn add(&mut self, ids: &[u64]) {
+        match self {
+            PassNeed::Nothing => *self = PassNeed::Added(ids.iter().map(|i| JobId(*i)).collect()),
+            PassNeed::Added(v) => v.extend(ids.iter().map(|i| JobId(*i))),
+            PassNeed::Full => {}
+        }
+    }
+}
+
 /// What the controller knows of a node besides its spec.
 #[derive(Debug, Clone)]
 pub struct NodeFacts {
@@ -219,6 +261,8 @@ pub struct Engine {
     pub(crate) jobs: Lifecycle<JobRow>,
     /// What the current batch must write, send and answer.
     pub(crate) outbox: Outbox,
+    /// What the next scheduling pass must look at.
+    pub(crate) pass_need: PassNeed,
     pub(crate) controller_uid: u32,
     /// This month's ledger entries, oldest first, and the month's bounds (ms).
     pub(crate) ledger: Vec<Entry>,
@@ -253,6 +297,7 @@ impl Engine {
             envs_ready: BTreeSet::new(),
             jobs: Lifecycle::new(),
             outbox: Outbox::default(),
+            pass_need: PassNeed::Full,
             controller_uid: effective_uid(),
             ledger: Vec::new(),
             month: (0, 0),
@@ -415,7 +460,11 @@ impl Engine {
                 _ = shutdown.wait_for(|stop| *stop) => break,
                 Some(r) = requests.recv() => Some(Item::Request(r)),
                 Some(r) = reports.recv() => Some(Item::Report(r)),
-                _ = tick.tick() => None,
+                _ = tick.tick() => {
+                    // Priorities age and months turn: everything is looked at again.
+                    self.pass_need = PassNeed::Full;
+                    None
+                }
                 _ = node_check.tick(), if !self.remote.is_empty() => Some(Item::NodeCheck),
                 else => break,
             };
@@ -445,6 +494,9 @@ impl Engine {
     async fn handle(&mut self, batch: Vec<Item>) -> anyhow::Result<()> {
         let mut submits = Vec::new();
         for item in batch {
+            if item.may_change_placement() {
+                self.pass_need = PassNeed::Full;
+            }
             match item {
                 Item::Request(Request::Submit { req, caller, reply }) => {
                     submits.push((req, caller, reply))
@@ -544,12 +596,21 @@ impl Engine {
         Ok(())
     }
 
-    /// One scheduling pass: its placements and reasons go through the lifecycle, so they are
-    /// committed with the batch before any start reaches a node.
+    /// One scheduling pass, when something happened that can change a decision: its
+    /// placements and reasons go through the lifecycle, so they are committed with the batch
+    /// before any start reaches a node. After submits alone, the scheduler considers only the
+    /// new jobs when that gives what a full pass would.
     fn schedule(&mut self) {
+        let need = std::mem::take(&mut self.pass_need);
+        if matches!(need, PassNeed::Nothing) {
+            return;
+        }
         let pass_time = now();
         let view = self.pass_cache_view();
-        let decisions = self.sched.schedule_with(pass_time, &view);
+        let decisions = match need {
+            PassNeed::Added(ids) => self.sched.schedule_appended(pass_time, &view, &ids),
+            _ => self.sched.schedule_with(pass_time, &view),
+        };
         let mut prefetches = Vec::new();
         for d in decisions {
             match d {

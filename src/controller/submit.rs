@@ -322,6 +322,7 @@ impl Engine {
             };
             self.jobs.admit(id, row);
         }
+        self.pass_need.add(&ids);
         tracing::debug!(jobs = ?ids, user = %caller.user, "submitted");
         Ok(ids)
     }

@@ -88,6 +88,13 @@ impl Engine {
     /// Applies effects in memory; writes and orders wait in the outbox.
     pub(crate) fn apply(&mut self, effects: Vec<Effect>) {
         for effect in effects {
+            if matches!(
+                effect,
+                Effect::Release { .. } | Effect::Requeue { .. } | Effect::Dequeue { .. }
+            ) {
+                // Capacity or the queue changed.
+                self.pass_need = crate::controller::engine::PassNeed::Full;
+            }
             match effect {
                 Effect::Persist { job, transition } => self.outbox.persist.push((job, transition)),
                 Effect::Launch {

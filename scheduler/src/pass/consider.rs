@@ -1,0 +1,162 @@
+//! One waiting job's turn in a pass: its dependencies, its limits, then placement, and a
+//! reservation when it waits for busy resources.
+
+use crate::cache_view::CacheView;
+use crate::job::{Allocation, JobId};
+use crate::limits::{Holdings, limit_reason};
+use crate::node::Node;
+use crate::placement::{PlacementContext, Rejections};
+use crate::priority::Factors;
+use crate::profile::Profile;
+use crate::reason::PendingReason;
+use crate::scheduler::{JobNote, Scheduler};
+use crate::time::{TimeLimit, Timestamp};
+use std::collections::BTreeMap;
+
+/// What a job asks of placement; jobs with the same shape fail the same way in one pass.
+pub(crate) type Shape = (String, u32, Option<String>, bool, u32, u64, TimeLimit);
+
+/// What a pass has booked so far, as it goes down the queue.
+#[derive(Debug, Clone)]
+pub(crate) struct PassState {
+    /// Each node's free capacity over time, in node order.
+    pub(crate) profiles: Vec<Profile>,
+    /// What runs, and what this pass started, counted for limits.
+    pub(crate) held: Holdings,
+    /// (job, node index, time) of each reservation made.
+    pub(crate) reservations: Vec<(JobId, usize, Timestamp)>,
+    /// Shapes that failed without a reservation, with why.
+    pub(crate) failed_shapes: BTreeMap<Shape, (PendingReason, Rejections)>,
+    /// Jobs placed: (job, allocation, datasets to stage).
+    pub(crate) started: Vec<(JobId, Allocation, Vec<String>)>,
+}
+
+impl Scheduler {
+    /// Job `id`'s turn at `position` in the order: placed (booked in `state`, `None`), or the
+    /// note that says why it waits.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn consider(
+        &self,
+        id: JobId,
+        factors: Factors,
+        position: usize,
+        nodes: &[&Node],
+        state: &mut PassState,
+        now: Timestamp,
+        cache: &dyn CacheView,
+    ) -> Option<JobNote> {
+        let job = &self.pending[&id];
+        let note = |stage: &str, reason: PendingReason| JobNote {
+            factors: factors.clone(),
+            position: position + 1,
+            stage: stage.to_string(),
+            reason,
+            rejections: None,
+            reservation: None,
+        };
+        if let Some(reason) = self.dependency_reason(job) {
+            return Some(note("dependency", reason));
+        }
+        if let Some(reason) = self.account_reason(job) {
+            return Some(note("account", reason));
+        }
+        let user_limits = self.user_limits.get(&job.user).cloned().unwrap_or_default();
+        let account_limits = job
+            .account
+            .as_ref()
+            .and_then(|a| self.accounts.get(a))
+            .map(|a| &a.limits);
+        if let Some(reason) = limit_reason(job, &user_limits, account_limits, &state.held) {
+            return Some(note("limits", reason));
+        }
+        let Some(partition) = self.partitions.iter().find(|p| p.name == job.partition) else {
+            let reason = PendingReason::new(
+                "PartitionDown",
+                format!(
+                    "partition {} is no longer configured; cancel and resubmit",
+                    job.partition
+                ),
+            );
+            return Some(note("placement", reason));
+        };
+        let r = &job.resources;
+        let shape: Shape = (
+            job.partition.clone(),
+            r.gpus,
+            r.gpu_type.clone(),
+            r.gpu_share,
+            r.cpus,
+            r.mem_mib,
+            job.time_limit,
+        );
+        if let Some((reason, rejections)) = state.failed_shapes.get(&shape) {
+            let mut n = note("placement", reason.clone());
+            n.rejections = Some(rejections.clone());
+            return Some(n);
+        }
+        let ctx = PlacementContext {
+            partition,
+            now,
+            cache,
+        };
+        match self.chain.place_in(job, nodes, &state.profiles, &ctx) {
+            Ok(choice) => {
+                let node = nodes[choice.index];
+                let allocation = Allocation {
+                    start: now,
+                    node: node.name().to_string(),
+                    gpus: choice.gpus,
+                    cpus: r.cpus,
+                    mem_mib: r.mem_mib,
+                    shared: r.gpu_share && r.gpus > 0,
+                };
+                state.profiles[choice.index].take(
+                    now,
+                    now.plus_limit(job.time_limit),
+                    super::capacity_of(&allocation),
+                );
+                state.held.add(job);
+                let stage: Vec<String> = job
+                    .datasets
+                    .iter()
+                    .filter(|d| cache.cached_bytes(node.name(), d) == 0)
+                    .cloned()
+                    .collect();
+                state.started.push((id, allocation, stage));
+                None
+            }
+            Err(rejections) => {
+                let reservation = if !rejections.busy_nodes.is_empty()
+                    && state.reservations.len() < self.policy.placement.max_reservations
+                {
+                    self.reserve(job, nodes, &mut state.profiles, &ctx)
+                } else {
+                    None
+                };
+                let holders: Vec<(String, u64)> = state
+                    .reservations
+                    .iter()
+                    .filter(|(_, i, _)| rejections.busy_nodes.contains(i))
+                    .map(|(j, i, _)| (nodes[*i].name().to_string(), j.0))
+                    .collect();
+                let mut reason = PendingReason::from_rejections(&rejections, &holders);
+                if let Some((i, at)) = reservation {
+                    // The node, not the time: a time relative to now would change the
+                    // reason (and rewrite it) on every pass. `why` shows the time.
+                    reason
+                        .detail
+                        .push_str(&format!("; reserved on {}", nodes[i].name()));
+                    state.reservations.push((id, i, at));
+                } else {
+                    state
+                        .failed_shapes
+                        .insert(shape, (reason.clone(), rejections.clone()));
+                }
+                let mut n = note("placement", reason);
+                n.reservation = reservation.map(|(i, at)| (nodes[i].name().to_string(), at));
+                n.rejections = Some(rejections);
+                Some(n)
+            }
+        }
+    }
+}

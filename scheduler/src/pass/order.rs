@@ -1,0 +1,118 @@
+//! The order a pass considers waiting jobs in: tier (emergency, in credit, overdrawn), then
+//! the weighted sum of age, fair-share and partition priority, then submit time, then id.
+
+use crate::job::{JobId, JobSpec};
+use crate::priority::{Factors, Tier, age_factor, fairshare_factor, weighted};
+use crate::scheduler::Scheduler;
+use crate::time::Timestamp;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Each user's (fair-share factor, balance net of what their running jobs accrued) at a pass.
+pub(crate) type PerUser = BTreeMap<String, (f64, f64)>;
+
+impl Scheduler {
+    /// Waiting jobs in the order a pass considers them, with their priority factors.
+    pub fn priority_order_at(&self, now: Timestamp) -> Vec<(JobId, Factors)> {
+        self.priority_order_with_users(now).0
+    }
+
+    /// Waiting jobs in the order a pass would consider them at `now`.
+    pub fn priority_order(&self, now: Timestamp) -> Vec<JobId> {
+        self.priority_order_at(now)
+            .into_iter()
+            .map(|(id, _)| id)
+            .collect()
+    }
+
+    /// The order, and the per-user factors it was computed from.
+    pub(crate) fn priority_order_with_users(
+        &self,
+        now: Timestamp,
+    ) -> (Vec<(JobId, Factors)>, PerUser) {
+        let w = &self.policy.weights;
+        let users: BTreeSet<&str> = self
+            .usage
+            .users()
+            .chain(self.pending.values().map(|j| j.user.as_str()))
+            .chain(self.running.values().map(|(j, _)| j.user.as_str()))
+            .collect();
+        // Usage so far of running jobs counts too: a user on 8 GPUs for three days is not light.
+        let mut running_use: BTreeMap<&str, f64> = BTreeMap::new();
+        for (job, alloc) in self.running.values() {
+            *running_use.entry(job.user.as_str()).or_insert(0.0) +=
+                alloc.gpus.len() as f64 * now.secs_since(alloc.start) as f64;
+        }
+        let usage_of = |user: &str| {
+            self.usage.decayed(user, now, w.half_life_s)
+                + running_use.get(user).copied().unwrap_or(0.0)
+        };
+        let total: f64 = users.iter().map(|u| usage_of(u)).sum();
+        let mut per_user = PerUser::new();
+        for user in &users {
+            let fairshare = fairshare_factor(usage_of(user), total, users.len());
+            let balance = self.balance(user) - self.accrued(user, now);
+            per_user.insert(user.to_string(), (fairshare, balance));
+        }
+        let mut order: Vec<(JobId, Factors)> = self
+            .pending
+            .values()
+            .map(|job| (job.id, self.factors(job, &per_user, now)))
+            .collect();
+        order.sort_by(|(a_id, a), (b_id, b)| {
+            let (a_t, b_t) = (
+                self.pending[a_id].submit_time,
+                self.pending[b_id].submit_time,
+            );
+            order_cmp((a, a_t, *a_id), (b, b_t, *b_id))
+        });
+        (order, per_user)
+    }
+
+    /// A waiting job's priority factors at `now`, from its user's factors.
+    pub(crate) fn factors(&self, job: &JobSpec, per_user: &PerUser, now: Timestamp) -> Factors {
+        let w = &self.policy.weights;
+        let max_partition = self
+            .partitions
+            .iter()
+            .map(|p| p.priority)
+            .max()
+            .unwrap_or(0)
+            .max(1) as f64;
+        let (fairshare, balance) = per_user[job.user.as_str()];
+        let tier = if job.emergency {
+            Tier::Emergency
+        } else if balance > 0.0 {
+            Tier::InCredit
+        } else {
+            Tier::Overdrawn
+        };
+        let partition = self
+            .partitions
+            .iter()
+            .find(|p| p.name == job.partition)
+            .map_or(0.0, |p| p.priority as f64)
+            / max_partition;
+        let age = age_factor(job.submit_time, now, w.max_age_s);
+        let priority = weighted(w, age, fairshare, partition);
+        Factors {
+            tier,
+            age,
+            fairshare,
+            partition,
+            priority,
+            balance,
+        }
+    }
+}
+
+/// The pass order between two waiting jobs: (factors, submit time, id) each.
+pub(crate) fn order_cmp(
+    (a, a_t, a_id): (&Factors, Timestamp, JobId),
+    (b, b_t, b_id): (&Factors, Timestamp, JobId),
+) -> std::cmp::Ordering {
+    a.tier
+        .cmp(&b.tier)
+        .then(b.priority.total_cmp(&a.priority))
+        .then(a_t.cmp(&b_t))
+        .then(a_id.cmp(&b_id))
+}
