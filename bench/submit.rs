@@ -4,6 +4,8 @@
 //! ```text
 //! cargo bench --bench submit            # as root: starts bench/slurm/start.sh for the peer
 //! BENCH_JOBS=1000 BENCH_REPS=3 BENCH_LATENCY_REPS=20 BENCH_CONCURRENCY=16 cargo bench --bench submit
+//! BENCH_ONLY=depth BENCH_DEPTH_REPS=3 cargo bench --bench submit   # the queue-depth sweep alone
+//! BENCH_NO_SLURM=1 cargo bench --bench submit                      # labpool alone
 //! ```
 //!
 //! Both pools have one node with 2 GPUs (virtual for labpool, fake device files for Slurm). For
@@ -21,6 +23,8 @@ use std::process::{Child, Command, Stdio};
 
 #[path = "common.rs"]
 mod common;
+#[path = "submit/depth.rs"]
+mod depth;
 use common::{env_num, median};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -197,6 +201,14 @@ impl Labpool {
     /// Seconds to submit `n` jobs through the API with `conc` submitters at once.
     fn api_submits(&self, n: usize, conc: usize) -> f64 {
         let blocker = self.submit_api(2, "sleep 600");
+        let (secs, mut all) = self.timed_submits(n, conc);
+        all.push(blocker);
+        self.cancel_all(all);
+        secs
+    }
+
+    /// `n` API submits from `conc` submitters at once: the seconds they took, and the ids.
+    fn timed_submits(&self, n: usize, conc: usize) -> (f64, Vec<u64>) {
         let req = self.request(1, "true");
         let t0 = Instant::now();
         let ids: Vec<u64> = self.rt.block_on(async {
@@ -222,10 +234,7 @@ impl Labpool {
         });
         let secs = t0.elapsed().as_secs_f64();
         assert_eq!(ids.len(), n);
-        let mut all = ids;
-        all.push(blocker);
-        self.cancel_all(all);
-        secs
+        (secs, ids)
     }
 
     /// Milliseconds from the submit call to the job's first line, on an idle pool.
@@ -409,12 +418,47 @@ fn main() {
         "submit benchmark: {n} jobs x {reps} runs, {conc} concurrent submitters, {lat_reps} latency samples"
     );
 
+    let only_depth = std::env::var("BENCH_ONLY").is_ok_and(|v| v == "depth");
     let lp = Labpool::start();
-    let slurm = Slurm::start();
+    let slurm = if std::env::var_os("BENCH_NO_SLURM").is_some() {
+        Err("BENCH_NO_SLURM is set".to_string())
+    } else {
+        Slurm::start()
+    };
     if let Err(why) = &slurm {
         println!("Slurm peer unavailable ({why}); labpool figures only");
     }
     let slurm = slurm.ok();
+
+    let depth_reps = env_num("BENCH_DEPTH_REPS", 1);
+    let depth_jobs = env_num("BENCH_DEPTH_JOBS", 1000);
+    let mut lp_depth: Vec<Vec<f64>> = vec![Vec::new(); depth::DEPTHS.len()];
+    let mut sl_depth: Vec<Vec<f64>> = vec![Vec::new(); depth::DEPTHS.len()];
+    for rep in 0..depth_reps {
+        for (i, r) in lp.depth_sweep(depth_jobs, conc).into_iter().enumerate() {
+            lp_depth[i].push(r);
+        }
+        if let Some(s) = &slurm {
+            for (i, r) in s.depth_sweep(depth_jobs, conc).into_iter().enumerate() {
+                sl_depth[i].push(r);
+            }
+        }
+        println!("  depth sweep run {} done", rep + 1);
+    }
+    let rows: Vec<depth::DepthRow> = depth::DEPTHS
+        .iter()
+        .enumerate()
+        .map(|(i, d)| depth::DepthRow {
+            depth: *d,
+            labpool: median(lp_depth[i].clone()),
+            slurm: (!sl_depth[i].is_empty()).then(|| median(sl_depth[i].clone())),
+        })
+        .collect();
+    depth::print(&rows, depth_jobs, conc);
+    if only_depth {
+        stop_slurm(slurm.is_some());
+        return;
+    }
 
     let (mut lp_cli, mut lp_api, mut sl_cli, mut sl_conc) = (vec![], vec![], vec![], vec![]);
     for rep in 0..reps {
@@ -502,7 +546,12 @@ fn main() {
         "labpool latency: min {lo:.1} ms, max {hi:.1} ms over {} samples",
         lp_lat.len()
     );
-    if let Some(_s) = &slurm {
+    stop_slurm(slurm.is_some());
+}
+
+/// Stops the Slurm peer when it was started.
+fn stop_slurm(started: bool) {
+    if started {
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/slurm/stop.sh");
         let _ = Command::new("bash").arg(script).status();
     }
