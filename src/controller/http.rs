@@ -86,9 +86,9 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/credits", get(credits))
         .route("/v1/credits/grant", post(grant))
         .merge(crate::controller::dataset_http::routes())
-        .merge(crate::controller::snapshot_http::routes())
-        .merge(crate::controller::quota_http::routes())
-        .merge(crate::controller::env_http::routes())
+        .merge(crate::controller::snapshots::http::routes())
+        .merge(crate::controller::quotas::http::routes())
+        .merge(crate::controller::envs::http::routes())
         .fallback(|| async {
             ApiError::not_found(
                 "no such API path",

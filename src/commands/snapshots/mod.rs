@@ -1,0 +1,83 @@
+//! `labpool snapshot …`. Members' commands (list, ls, diff, find, restore) go through the
+//! controller, which knows who is asking; admin maintenance (create, forget, prune, check)
+//! works on the repository directly and needs root, like the repository itself.
+
+mod admin;
+mod members;
+
+use crate::cli::SnapshotCommand;
+use crate::client::Client;
+use crate::settings::Config;
+use chrono::{DateTime, Local, Utc};
+
+/// Runs `labpool snapshot …`.
+pub async fn run(command: &SnapshotCommand, config: &Config) -> anyhow::Result<()> {
+    let client = Client::new(&config.controller.socket);
+    match command {
+        SnapshotCommand::Create {
+            source,
+            path,
+            exclude,
+            json,
+        } => admin::create(config, source.as_deref(), path.as_deref(), exclude, *json).await,
+        SnapshotCommand::List { source, json } => {
+            members::list(&client, source.as_deref(), *json).await
+        }
+        SnapshotCommand::Ls {
+            snapshot,
+            path,
+            recursive,
+            json,
+        } => members::ls(&client, snapshot, path.as_deref(), *recursive, *json).await,
+        SnapshotCommand::Diff { a, b, json } => members::diff(&client, a, b, *json).await,
+        SnapshotCommand::Find { path, json } => members::find(&client, path, *json).await,
+        SnapshotCommand::Restore {
+            path,
+            at,
+            target,
+            overwrite,
+            json,
+        } => {
+            members::restore(
+                &client,
+                path,
+                at.as_deref(),
+                target.as_deref(),
+                *overwrite,
+                *json,
+            )
+            .await
+        }
+        SnapshotCommand::Forget {
+            keep_last,
+            keep_daily,
+            keep_weekly,
+            keep_monthly,
+            dry_run,
+            json,
+        } => {
+            admin::forget(
+                config,
+                *keep_last,
+                *keep_daily,
+                *keep_weekly,
+                *keep_monthly,
+                *dry_run,
+                *json,
+            )
+            .await
+        }
+        SnapshotCommand::Prune { dry_run, json } => admin::prune(config, *dry_run, *json).await,
+        SnapshotCommand::Check {
+            read_data,
+            rebuild_index,
+            json,
+        } => admin::check(config, *read_data, *rebuild_index, *json).await,
+    }
+}
+
+fn local(t: DateTime<Utc>) -> String {
+    t.with_timezone(&Local)
+        .format("%Y-%m-%d %H:%M:%S")
+        .to_string()
+}
