@@ -64,7 +64,7 @@ impl Scheduler {
             profiles,
             held,
             reservations: Vec::new(),
-            failed_shapes: BTreeMap::new(),
+            failed_shapes: Vec::new(),
             started: Vec::new(),
         };
         let (order, per_user) = self.priority_order_with_users(now);

@@ -83,12 +83,13 @@ impl Scheduler {
         if memo.node_order != self.node_order || memo.running != self.running.len() {
             return None;
         }
+        let max_partition = self.max_partition_priority();
         let mut keyed = Vec::new();
         for id in added {
             let job = self.pending.get(id)?;
             // A user the last pass did not see changes everyone's fair share.
             memo.per_user.get(&job.user)?;
-            let factors = self.factors(job, &memo.per_user, memo.now);
+            let factors = self.factors(job, &memo.per_user, max_partition, memo.now);
             keyed.push((order_key(*id, &factors, job), factors));
         }
         keyed.sort_by(|(a, _), (b, _)| a.cmp(b));

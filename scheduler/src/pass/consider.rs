@@ -2,7 +2,7 @@
 //! reservation when it waits for busy resources.
 
 use crate::cache_view::CacheView;
-use crate::job::{Allocation, JobId};
+use crate::job::{Allocation, JobId, JobSpec};
 use crate::limits::{Holdings, limit_reason};
 use crate::node::Node;
 use crate::placement::{PlacementContext, Rejections};
@@ -11,10 +11,45 @@ use crate::profile::Profile;
 use crate::reason::PendingReason;
 use crate::scheduler::{JobNote, Scheduler};
 use crate::time::{TimeLimit, Timestamp};
-use std::collections::BTreeMap;
 
 /// What a job asks of placement; jobs with the same shape fail the same way in one pass.
-pub(crate) type Shape = (String, u32, Option<String>, bool, u32, u64, TimeLimit);
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Shape {
+    partition: String,
+    gpus: u32,
+    gpu_type: Option<String>,
+    share: bool,
+    cpus: u32,
+    mem_mib: u64,
+    time_limit: TimeLimit,
+}
+
+impl Shape {
+    fn of(job: &JobSpec) -> Shape {
+        let r = &job.resources;
+        Shape {
+            partition: job.partition.clone(),
+            gpus: r.gpus,
+            gpu_type: r.gpu_type.clone(),
+            share: r.gpu_share,
+            cpus: r.cpus,
+            mem_mib: r.mem_mib,
+            time_limit: job.time_limit,
+        }
+    }
+
+    /// Compared field by field, so that looking a job up allocates nothing.
+    fn is_of(&self, job: &JobSpec) -> bool {
+        let r = &job.resources;
+        self.gpus == r.gpus
+            && self.cpus == r.cpus
+            && self.mem_mib == r.mem_mib
+            && self.share == r.gpu_share
+            && self.time_limit == job.time_limit
+            && self.partition == job.partition
+            && self.gpu_type == r.gpu_type
+    }
+}
 
 /// What a pass has booked so far, as it goes down the queue.
 #[derive(Debug, Clone)]
@@ -25,8 +60,8 @@ pub(crate) struct PassState {
     pub(crate) held: Holdings,
     /// (job, node index, time) of each reservation made.
     pub(crate) reservations: Vec<(JobId, usize, Timestamp)>,
-    /// Shapes that failed without a reservation, with why.
-    pub(crate) failed_shapes: BTreeMap<Shape, (PendingReason, Rejections)>,
+    /// Shapes that failed without a reservation, with why (a pass sees few shapes).
+    pub(crate) failed_shapes: Vec<(Shape, PendingReason, Rejections)>,
     /// Jobs placed: (job, allocation, datasets to stage).
     pub(crate) started: Vec<(JobId, Allocation, Vec<String>)>,
 }
@@ -80,16 +115,9 @@ impl Scheduler {
             return Some(note("placement", reason));
         };
         let r = &job.resources;
-        let shape: Shape = (
-            job.partition.clone(),
-            r.gpus,
-            r.gpu_type.clone(),
-            r.gpu_share,
-            r.cpus,
-            r.mem_mib,
-            job.time_limit,
-        );
-        if let Some((reason, rejections)) = state.failed_shapes.get(&shape) {
+        if let Some((_, reason, rejections)) =
+            state.failed_shapes.iter().find(|(s, _, _)| s.is_of(job))
+        {
             let mut n = note("placement", reason.clone());
             n.rejections = Some(rejections.clone());
             return Some(n);
@@ -150,7 +178,7 @@ impl Scheduler {
                 } else {
                     state
                         .failed_shapes
-                        .insert(shape, (reason.clone(), rejections.clone()));
+                        .push((Shape::of(job), reason.clone(), rejections.clone()));
                 }
                 let mut n = note("placement", reason);
                 n.reservation = reservation.map(|(i, at)| (nodes[i].name().to_string(), at));

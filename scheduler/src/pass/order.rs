@@ -53,31 +53,41 @@ impl Scheduler {
             let balance = self.balance(user) - self.accrued(user, now);
             per_user.insert(user.to_string(), (fairshare, balance));
         }
-        let mut order: Vec<(JobId, Factors)> = self
+        let max_partition = self.max_partition_priority();
+        let mut order: Vec<(JobId, Factors, Timestamp)> = self
             .pending
             .values()
-            .map(|job| (job.id, self.factors(job, &per_user, now)))
+            .map(|job| {
+                let f = self.factors(job, &per_user, max_partition, now);
+                (job.id, f, job.submit_time)
+            })
             .collect();
-        order.sort_by(|(a_id, a), (b_id, b)| {
-            let (a_t, b_t) = (
-                self.pending[a_id].submit_time,
-                self.pending[b_id].submit_time,
-            );
-            order_cmp((a, a_t, *a_id), (b, b_t, *b_id))
+        order.sort_by(|(a_id, a, a_t), (b_id, b, b_t)| {
+            order_cmp((a, *a_t, *a_id), (b, *b_t, *b_id))
         });
+        let order = order.into_iter().map(|(id, f, _)| (id, f)).collect();
         (order, per_user)
     }
 
-    /// A waiting job's priority factors at `now`, from its user's factors.
-    pub(crate) fn factors(&self, job: &JobSpec, per_user: &PerUser, now: Timestamp) -> Factors {
-        let w = &self.policy.weights;
-        let max_partition = self
-            .partitions
+    /// The highest partition priority (at least 1), that partition factors are relative to.
+    pub(crate) fn max_partition_priority(&self) -> f64 {
+        self.partitions
             .iter()
             .map(|p| p.priority)
             .max()
             .unwrap_or(0)
-            .max(1) as f64;
+            .max(1) as f64
+    }
+
+    /// A waiting job's priority factors at `now`, from its user's factors.
+    pub(crate) fn factors(
+        &self,
+        job: &JobSpec,
+        per_user: &PerUser,
+        max_partition: f64,
+        now: Timestamp,
+    ) -> Factors {
+        let w = &self.policy.weights;
         let (fairshare, balance) = per_user[job.user.as_str()];
         let tier = if job.emergency {
             Tier::Emergency
