@@ -7,9 +7,10 @@ use crate::api::{
 };
 use crate::api::{AccountChange, AccountsView, CreditsView, GrantRequest, WhyView};
 use crate::clock::now_ms;
-use crate::controller::db::{Db, JobEvent};
+use crate::controller::db::Db;
 use crate::controller::engine::Request;
 use crate::controller::error::ApiError;
+use crate::controller::jobs::JobEvent;
 use crate::identity::{self, Caller};
 use crate::settings::Config;
 use axum::extract::connect_info::{ConnectInfo, Connected};
@@ -85,7 +86,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/accounts", get(accounts).post(change_accounts))
         .route("/v1/credits", get(credits))
         .route("/v1/credits/grant", post(grant))
-        .merge(crate::controller::dataset_http::routes())
+        .merge(crate::controller::datasets::http::routes())
         .merge(crate::controller::snapshots::http::routes())
         .merge(crate::controller::quotas::http::routes())
         .merge(crate::controller::envs::http::routes())

@@ -2,22 +2,17 @@
 //! the [`engine`], serves the API on a Unix socket, and, in the embedded default, runs the
 //! local node's agent in-process.
 
-pub mod admin;
-pub mod cluster;
-pub mod dataset_db;
-pub mod dataset_http;
+pub mod accounts;
 pub mod datasets;
 pub mod db;
 pub mod engine;
-pub mod env_staging;
 pub mod envs;
 pub mod error;
 pub mod http;
 pub mod jobs;
+pub mod nodes;
 pub mod quotas;
 pub mod snapshots;
-pub mod staging;
-pub mod submit;
 
 use crate::agent::isolation::Support;
 use crate::agent::node::LocalNode;
@@ -156,7 +151,7 @@ pub async fn serve(
                 key,
                 config.controller.max_clock_skew.as_millis() as u64,
             )));
-        let agent_app = cluster::routes()
+        let agent_app = nodes::routes()
             .with_state(agent_state)
             .merge(agent_api)
             .layer(axum::middleware::from_fn_with_state(

@@ -6,6 +6,7 @@ pub mod db;
 pub mod http;
 pub mod names;
 pub mod service;
+pub mod staging;
 pub mod store;
 
 pub use service::EnvService;

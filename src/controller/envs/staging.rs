@@ -12,8 +12,8 @@
 //!   changes what a queued or running job runs with.
 
 use crate::agent::protocol::{AgentOrder, LaunchEnv};
-use crate::controller::db::JobRow;
 use crate::controller::engine::Engine;
+use crate::controller::jobs::JobRow;
 use labpool_lifecycle::{Event, Readiness, StageKind};
 use labpool_scheduler::JobState;
 

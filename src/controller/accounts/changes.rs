@@ -1,16 +1,12 @@
-//! Accounts, QOS limits and credits (admins change them; everyone may look), and `why`.
+//! Admins' changes to accounts, their members and QOS limits, and the accounts view.
 
-use crate::api::{
-    AccountChange, AccountView, AccountsView, CreditsView, GrantRequest, LedgerLine, WhyView,
-};
-use crate::clock::{month_of, now, now_ms, rfc3339};
+use crate::api::{AccountChange, AccountView, AccountsView};
+use crate::clock::now_ms;
 use crate::controller::db::Db;
 use crate::controller::engine::Engine;
 use crate::controller::error::ApiError;
 use crate::identity::Caller;
-use labpool_scheduler::credits::{Entry, EntryKind};
 use labpool_scheduler::policy::Account;
-use labpool_scheduler::{JobId, JobState};
 use std::collections::BTreeMap;
 
 fn valid_name(s: &str) -> bool {
@@ -21,7 +17,7 @@ fn valid_name(s: &str) -> bool {
 }
 
 impl Engine {
-    fn admin_only(&self, caller: &Caller, what: &str) -> Result<(), ApiError> {
+    pub(super) fn admin_only(&self, caller: &Caller, what: &str) -> Result<(), ApiError> {
         crate::controller::http::admin_only(&self.config, caller, what)
     }
 
@@ -221,154 +217,6 @@ impl Engine {
                 .iter()
                 .map(|(u, l)| (u.clone(), l.describe()))
                 .collect(),
-        }
-    }
-
-    /// Grants credit (admins). The outer error is the database's.
-    pub(crate) async fn grant(
-        &mut self,
-        req: GrantRequest,
-        caller: &Caller,
-    ) -> anyhow::Result<Result<CreditsView, ApiError>> {
-        if let Err(e) = self.admin_only(caller, "grant credit") {
-            return Ok(Err(e));
-        }
-        if !(req.amount > 0.0 && req.amount.is_finite()) {
-            return Ok(Err(ApiError::bad_request(
-                format!(
-                    "cannot grant {} credits: give an amount above 0",
-                    req.amount
-                ),
-                None,
-            )));
-        }
-        if !matches!(nix::unistd::User::from_name(&req.user), Ok(Some(_))) {
-            return Ok(Err(ApiError::bad_request(
-                format!("there is no user {} on this machine", req.user),
-                None,
-            )));
-        }
-        let note = match &req.note {
-            Some(n) => format!("granted by {}: {n}", caller.user),
-            None => format!("granted by {}", caller.user),
-        };
-        let entry = Entry {
-            time: now(),
-            user: req.user.clone(),
-            kind: EntryKind::Grant,
-            amount: req.amount,
-            job: None,
-            note: Some(note),
-        };
-        let mut tx = self.db.begin().await?;
-        Db::append_ledger(&mut tx, &entry).await?;
-        tx.commit().await?;
-        self.ledger.push(entry);
-        self.refresh_balance(&req.user);
-        tracing::info!(by = %caller.user, user = %req.user, amount = req.amount, "credit granted");
-        Ok(Ok(self.credits_view(&req.user)))
-    }
-
-    /// A user's month in credits, running jobs counted.
-    pub(crate) fn credits_view(&self, user: &str) -> CreditsView {
-        let s = self.summary(user);
-        let accruing = self.sched.accrued(user, now());
-        let (_, _, month, resets) = month_of(self.month.0);
-        CreditsView {
-            user: user.to_string(),
-            month,
-            resets,
-            monthly_grant: s.monthly_grant,
-            granted: s.granted,
-            rebated: s.rebated,
-            charged: s.charged,
-            accruing,
-            balance: s.balance - accruing,
-            tokens_left: s.tokens_left,
-            tokens_per_month: self.sched.policy().credits.emergency_tokens,
-            entries: self
-                .ledger
-                .iter()
-                .filter(|e| e.user == user)
-                .map(|e| LedgerLine {
-                    time: rfc3339(e.time.0),
-                    kind: e.kind.as_str().to_string(),
-                    amount: e.amount,
-                    job: e.job,
-                    note: e.note.clone(),
-                })
-                .collect(),
-        }
-    }
-
-    /// Why a job waits (or what it is doing). The outer error is the database's.
-    pub(crate) async fn why(&self, id: u64) -> anyhow::Result<Result<WhyView, ApiError>> {
-        let filters = self
-            .sched
-            .chain()
-            .filter_names()
-            .into_iter()
-            .map(str::to_string)
-            .collect();
-        let scorers = self
-            .sched
-            .chain()
-            .scorer_names()
-            .into_iter()
-            .map(str::to_string)
-            .collect();
-        let limits = |job: &labpool_scheduler::JobSpec| self.sched.limits_for(job).describe();
-        if let Some(row) = self.jobs.job(id) {
-            let summary = match row.state {
-                JobState::Pending => match self.sched.explain(JobId(id)) {
-                    Some(n) => format!("waits: {}", n.reason),
-                    None => "waits for the next scheduling pass".to_string(),
-                },
-                JobState::Staging => format!(
-                    "placed on {} with GPUs {:?}; its clock starts when its datasets are staged: {}",
-                    row.node.as_deref().unwrap_or("?"),
-                    row.gpus,
-                    row.reason_detail.as_deref().unwrap_or("staging")
-                ),
-                _ => format!(
-                    "runs on {} with GPUs {:?} since {}",
-                    row.node.as_deref().unwrap_or("?"),
-                    row.gpus,
-                    row.start_time.map(rfc3339).unwrap_or_default()
-                ),
-            };
-            return Ok(Ok(WhyView {
-                id,
-                state: row.state,
-                note: self.sched.explain(JobId(id)).cloned(),
-                limits: limits(&row.spec),
-                filters,
-                scorers,
-                summary,
-            }));
-        }
-        match self.db.job(id).await? {
-            Some(row) => Ok(Ok(WhyView {
-                id,
-                state: row.state,
-                note: None,
-                limits: limits(&row.spec),
-                filters,
-                scorers,
-                summary: format!(
-                    "ended {} ({}){}",
-                    row.end_time.map(rfc3339).unwrap_or_default(),
-                    row.state,
-                    row.reason_detail
-                        .as_ref()
-                        .map(|d| format!(": {d}"))
-                        .unwrap_or_default()
-                ),
-            })),
-            None => Ok(Err(ApiError::not_found(
-                format!("no job {id}"),
-                Some("`labpool queue` lists jobs".to_string()),
-            ))),
         }
     }
 }

@@ -2,14 +2,14 @@
 //! on a blocking thread, so the engine never waits on a file server.
 
 use crate::clock::now_ms;
-use crate::controller::dataset_db::DatasetRow;
-use crate::controller::datasets::{
+use crate::controller::datasets::db::DatasetRow;
+use crate::controller::datasets::errors::admin_only;
+use crate::controller::datasets::registry::{
     already_registered, dataset_view, registered_hint, version_row, version_view,
 };
 use crate::controller::engine::Request;
 use crate::controller::error::ApiError;
 use crate::controller::http::{AppState, Peer, ask, caller};
-use crate::controller::staging::admin_only;
 use crate::data_api::{
     AddDatasetRequest, CacheStatus, DatasetDetail, DatasetView, RescanOutcome, StageQueued,
     StageRequest, VerifiedVersion, VerifyRequest,

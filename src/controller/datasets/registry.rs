@@ -2,11 +2,11 @@
 //! source) runs in the API handler, off the engine; the engine only checks and records.
 
 use crate::clock::rfc3339;
-use crate::controller::dataset_db::{DatasetRow, VersionRow};
+use crate::controller::datasets::db::{DatasetRow, VersionRow};
+use crate::controller::datasets::errors::{admin_only, unknown_dataset};
 use crate::controller::db::Db;
 use crate::controller::engine::Engine;
 use crate::controller::error::ApiError;
-use crate::controller::staging::{admin_only, unknown_dataset};
 use crate::data_api::{DatasetVersionView, DatasetView};
 use crate::identity::Caller;
 use labpool_cache::manifest::Manifest;

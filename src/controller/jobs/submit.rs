@@ -4,9 +4,10 @@
 
 use crate::api::{SubmitRequest, Submitted};
 use crate::clock::{month_of, now_ms};
-use crate::controller::db::{Db, JobRow, NewJob};
+use crate::controller::db::Db;
 use crate::controller::engine::Engine;
 use crate::controller::error::ApiError;
+use crate::controller::jobs::{JobRow, NewJob};
 use crate::identity::{Caller, user_name};
 use labpool_lifecycle::JobLife;
 use labpool_scheduler::admission::AdmitRequest;
@@ -149,7 +150,7 @@ impl Engine {
                 return bad(e.to_string(), None);
             }
             if !self.data.datasets.contains_key(d) {
-                let hint = crate::controller::datasets::registered_hint(
+                let hint = crate::controller::datasets::registry::registered_hint(
                     self.data.datasets.keys().map(String::as_str),
                 );
                 return Ok(Err(ApiError::bad_request(

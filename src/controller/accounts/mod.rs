@@ -1,0 +1,7 @@
+//! Accounts in the engine: accounts, QOS limits and credits (admins change them; everyone may
+//! look), and `why` a job waits, with their tables.
+
+pub mod changes;
+pub mod credits;
+pub mod db;
+pub mod why;

@@ -1,0 +1,80 @@
+//! `why`: what a job waits for, or what it is doing, with the limits and stages that judge it.
+
+use crate::api::WhyView;
+use crate::clock::rfc3339;
+use crate::controller::engine::Engine;
+use crate::controller::error::ApiError;
+use labpool_scheduler::{JobId, JobState};
+
+impl Engine {
+    /// Why a job waits (or what it is doing). The outer error is the database's.
+    pub(crate) async fn why(&self, id: u64) -> anyhow::Result<Result<WhyView, ApiError>> {
+        let filters = self
+            .sched
+            .chain()
+            .filter_names()
+            .into_iter()
+            .map(str::to_string)
+            .collect();
+        let scorers = self
+            .sched
+            .chain()
+            .scorer_names()
+            .into_iter()
+            .map(str::to_string)
+            .collect();
+        let limits = |job: &labpool_scheduler::JobSpec| self.sched.limits_for(job).describe();
+        if let Some(row) = self.jobs.job(id) {
+            let summary = match row.state {
+                JobState::Pending => match self.sched.explain(JobId(id)) {
+                    Some(n) => format!("waits: {}", n.reason),
+                    None => "waits for the next scheduling pass".to_string(),
+                },
+                JobState::Staging => format!(
+                    "placed on {} with GPUs {:?}; its clock starts when its datasets are staged: {}",
+                    row.node.as_deref().unwrap_or("?"),
+                    row.gpus,
+                    row.reason_detail.as_deref().unwrap_or("staging")
+                ),
+                _ => format!(
+                    "runs on {} with GPUs {:?} since {}",
+                    row.node.as_deref().unwrap_or("?"),
+                    row.gpus,
+                    row.start_time.map(rfc3339).unwrap_or_default()
+                ),
+            };
+            return Ok(Ok(WhyView {
+                id,
+                state: row.state,
+                note: self.sched.explain(JobId(id)).cloned(),
+                limits: limits(&row.spec),
+                filters,
+                scorers,
+                summary,
+            }));
+        }
+        match self.db.job(id).await? {
+            Some(row) => Ok(Ok(WhyView {
+                id,
+                state: row.state,
+                note: None,
+                limits: limits(&row.spec),
+                filters,
+                scorers,
+                summary: format!(
+                    "ended {} ({}){}",
+                    row.end_time.map(rfc3339).unwrap_or_default(),
+                    row.state,
+                    row.reason_detail
+                        .as_ref()
+                        .map(|d| format!(": {d}"))
+                        .unwrap_or_default()
+                ),
+            })),
+            None => Ok(Err(ApiError::not_found(
+                format!("no job {id}"),
+                Some("`labpool queue` lists jobs".to_string()),
+            ))),
+        }
+    }
+}

@@ -1,0 +1,277 @@
+//! Stages of a placed job's datasets: the orders sent to nodes, their progress and end reports,
+//! node inventories, and the stages resumed after a restart.
+
+use crate::agent::protocol::{
+    AgentOrder, LaunchDataset, StageFailure, StageFor, StageItem, StageOrder, Staged,
+};
+use crate::controller::datasets::NodeCacheState;
+use crate::controller::engine::Engine;
+use crate::data_api::short;
+use labpool_cache::store::{Inventory, Progress};
+use labpool_lifecycle::{Event, StageKind};
+use labpool_scheduler::JobState;
+
+fn format_bytes(n: u64) -> String {
+    indicatif::HumanBytes(n).to_string()
+}
+
+impl Engine {
+    /// Sends a stage order for `versions` to `node`'s agent.
+    pub(super) fn send_stage(
+        &mut self,
+        node: &str,
+        purpose: StageFor,
+        versions: &[(String, String)],
+    ) {
+        let mut items: Vec<StageItem> = Vec::new();
+        for (name, version) in versions {
+            let Some(source) = self.data.datasets.get(name).map(|d| d.path.clone()) else {
+                continue;
+            };
+            let peers = if self.data.complete_on(node, name, version) {
+                Vec::new()
+            } else {
+                self.peers_for(node, name, version)
+            };
+            items.push(StageItem {
+                name: name.clone(),
+                version: version.clone(),
+                source,
+                manifest: self.data.manifest_path(name, version),
+                peers,
+            });
+        }
+        if !matches!(purpose, StageFor::Job { .. }) {
+            for i in &items {
+                self.data
+                    .background
+                    .insert((node.to_string(), i.name.clone(), i.version.clone()));
+            }
+        }
+        let order = StageOrder {
+            purpose,
+            items,
+            pinned: self.pins(node).into_keys().collect(),
+            next_use: self.next_use(),
+        };
+        match self.agents.get(node) {
+            Some(link) => {
+                let _ = link.send(AgentOrder::Stage(Box::new(order)));
+            }
+            None => tracing::error!(node, "no agent for node"),
+        }
+    }
+
+    /// The versions a job placed on `node` gets, and whether they are all there already.
+    pub(crate) fn placement_versions(
+        &self,
+        datasets: &[String],
+        node: &str,
+    ) -> (Vec<(String, String)>, bool) {
+        let versions = self.data.current(datasets);
+        let complete = versions
+            .iter()
+            .all(|(n, v)| self.data.complete_on(node, n, v));
+        (versions, complete)
+    }
+
+    /// After a placed job is recorded STAGING: asks its node to stage what it lacks.
+    pub(crate) fn start_staging(&mut self, job: u64, attempt: u32, node: &str) {
+        // All of them: a version the last inventory showed complete may have gone since, and
+        // staging a complete one costs nothing.
+        let versions = self
+            .data
+            .job_versions
+            .get(&job)
+            .cloned()
+            .unwrap_or_default();
+        self.send_stage(node, StageFor::Job { job, attempt }, &versions);
+    }
+
+    /// The datasets of a launch: the versions the job was given, and whether they were staged
+    /// before it was placed.
+    pub(crate) fn launch_datasets(&self, job: u64, hit: bool) -> Vec<LaunchDataset> {
+        self.data
+            .job_versions
+            .get(&job)
+            .into_iter()
+            .flatten()
+            .map(|(name, version)| LaunchDataset {
+                name: name.clone(),
+                version: version.clone(),
+                hit,
+            })
+            .collect()
+    }
+
+    /// A stage made progress: a staging job's reason says how far.
+    pub(crate) async fn on_staging(
+        &mut self,
+        node: String,
+        purpose: StageFor,
+        name: String,
+        version: String,
+        progress: Progress,
+    ) -> anyhow::Result<()> {
+        let detail = describe_progress(&name, &version, &progress);
+        self.data
+            .progress
+            .insert((node, purpose), (name, version, progress));
+        if let StageFor::Job { job, attempt } = purpose {
+            self.lifecycle(Event::StageProgress {
+                job,
+                attempt,
+                detail,
+            });
+        }
+        Ok(())
+    }
+
+    /// A stage ended. A staging job starts, waits again (no room) or fails.
+    pub(crate) async fn on_staged(
+        &mut self,
+        node: String,
+        purpose: StageFor,
+        versions: Vec<(String, String)>,
+        result: Result<Vec<Staged>, StageFailure>,
+    ) -> anyhow::Result<()> {
+        self.data.progress.remove(&(node.clone(), purpose));
+        if result.is_ok() {
+            self.data.unblock(&node);
+        }
+        for (name, version) in versions {
+            let key = (node.clone(), name, version);
+            self.data.background.remove(&key);
+            match &result {
+                Ok(_) => {
+                    self.data.failures.remove(&key);
+                }
+                Err(StageFailure::NoRoom(why) | StageFailure::Failed(why)) => {
+                    if !matches!(purpose, StageFor::Job { .. }) {
+                        self.data.failures.insert(key, why.clone());
+                    }
+                }
+            }
+        }
+        let (job, attempt) = match purpose {
+            StageFor::Job { job, attempt } => (job, attempt),
+            StageFor::Prefetch { .. } | StageFor::WarmUp => {
+                if let Err(e) = result {
+                    tracing::warn!(node, ?purpose, "background stage failed: {e:?}");
+                }
+                return Ok(());
+            }
+        };
+        let current = self
+            .jobs
+            .job(job)
+            .is_some_and(|r| r.is_current(attempt, JobState::Staging));
+        if !current {
+            // Cancelled while staging: the data stays cached for the next job.
+            return Ok(());
+        }
+        match result {
+            Ok(staged) => {
+                let notes = staged
+                    .iter()
+                    .map(|s| {
+                        let r = &s.report;
+                        format!(
+                            "{}@{} on {node}: copied {} files ({}), linked {} unchanged ({}), reused {} in place ({}), resumed {}",
+                            s.name,
+                            short(&s.version),
+                            r.files_copied,
+                            format_bytes(r.bytes_copied),
+                            r.files_linked,
+                            format_bytes(r.bytes_linked),
+                            r.files_reused,
+                            format_bytes(r.bytes_reused),
+                            r.files_resumed
+                        )
+                    })
+                    .collect();
+                let next = self.after_data(job, &node);
+                self.lifecycle(Event::Staged {
+                    job,
+                    attempt,
+                    notes,
+                    next,
+                });
+            }
+            Err(StageFailure::NoRoom(why)) => {
+                if let Some(row) = self.jobs.job(job) {
+                    for d in &row.spec.datasets {
+                        self.data.blocked.insert((node.clone(), d.clone()));
+                    }
+                }
+                self.lifecycle(Event::StageFailed {
+                    job,
+                    attempt,
+                    why: format!("the cache on {node} cannot take this job's datasets: {why}"),
+                    retry: Some("CacheFull".into()),
+                });
+            }
+            Err(StageFailure::Failed(why)) => self.lifecycle(Event::StageFailed {
+                job,
+                attempt,
+                why: format!("staging its datasets on {node} failed: {why}"),
+                retry: None,
+            }),
+        }
+        Ok(())
+    }
+
+    /// A node reported its cache.
+    pub(crate) fn on_inventory(&mut self, node: String, capacity: u64, inventory: Inventory) {
+        self.data.caches.insert(
+            node,
+            NodeCacheState {
+                capacity,
+                inventory,
+            },
+        );
+    }
+
+    /// Restart: staging jobs resume their stages (the node's journal skips what is done).
+    pub(crate) async fn restore_data(&mut self) -> anyhow::Result<()> {
+        for d in self.db.datasets().await? {
+            self.data.datasets.insert(d.name.clone(), d);
+        }
+        self.data.job_versions = self.db.active_job_datasets().await?;
+        let staging: Vec<(u64, u32, String)> = self
+            .jobs
+            .jobs()
+            .map(|(_, r)| r)
+            .filter(|r| r.state == JobState::Staging)
+            .filter_map(|r| Some((r.id, r.attempt, r.node.clone()?)))
+            .collect();
+        for (job, attempt, node) in staging {
+            tracing::info!(
+                job,
+                node,
+                "resuming the stage of a job placed before the restart"
+            );
+            self.outbox.stage(job, attempt, &node, StageKind::Data);
+        }
+        for link in self.agents.values() {
+            let _ = link.send(AgentOrder::Inventory);
+        }
+        Ok(())
+    }
+}
+
+/// `imagenet@1a2b3c4d: 45% (1.2 GB of 2.7 GB, 3000 of 10000 files) at 120 MB/s`.
+pub fn describe_progress(name: &str, version: &str, p: &Progress) -> String {
+    let pct = (p.bytes_done * 100)
+        .checked_div(p.bytes_total)
+        .unwrap_or(100);
+    format!(
+        "{name}@{}: {pct}% ({} of {}, {} of {} files) at {}/s",
+        short(version),
+        format_bytes(p.bytes_done),
+        format_bytes(p.bytes_total),
+        p.files_done,
+        p.files_total,
+        format_bytes(p.rate as u64)
+    )
+}

@@ -1,0 +1,374 @@
+//! The controller's engine: the one task that owns the scheduler and changes state. API
+//! handlers and agents send it messages; it commits each change to the database, then acts
+//! (orders to agents, replies to callers). Messages that arrive together are handled as one
+//! batch, followed by one scheduling pass.
+//!
+//! This file holds the engine's state, its loop and the dispatch of each message. The work is
+//! done in the domain folders: [`crate::controller::jobs`], [`crate::controller::nodes`],
+//! [`crate::controller::datasets`] and [`crate::controller::accounts`].
+
+pub mod pass;
+pub mod request;
+pub mod restore;
+
+pub use request::Request;
+
+use crate::agent::protocol::{AgentOrder, AgentReport};
+use crate::clock::now_ms;
+use crate::controller::datasets::DataState;
+use crate::controller::db::Db;
+use crate::controller::jobs::JobRow;
+use crate::controller::jobs::Outbox;
+use crate::identity::effective_uid;
+use crate::settings::Config;
+use labpool_lifecycle::{Event, Lifecycle};
+use labpool_scheduler::credits::Entry;
+use labpool_scheduler::{JobId, Scheduler};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{mpsc, watch};
+
+/// Most messages handled in one batch.
+const MAX_BATCH: usize = 1024;
+
+/// How often the engine schedules with nothing new: priorities age, and months turn.
+const TICK: Duration = Duration::from_secs(30);
+
+/// How often remote nodes' heartbeats are checked.
+const NODE_CHECK: Duration = Duration::from_millis(500);
+
+pub(crate) enum Item {
+    Request(Request),
+    Report(AgentReport),
+    /// Time to look for nodes that stopped sending heartbeats.
+    NodeCheck,
+}
+
+impl Item {
+    /// False for what cannot change a placement: questions, heartbeats, the node check (a
+    /// node it declares DOWN asks for a pass itself), and submits (they name their jobs).
+    fn may_change_placement(&self) -> bool {
+        !matches!(
+            self,
+            Item::Request(
+                Request::Submit { .. }
+                    | Request::Nodes { .. }
+                    | Request::Accounts { .. }
+                    | Request::Credits { .. }
+                    | Request::Why { .. }
+                    | Request::CacheStatus { .. }
+                    | Request::AgentHeartbeat { .. }
+            ) | Item::NodeCheck
+        )
+    }
+}
+
+/// What the next scheduling pass must look at.
+#[derive(Debug, Default)]
+pub(crate) enum PassNeed {
+    /// Nothing changed that could change a decision.
+    #[default]
+    Nothing,
+    /// Only these jobs were queued.
+    Added(Vec<JobId>),
+    /// Anything else: capacity, nodes, accounts, caches, time.
+    Full,
+}
+
+impl PassNeed {
+    /// Jobs were queued.
+    pub(crate) fn add(&mut self, ids: &[u64]) {
+        match self {
+            PassNeed::Nothing => *self = PassNeed::Added(ids.iter().map(|i| JobId(*i)).collect()),
+            PassNeed::Added(v) => v.extend(ids.iter().map(|i| JobId(*i))),
+            PassNeed::Full => {}
+        }
+    }
+}
+
+/// What the controller knows of a node besides its spec.
+#[derive(Debug, Clone)]
+pub struct NodeFacts {
+    /// Where its GPUs come from: nvml, virtual or none.
+    pub gpu_source: String,
+    /// The cgroup isolation it offers.
+    pub isolation: crate::agent::isolation::Support,
+}
+
+/// The engine's state.
+pub struct Engine {
+    pub(crate) config: Arc<Config>,
+    pub(crate) db: Db,
+    pub(crate) sched: Scheduler,
+    pub(crate) agents: BTreeMap<String, mpsc::UnboundedSender<AgentOrder>>,
+    pub(crate) nodes_facts: BTreeMap<String, NodeFacts>,
+    /// Attempts whose node has reported their environment in place: (job, attempt).
+    pub(crate) envs_ready: BTreeSet<(u64, u32)>,
+    /// Jobs not yet finished, with everything needed to launch them, in the lifecycle core.
+    pub(crate) jobs: Lifecycle<JobRow>,
+    /// What the current batch must write, send and answer.
+    pub(crate) outbox: Outbox,
+    /// What the next scheduling pass must look at.
+    pub(crate) pass_need: PassNeed,
+    pub(crate) controller_uid: u32,
+    /// This month's ledger entries, oldest first, and the month's bounds (ms).
+    pub(crate) ledger: Vec<Entry>,
+    pub(crate) month: (i64, i64),
+    /// What each account is for.
+    pub(crate) descriptions: BTreeMap<String, String>,
+    /// Datasets and node caches.
+    pub(crate) data: DataState,
+    /// Nodes served by remote agents.
+    pub(crate) remote: BTreeMap<String, crate::controller::nodes::RemoteNode>,
+    /// The client order links to remote agents sign with; `None` when no agents are taken.
+    pub(crate) cluster: Option<crate::transport::SignedClient>,
+    /// The controller's own node, when it runs one in-process.
+    pub(crate) local_node: Option<String>,
+}
+
+impl Engine {
+    /// An engine over `sched`, whose nodes are reached through `agents`.
+    pub fn new(
+        config: Arc<Config>,
+        db: Db,
+        sched: Scheduler,
+        agents: BTreeMap<String, mpsc::UnboundedSender<AgentOrder>>,
+        nodes_facts: BTreeMap<String, NodeFacts>,
+    ) -> Engine {
+        Engine {
+            config: config.clone(),
+            db,
+            sched,
+            agents,
+            nodes_facts,
+            envs_ready: BTreeSet::new(),
+            jobs: Lifecycle::new(),
+            outbox: Outbox::default(),
+            pass_need: PassNeed::Full,
+            controller_uid: effective_uid(),
+            ledger: Vec::new(),
+            month: (0, 0),
+            descriptions: BTreeMap::new(),
+            data: DataState::new(config.manifests_dir()),
+            remote: BTreeMap::new(),
+            cluster: None,
+            local_node: None,
+        }
+    }
+
+    /// Serves requests and reports until `shutdown` turns true. A database failure ends the
+    /// engine with an error: a controller that cannot record what it does must stop, and its
+    /// restart reloads a consistent state.
+    pub async fn run(
+        mut self,
+        mut requests: mpsc::Receiver<Request>,
+        mut reports: mpsc::UnboundedReceiver<AgentReport>,
+        mut shutdown: watch::Receiver<bool>,
+    ) -> anyhow::Result<()> {
+        self.schedule();
+        self.flush().await?;
+        let mut tick = tokio::time::interval(TICK);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut node_check = tokio::time::interval(NODE_CHECK);
+        node_check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            let first = tokio::select! {
+                _ = shutdown.wait_for(|stop| *stop) => break,
+                Some(r) = requests.recv() => Some(Item::Request(r)),
+                Some(r) = reports.recv() => Some(Item::Report(r)),
+                _ = tick.tick() => {
+                    // Priorities age and months turn: everything is looked at again.
+                    self.pass_need = PassNeed::Full;
+                    None
+                }
+                _ = node_check.tick(), if !self.remote.is_empty() => Some(Item::NodeCheck),
+                else => break,
+            };
+            let mut batch: Vec<Item> = first.into_iter().collect();
+            while !batch.is_empty() && batch.len() < MAX_BATCH {
+                if let Ok(r) = requests.try_recv() {
+                    batch.push(Item::Request(r));
+                } else if let Ok(r) = reports.try_recv() {
+                    batch.push(Item::Report(r));
+                } else {
+                    break;
+                }
+            }
+            let now = now_ms();
+            if now >= self.month.1 {
+                tracing::info!("a new month: credits and emergency tokens reset");
+                self.load_month(now).await?;
+            }
+            self.handle(batch).await?;
+            self.schedule();
+            self.flush().await?;
+        }
+        tracing::info!("engine stopped");
+        Ok(())
+    }
+
+    async fn handle(&mut self, batch: Vec<Item>) -> anyhow::Result<()> {
+        let mut submits = Vec::new();
+        for item in batch {
+            if item.may_change_placement() {
+                self.pass_need = PassNeed::Full;
+            }
+            match item {
+                Item::Request(Request::Submit { req, caller, reply }) => {
+                    submits.push((req, caller, reply))
+                }
+                Item::Request(Request::Cancel { ids, caller, reply }) => {
+                    let out = self.cancel(&ids, &caller).await?;
+                    self.outbox.reply(reply, out);
+                }
+                Item::Request(Request::Nodes { reply }) => {
+                    let views = self.node_views();
+                    self.outbox.reply(reply, views);
+                }
+                Item::Request(Request::Drain {
+                    node,
+                    reason,
+                    caller,
+                    reply,
+                }) => {
+                    let out = self.drain(&node, reason, &caller).await?;
+                    self.outbox.reply(reply, out);
+                }
+                Item::Request(Request::Account {
+                    change,
+                    caller,
+                    reply,
+                }) => {
+                    let out = self.change_accounts(change, &caller).await?;
+                    self.outbox.reply(reply, out);
+                }
+                Item::Request(Request::Accounts { reply }) => {
+                    let view = self.accounts_view();
+                    self.outbox.reply(reply, view);
+                }
+                Item::Request(Request::Grant { req, caller, reply }) => {
+                    let out = self.grant(req, &caller).await?;
+                    self.outbox.reply(reply, out);
+                }
+                Item::Request(Request::Credits { user, reply }) => {
+                    let view = self.credits_view(&user);
+                    self.outbox.reply(reply, view);
+                }
+                Item::Request(Request::Why { id, reply }) => {
+                    let out = self.why(id).await?;
+                    self.outbox.reply(reply, out);
+                }
+                Item::Request(Request::AddDataset {
+                    dataset,
+                    manifest,
+                    caller,
+                    reply,
+                }) => {
+                    let out = self.add_dataset(dataset, *manifest, &caller).await?;
+                    self.outbox.reply(reply, out);
+                }
+                Item::Request(Request::AddVersion {
+                    name,
+                    version,
+                    manifest,
+                    caller,
+                    reply,
+                }) => {
+                    let out = self.add_version(&name, version, *manifest, &caller).await?;
+                    self.outbox.reply(reply, out);
+                }
+                Item::Request(Request::CacheStatus { node, reply }) => {
+                    let status = self.cache_status(node.as_deref());
+                    self.outbox.reply(reply, status);
+                }
+                Item::Request(Request::CacheStage { req, caller, reply }) => {
+                    let out = self.warm_up(&req.name, req.node.as_deref(), caller.admin);
+                    self.outbox.reply(reply, out);
+                }
+                Item::Request(Request::CacheVerify {
+                    node,
+                    caller,
+                    reply,
+                }) => self.start_verify(node.as_deref(), caller.admin, reply),
+                Item::Request(Request::AgentRegister { reg, from, reply }) => {
+                    let out = self.on_register(*reg, from).await?;
+                    self.outbox.reply(reply, out);
+                }
+                Item::Request(Request::AgentHeartbeat { beat, reply }) => {
+                    let out = self.on_heartbeat(beat);
+                    self.outbox.reply(reply, out);
+                }
+                Item::Request(Request::AgentReports { batch, reply }) => {
+                    let out = self.on_agent_reports(batch).await?;
+                    self.outbox.reply(reply, out);
+                }
+                Item::Report(report) => self.on_report(report).await?,
+                Item::NodeCheck => self.check_nodes().await?,
+            }
+        }
+        if !submits.is_empty() {
+            self.submit(submits).await?;
+        }
+        Ok(())
+    }
+
+    pub(crate) async fn on_report(&mut self, report: AgentReport) -> anyhow::Result<()> {
+        match report {
+            AgentReport::Ended {
+                node,
+                job,
+                attempt,
+                outcome,
+            } => self.lifecycle(Event::Ended {
+                node,
+                job,
+                attempt,
+                outcome,
+            }),
+            AgentReport::EnvStaged {
+                node,
+                job,
+                attempt,
+                id,
+                result,
+            } => self.on_env_staged(node, job, attempt, id, result),
+            AgentReport::Staging {
+                node,
+                purpose,
+                name,
+                version,
+                progress,
+            } => {
+                self.on_staging(node, purpose, name, version, progress)
+                    .await?
+            }
+            AgentReport::Staged {
+                node,
+                purpose,
+                versions,
+                result,
+            } => {
+                self.peer_stage_ended(&node, &versions);
+                self.on_staged(node, purpose, versions, result).await?
+            }
+            AgentReport::Inventory {
+                node,
+                capacity,
+                inventory,
+            } => self.on_inventory(node, capacity, inventory),
+            AgentReport::Verified {
+                node,
+                request,
+                result,
+            } => self.on_verified(node, request, result),
+            AgentReport::Adopted { job, attempt, .. } => {
+                tracing::info!(job, attempt, "job re-adopted")
+            }
+            AgentReport::NeverStarted { node, job, attempt } => {
+                self.lifecycle(Event::NeverStarted { node, job, attempt })
+            }
+        }
+        Ok(())
+    }
+}

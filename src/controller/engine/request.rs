@@ -1,0 +1,159 @@
+//! The requests API handlers and agents' routes send the engine, each with its reply channel.
+
+use crate::api::{
+    AccountChange, AccountsView, CancelOutcome, CreditsView, GrantRequest, NodeView, SubmitRequest,
+    Submitted, WhyView,
+};
+use crate::controller::datasets::db::{DatasetRow, VersionRow};
+use crate::controller::error::ApiError;
+use crate::data_api::{CacheStatus, DatasetView, StageQueued, StageRequest, VerifiedVersion};
+use crate::identity::Caller;
+use labpool_cache::manifest::Manifest;
+use tokio::sync::oneshot;
+
+/// A request from an API handler.
+pub enum Request {
+    /// Queue a job (or an array of them).
+    Submit {
+        /// The job.
+        req: Box<SubmitRequest>,
+        /// Who.
+        caller: Caller,
+        /// Answer.
+        reply: oneshot::Sender<Result<Submitted, ApiError>>,
+    },
+    /// Cancel jobs.
+    Cancel {
+        /// Which, as named (`12`, `12_3`).
+        ids: Vec<String>,
+        /// Who.
+        caller: Caller,
+        /// Answer, one per id.
+        reply: oneshot::Sender<Vec<CancelOutcome>>,
+    },
+    /// Describe the nodes.
+    Nodes {
+        /// Answer.
+        reply: oneshot::Sender<Vec<NodeView>>,
+    },
+    /// Drain a node (a reason) or resume it (`None`) (admins).
+    Drain {
+        /// The node.
+        node: String,
+        /// Why; `None` resumes it.
+        reason: Option<String>,
+        /// Who.
+        caller: Caller,
+        /// Answer: the node afterwards.
+        reply: oneshot::Sender<Result<NodeView, ApiError>>,
+    },
+    /// Change accounts or limits (admins).
+    Account {
+        /// The change.
+        change: AccountChange,
+        /// Who.
+        caller: Caller,
+        /// Answer: what was done.
+        reply: oneshot::Sender<Result<String, ApiError>>,
+    },
+    /// Describe accounts and limits.
+    Accounts {
+        /// Answer.
+        reply: oneshot::Sender<AccountsView>,
+    },
+    /// Grant credit (admins).
+    Grant {
+        /// The grant.
+        req: GrantRequest,
+        /// Who.
+        caller: Caller,
+        /// Answer: the user's month after it.
+        reply: oneshot::Sender<Result<CreditsView, ApiError>>,
+    },
+    /// A user's credits this month.
+    Credits {
+        /// Whose.
+        user: String,
+        /// Answer.
+        reply: oneshot::Sender<CreditsView>,
+    },
+    /// Why a job waits.
+    Why {
+        /// Which.
+        id: u64,
+        /// Answer.
+        reply: oneshot::Sender<Result<WhyView, ApiError>>,
+    },
+    /// Record a new dataset, scanned and its manifest saved (admins).
+    AddDataset {
+        /// The dataset.
+        dataset: DatasetRow,
+        /// Its first version's manifest.
+        manifest: Box<Manifest>,
+        /// Who.
+        caller: Caller,
+        /// Answer.
+        reply: oneshot::Sender<Result<DatasetView, ApiError>>,
+    },
+    /// Record a dataset's new version after a rescan (admins).
+    AddVersion {
+        /// Dataset.
+        name: String,
+        /// The version.
+        version: VersionRow,
+        /// Its manifest.
+        manifest: Box<Manifest>,
+        /// Who.
+        caller: Caller,
+        /// Answer.
+        reply: oneshot::Sender<Result<DatasetView, ApiError>>,
+    },
+    /// Describe node caches.
+    CacheStatus {
+        /// One node, or all.
+        node: Option<String>,
+        /// Answer.
+        reply: oneshot::Sender<Result<Vec<CacheStatus>, ApiError>>,
+    },
+    /// Warm node caches with a dataset (admins).
+    CacheStage {
+        /// What and where.
+        req: StageRequest,
+        /// Who.
+        caller: Caller,
+        /// Answer.
+        reply: oneshot::Sender<Result<StageQueued, ApiError>>,
+    },
+    /// A node agent registers.
+    AgentRegister {
+        /// What it says of itself.
+        reg: Box<crate::agent::protocol::Registration>,
+        /// The connection's address.
+        from: std::net::SocketAddr,
+        /// Answer.
+        reply: oneshot::Sender<Result<crate::agent::protocol::Registered, ApiError>>,
+    },
+    /// A node agent's heartbeat.
+    AgentHeartbeat {
+        /// The heartbeat.
+        beat: crate::agent::protocol::Heartbeat,
+        /// Answer: refused when the agent must register again.
+        reply: oneshot::Sender<Result<(), ApiError>>,
+    },
+    /// Reports from a node agent.
+    AgentReports {
+        /// The batch.
+        batch: crate::agent::protocol::ReportBatch,
+        /// Answer: refused when the agent must register again.
+        reply: oneshot::Sender<Result<(), ApiError>>,
+    },
+    /// Verify node caches (admins).
+    CacheVerify {
+        /// One node, or all.
+        node: Option<String>,
+        /// Who.
+        caller: Caller,
+        /// Answer, when every node has verified.
+        reply: oneshot::Sender<Result<Vec<VerifiedVersion>, ApiError>>,
+    },
+}

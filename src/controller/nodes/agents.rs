@@ -1,0 +1,265 @@
+//! Remote agents: the signed routes they call (register, heartbeat, reports) and what the engine
+//! does with each, and remote nodes restored after a controller restart.
+
+use crate::agent::isolation::Support;
+use crate::agent::protocol::{Heartbeat, Registered, Registration, ReportBatch};
+use crate::clock::now_ms;
+use crate::controller::engine::{Engine, NodeFacts, Request};
+use crate::controller::error::ApiError;
+use crate::controller::http::{AppState, ask};
+use crate::controller::nodes::link::spawn_link;
+use crate::transport::Signed;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::routing::post;
+use axum::{Extension, Json, Router};
+
+/// A node whose agent runs elsewhere.
+#[derive(Debug, Clone)]
+pub struct RemoteNode {
+    /// Where its agent takes orders.
+    pub address: String,
+    /// The agent process that registered last; empty until one registers after a restart.
+    pub instance: String,
+    /// Last heartbeat or registration, ms.
+    pub last_seen_ms: i64,
+    /// Declared DOWN: its jobs were requeued or failed, and it must register again.
+    pub down: bool,
+    /// The last report batch taken from `instance`.
+    pub last_report: u64,
+    /// The last heartbeat.
+    pub beat: Option<Heartbeat>,
+}
+
+/// The agent-facing routes (signed; see [`crate::transport::verify_signed`]).
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/v1/agent/register", post(register))
+        .route("/v1/agent/heartbeat", post(heartbeat))
+        .route("/v1/agent/reports", post(reports))
+}
+
+/// Agent routes take only an agent's own requests, never one it forwards for a member.
+fn agent_only(signed: &Signed) -> Result<(), ApiError> {
+    if signed.uid.is_some() {
+        return Err(ApiError::forbidden(
+            "only node agents may call /v1/agent/ paths",
+            None,
+        ));
+    }
+    Ok(())
+}
+
+fn parse<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+    serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("bad agent message: {e}"), None))
+}
+
+async fn register(
+    State(state): State<AppState>,
+    Extension(signed): Extension<Signed>,
+    body: Bytes,
+) -> Result<Json<Registered>, ApiError> {
+    agent_only(&signed)?;
+    let reg: Registration = parse(&body)?;
+    let from = signed.from;
+    Ok(Json(
+        ask(&state, |reply| Request::AgentRegister {
+            reg: Box::new(reg),
+            from,
+            reply,
+        })
+        .await??,
+    ))
+}
+
+async fn heartbeat(
+    State(state): State<AppState>,
+    Extension(signed): Extension<Signed>,
+    body: Bytes,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    agent_only(&signed)?;
+    let beat: Heartbeat = parse(&body)?;
+    ask(&state, |reply| Request::AgentHeartbeat { beat, reply }).await??;
+    Ok(Json(serde_json::json!({"ok": true})))
+}
+
+async fn reports(
+    State(state): State<AppState>,
+    Extension(signed): Extension<Signed>,
+    body: Bytes,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    agent_only(&signed)?;
+    let batch: ReportBatch = parse(&body)?;
+    ask(&state, |reply| Request::AgentReports { batch, reply }).await??;
+    Ok(Json(serde_json::json!({"ok": true})))
+}
+
+impl Engine {
+    /// After a restart: nodes known to have agents come back as they were, but take no jobs
+    /// until their agents register again.
+    pub(crate) async fn restore_remote(&mut self) -> anyhow::Result<()> {
+        for (spec, gpu_source, address) in self.db.agent_nodes().await? {
+            if self.local_node.as_deref() == Some(spec.name.as_str()) {
+                continue;
+            }
+            let name = spec.name.clone();
+            if let Err(e) = self.sched.upsert_node(spec) {
+                tracing::error!("{e}");
+                continue;
+            }
+            self.sched.set_node_down(
+                &name,
+                Some("waiting for its agent to register again after a controller restart".into()),
+            );
+            self.nodes_facts.insert(
+                name.clone(),
+                NodeFacts {
+                    gpu_source,
+                    isolation: Support::default(),
+                },
+            );
+            self.remote.insert(
+                name,
+                RemoteNode {
+                    address,
+                    instance: String::new(),
+                    last_seen_ms: now_ms(),
+                    down: false,
+                    last_report: 0,
+                    beat: None,
+                },
+            );
+        }
+        Ok(())
+    }
+
+    /// An agent registers: its node is (again) part of the pool, a new order link is opened,
+    /// and it is told which attempts it should be running.
+    pub(crate) async fn on_register(
+        &mut self,
+        reg: Registration,
+        from: std::net::SocketAddr,
+    ) -> anyhow::Result<Result<Registered, ApiError>> {
+        let name = reg.node.name.clone();
+        if self.local_node.as_deref() == Some(name.as_str()) {
+            return Ok(Err(ApiError::conflict(
+                format!("node {name} is the controller's own node; an agent cannot take its name"),
+                Some("give the agent another name under [node] in its config".into()),
+            )));
+        }
+        let Some(client) = self.cluster.clone() else {
+            return Ok(Err(ApiError::conflict(
+                "this controller takes no agents",
+                Some("set listen under [controller]".into()),
+            )));
+        };
+        let address = reg
+            .advertise
+            .clone()
+            .unwrap_or_else(|| std::net::SocketAddr::new(from.ip(), reg.port).to_string());
+        if let Err(e) = self.sched.upsert_node(reg.node.clone()) {
+            return Ok(Err(ApiError::bad_request(e.to_string(), None)));
+        }
+        self.db
+            .upsert_node(&reg.node, &reg.gpu_source, now_ms())
+            .await?;
+        self.db.set_node_agent(&name, &address).await?;
+        self.nodes_facts.insert(
+            name.clone(),
+            NodeFacts {
+                gpu_source: reg.gpu_source.clone(),
+                isolation: reg.isolation.clone(),
+            },
+        );
+        let (link, orders) = spawn_link(name.clone(), address.clone(), client);
+        self.agents.insert(name.clone(), orders);
+        let previous = self.remote.get(&name).cloned();
+        let same_instance = previous
+            .as_ref()
+            .is_some_and(|p| p.instance == reg.instance);
+        self.remote.insert(
+            name.clone(),
+            RemoteNode {
+                address: address.clone(),
+                instance: reg.instance.clone(),
+                last_seen_ms: now_ms(),
+                down: false,
+                last_report: if same_instance {
+                    previous.as_ref().map_or(0, |p| p.last_report)
+                } else {
+                    0
+                },
+                beat: None,
+            },
+        );
+        tracing::info!(
+            node = name,
+            address,
+            link,
+            gpus = reg.node.gpus.len(),
+            "agent registered"
+        );
+        self.resend_to(&name);
+        Ok(Ok(Registered {
+            link,
+            address,
+            node_timeout_ms: self.config.controller.node_timeout.as_millis() as u64,
+        }))
+    }
+
+    /// A heartbeat: the node is alive. An agent the controller does not know (it restarted, or
+    /// the node was declared DOWN) is told to register again.
+    pub(crate) fn on_heartbeat(&mut self, beat: Heartbeat) -> Result<(), ApiError> {
+        match self.remote.get_mut(&beat.node) {
+            Some(n) if n.instance == beat.instance && !n.down => {
+                n.last_seen_ms = now_ms();
+                n.beat = Some(beat);
+                Ok(())
+            }
+            Some(n) if n.down => Err(ApiError::conflict(
+                format!(
+                    "node {} was declared DOWN; register again to rejoin",
+                    beat.node
+                ),
+                None,
+            )),
+            _ => Err(ApiError::conflict(
+                format!(
+                    "node {} (agent {}) is not registered here; register again",
+                    beat.node, beat.instance
+                ),
+                None,
+            )),
+        }
+    }
+
+    /// Reports from a remote agent, each batch handled once and in order.
+    pub(crate) async fn on_agent_reports(
+        &mut self,
+        batch: ReportBatch,
+    ) -> anyhow::Result<Result<(), ApiError>> {
+        match self.remote.get_mut(&batch.node) {
+            Some(n) if n.instance == batch.instance && !n.down => {
+                if batch.seq <= n.last_report {
+                    return Ok(Ok(()));
+                }
+                n.last_report = batch.seq;
+                n.last_seen_ms = now_ms();
+            }
+            _ => {
+                return Ok(Err(ApiError::conflict(
+                    format!(
+                        "reports from node {} (agent {}), which is not registered here; register again",
+                        batch.node, batch.instance
+                    ),
+                    None,
+                )));
+            }
+        }
+        for r in batch.reports {
+            self.on_report(r).await?;
+        }
+        Ok(Ok(()))
+    }
+}

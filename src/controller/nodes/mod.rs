@@ -1,0 +1,26 @@
+//! Nodes in the engine: nodes served by remote agents (`labpool agent`), their registration,
+//! heartbeats and order links, what happens when one stops answering, peers for stages, and
+//! `labpool nodes`/`node drain`, with the nodes table.
+//!
+//! Decisions recorded here:
+//! - The per-job epoch is the attempt number. Every order and report names (job, attempt); a
+//!   requeued job runs again under the next attempt; a report about any other attempt than the
+//!   current one is ignored, and a node that registers is told exactly which attempts it should
+//!   be running (`Adopt`): it kills every other. So a node that comes back after it was
+//!   declared DOWN never keeps running a job that was requeued or failed meanwhile.
+//! - Orders go to an agent over one link at a time; a new registration opens a new link and
+//!   the agent refuses orders from the old one, so nothing sent before the fence lands after.
+//! - A node that misses heartbeats for `node_timeout` goes DOWN: its running jobs are requeued
+//!   (or end NODE_FAIL with `--no-requeue`), its staging jobs wait again. While it is only late,
+//!   nothing is placed on it and nothing of it is touched.
+//! - After a controller restart, nodes known to have agents wait `node_timeout` to register
+//!   again before they are declared DOWN; their jobs keep their GPUs meanwhile.
+
+pub mod agents;
+pub mod db;
+pub mod faults;
+pub mod link;
+pub mod peers;
+pub mod views;
+
+pub use agents::{RemoteNode, routes};
