@@ -1,4 +1,5 @@
-//! Every environment variable labpool reads, in one place.
+//! Every environment variable labpool reads, in one place; then the `LABPOOL_*` variables it
+//! sets in each job's environment, which job scripts read.
 
 /// Path of the config file, when `--config` is not given.
 pub const LABPOOL_CONFIG: &str = "LABPOOL_CONFIG";
@@ -6,3 +7,37 @@ pub const LABPOOL_CONFIG: &str = "LABPOOL_CONFIG";
 pub const LABPOOL_NVML_LIBRARY: &str = "LABPOOL_NVML_LIBRARY";
 /// Log filter for `serve` and the other daemons, in `tracing` syntax (e.g. `labpool=debug`).
 pub const LABPOOL_LOG: &str = "LABPOOL_LOG";
+/// The Python that `labpool env build-locked` builds venvs with: the controller sets it for
+/// the build from `[envs] python`; unset, the build looks for one.
+pub const LABPOOL_ENV_PYTHON: &str = "LABPOOL_ENV_PYTHON";
+/// Marks a job attempt's processes: set in the job's environment, and looked for in
+/// `/proc/PID/environ` to find every process the attempt left behind.
+pub const LABPOOL_JOB_KEY: &str = "LABPOOL_JOB_KEY";
+/// Shifts this process's clock for signing and checking cluster requests, in milliseconds
+/// (e.g. `-600000`): the test hook for the clock-skew refusal. Never set it in production.
+pub const LABPOOL_TEST_CLOCK_OFFSET_MS: &str = "LABPOOL_TEST_CLOCK_OFFSET_MS";
+/// The search path: `labpool demo` passes it on to its jobs.
+pub const PATH: &str = "PATH";
+/// The home directory: `labpool demo` passes it on to its jobs.
+pub const HOME: &str = "HOME";
+
+/// Set for a job: its id.
+pub const LABPOOL_JOB_ID: &str = "LABPOOL_JOB_ID";
+/// Set for a job: its name.
+pub const LABPOOL_JOB_NAME: &str = "LABPOOL_JOB_NAME";
+/// Set for a job: which attempt this is, from 1 (requeues add one).
+pub const LABPOOL_ATTEMPT: &str = "LABPOOL_ATTEMPT";
+/// Set for a job: its GPUs, comma-separated, as `CUDA_VISIBLE_DEVICES` numbers them.
+pub const LABPOOL_GPUS: &str = "LABPOOL_GPUS";
+/// Set for a job: the node it runs on.
+pub const LABPOOL_NODE: &str = "LABPOOL_NODE";
+/// Set for a job: its partition.
+pub const LABPOOL_PARTITION: &str = "LABPOOL_PARTITION";
+/// Set for a job: the CPU cores it was given.
+pub const LABPOOL_CPUS: &str = "LABPOOL_CPUS";
+/// Set for a job that names an account: the account.
+pub const LABPOOL_ACCOUNT: &str = "LABPOOL_ACCOUNT";
+/// Set for a job that declares datasets: the directory of links to their node-local copies.
+pub const LABPOOL_DATASETS: &str = "LABPOOL_DATASETS";
+/// Set for a job with a time limit: the limit in seconds.
+pub const LABPOOL_TIME_LIMIT_S: &str = "LABPOOL_TIME_LIMIT_S";

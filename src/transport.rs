@@ -28,7 +28,7 @@ use tokio::net::TcpStream;
 /// Environment variable that shifts this process's clock for signing and checking, in
 /// milliseconds (e.g. `-600000`): the test hook for the clock-skew refusal, so no test has to
 /// touch the system clock. Never set it in production.
-pub const CLOCK_OFFSET_ENV: &str = "LABPOOL_TEST_CLOCK_OFFSET_MS";
+pub const CLOCK_OFFSET_ENV: &str = crate::env_vars::LABPOOL_TEST_CLOCK_OFFSET_MS;
 
 /// This node's clock as it signs and checks requests (the wall clock, plus the test offset).
 pub fn cluster_now_ms() -> i64 {

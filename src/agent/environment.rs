@@ -44,14 +44,14 @@ pub fn job_environment(
         ("CUDA_VISIBLE_DEVICES", gpus.clone()),
         ("CUDA_DEVICE_ORDER", "PCI_BUS_ID".to_string()),
         ("GPU_DEVICE_ORDINAL", gpus.clone()),
-        ("LABPOOL_JOB_ID", job.clone()),
-        ("LABPOOL_JOB_NAME", launch.name.clone()),
-        ("LABPOOL_ATTEMPT", launch.attempt.to_string()),
+        (crate::env_vars::LABPOOL_JOB_ID, job.clone()),
+        (crate::env_vars::LABPOOL_JOB_NAME, launch.name.clone()),
+        (crate::env_vars::LABPOOL_ATTEMPT, launch.attempt.to_string()),
         (JOB_KEY_VAR, key.to_string()),
-        ("LABPOOL_GPUS", gpus.clone()),
-        ("LABPOOL_NODE", node.to_string()),
-        ("LABPOOL_PARTITION", launch.partition.clone()),
-        ("LABPOOL_CPUS", launch.cpus.to_string()),
+        (crate::env_vars::LABPOOL_GPUS, gpus.clone()),
+        (crate::env_vars::LABPOOL_NODE, node.to_string()),
+        (crate::env_vars::LABPOOL_PARTITION, launch.partition.clone()),
+        (crate::env_vars::LABPOOL_CPUS, launch.cpus.to_string()),
         // What scripts written for Slurm read.
         ("SLURM_JOB_ID", job.clone()),
         ("SLURM_JOBID", job),
@@ -93,10 +93,13 @@ pub fn job_environment(
     }
     if let Some(a) = &launch.account {
         env.insert("SLURM_JOB_ACCOUNT".to_string(), a.clone());
-        env.insert("LABPOOL_ACCOUNT".to_string(), a.clone());
+        env.insert(crate::env_vars::LABPOOL_ACCOUNT.to_string(), a.clone());
     }
     if let Some(dir) = links {
-        env.insert("LABPOOL_DATASETS".to_string(), dir.display().to_string());
+        env.insert(
+            crate::env_vars::LABPOOL_DATASETS.to_string(),
+            dir.display().to_string(),
+        );
     }
     for (name, dir) in cached {
         env.insert(
@@ -105,7 +108,10 @@ pub fn job_environment(
         );
     }
     if let Some(t) = launch.time_limit_s {
-        env.insert("LABPOOL_TIME_LIMIT_S".to_string(), t.to_string());
+        env.insert(
+            crate::env_vars::LABPOOL_TIME_LIMIT_S.to_string(),
+            t.to_string(),
+        );
     }
     env
 }

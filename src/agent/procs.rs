@@ -10,7 +10,7 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
 /// The environment variable that marks a job attempt's processes.
-pub const JOB_KEY_VAR: &str = "LABPOOL_JOB_KEY";
+pub const JOB_KEY_VAR: &str = crate::env_vars::LABPOOL_JOB_KEY;
 
 /// Sends SIGKILL to every process that carries `key` (see [`JOB_KEY_VAR`]); returns how many.
 pub fn kill_job_processes(key: &str) -> usize {

@@ -188,7 +188,7 @@ async fn drive(
             time_limit: j.time_limit,
             partition: None,
             environment: std::env::vars()
-                .filter(|(k, _)| k == "PATH" || k == "HOME")
+                .filter(|(k, _)| k == crate::env_vars::PATH || k == crate::env_vars::HOME)
                 .collect(),
             umask: 0o022,
             account: None,

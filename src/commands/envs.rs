@@ -189,7 +189,7 @@ pub fn build_locked(lock: &Path, dest: &Path) -> anyhow::Result<()> {
     let text = std::fs::read(lock).with_context(|| format!("cannot read {}", lock.display()))?;
     let lock: labpool_envs::Lock = serde_json::from_slice(&text)
         .with_context(|| format!("{} is not a lock", lock.display()))?;
-    let python = std::env::var_os("LABPOOL_ENV_PYTHON").map(Into::into);
+    let python = std::env::var_os(crate::env_vars::LABPOOL_ENV_PYTHON).map(Into::into);
     let tools = Tools::detect(python);
     println!(
         "labpool: building {} ({}) for {} at {}",

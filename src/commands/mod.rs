@@ -19,6 +19,12 @@ use crate::settings::Config;
 
 /// Runs the command the user typed.
 pub fn dispatch(cli: Cli) -> anyhow::Result<()> {
+    // `--show-settings` (hidden): the resolved config, whatever the command, and nothing else.
+    if cli.show_settings {
+        let config = Config::locate(cli.config.as_deref())?;
+        println!("{}", config.settings_json()?);
+        return Ok(());
+    }
     match &cli.command {
         Command::Init(args) => return init::run(args),
         Command::Sim(args) => return sim::run(args, cli.config.as_deref()),

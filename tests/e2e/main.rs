@@ -20,4 +20,5 @@ mod policy;
 mod pool;
 mod quotas;
 mod recovery;
+mod show_settings;
 mod snapshots;

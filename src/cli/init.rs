@@ -1,0 +1,34 @@
+//! `labpool init`: a new config for this machine, or for a node that joins a controller.
+
+use clap::Args;
+use std::path::PathBuf;
+
+/// `labpool init`.
+#[derive(Args, Debug)]
+pub struct InitArgs {
+    /// Directory for the config, state, socket and log
+    #[arg(long, value_name = "DIR")]
+    pub dir: PathBuf,
+    /// Switch on virtual GPUs, for a machine without an NVIDIA driver (e.g. 4:rtx4090)
+    #[arg(long, value_name = "N[:TYPE]")]
+    pub virtual_gpus: Option<String>,
+    /// Node name [default: the host name]
+    #[arg(long, value_name = "NAME")]
+    pub name: Option<String>,
+    /// Put the shared file systems (datasets, home, scratch) here [default: DIR/shared]
+    #[arg(long, value_name = "PATH")]
+    pub shared_root: Option<PathBuf>,
+    /// Overwrite an existing DIR/labpool.toml
+    #[arg(long)]
+    pub force: bool,
+    /// Write a node agent's config that joins the controller at HOST:PORT (its `listen`)
+    #[arg(long, value_name = "HOST:PORT", requires = "key")]
+    pub join: Option<String>,
+    /// The controller's cluster.key, copied to this node (with --join)
+    #[arg(long, value_name = "FILE", requires = "join")]
+    pub key: Option<PathBuf>,
+    /// Where the controller takes agents (without --join), or where this agent takes orders
+    /// and peers' requests (with --join) [default: agent 0.0.0.0:7071; controller: none]
+    #[arg(long, value_name = "HOST:PORT")]
+    pub listen: Option<String>,
+}

@@ -1,0 +1,78 @@
+//! Jobs: `submit`, `queue`, `show` and `why`, `cancel`, `history`.
+
+use clap::Args;
+use labpool_scheduler::options::JobOptions;
+use std::path::PathBuf;
+
+/// `labpool submit`.
+#[derive(Args, Debug)]
+pub struct SubmitArgs {
+    /// Options, as sbatch spells them.
+    #[command(flatten)]
+    pub options: JobOptions,
+    /// Run this shell command instead of a script
+    #[arg(long, value_name = "CMD", conflicts_with = "script")]
+    pub wrap: Option<String>,
+    /// Print only the job id
+    #[arg(long)]
+    pub parsable: bool,
+    /// The job script
+    #[arg(value_name = "SCRIPT", required_unless_present = "wrap")]
+    pub script: Option<PathBuf>,
+    /// Arguments for the script
+    #[arg(
+        value_name = "ARGS",
+        trailing_var_arg = true,
+        allow_hyphen_values = true
+    )]
+    pub args: Vec<String>,
+}
+
+/// `labpool queue`.
+#[derive(Args, Debug)]
+pub struct QueueArgs {
+    /// Only my jobs
+    #[arg(long, conflicts_with = "user")]
+    pub me: bool,
+    /// Only this user's jobs
+    #[arg(long, short = 'u', value_name = "USER")]
+    pub user: Option<String>,
+    /// Print JSON instead of a table
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `labpool show`.
+#[derive(Args, Debug)]
+pub struct ShowArgs {
+    /// Job id
+    pub id: u64,
+    /// Print JSON instead of text
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `labpool cancel`.
+#[derive(Args, Debug)]
+pub struct CancelArgs {
+    /// Job ids: N (a job, or a whole array), or ARRAY_TASK such as 12_3
+    #[arg(required = true)]
+    pub ids: Vec<String>,
+}
+
+/// `labpool history`.
+#[derive(Args, Debug)]
+pub struct HistoryArgs {
+    /// Only this user's jobs
+    #[arg(long, short = 'u', value_name = "USER")]
+    pub user: Option<String>,
+    /// Only jobs that ended since: YYYY-MM-DD[THH:MM], today, yesterday, or an age like 3d
+    #[arg(long, value_name = "DATE")]
+    pub since: Option<String>,
+    /// At most this many jobs, newest first
+    #[arg(long, default_value_t = 1000)]
+    pub limit: u32,
+    /// Print JSON instead of a table
+    #[arg(long)]
+    pub json: bool,
+}

@@ -1,0 +1,152 @@
+//! The command line, as clap definitions only. Commands live in [`crate::commands`].
+//!
+//! [`Cli`] and [`Command`] are here; each group of subcommands has its arguments in a file of
+//! its own, re-exported here, so every type stays at `crate::cli::X`.
+
+mod datasets;
+mod demo;
+mod envs;
+mod init;
+mod jobs;
+mod nodes;
+mod policy;
+mod quotas;
+mod snapshots;
+
+pub use datasets::{CacheCommand, DatasetCommand};
+pub use demo::{DemoArgs, SimArgs};
+pub use envs::EnvCommand;
+pub use init::InitArgs;
+pub use jobs::{CancelArgs, HistoryArgs, QueueArgs, ShowArgs, SubmitArgs};
+pub use nodes::{NodeCommand, PartitionCommand};
+pub use policy::{AccountCommand, CreditsArgs, CreditsCommand, QosCommand};
+pub use quotas::{LimitArgs, PurgeCommand, QuotaArgs, QuotaCommand};
+pub use snapshots::SnapshotCommand;
+
+use crate::env_vars;
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+
+/// labpool: one shared GPU pool for a research group.
+#[derive(Parser, Debug)]
+#[command(
+    name = "labpool",
+    version,
+    about,
+    propagate_version = true,
+    max_term_width = 100
+)]
+pub struct Cli {
+    /// Config file [default: $LABPOOL_CONFIG, else /etc/labpool/labpool.toml]
+    #[arg(long, global = true, env = env_vars::LABPOOL_CONFIG, hide_env = true, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Print the resolved settings (the config file after defaults, path resolution and
+    /// checks) as JSON, and exit without doing anything else
+    #[arg(long, global = true, hide = true)]
+    pub show_settings: bool,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Subcommands.
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Write a working config for this machine into DIR
+    Init(InitArgs),
+    /// Run the controller, with this node's agent in-process
+    Serve,
+    /// Run this node's agent: join the controller named under [agent] in the config
+    Agent,
+    /// Queue a job script (or a command with --wrap); #SBATCH and #LABPOOL lines are read
+    Submit(Box<SubmitArgs>),
+    /// Jobs waiting and running
+    Queue(QueueArgs),
+    /// Why a job waits: its tier, priority factors, and what each placement stage rejected
+    Why(ShowArgs),
+    /// One job in detail, with its history of events
+    Show(ShowArgs),
+    /// Cancel jobs
+    Cancel(CancelArgs),
+    /// Finished jobs: state, exit code, elapsed time, GPUs
+    History(HistoryArgs),
+    /// Nodes and their GPUs
+    Nodes(JsonArg),
+    /// Drain a node for maintenance or resume it (admins)
+    Node {
+        /// What to do.
+        #[command(subcommand)]
+        command: NodeCommand,
+    },
+    /// Partitions (queues)
+    Partition {
+        /// What to do.
+        #[command(subcommand)]
+        command: PartitionCommand,
+    },
+    /// Accounts (research groups) and their members (changes: admins)
+    Account {
+        /// What to do.
+        #[command(subcommand)]
+        command: AccountCommand,
+    },
+    /// QOS limits on accounts and users, with Slurm's names (changes: admins)
+    Qos {
+        /// What to do.
+        #[command(subcommand)]
+        command: QosCommand,
+    },
+    /// Credits: this month's balance, charges and emergency tokens; `grant` (admins)
+    Credits(CreditsArgs),
+    /// Datasets jobs declare with --dataset: register, list, rescan (changes: admins)
+    Dataset {
+        /// What to do.
+        #[command(subcommand)]
+        command: DatasetCommand,
+    },
+    /// Your disk usage against your home and scratch limits, and where the space went
+    Quota(QuotaArgs),
+    /// Delete old files from scratch, after a plan and a confirmation (admins)
+    Purge {
+        /// What to purge.
+        #[command(subcommand)]
+        command: PurgeCommand,
+    },
+    /// Snapshots of shared data: find and restore deleted files; create, forget, prune, check
+    /// (admins)
+    Snapshot {
+        /// What to do.
+        #[command(subcommand)]
+        command: SnapshotCommand,
+    },
+    /// Software environments jobs run inside with --env: venv, conda, container, modules
+    Env {
+        /// What to do.
+        #[command(subcommand)]
+        command: EnvCommand,
+    },
+    /// Node dataset caches: what is staged where; verify and warm-up (admins)
+    Cache {
+        /// What to do.
+        #[command(subcommand)]
+        command: CacheCommand,
+    },
+    /// Try labpool: a throwaway pool runs a few jobs that contend for GPUs, then stops
+    Demo(DemoArgs),
+    /// Replay a job trace through the scheduler with a simulated clock, comparing policies
+    Sim(SimArgs),
+    /// Run one job attempt (started by the node agent; not for people)
+    #[command(hide = true)]
+    Shim {
+        /// The attempt's spool directory.
+        dir: PathBuf,
+    },
+}
+
+/// `--json`.
+#[derive(Args, Debug)]
+pub struct JsonArg {
+    /// Print JSON instead of a table
+    #[arg(long)]
+    pub json: bool,
+}

@@ -1,0 +1,84 @@
+//! `[jobs]`: the rules every job's environment follows.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// What a job script may do with `CUDA_VISIBLE_DEVICES`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum OverridePolicy {
+    /// A script that sets it is refused at submit.
+    #[default]
+    Refuse,
+    /// It is accepted, with a warning.
+    Warn,
+}
+
+/// Whether jobs are put in cgroups.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum IsolationMode {
+    /// Device and memory isolation wherever the node's kernel offers it.
+    #[default]
+    Auto,
+    /// None (jobs see every GPU device node; `--mem` is only a reservation).
+    Off,
+}
+
+/// `[jobs]`.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct JobsConfig {
+    /// "refuse" (default) or "warn": a script that sets `CUDA_VISIBLE_DEVICES`.
+    pub cuda_visible_devices: OverridePolicy,
+    /// "auto" (default) or "off": cgroup device and memory isolation.
+    pub isolation: IsolationMode,
+    /// How devices are filtered: "auto" (the v1 devices controller where mounted, else a BPF
+    /// filter on cgroup v2), "cgroup-v1" or "bpf".
+    pub device_filter: crate::agent::isolation::DeviceFilter,
+    /// Variables every job gets unless its own environment sets them. Keys here replace the
+    /// built-in defaults (memory growth, async allocator, PCI bus order); an empty value drops
+    /// a default.
+    pub gpu_env: BTreeMap<String, String>,
+}
+
+impl Default for JobsConfig {
+    fn default() -> Self {
+        JobsConfig {
+            cuda_visible_devices: OverridePolicy::Refuse,
+            isolation: IsolationMode::Auto,
+            device_filter: crate::agent::isolation::DeviceFilter::Auto,
+            gpu_env: BTreeMap::new(),
+        }
+    }
+}
+
+impl JobsConfig {
+    /// The hygiene variables: the built-in defaults with the config's changes.
+    pub fn gpu_env(&self) -> BTreeMap<String, String> {
+        let mut env: BTreeMap<String, String> = labpool_envs::hygiene::GPU_DEFAULTS
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        for (k, v) in &self.gpu_env {
+            if v.is_empty() {
+                env.remove(k);
+            } else {
+                env.insert(k.clone(), v.clone());
+            }
+        }
+        env
+    }
+
+    /// `gpu_env` does not touch `CUDA_VISIBLE_DEVICES` and its keys are variable names.
+    pub(super) fn check(&self) -> Result<(), String> {
+        for k in self.gpu_env.keys() {
+            if k == "CUDA_VISIBLE_DEVICES" || k.is_empty() || k.contains('=') {
+                return Err(format!(
+                    "[jobs] gpu_env: {k:?} cannot be set here (labpool sets CUDA_VISIBLE_DEVICES to each job's GPUs)"
+                ));
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,79 @@
+//! `[[partition]]`: the queues, and the four that apply when the file names none.
+
+use super::values::{de_time, ser_time};
+use labpool_scheduler::partition::Partition;
+use labpool_scheduler::time::TimeLimit;
+use serde::{Deserialize, Serialize};
+
+/// `[[partition]]`.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct PartitionConfig {
+    /// Name.
+    pub name: String,
+    /// Jobs that name no partition go to the default one.
+    #[serde(default)]
+    pub default: bool,
+    /// Higher is scheduled first.
+    #[serde(default)]
+    pub priority: u32,
+    /// Node names [default: every node].
+    #[serde(default)]
+    pub nodes: Option<Vec<String>>,
+    /// Time limit of a job that gives none (Slurm format).
+    #[serde(deserialize_with = "de_time", serialize_with = "ser_time")]
+    pub default_time: TimeLimit,
+    /// Longest time limit a job may ask for (Slurm format, or UNLIMITED).
+    #[serde(deserialize_with = "de_time", serialize_with = "ser_time")]
+    pub max_time: TimeLimit,
+    /// Accounts whose jobs may use it [default: everyone].
+    #[serde(default)]
+    pub allow_accounts: Option<Vec<String>>,
+    /// Most GPUs one job may ask for here.
+    #[serde(default)]
+    pub max_gpus_per_job: Option<u32>,
+}
+
+impl PartitionConfig {
+    /// The partition as the scheduler takes it.
+    pub(super) fn to_scheduler(&self) -> Partition {
+        Partition {
+            name: self.name.clone(),
+            default: self.default,
+            priority: self.priority,
+            nodes: self.nodes.clone(),
+            default_time: self.default_time,
+            max_time: self.max_time,
+            allow_accounts: self.allow_accounts.clone(),
+            max_gpus_per_job: self.max_gpus_per_job,
+        }
+    }
+}
+
+/// The partitions of a file that has no `[[partition]]`.
+pub(super) fn default_partitions() -> Vec<PartitionConfig> {
+    let part = |name: &str, default, priority, default_time, max_time| PartitionConfig {
+        name: name.into(),
+        default,
+        priority,
+        nodes: None,
+        default_time: TimeLimit::Seconds(default_time),
+        max_time: TimeLimit::Seconds(max_time),
+        allow_accounts: None,
+        max_gpus_per_job: None,
+    };
+    vec![
+        // Deadline work: an admin grants it by adding people to the `deadline` account.
+        PartitionConfig {
+            allow_accounts: Some(vec!["deadline".into()]),
+            ..part("high", false, 100, 86_400, 3 * 86_400)
+        },
+        part("normal", true, 10, 86_400, 7 * 86_400),
+        // Short and small: for trying code.
+        PartitionConfig {
+            max_gpus_per_job: Some(1),
+            ..part("debug", false, 50, 1800, 3600)
+        },
+        part("interactive", false, 30, 3600, 4 * 3600),
+    ]
+}

@@ -1,0 +1,145 @@
+//! The config file's unit tests: defaults, paths, and how mistakes are explained.
+
+use super::*;
+use std::time::Duration;
+
+const MINIMAL: &str = "[controller]\nstate_dir = \"state\"\nsocket = \"/run/labpool.sock\"\n";
+
+#[test]
+fn minimal_file_gets_defaults_and_absolute_paths() {
+    let c = Config::parse(MINIMAL, Path::new("/srv/lp/labpool.toml")).unwrap();
+    assert_eq!(c.controller.state_dir, Path::new("/srv/lp/state"));
+    assert_eq!(c.controller.socket, Path::new("/run/labpool.sock"));
+    assert_eq!(c.spool_dir(), Path::new("/srv/lp/state/spool"));
+    assert_eq!(c.controller.kill_grace, Duration::from_secs(30));
+    assert_eq!(c.partitions.iter().filter(|p| p.default).count(), 1);
+}
+
+#[test]
+fn typo_names_line_and_key() {
+    let text = format!("{MINIMAL}kill_grase = \"5s\"\n");
+    let e = Config::parse(&text, Path::new("/x/labpool.toml"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("line 4") && e.contains("kill_grase"), "{e}");
+}
+
+#[test]
+fn bad_values_are_explained() {
+    let text = format!("{MINIMAL}kill_grace = \"soon\"\n");
+    let e = Config::parse(&text, Path::new("/x/labpool.toml"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("invalid duration 'soon'"), "{e}");
+    let text = format!("{MINIMAL}[node]\nvirtual_gpus = \"four\"\n");
+    let e = Config::parse(&text, Path::new("/x/labpool.toml"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("line 5") && e.contains("4:rtx4090"), "{e}");
+    let text = format!(
+        "{MINIMAL}[[partition]]\nname = \"a\"\ndefault_time = \"1:00:00\"\nmax_time = \"2:00:00\"\n"
+    );
+    let e = Config::parse(&text, Path::new("/x/labpool.toml"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("0 partitions are marked default"), "{e}");
+}
+
+#[test]
+fn snapshot_sources_default_to_datasets_and_home_and_are_checked() {
+    let c = Config::parse(MINIMAL, Path::new("/srv/lp/labpool.toml")).unwrap();
+    let names: Vec<_> = c
+        .snapshot_sources()
+        .into_iter()
+        .map(|s| (s.name, s.path))
+        .collect();
+    assert_eq!(
+        names,
+        vec![
+            ("datasets".to_string(), PathBuf::from("/shared/datasets")),
+            ("home".to_string(), PathBuf::from("/shared/home"))
+        ]
+    );
+    assert_eq!(c.snapshot_repo(), Path::new("/srv/lp/state/snapshots"));
+    assert_eq!(c.snapshot_policy().keep_daily, 7);
+    let src = |name: &str, schedule: &str| {
+        format!(
+            "{MINIMAL}[[snapshots.source]]\nname = \"{name}\"\npath = \"data\"\nschedule = \"{schedule}\"\n"
+        )
+    };
+    let c = Config::parse(
+        &src("lab", "15 2 * * 1-5"),
+        Path::new("/srv/lp/labpool.toml"),
+    )
+    .unwrap();
+    assert_eq!(c.snapshot_sources()[0].path, Path::new("/srv/lp/data"));
+    assert!(c.snapshot_sources()[0].one_file_system);
+    let e = Config::parse(&src("lab", "nightly"), Path::new("/x.toml"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("[[snapshots.source]] lab") && e.contains("0 3 * * *"),
+        "{e}"
+    );
+    let e = Config::parse(&src("a b", "0 3 * * *"), Path::new("/x.toml"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("use letters, digits"), "{e}");
+    let twice = format!(
+        "{}{}",
+        src("x", "0 3 * * *"),
+        src("x", "0 4 * * *").replace(MINIMAL, "")
+    );
+    let e = Config::parse(&twice, Path::new("/x.toml"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("given twice"), "{e}");
+}
+
+#[test]
+fn dataset_and_cache_settings_are_checked() {
+    let c = Config::parse(MINIMAL, Path::new("/srv/lp/labpool.toml")).unwrap();
+    assert_eq!(c.datasets.root, Path::new("/shared/datasets"));
+    assert_eq!(c.cache_dir(), Path::new("/srv/lp/state/cache"));
+    assert_eq!(c.policy().placement.prefetch_horizon_s, Some(1800));
+    let text = format!(
+        "{MINIMAL}[datasets]\nroot = \"data\"\n[cache]\ndir = \"ssd\"\ncapacity = \"500G\"\nbandwidth = \"200M\"\nprefetch_horizon = \"0s\"\n"
+    );
+    let c = Config::parse(&text, Path::new("/srv/lp/labpool.toml")).unwrap();
+    assert_eq!(c.datasets.root, Path::new("/srv/lp/data"));
+    assert_eq!(c.cache_dir(), Path::new("/srv/lp/ssd"));
+    assert_eq!(c.cache.capacity, Some(500_000_000_000));
+    assert_eq!(c.cache.bandwidth, Some(200_000_000));
+    assert_eq!(c.policy().placement.prefetch_horizon_s, None);
+    let bad = |extra: &str| {
+        Config::parse(&format!("{MINIMAL}{extra}"), Path::new("/x/labpool.toml"))
+            .unwrap_err()
+            .to_string()
+    };
+    let e = bad("[cache]\nhigh_watermark = 0.5\nlow_watermark = 0.7\n");
+    assert!(
+        e.contains("low_watermark (0.7) <= high_watermark (0.5)"),
+        "{e}"
+    );
+    let e = bad("[cache]\ncapacity = \"lots\"\n");
+    assert!(
+        e.contains("invalid size 'lots'") && e.contains("500G"),
+        "{e}"
+    );
+    let e = bad("[cache]\nworkers = 0\n");
+    assert!(e.contains("at least 1"), "{e}");
+}
+
+#[test]
+fn virtual_gpu_forms() {
+    assert_eq!(
+        VirtualGpus::parse("4:RTX4090").unwrap(),
+        VirtualGpus {
+            count: 4,
+            gpu_type: "rtx4090".into()
+        }
+    );
+    assert_eq!(VirtualGpus::parse("2").unwrap().gpu_type, "virtual");
+    assert!(VirtualGpus::parse("0").is_err());
+    assert!(VirtualGpus::parse("2:").is_err());
+}
