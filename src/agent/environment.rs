@@ -21,10 +21,11 @@ pub fn job_environment(
     let mut default = |k: &str, v: String| {
         env.entry(k.to_string()).or_insert(v);
     };
-    default("HOME", launch.home.display().to_string());
+    let (home, shell) = login_defaults(launch.uid);
+    default("HOME", home.display().to_string());
     default("USER", launch.user.clone());
     default("LOGNAME", launch.user.clone());
-    default("SHELL", launch.shell.display().to_string());
+    default("SHELL", shell.display().to_string());
     default("PATH", "/usr/local/bin:/usr/bin:/bin".to_string());
     // GPU hygiene (memory growth, async allocator): the job's own setting wins.
     for (k, v) in &launch.gpu_env {
@@ -114,4 +115,13 @@ pub fn job_environment(
         );
     }
     env
+}
+
+/// The owner's home directory and login shell from this node's user database, as a login
+/// would set them; `/` and `/bin/sh` for a uid the node does not know.
+fn login_defaults(uid: u32) -> (PathBuf, PathBuf) {
+    match nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid)) {
+        Ok(Some(u)) => (u.dir, u.shell),
+        _ => (PathBuf::from("/"), PathBuf::from("/bin/sh")),
+    }
 }

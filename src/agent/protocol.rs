@@ -22,10 +22,6 @@ pub struct Launch {
     pub uid: u32,
     /// Owner's primary gid.
     pub gid: u32,
-    /// Owner's home directory.
-    pub home: PathBuf,
-    /// Owner's login shell.
-    pub shell: PathBuf,
     /// Partition.
     pub partition: String,
     /// Script text.

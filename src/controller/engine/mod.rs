@@ -109,6 +109,8 @@ pub struct Engine {
     pub(crate) jobs: Lifecycle<JobRow>,
     /// What the current batch must write, send and answer.
     pub(crate) outbox: Outbox,
+    /// The batch's transaction, once its submits opened it; the flush commits it.
+    pub(crate) batch_tx: Option<sqlx::Transaction<'static, sqlx::Sqlite>>,
     /// What the next scheduling pass must look at.
     pub(crate) pass_need: PassNeed,
     pub(crate) controller_uid: u32,
@@ -145,6 +147,7 @@ impl Engine {
             envs_ready: BTreeSet::new(),
             jobs: Lifecycle::new(),
             outbox: Outbox::default(),
+            batch_tx: None,
             pass_need: PassNeed::Full,
             controller_uid: effective_uid(),
             ledger: Vec::new(),

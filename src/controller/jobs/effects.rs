@@ -1,8 +1,8 @@
 //! The shell around the lifecycle core: it feeds events to [`labpool_lifecycle::Lifecycle`],
 //! applies their effects to the scheduler and the ledger at once, and keeps what must be
 //! written or sent in an [`Outbox`]. At the end of each batch the outbox is written in one
-//! transaction, then its orders go to the nodes and its replies to the callers: nothing is
-//! acted on or promised before it is on disk.
+//! transaction (the one the batch's submits inserted their jobs in), then its orders go to the
+//! nodes and its replies to the callers: nothing is acted on or promised before it is on disk.
 
 use crate::agent::protocol::AgentOrder;
 use crate::clock::now_ms;
@@ -146,11 +146,16 @@ impl Engine {
     /// Writes the batch in one transaction, then sends its orders and replies.
     pub(crate) async fn flush(&mut self) -> anyhow::Result<()> {
         let outbox = std::mem::take(&mut self.outbox);
-        if !(outbox.persist.is_empty()
-            && outbox.ledger.is_empty()
-            && outbox.job_datasets.is_empty())
+        let open = self.batch_tx.take();
+        if open.is_some()
+            || !(outbox.persist.is_empty()
+                && outbox.ledger.is_empty()
+                && outbox.job_datasets.is_empty())
         {
-            let mut tx = self.db.begin().await?;
+            let mut tx = match open {
+                Some(tx) => tx,
+                None => self.db.begin().await?,
+            };
             for (job, versions) in &outbox.job_datasets {
                 Db::set_job_datasets(&mut tx, *job, versions).await?;
             }

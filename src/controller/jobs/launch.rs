@@ -1,4 +1,7 @@
-//! The launch order of a job's attempt, built from its row and its allocation.
+//! The launch order of a job's attempt, built from its row and its allocation. It looks
+//! nothing up: the owner's home and shell come from the node's own user database when the
+//! job starts there (see `agent::environment`), so a slow directory service (LDAP, sssd)
+//! never stalls the engine loop, and a node's view of its users is the one that counts.
 
 use crate::agent::protocol::{ArrayEnv, Launch};
 use crate::controller::engine::Engine;
@@ -17,10 +20,6 @@ impl Engine {
         stderr: PathBuf,
         hit: bool,
     ) -> (String, Launch) {
-        let (home, shell) = match nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(row.uid)) {
-            Ok(Some(u)) => (u.dir, u.shell),
-            _ => (PathBuf::from("/"), PathBuf::from("/bin/sh")),
-        };
         let req = &row.request;
         let array = row.spec.array.as_ref().and_then(|a| {
             let tasks = parse_array(req.array.as_deref()?).ok()?.tasks;
@@ -39,8 +38,6 @@ impl Engine {
             user: row.spec.user.clone(),
             uid: row.uid,
             gid: row.gid,
-            home,
-            shell,
             partition: row.spec.partition.clone(),
             account: row.spec.account.clone(),
             script: req.script.clone(),

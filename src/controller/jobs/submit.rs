@@ -47,17 +47,20 @@ pub(crate) fn resources_of(req: &SubmitRequest) -> Resources {
 }
 
 impl Engine {
-    /// Queues a batch of submits in one transaction. Each is checked against the state the
-    /// earlier ones of the batch left, so limits and tokens hold across the batch.
+    /// Queues a batch of submits in the batch's transaction, which the flush commits with
+    /// their placements; the replies wait for that commit. Each is checked against the state
+    /// the earlier ones of the batch left, so limits and tokens hold across the batch.
     pub(crate) async fn submit(&mut self, batch: Vec<SubmitItem>) -> anyhow::Result<()> {
         let now = now_ms();
-        let mut tx = self.db.begin().await?;
-        let mut replies = Vec::new();
+        let mut tx = match self.batch_tx.take() {
+            Some(tx) => tx,
+            None => self.db.begin().await?,
+        };
         for (req, caller, reply) in batch {
             let accepted = match self.check_submit(&req, &caller).await? {
                 Ok(a) => a,
                 Err(e) => {
-                    replies.push((reply, Err(e)));
+                    self.outbox.reply(reply, Err(e));
                     continue;
                 }
             };
@@ -94,12 +97,9 @@ impl Engine {
                 account: accepted.account,
                 warnings: Vec::new(),
             };
-            replies.push((reply, Ok(submitted)));
+            self.outbox.reply(reply, Ok(submitted));
         }
-        tx.commit().await?;
-        for (reply, result) in replies {
-            let _ = reply.send(result);
-        }
+        self.batch_tx = Some(tx);
         Ok(())
     }
 
