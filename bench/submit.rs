@@ -5,6 +5,7 @@
 //! cargo bench --bench submit            # as root: starts bench/slurm/start.sh for the peer
 //! BENCH_JOBS=1000 BENCH_REPS=3 BENCH_LATENCY_REPS=20 BENCH_CONCURRENCY=16 cargo bench --bench submit
 //! BENCH_ONLY=depth BENCH_DEPTH_REPS=3 cargo bench --bench submit   # the queue-depth sweep alone
+//! BENCH_DEPTH_REPS=0 cargo bench --bench submit                    # without the sweep
 //! BENCH_NO_SLURM=1 cargo bench --bench submit                      # labpool alone
 //! ```
 //!
@@ -445,16 +446,18 @@ fn main() {
         }
         println!("  depth sweep run {} done", rep + 1);
     }
-    let rows: Vec<depth::DepthRow> = depth::DEPTHS
-        .iter()
-        .enumerate()
-        .map(|(i, d)| depth::DepthRow {
-            depth: *d,
-            labpool: median(lp_depth[i].clone()),
-            slurm: (!sl_depth[i].is_empty()).then(|| median(sl_depth[i].clone())),
-        })
-        .collect();
-    depth::print(&rows, depth_jobs, conc);
+    if depth_reps > 0 {
+        let rows: Vec<depth::DepthRow> = depth::DEPTHS
+            .iter()
+            .enumerate()
+            .map(|(i, d)| depth::DepthRow {
+                depth: *d,
+                labpool: median(lp_depth[i].clone()),
+                slurm: (!sl_depth[i].is_empty()).then(|| median(sl_depth[i].clone())),
+            })
+            .collect();
+        depth::print(&rows, depth_jobs, conc);
+    }
     if only_depth {
         stop_slurm(slurm.is_some());
         return;
