@@ -9,7 +9,7 @@
 use crate::agent::isolation::{JobCgroups, JobIsolation, join_in_child};
 use crate::agent::jobdir::{JobDir, Started};
 use crate::agent::procs::kill_job_processes;
-use crate::agent::protocol::Outcome;
+use crate::api::agent::Outcome;
 use crate::clock::now_ms;
 use labpool_scheduler::JobState;
 use nix::sys::signal::{SigSet, SigmaskHow};

@@ -8,7 +8,7 @@
 //! Requests an agent makes for itself carry no uid.
 
 use crate::api::ErrorBody;
-use crate::controller::http::Peer;
+use crate::socket::Peer;
 use axum::body::{Body, to_bytes};
 use axum::extract::{ConnectInfo, Request, State};
 use axum::http::StatusCode;

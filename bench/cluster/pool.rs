@@ -4,9 +4,9 @@
 use crate::common::{scratch_dir, xorshift};
 use crate::daemon::{Daemon, edit, free_port, init, many_cpus};
 use crate::report::{Report, stage_report};
+use labpool::api::data::{AddDatasetRequest, CacheStatus, DatasetView, StageQueued, StageRequest};
 use labpool::api::{SubmitRequest, Submitted};
 use labpool::client::Client;
-use labpool::data_api::{AddDatasetRequest, CacheStatus, DatasetView, StageQueued, StageRequest};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

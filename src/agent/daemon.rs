@@ -6,12 +6,12 @@
 
 use crate::agent::node::LocalNode;
 use crate::agent::peer::HttpPeers;
-use crate::agent::protocol::{
+use crate::api::agent::{
     AgentOrder, AgentReport, Heartbeat, OrderBatch, PeerQuery, Registered, Registration,
     ReportBatch,
 };
-use crate::controller::http::Peer;
 use crate::settings::{AgentConfig, Config};
+use crate::socket::Peer;
 use crate::transport::{CallError, SharedVerifier, SignedClient, error_response, verify_signed};
 use anyhow::Context;
 use axum::Router;
@@ -68,7 +68,7 @@ pub async fn run(
     let state_dir = &config.controller.state_dir;
     std::fs::create_dir_all(state_dir)
         .with_context(|| format!("cannot create state directory {}", state_dir.display()))?;
-    let _lock = crate::controller::lock_state(state_dir, "agent.lock", "agent")?;
+    let _lock = crate::socket::lock_state(state_dir, "agent.lock", "agent")?;
 
     let (report_tx, report_rx) = mpsc::unbounded_channel();
     let (order_tx, order_rx) = mpsc::unbounded_channel();
@@ -133,7 +133,7 @@ pub async fn run(
         .await;
     });
 
-    let socket = crate::controller::bind_socket(&config.controller.socket)?;
+    let socket = crate::socket::bind_socket(&config.controller.socket)?;
     let forward = Router::new().fallback(forward).with_state(shared.clone());
     tokio::spawn(async move {
         let _ = axum::serve(

@@ -3,7 +3,7 @@
 //! always set by labpool, whatever the submitter's shell had.
 
 use crate::agent::procs::JOB_KEY_VAR;
-use crate::agent::protocol::Launch;
+use crate::api::agent::Launch;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 

@@ -15,7 +15,7 @@
 //! Liveness is the lock, not a pid: a pid can be reused and a zombie still answers `kill 0`,
 //! but a lock is released the moment its holder dies.
 
-use crate::agent::protocol::Outcome;
+use crate::api::agent::Outcome;
 use nix::fcntl::{Flock, FlockArg};
 use serde::{Deserialize, Serialize};
 use std::fs::{File, OpenOptions};

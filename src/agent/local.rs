@@ -1,13 +1,13 @@
 //! The node agent's executor: starts shims, watches them, stops them, and re-adopts them after
 //! a restart. The embedded default runs it in-process; its interface is the message pair in
-//! [`crate::agent::protocol`].
+//! [`crate::api::agent`].
 
 use crate::agent::environment::job_environment;
 use crate::agent::isolation::{JobIsolation, Support, remove_groups};
 use crate::agent::jobdir::{JobDir, Liveness};
 use crate::agent::procs::kill_job_processes;
-use crate::agent::protocol::{AgentOrder, AgentReport, Launch, LaunchEnv, Outcome};
 use crate::agent::stager::Stager;
+use crate::api::agent::{AgentOrder, AgentReport, Launch, LaunchEnv, Outcome};
 use crate::clock::now_ms;
 use crate::identity::groups_of;
 use crate::shim::{ShimSpec, signal_shim};

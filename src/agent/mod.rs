@@ -1,5 +1,5 @@
 //! The node agent: runs jobs on one node through per-job shims. In the embedded default it runs
-//! inside `labpool serve`, speaking the same [`protocol`] a remote agent will.
+//! inside `labpool serve`, speaking the same protocol ([`crate::api::agent`]) a remote agent does.
 
 pub mod daemon;
 pub mod device_filter;
@@ -10,5 +10,4 @@ pub mod local;
 pub mod node;
 pub mod peer;
 pub mod procs;
-pub mod protocol;
 pub mod stager;

@@ -3,8 +3,8 @@
 
 use crate::agent::isolation::Support;
 use crate::agent::local::{Executor, NodeIsolation};
-use crate::agent::protocol::{AgentOrder, AgentReport};
 use crate::agent::stager::{CacheSettings, Stager};
+use crate::api::agent::{AgentOrder, AgentReport};
 use crate::discovery::{GpuSource, gpu_minors, node_spec};
 use crate::settings::{Config, IsolationMode};
 use anyhow::Context;

@@ -4,7 +4,7 @@
 //! checks every file against the manifest's BLAKE3, and goes back to the shared source when
 //! the peer fails.
 
-use crate::agent::protocol::{PeerQuery, PeerRef};
+use crate::api::agent::{PeerQuery, PeerRef};
 use crate::transport::SignedClient;
 use labpool_cache::manifest::Manifest;
 use labpool_cache::peer::PeerSource;

@@ -4,7 +4,7 @@
 //! come first served. Copying itself is parallel inside [`NodeCache::stage`].
 
 use crate::agent::peer::PeerConnector;
-use crate::agent::protocol::{AgentReport, StageFailure, StageFor, StageItem, StageOrder, Staged};
+use crate::api::agent::{AgentReport, StageFailure, StageFor, StageItem, StageOrder, Staged};
 use labpool_cache::CacheError;
 use labpool_cache::manifest::Manifest;
 use labpool_cache::store::{NodeCache, Progress, StageOptions, eviction_order, plan};

@@ -1,11 +1,11 @@
 //! `labpool dataset …` and `labpool cache …`.
 
-use crate::cli::{CacheCommand, DatasetCommand};
-use crate::client::Client;
-use crate::data_api::{
+use crate::api::data::{
     AddDatasetRequest, CacheStatus, DatasetDetail, DatasetView, RescanOutcome, StageQueued,
     StageRequest, VerifiedVersion, VerifyRequest, short,
 };
+use crate::cli::{CacheCommand, DatasetCommand};
+use crate::client::Client;
 use crate::render::{or_dash, print, spinner, table};
 use crate::settings::Config;
 use indicatif::{HumanBytes, ProgressBar, ProgressStyle};

@@ -1,9 +1,9 @@
 //! `labpool env ...`: the CLI side of software environments. `create` locks the spec here, as
 //! the user (it reads their files and asks PyPI), then the controller builds it.
 
+use crate::api::envs::{CreateEnv, EnvCreated, EnvRemoved, EnvView, RemoveEnv};
 use crate::cli::EnvCommand;
 use crate::client::Client;
-use crate::env_api::{CreateEnv, EnvCreated, EnvRemoved, EnvView, RemoveEnv};
 use crate::render::{print, spinner, table};
 use crate::settings::Config;
 use anyhow::Context;

@@ -1,13 +1,13 @@
 //! `labpool quota`, `labpool purge scratch` and `labpool dataset audit`: the CLI side of the
 //! controller's quota service.
 
-use crate::cli::{LimitArgs, PurgeCommand, QuotaArgs, QuotaCommand};
-use crate::client::Client;
-use crate::clock::short;
-use crate::quota_api::{
+use crate::api::quotas::{
     AuditRequest, LimitRequest, LimitSet, PurgeDone, PurgePlanView, PurgeRequest, QuotaQuery,
     ScanRequest, ScanStatus, UserQuota,
 };
+use crate::cli::{LimitArgs, PurgeCommand, QuotaArgs, QuotaCommand};
+use crate::client::Client;
+use crate::clock::short;
 use crate::render::{print, table};
 use crate::settings::Config;
 use indicatif::{ProgressBar, ProgressStyle};

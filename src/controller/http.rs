@@ -13,17 +13,15 @@ use crate::controller::error::ApiError;
 use crate::controller::jobs::JobEvent;
 use crate::identity::{self, Caller};
 use crate::settings::Config;
-use axum::extract::connect_info::{ConnectInfo, Connected};
+use axum::extract::connect_info::ConnectInfo;
 use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use axum::serve::IncomingStream;
 use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
-use tokio::net::UnixListener;
 use tokio::sync::{mpsc, oneshot};
 
 /// What every handler can reach.
@@ -43,20 +41,7 @@ pub struct AppState {
     pub envs: Arc<crate::controller::envs::EnvService>,
 }
 
-/// The peer of a Unix-socket connection, as the kernel reports it.
-#[derive(Clone, Debug)]
-pub struct Peer {
-    /// Its uid; `None` when the kernel did not say.
-    pub uid: Option<u32>,
-}
-
-impl Connected<IncomingStream<'_, UnixListener>> for Peer {
-    fn connect_info(stream: IncomingStream<'_, UnixListener>) -> Self {
-        Peer {
-            uid: stream.io().peer_cred().ok().map(|c| c.uid()),
-        }
-    }
-}
+pub use crate::socket::Peer;
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {

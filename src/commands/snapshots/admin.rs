@@ -1,11 +1,11 @@
 //! Admin maintenance (create, forget, prune, check): works on the repository directly and
 //! needs root, like the repository itself.
 
+use crate::api::snapshots::SnapshotView;
 use crate::commands::snapshots::local;
 use crate::controller::snapshots::{backup_options, open_or_init};
 use crate::render::{print, table};
 use crate::settings::{Config, SnapshotSource};
-use crate::snapshot_api::SnapshotView;
 use anyhow::{Context, bail};
 use chrono::{Local, Offset};
 use indicatif::{HumanBytes, ProgressBar, ProgressStyle};

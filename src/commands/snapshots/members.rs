@@ -1,13 +1,13 @@
 //! Members' snapshot commands (list, ls, diff, find, restore): requests to the controller,
 //! which knows who is asking.
 
-use crate::client::Client;
-use crate::commands::snapshots::local;
-use crate::render::{print, table};
-use crate::snapshot_api::{
+use crate::api::snapshots::{
     Change, DiffRequest, Entry, FindReport, FindRequest, LsRequest, RestoreRequest, RestoreStarted,
     RestoreStatus, SnapshotView,
 };
+use crate::client::Client;
+use crate::commands::snapshots::local;
+use crate::render::{print, table};
 use anyhow::{Context, bail};
 use indicatif::{HumanBytes, ProgressBar, ProgressStyle};
 use std::path::{Component, Path, PathBuf};

@@ -1,6 +1,10 @@
 //! API handlers for datasets and node caches. Registration and rescans walk the source here,
 //! on a blocking thread, so the engine never waits on a file server.
 
+use crate::api::data::{
+    AddDatasetRequest, CacheStatus, DatasetDetail, DatasetView, RescanOutcome, StageQueued,
+    StageRequest, VerifiedVersion, VerifyRequest,
+};
 use crate::clock::now_ms;
 use crate::controller::datasets::db::DatasetRow;
 use crate::controller::datasets::errors::admin_only;
@@ -10,10 +14,6 @@ use crate::controller::datasets::registry::{
 use crate::controller::engine::Request;
 use crate::controller::error::ApiError;
 use crate::controller::http::{AppState, Peer, ask, caller};
-use crate::data_api::{
-    AddDatasetRequest, CacheStatus, DatasetDetail, DatasetView, RescanOutcome, StageQueued,
-    StageRequest, VerifiedVersion, VerifyRequest,
-};
 use axum::Json;
 use axum::Router;
 use axum::extract::connect_info::ConnectInfo;

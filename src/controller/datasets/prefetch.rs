@@ -1,6 +1,6 @@
 //! Background stages: prefetches the pass predicts for queued jobs, and admins' warm-ups.
 
-use crate::agent::protocol::StageFor;
+use crate::api::agent::StageFor;
 use crate::controller::datasets::errors::{admin_only, unknown_dataset, unknown_node};
 use crate::controller::engine::Engine;
 use crate::controller::error::ApiError;
@@ -58,7 +58,7 @@ impl Engine {
         name: &str,
         node: Option<&str>,
         admin: bool,
-    ) -> Result<crate::data_api::StageQueued, ApiError> {
+    ) -> Result<crate::api::data::StageQueued, ApiError> {
         if !admin {
             return Err(admin_only("cache stage"));
         }
@@ -85,7 +85,7 @@ impl Engine {
             self.send_stage(&n, StageFor::WarmUp, &[(name.to_string(), current.clone())]);
             queued.push(n);
         }
-        Ok(crate::data_api::StageQueued {
+        Ok(crate::api::data::StageQueued {
             name: name.to_string(),
             version: current,
             nodes: queued,

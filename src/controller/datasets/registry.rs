@@ -1,13 +1,13 @@
 //! Registering datasets and recording their versions. The slow part (walking and hashing the
 //! source) runs in the API handler, off the engine; the engine only checks and records.
 
+use crate::api::data::{DatasetVersionView, DatasetView};
 use crate::clock::rfc3339;
 use crate::controller::datasets::db::{DatasetRow, VersionRow};
 use crate::controller::datasets::errors::{admin_only, unknown_dataset};
 use crate::controller::db::Db;
 use crate::controller::engine::Engine;
 use crate::controller::error::ApiError;
-use crate::data_api::{DatasetVersionView, DatasetView};
 use crate::identity::Caller;
 use labpool_cache::manifest::Manifest;
 

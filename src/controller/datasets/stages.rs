@@ -1,12 +1,12 @@
 //! Stages of a placed job's datasets: the orders sent to nodes, their progress and end reports,
 //! node inventories, and the stages resumed after a restart.
 
-use crate::agent::protocol::{
+use crate::api::agent::{
     AgentOrder, LaunchDataset, StageFailure, StageFor, StageItem, StageOrder, Staged,
 };
+use crate::api::data::short;
 use crate::controller::datasets::NodeCacheState;
 use crate::controller::engine::Engine;
-use crate::data_api::short;
 use labpool_cache::store::{Inventory, Progress};
 use labpool_lifecycle::{Event, StageKind};
 use labpool_scheduler::JobState;

@@ -1,7 +1,7 @@
 //! The engine's dataset state ([`DataState`]): registered datasets, loaded manifests, node caches
 //! as last reported, stages under way, and what staging a version would copy.
 
-use crate::agent::protocol::StageFor;
+use crate::api::agent::StageFor;
 use crate::controller::datasets::db::DatasetRow;
 use crate::controller::datasets::verify::PendingVerify;
 use labpool_cache::manifest::Manifest;

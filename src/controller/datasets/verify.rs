@@ -1,10 +1,10 @@
 //! `labpool cache verify`: a verify sent to nodes, answered once every node has reported.
 
-use crate::agent::protocol::AgentOrder;
+use crate::api::agent::AgentOrder;
+use crate::api::data::VerifiedVersion;
 use crate::controller::datasets::errors::{admin_only, unknown_node};
 use crate::controller::engine::Engine;
 use crate::controller::error::ApiError;
-use crate::data_api::VerifiedVersion;
 use labpool_cache::store::VerifyReport;
 use std::collections::BTreeSet;
 use std::path::PathBuf;

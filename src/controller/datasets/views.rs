@@ -1,11 +1,11 @@
 //! `labpool cache status`: each node's cache as the API shows it.
 
-use crate::agent::protocol::StageFor;
+use crate::api::agent::StageFor;
+use crate::api::data::{CacheStatus, CachedVersionView, StagingView};
 use crate::clock::rfc3339;
 use crate::controller::datasets::errors::unknown_node;
 use crate::controller::engine::Engine;
 use crate::controller::error::ApiError;
-use crate::data_api::{CacheStatus, CachedVersionView, StagingView};
 
 impl Engine {
     /// Cache status of one node, or all.

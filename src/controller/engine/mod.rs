@@ -13,7 +13,7 @@ pub mod restore;
 
 pub use request::Request;
 
-use crate::agent::protocol::{AgentOrder, AgentReport};
+use crate::api::agent::{AgentOrder, AgentReport};
 use crate::clock::now_ms;
 use crate::controller::datasets::DataState;
 use crate::controller::db::Db;

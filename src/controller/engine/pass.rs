@@ -64,7 +64,7 @@ impl Engine {
         let ready = if !complete {
             let what = versions
                 .iter()
-                .map(|(n, v)| format!("{n}@{}", crate::data_api::short(v)))
+                .map(|(n, v)| format!("{n}@{}", crate::api::data::short(v)))
                 .collect::<Vec<_>>()
                 .join(", ");
             Readiness::Stage(StageKind::Data, format!("staging {what}"))

@@ -1,12 +1,12 @@
 //! The requests API handlers and agents' routes send the engine, each with its reply channel.
 
+use crate::api::data::{CacheStatus, DatasetView, StageQueued, StageRequest, VerifiedVersion};
 use crate::api::{
     AccountChange, AccountsView, CancelOutcome, CreditsView, GrantRequest, NodeView, SubmitRequest,
     Submitted, WhyView,
 };
 use crate::controller::datasets::db::{DatasetRow, VersionRow};
 use crate::controller::error::ApiError;
-use crate::data_api::{CacheStatus, DatasetView, StageQueued, StageRequest, VerifiedVersion};
 use crate::identity::Caller;
 use labpool_cache::manifest::Manifest;
 use tokio::sync::oneshot;
@@ -127,23 +127,23 @@ pub enum Request {
     /// A node agent registers.
     AgentRegister {
         /// What it says of itself.
-        reg: Box<crate::agent::protocol::Registration>,
+        reg: Box<crate::api::agent::Registration>,
         /// The connection's address.
         from: std::net::SocketAddr,
         /// Answer.
-        reply: oneshot::Sender<Result<crate::agent::protocol::Registered, ApiError>>,
+        reply: oneshot::Sender<Result<crate::api::agent::Registered, ApiError>>,
     },
     /// A node agent's heartbeat.
     AgentHeartbeat {
         /// The heartbeat.
-        beat: crate::agent::protocol::Heartbeat,
+        beat: crate::api::agent::Heartbeat,
         /// Answer: refused when the agent must register again.
         reply: oneshot::Sender<Result<(), ApiError>>,
     },
     /// Reports from a node agent.
     AgentReports {
         /// The batch.
-        batch: crate::agent::protocol::ReportBatch,
+        batch: crate::api::agent::ReportBatch,
         /// Answer: refused when the agent must register again.
         reply: oneshot::Sender<Result<(), ApiError>>,
     },

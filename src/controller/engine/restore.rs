@@ -1,7 +1,7 @@
 //! The engine after a (re)start: accounts, limits, usage and unfinished jobs reloaded from the
 //! database, and the month whose credits are current.
 
-use crate::agent::protocol::Outcome;
+use crate::api::agent::Outcome;
 use crate::clock::{month_of, now_ms};
 use crate::controller::engine::Engine;
 use labpool_lifecycle::rules::{self, Recovery};

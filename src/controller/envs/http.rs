@@ -1,9 +1,9 @@
 //! API handlers for software environments. Members create, list, show and remove their own;
 //! admins publish and remove shared ones.
 
+use crate::api::envs::{CreateEnv, EnvCreated, EnvQuery, EnvRemoved, EnvView, RemoveEnv};
 use crate::controller::error::ApiError;
 use crate::controller::http::{AppState, Peer, body, caller};
-use crate::env_api::{CreateEnv, EnvCreated, EnvQuery, EnvRemoved, EnvView, RemoveEnv};
 use axum::extract::connect_info::ConnectInfo;
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, Query, State};

@@ -1,12 +1,12 @@
 //! `env create`, `list`, `show` and `rm`: names pointed at builds, reused or built anew.
 
+use crate::api::envs::{CreateEnv, EnvCreated, EnvRemoved, EnvView, RemoveEnv};
 use crate::clock::{now_ms, rfc3339};
 use crate::controller::envs::EnvService;
 use crate::controller::envs::db::EnvRow;
 use crate::controller::envs::service::{check_env_name, kind_of};
 use crate::controller::envs::store::is_sealed;
 use crate::controller::error::ApiError;
-use crate::env_api::{CreateEnv, EnvCreated, EnvRemoved, EnvView, RemoveEnv};
 use crate::identity::Caller;
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -11,7 +11,7 @@
 //! - A job records the environment id it was given at submit, so moving a name later never
 //!   changes what a queued or running job runs with.
 
-use crate::agent::protocol::{AgentOrder, LaunchEnv};
+use crate::api::agent::{AgentOrder, LaunchEnv};
 use crate::controller::engine::Engine;
 use crate::controller::jobs::JobRow;
 use labpool_lifecycle::{Event, Readiness, StageKind};

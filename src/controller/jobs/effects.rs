@@ -4,7 +4,7 @@
 //! transaction (the one the batch's submits inserted their jobs in), then its orders go to the
 //! nodes and its replies to the callers: nothing is acted on or promised before it is on disk.
 
-use crate::agent::protocol::AgentOrder;
+use crate::api::agent::AgentOrder;
 use crate::clock::now_ms;
 use crate::controller::db::Db;
 use crate::controller::engine::Engine;

@@ -3,7 +3,7 @@
 //! job starts there (see `agent::environment`), so a slow directory service (LDAP, sssd)
 //! never stalls the engine loop, and a node's view of its users is the one that counts.
 
-use crate::agent::protocol::{ArrayEnv, Launch};
+use crate::api::agent::{ArrayEnv, Launch};
 use crate::controller::engine::Engine;
 use crate::controller::jobs::JobRow;
 use labpool_scheduler::Allocation;

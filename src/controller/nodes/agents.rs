@@ -2,7 +2,7 @@
 //! does with each, and remote nodes restored after a controller restart.
 
 use crate::agent::isolation::Support;
-use crate::agent::protocol::{Heartbeat, Registered, Registration, ReportBatch};
+use crate::api::agent::{Heartbeat, Registered, Registration, ReportBatch};
 use crate::clock::now_ms;
 use crate::controller::engine::{Engine, NodeFacts, Request};
 use crate::controller::error::ApiError;

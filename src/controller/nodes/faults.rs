@@ -1,7 +1,7 @@
 //! Nodes that stop answering: late heartbeats declare a node DOWN; a node that registers again is
 //! told what it should run and sent again what its jobs wait for.
 
-use crate::agent::protocol::AgentOrder;
+use crate::api::agent::AgentOrder;
 use crate::clock::now_ms;
 use crate::controller::engine::{Engine, PassNeed};
 use labpool_lifecycle::{Event, StageKind};

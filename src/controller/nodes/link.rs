@@ -1,6 +1,6 @@
 //! The order link to one remote agent: batches sent in order, each retried until taken.
 
-use crate::agent::protocol::{AgentOrder, OrderBatch};
+use crate::api::agent::{AgentOrder, OrderBatch};
 use crate::transport::SignedClient;
 use std::time::Duration;
 use tokio::sync::mpsc;

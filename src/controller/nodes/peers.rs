@@ -1,6 +1,6 @@
 //! Peers for a stage: nodes that hold a version complete and can serve it to another node.
 
-use crate::agent::protocol::PeerRef;
+use crate::api::agent::PeerRef;
 use crate::controller::engine::Engine;
 
 impl Engine {

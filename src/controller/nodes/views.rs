@@ -1,6 +1,6 @@
 //! `labpool nodes` and `labpool node drain`: the nodes as the API shows them, and drains.
 
-use crate::agent::protocol::Heartbeat;
+use crate::api::agent::Heartbeat;
 use crate::api::{GpuView, NodeView};
 use crate::controller::engine::Engine;
 use crate::controller::error::ApiError;

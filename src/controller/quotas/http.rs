@@ -1,14 +1,14 @@
 //! API handlers for quotas, the scratch purge and the datasets audit. Members see their own
 //! quota and may ask for a scan; limits, reports, purges and audits are for admins.
 
+use crate::api::quotas::{
+    AuditRequest, LimitRequest, LimitSet, PurgeDone, PurgePlanView, PurgeRequest, QuotaQuery,
+    ScanRequest, ScanStatus, UserQuota,
+};
 use crate::controller::error::ApiError;
 use crate::controller::http::{AppState, Peer, body, caller};
 use crate::controller::quotas::QuotaService;
 use crate::identity::Caller;
-use crate::quota_api::{
-    AuditRequest, LimitRequest, LimitSet, PurgeDone, PurgePlanView, PurgeRequest, QuotaQuery,
-    ScanRequest, ScanStatus, UserQuota,
-};
 use axum::extract::connect_info::ConnectInfo;
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{Query, State};

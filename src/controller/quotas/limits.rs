@@ -1,11 +1,11 @@
 //! Limits: the decision at submit, and setting a limit (in the kernel where it can).
 
+use crate::api::quotas::{LimitRequest, LimitSet};
 use crate::clock::now_ms;
 use crate::controller::error::ApiError;
 use crate::controller::quotas::QuotaService;
 use crate::controller::quotas::db::DEFAULT_USER;
 use crate::identity::Caller;
-use crate::quota_api::{LimitRequest, LimitSet};
 use labpool_quotas::kernel::{self, Owner};
 use labpool_quotas::size::{format_size, parse_count, parse_duration, parse_size};
 

@@ -1,10 +1,10 @@
 //! The scratch purge: a plan first, kept for confirmation, then its execution with notices.
 
+use crate::api::quotas::{PlannedFile, PurgeDone, PurgePlanView, UserTally};
 use crate::clock::{now_ms, short};
 use crate::controller::error::ApiError;
 use crate::controller::quotas::QuotaService;
 use crate::identity::user_name;
-use crate::quota_api::{PlannedFile, PurgeDone, PurgePlanView, UserTally};
 use labpool_quotas::purge::{PurgeContext, PurgePlan, PurgePolicy, Tally};
 use labpool_quotas::{Progress, notice};
 use std::collections::BTreeMap;

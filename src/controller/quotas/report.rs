@@ -1,11 +1,11 @@
 //! What users' quotas are now: limits, last scans and grace records, read once per request.
 
+use crate::api::quotas::{FsQuota, UserQuota};
 use crate::clock::now_ms;
 use crate::controller::error::ApiError;
 use crate::controller::quotas::QuotaService;
 use crate::controller::quotas::db::StoredScan;
 use crate::identity::user_name;
-use crate::quota_api::{FsQuota, UserQuota};
 use crate::settings::QuotaFs;
 use labpool_quotas::kernel;
 use labpool_quotas::limits::{Limit, Usage, evaluate, percent_used};

@@ -1,11 +1,11 @@
 //! Usage scans: one at a time, on a schedule or on demand, with progress to poll.
 
+use crate::api::quotas::{ScanStatus, ScanSummary};
 use crate::clock::now_ms;
 use crate::controller::error::ApiError;
 use crate::controller::quotas::QuotaService;
 use crate::controller::quotas::db::StoredScan;
 use crate::identity::user_name;
-use crate::quota_api::{ScanStatus, ScanSummary};
 use labpool_quotas::Progress;
 use labpool_quotas::limits::Usage;
 use labpool_quotas::scan::{ScanOptions, scan};

@@ -2,11 +2,11 @@
 //! to a user, the decision at submit, the scratch purge (plan, then execute) with its notices,
 //! and the datasets audit. The work itself is the `labpool-quotas` crate's.
 
+use crate::api::quotas::LimitSource;
 use crate::controller::db::Db;
 use crate::controller::error::ApiError;
 use crate::controller::quotas::db::DEFAULT_USER;
 use crate::controller::quotas::scan::ScanState;
-use crate::quota_api::LimitSource;
 use crate::settings::{Config, QuotaFs};
 use labpool_quotas::limits::Limit;
 use labpool_quotas::purge::PurgePlan;

@@ -1,13 +1,13 @@
 //! API handlers for snapshots. A member sees and restores only what they owned in a snapshot;
 //! root and the admin group see everything. Repository work runs on blocking threads.
 
-use crate::controller::error::ApiError;
-use crate::controller::http::{AppState, Peer, caller};
-use crate::identity::Caller;
-use crate::snapshot_api::{
+use crate::api::snapshots::{
     Change, DiffRequest, Entry, FindReport, FindRequest, ListQuery, LsRequest, RestoreRequest,
     RestoreStarted, RestoreStatus, SnapshotView,
 };
+use crate::controller::error::ApiError;
+use crate::controller::http::{AppState, Peer, caller};
+use crate::identity::Caller;
 use axum::Json;
 use axum::Router;
 use axum::extract::connect_info::ConnectInfo;

@@ -1,5 +1,14 @@
-//! The controller's HTTP API over its Unix socket: paths and JSON bodies, shared by the server
-//! and the client. Field names are snake_case; times are RFC 3339.
+//! The wire types, in one place for both sides: the controller's HTTP API over its Unix
+//! socket (jobs, accounts and nodes here; datasets, environments, quotas and snapshots in their
+//! modules), and the protocol between the controller and its node agents ([`agent`]). Paths and
+//! JSON bodies are shared by the server and the client. Field names are snake_case; times are
+//! RFC 3339.
+
+pub mod agent;
+pub mod data;
+pub mod envs;
+pub mod quotas;
+pub mod snapshots;
 
 use labpool_scheduler::node::NodeState;
 use labpool_scheduler::{JobState, TimeLimit};
