@@ -69,6 +69,17 @@ impl Client {
         self.call(Method::GET, path, None).await
     }
 
+    /// `GET path?query`, the query form-encoded from `query` (fields that are `None` left
+    /// out), so that names with `&`, `=` or spaces arrive as they were typed.
+    pub async fn get_query<Q: Serialize, T: DeserializeOwned>(
+        &self,
+        path: &str,
+        query: &Q,
+    ) -> Result<T, ClientError> {
+        self.call(Method::GET, &with_query(path, query)?, None)
+            .await
+    }
+
     /// `POST path` with a JSON body.
     pub async fn post<B: Serialize, T: DeserializeOwned>(
         &self,
@@ -130,5 +141,45 @@ impl Client {
             });
         }
         serde_json::from_slice(&bytes).map_err(|e| ClientError::Decode(e.to_string()))
+    }
+}
+
+/// `path?query`, form-encoded; `path` alone when every field is `None`.
+fn with_query<Q: Serialize>(path: &str, query: &Q) -> Result<String, ClientError> {
+    let q = serde_urlencoded::to_string(query).map_err(|e| ClientError::Http(e.to_string()))?;
+    Ok(if q.is_empty() {
+        path.to_string()
+    } else {
+        format!("{path}?{q}")
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::with_query;
+    use crate::api::{HistoryQuery, JobsQuery};
+
+    #[test]
+    fn query_values_are_escaped_and_read_back_as_typed() {
+        let q = JobsQuery {
+            user: Some("a&b c=d".into()),
+        };
+        let uri = with_query("/v1/jobs", &q).unwrap();
+        assert_eq!(uri, "/v1/jobs?user=a%26b+c%3Dd");
+        let back: JobsQuery = serde_urlencoded::from_str(uri.split_once('?').unwrap().1).unwrap();
+        assert_eq!(back.user.as_deref(), Some("a&b c=d"));
+        assert_eq!(
+            with_query("/v1/jobs", &JobsQuery { user: None }).unwrap(),
+            "/v1/jobs"
+        );
+        let h = HistoryQuery {
+            user: None,
+            since_ms: Some(5),
+            limit: Some(10),
+        };
+        assert_eq!(
+            with_query("/v1/history", &h).unwrap(),
+            "/v1/history?since_ms=5&limit=10"
+        );
     }
 }

@@ -202,3 +202,11 @@ pub struct VerifiedVersion {
     /// Of those, files staged again from the source and now matching.
     pub repaired: Vec<String>,
 }
+
+/// `GET /v1/cache` filters.
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CacheQuery {
+    /// One node [default: all].
+    pub node: Option<String>,
+}

@@ -495,3 +495,31 @@ pub fn limit_secs(t: TimeLimit) -> Option<u64> {
         TimeLimit::Seconds(s) => Some(s),
     }
 }
+
+/// `GET /v1/jobs` filters.
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobsQuery {
+    /// Only this user's jobs.
+    pub user: Option<String>,
+}
+
+/// `GET /v1/history` filters.
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HistoryQuery {
+    /// Only this user's jobs.
+    pub user: Option<String>,
+    /// Only jobs that ended at or after this time, ms since the epoch.
+    pub since_ms: Option<i64>,
+    /// At most this many [default: 1000].
+    pub limit: Option<u32>,
+}
+
+/// `GET /v1/credits` filters.
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreditsQuery {
+    /// Whose credits [default: the caller's].
+    pub user: Option<String>,
+}

@@ -171,11 +171,8 @@ pub async fn cache(command: &CacheCommand, config: &Config) -> anyhow::Result<()
     let client = Client::new(&config.controller.socket);
     match command {
         CacheCommand::Status { node, json } => {
-            let path = match node {
-                Some(n) => format!("/v1/cache?node={n}"),
-                None => "/v1/cache".to_string(),
-            };
-            let caches: Vec<CacheStatus> = client.get(&path).await?;
+            let query = crate::api::data::CacheQuery { node: node.clone() };
+            let caches: Vec<CacheStatus> = client.get_query("/v1/cache", &query).await?;
             print(*json, &caches, |c| status_text(c));
         }
         CacheCommand::Verify { node, json } => {

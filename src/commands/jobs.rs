@@ -1,6 +1,6 @@
 //! `queue`, `show`, `cancel` and `history`.
 
-use crate::api::{CancelOutcome, CancelRequest, JobView};
+use crate::api::{CancelOutcome, CancelRequest, HistoryQuery, JobView, JobsQuery};
 use crate::cli::{CancelArgs, HistoryArgs, QueueArgs, ShowArgs};
 use crate::client::Client;
 use crate::controller::http::JobDetail;
@@ -50,11 +50,9 @@ pub async fn queue(args: &QueueArgs, config: &Config) -> anyhow::Result<()> {
     } else {
         args.user.clone()
     };
-    let path = match &user {
-        Some(u) => format!("/v1/jobs?user={}", url_escape(u)),
-        None => "/v1/jobs".to_string(),
-    };
-    let jobs: Vec<JobView> = Client::new(&config.controller.socket).get(&path).await?;
+    let jobs: Vec<JobView> = Client::new(&config.controller.socket)
+        .get_query("/v1/jobs", &JobsQuery { user })
+        .await?;
     print(args.json, &jobs, |jobs| {
         let rows = jobs
             .iter()
@@ -202,18 +200,17 @@ pub async fn cancel(args: &CancelArgs, config: &Config) -> anyhow::Result<()> {
 
 /// Runs `labpool history`.
 pub async fn history(args: &HistoryArgs, config: &Config) -> anyhow::Result<()> {
-    let mut query = vec![format!("limit={}", args.limit)];
-    if let Some(u) = &args.user {
-        query.push(format!("user={}", url_escape(u)));
-    }
-    if let Some(since) = &args.since {
-        query.push(format!(
-            "since_ms={}",
-            parse_when(since, chrono::Local::now())?
-        ));
-    }
+    let since_ms = match &args.since {
+        Some(since) => Some(parse_when(since, chrono::Local::now())?),
+        None => None,
+    };
+    let query = HistoryQuery {
+        user: args.user.clone(),
+        since_ms,
+        limit: Some(args.limit),
+    };
     let jobs: Vec<JobView> = Client::new(&config.controller.socket)
-        .get(&format!("/v1/history?{}", query.join("&")))
+        .get_query("/v1/history", &query)
         .await?;
     print(args.json, &jobs, |jobs| {
         let rows = jobs
@@ -238,17 +235,4 @@ pub async fn history(args: &HistoryArgs, config: &Config) -> anyhow::Result<()> 
         table(&headers, rows)
     });
     Ok(())
-}
-
-/// Escapes a query value (user names are plain, but be safe).
-fn url_escape(s: &str) -> String {
-    s.bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
-                (b as char).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect()
 }

@@ -170,11 +170,10 @@ pub async fn credits(args: &CreditsArgs, config: &Config) -> anyhow::Result<()> 
             client.post("/v1/credits/grant", &req).await?
         }
         None => {
-            let path = match &args.user {
-                Some(u) => format!("/v1/credits?user={u}"),
-                None => "/v1/credits".to_string(),
+            let query = crate::api::CreditsQuery {
+                user: args.user.clone(),
             };
-            client.get(&path).await?
+            client.get_query("/v1/credits", &query).await?
         }
     };
     print(args.json, &view, credits_text);

@@ -212,11 +212,7 @@ pub async fn quota(args: &QuotaArgs, config: &Config) -> anyhow::Result<()> {
             let q = QuotaQuery {
                 user: args.user.clone(),
             };
-            let path = match &q.user {
-                Some(u) => format!("/v1/quota?user={}", url_escape(u)),
-                None => "/v1/quota".to_string(),
-            };
-            let q: UserQuota = client.get(&path).await?;
+            let q: UserQuota = client.get_query("/v1/quota", &q).await?;
             print(args.json, &q, render_user);
         }
         Some(QuotaCommand::Report { json }) => {
@@ -228,18 +224,6 @@ pub async fn quota(args: &QuotaArgs, config: &Config) -> anyhow::Result<()> {
         Some(QuotaCommand::Scan { fs, json }) => scan(&client, fs.clone(), *json).await?,
     }
     Ok(())
-}
-
-fn url_escape(s: &str) -> String {
-    s.bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || b"-_.".contains(&b) {
-                (b as char).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect()
 }
 
 async fn set_limits(client: &Client, user: Option<&str>, a: &LimitArgs) -> anyhow::Result<()> {

@@ -6,6 +6,7 @@ use crate::api::{
     Submitted,
 };
 use crate::api::{AccountChange, AccountsView, CreditsView, GrantRequest, WhyView};
+use crate::api::{CreditsQuery, HistoryQuery, JobsQuery};
 use crate::clock::now_ms;
 use crate::controller::db::Db;
 use crate::controller::engine::Request;
@@ -186,14 +187,6 @@ async fn cancel(
     ))
 }
 
-/// `GET /v1/jobs` filters.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct JobsQuery {
-    /// Only this user's jobs.
-    pub user: Option<String>,
-}
-
 async fn list_jobs(
     State(state): State<AppState>,
     query: Result<Query<JobsQuery>, QueryRejection>,
@@ -232,18 +225,6 @@ async fn show_job(
         job: row.view(now_ms()),
         events,
     }))
-}
-
-/// `GET /v1/history` filters.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct HistoryQuery {
-    /// Only this user's jobs.
-    pub user: Option<String>,
-    /// Only jobs that ended at or after this time, ms since the epoch.
-    pub since_ms: Option<i64>,
-    /// At most this many [default: 1000].
-    pub limit: Option<u32>,
 }
 
 async fn history(
@@ -318,14 +299,6 @@ async fn change_accounts(
         })
         .await??,
     ))
-}
-
-/// `GET /v1/credits` filters.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CreditsQuery {
-    /// Whose credits [default: the caller's].
-    pub user: Option<String>,
 }
 
 async fn credits(

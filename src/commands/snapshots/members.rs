@@ -1,6 +1,7 @@
 //! Members' snapshot commands (list, ls, diff, find, restore): requests to the controller,
 //! which knows who is asking.
 
+use crate::api::snapshots::ListQuery;
 use crate::api::snapshots::{
     Change, DiffRequest, Entry, FindReport, FindRequest, LsRequest, RestoreRequest, RestoreStarted,
     RestoreStatus, SnapshotView,
@@ -15,8 +16,10 @@ use std::time::Duration;
 
 /// `snapshot list`.
 pub(super) async fn list(client: &Client, source: Option<&str>, json: bool) -> anyhow::Result<()> {
-    let q = source.map(|s| format!("?source={s}")).unwrap_or_default();
-    let all: Vec<SnapshotView> = client.get(&format!("/v1/snapshots{q}")).await?;
+    let query = ListQuery {
+        source: source.map(str::to_string),
+    };
+    let all: Vec<SnapshotView> = client.get_query("/v1/snapshots", &query).await?;
     print(json, &all, |all| {
         if all.is_empty() {
             return "no snapshots yet; the first scheduled backup takes one (an admin can run `labpool snapshot create` now)".into();

@@ -1,6 +1,7 @@
 //! API handlers for datasets and node caches. Registration and rescans walk the source here,
 //! on a blocking thread, so the engine never waits on a file server.
 
+use crate::api::data::CacheQuery;
 use crate::api::data::{
     AddDatasetRequest, CacheStatus, DatasetDetail, DatasetView, RescanOutcome, StageQueued,
     StageRequest, VerifiedVersion, VerifyRequest,
@@ -23,7 +24,6 @@ use axum::routing::{get, post};
 use labpool_cache::CacheError;
 use labpool_cache::manifest::{Manifest, rescan, scan};
 use labpool_cache::registry::{check_name, check_source, make_read_only};
-use serde::Deserialize;
 
 /// The dataset and cache routes.
 pub fn routes() -> Router<AppState> {
@@ -210,14 +210,6 @@ async fn rescan_dataset(
         changed: counts.2,
         changed_bytes,
     }))
-}
-
-/// `GET /v1/cache` filters.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CacheQuery {
-    /// One node [default: all].
-    pub node: Option<String>,
 }
 
 async fn cache_status(
