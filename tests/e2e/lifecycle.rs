@@ -1,6 +1,6 @@
 //! A job's life: submit, queue, run with its GPUs and environment, end, history.
 
-use crate::pool::{Pool, read_output, s, stdout_of};
+use crate::pool::{Pool, read_line, read_output, s, stdout_of};
 use std::time::Duration;
 
 const T: Duration = Duration::from_secs(20);
@@ -171,7 +171,7 @@ fn cancel_running_and_pending_jobs() {
     let pending = pool.submit(&["--gpus", "1", "--wrap", "echo never"]);
     pool.wait_for(running, T, |j| s(j, "state") == "RUNNING");
     let pid_file = pool.work.join(format!("pid-{running}"));
-    let pid: i32 = read_output(&pid_file).trim().parse().unwrap();
+    let pid: i32 = read_line(&pid_file).trim().parse().unwrap();
     let queued = pool.job(pending);
     assert_eq!(s(&queued, "state"), "PENDING");
     assert_eq!(s(&queued, "reason"), "Resources");

@@ -381,6 +381,20 @@ pub fn read_output(path: &Path) -> String {
     panic!("{} never appeared", path.display());
 }
 
+/// The first line a job writes to `path`, once it is whole: the shell creates the file before
+/// it writes to it, so a file that exists may still be empty.
+pub fn read_line(path: &Path) -> String {
+    for _ in 0..250 {
+        if let Ok(s) = std::fs::read_to_string(path)
+            && let Some((line, _)) = s.split_once('\n')
+        {
+            return line.to_string();
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("{} never got a whole line", path.display());
+}
+
 /// A command's standard output; panics with its stderr when it failed.
 pub fn stdout_of(out: &Output) -> String {
     assert!(

@@ -1,7 +1,7 @@
 //! `kill -9` the controller while jobs run and others wait: after a restart every job ends in
 //! its true state, and none is lost or run twice.
 
-use crate::pool::{Pool, read_output, s};
+use crate::pool::{Pool, read_line, read_output, s};
 use std::time::Duration;
 
 #[test]
@@ -133,7 +133,7 @@ fn a_dead_shim_ends_its_job_kills_its_processes_and_frees_the_gpu() {
     pool.wait_for(first, Duration::from_secs(20), |j| {
         s(j, "state") == "RUNNING"
     });
-    let pid: i32 = read_output(&pool.work.join(format!("pid-{first}")))
+    let pid: i32 = read_line(&pool.work.join(format!("pid-{first}")))
         .trim()
         .parse()
         .unwrap();
