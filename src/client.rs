@@ -1,10 +1,9 @@
 //! The CLI's side of the API: HTTP/1.1 over the controller's Unix socket.
 
 use crate::api::ErrorBody;
-use http_body_util::{BodyExt, Full};
+use http_body_util::Full;
 use hyper::body::Bytes;
 use hyper::{Method, Request, StatusCode};
-use hyper_util::rt::TokioIo;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::path::{Path, PathBuf};
@@ -103,12 +102,6 @@ impl Client {
                     socket: self.socket.clone(),
                     error,
                 })?;
-        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-            .await
-            .map_err(|e| ClientError::Http(e.to_string()))?;
-        tokio::spawn(async move {
-            let _ = conn.await;
-        });
         let mut req = Request::builder()
             .method(method)
             .uri(path)
@@ -119,17 +112,9 @@ impl Client {
         let req = req
             .body(Full::new(Bytes::from(body.unwrap_or_default())))
             .map_err(|e| ClientError::Http(e.to_string()))?;
-        let resp = sender
-            .send_request(req)
+        let (status, bytes) = crate::http1::exchange(stream, req)
             .await
             .map_err(|e| ClientError::Http(e.to_string()))?;
-        let status = resp.status();
-        let bytes = resp
-            .into_body()
-            .collect()
-            .await
-            .map_err(|e| ClientError::Http(e.to_string()))?
-            .to_bytes();
         if status != StatusCode::OK {
             let body = serde_json::from_slice::<ErrorBody>(&bytes).unwrap_or_else(|_| ErrorBody {
                 error: format!("HTTP {status}: {}", String::from_utf8_lossy(&bytes)),

@@ -14,9 +14,8 @@ use axum::extract::{ConnectInfo, Request, State};
 use axum::http::StatusCode;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use http_body_util::{BodyExt, Full};
+use http_body_util::Full;
 use hyper::body::Bytes;
-use hyper_util::rt::TokioIo;
 use labpool_cluster::sign::headers;
 use labpool_cluster::{AuthError, ClusterKey, Signature, Verifier};
 use std::net::SocketAddr;
@@ -211,12 +210,6 @@ impl SignedClient {
                     source,
                 })?;
             let _ = stream.set_nodelay(true);
-            let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-                .await
-                .map_err(|e| http(e.to_string()))?;
-            tokio::spawn(async move {
-                let _ = conn.await;
-            });
             let mut req = hyper::Request::builder()
                 .method(method)
                 .uri(path)
@@ -232,18 +225,10 @@ impl SignedClient {
             let req = req
                 .body(Full::new(Bytes::from(body)))
                 .map_err(|e| http(e.to_string()))?;
-            let resp = sender
-                .send_request(req)
+            let (status, bytes) = crate::http1::exchange(stream, req)
                 .await
                 .map_err(|e| http(e.to_string()))?;
-            let status = resp.status().as_u16();
-            let bytes = resp
-                .into_body()
-                .collect()
-                .await
-                .map_err(|e| http(e.to_string()))?
-                .to_bytes();
-            Ok((status, bytes.to_vec()))
+            Ok((status.as_u16(), bytes.to_vec()))
         };
         match tokio::time::timeout(self.timeout, work).await {
             Ok(r) => r,

@@ -2,10 +2,9 @@
 //! same host can forward to chat or mail). A failed post is logged, never retried in a loop.
 
 use anyhow::Context;
-use http_body_util::{BodyExt, Full};
+use http_body_util::Full;
 use hyper::body::Bytes;
 use hyper::{Method, Request};
-use hyper_util::rt::TokioIo;
 use std::time::Duration;
 use tokio::net::TcpStream;
 
@@ -25,10 +24,6 @@ async fn post_inner(url: &str, body: &serde_json::Value) -> anyhow::Result<()> {
     let stream = TcpStream::connect((host, port))
         .await
         .with_context(|| format!("cannot connect to the alert webhook {url}"))?;
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
-    tokio::spawn(async move {
-        let _ = conn.await;
-    });
     let path = uri.path_and_query().map_or("/", |p| p.as_str()).to_string();
     let req = Request::builder()
         .method(Method::POST)
@@ -36,9 +31,7 @@ async fn post_inner(url: &str, body: &serde_json::Value) -> anyhow::Result<()> {
         .header("host", format!("{host}:{port}"))
         .header("content-type", "application/json")
         .body(Full::new(Bytes::from(serde_json::to_vec(body)?)))?;
-    let resp = sender.send_request(req).await?;
-    let status = resp.status();
-    let _ = resp.into_body().collect().await;
+    let (status, _) = crate::http1::exchange(stream, req).await?;
     anyhow::ensure!(
         status.is_success(),
         "the alert webhook {url} answered HTTP {status}"
