@@ -2,7 +2,7 @@
 
 use crate::event::{Effect, Event};
 use crate::life::JobLife;
-use crate::rules::{self, CancelPlan, Recovery, Stale};
+use crate::rules::{self, CancelPlan, Recovery};
 use crate::transition::{StageKind, Transition};
 use labpool_scheduler::JobState;
 use std::collections::BTreeMap;
@@ -110,9 +110,10 @@ impl<J: Tracked> Lifecycle<J> {
                 let Some(life) = self.pending(job) else {
                     return out;
                 };
+                let waits_for = ready.stage_kind();
                 let t = rules::place(life, placement, ready, now);
                 self.commit(job, t, &mut out);
-                self.start_or_stage(job, false, &mut out);
+                self.start_or_stage(job, waits_for, false, &mut out);
             }
             Event::Waiting { job, code, detail } => {
                 if let Some(life) = self.pending(job)
@@ -141,6 +142,7 @@ impl<J: Tracked> Lifecycle<J> {
                 let Some(life) = self.staging(job, attempt) else {
                     return out;
                 };
+                let waits_for = next.stage_kind();
                 let t = rules::staged(life, next, now);
                 for detail in notes {
                     let event = "staged".to_string();
@@ -152,7 +154,7 @@ impl<J: Tracked> Lifecycle<J> {
                     self.commit(job, note, &mut out);
                 }
                 self.commit(job, t, &mut out);
-                self.start_or_stage(job, true, &mut out);
+                self.start_or_stage(job, waits_for, true, &mut out);
             }
             Event::StageFailed {
                 job,
@@ -309,33 +311,31 @@ impl<J: Tracked> Lifecycle<J> {
         }
     }
 
-    /// After a placement or a stage: the launch of a running attempt, or its next stage.
-    fn start_or_stage(&self, job: u64, staged: bool, out: &mut Vec<Effect>) {
+    /// After a placement or a stage: the attempt's next stage, or its launch when it waits for
+    /// nothing (`staged` when it waited for a stage first).
+    fn start_or_stage(
+        &self,
+        job: u64,
+        waits_for: Option<StageKind>,
+        staged: bool,
+        out: &mut Vec<Effect>,
+    ) {
         let Some(l) = self.life(job) else { return };
-        let node = l.node.clone().unwrap_or_default();
-        let attempt = l.attempt;
-        match (l.state, l.reason.as_deref()) {
-            (JobState::Running, _) => out.push(Effect::Launch {
+        let (node, attempt) = (l.node.clone().unwrap_or_default(), l.attempt);
+        out.push(match waits_for {
+            Some(kind) => Effect::Stage {
+                job,
+                attempt,
+                node,
+                kind,
+            },
+            None => Effect::Launch {
                 job,
                 attempt,
                 node,
                 staged,
-            }),
-            (JobState::Staging, Some(r)) => {
-                let kind = if r == StageKind::Env.reason() {
-                    StageKind::Env
-                } else {
-                    StageKind::Data
-                };
-                out.push(Effect::Stage {
-                    job,
-                    attempt,
-                    node,
-                    kind,
-                });
-            }
-            _ => {}
-        }
+            },
+        });
     }
 
     fn end_or_requeue(&mut self, job: u64, t: Transition, out: &mut Vec<Effect>) {
@@ -349,17 +349,5 @@ impl<J: Tracked> Lifecycle<J> {
         } else {
             Effect::Requeue { job }
         });
-    }
-}
-
-impl Stale {
-    /// In words, for the log.
-    pub fn describe(&self) -> String {
-        match self {
-            Stale::Unknown => "the job is not active".to_string(),
-            Stale::Fenced { current } => {
-                format!("not the current attempt (the job is at attempt {current})")
-            }
-        }
     }
 }

@@ -47,6 +47,16 @@ pub enum Readiness {
     Stage(StageKind, String),
 }
 
+impl Readiness {
+    /// The stage it waits for, if any.
+    pub fn stage_kind(&self) -> Option<StageKind> {
+        match self {
+            Readiness::Ready { .. } => None,
+            Readiness::Stage(kind, _) => Some(*kind),
+        }
+    }
+}
+
 /// Placing the job's next attempt at `time`: staging, or started.
 pub fn place(life: &JobLife, placement: Placement, ready: Readiness, time: i64) -> Transition {
     let attempt = life.attempt + 1;
@@ -120,6 +130,18 @@ pub enum Stale {
         /// The job's current attempt.
         current: u32,
     },
+}
+
+impl Stale {
+    /// In words, for the log.
+    pub fn describe(&self) -> String {
+        match self {
+            Stale::Unknown => "the job is not active".to_string(),
+            Stale::Fenced { current } => {
+                format!("not the current attempt (the job is at attempt {current})")
+            }
+        }
+    }
 }
 
 /// A node reported that `attempt` ended with `outcome`: its end, if it is the current running
