@@ -54,16 +54,9 @@ use pool::Pool;
 use report::Report;
 use rsync::{rsync_all, sync_time};
 
-/// `16M` → 16,000,000 (labpool's sizes are decimal).
+/// A rate such as `16M` (bytes per second in labpool's size grammar: 16 MiB/s).
 fn parse_rate(s: &str) -> u64 {
-    let s = s.trim();
-    let (num, mult) = match s.chars().last() {
-        Some('K' | 'k') => (&s[..s.len() - 1], 1e3),
-        Some('M' | 'm') => (&s[..s.len() - 1], 1e6),
-        Some('G' | 'g') => (&s[..s.len() - 1], 1e9),
-        _ => (s, 1.0),
-    };
-    (num.parse::<f64>().expect("BENCH_BW: a rate such as 16M") * mult) as u64
+    labpool_units::parse_rate(s).expect("BENCH_BW: a rate such as 16M") as u64
 }
 
 fn placement(rt: &tokio::runtime::Runtime, base: &Path, runs: usize) {

@@ -17,6 +17,7 @@ pub mod discovery;
 pub mod env_vars;
 pub mod http1;
 pub mod identity;
+pub mod progress;
 pub mod render;
 pub mod schedule;
 pub mod settings;

@@ -180,13 +180,13 @@ pub fn run(dir: &Path) -> anyhow::Result<()> {
     let reason = match (forced, oom) {
         (None, Some(peak)) => Some(format!(
             "the job used more memory than its limit of {} (--mem; peak {}), and the kernel killed it; ask for more with --mem",
-            indicatif::HumanBytes(
+            labpool_units::format_size(
                 spec.isolation
                     .as_ref()
                     .and_then(|i| i.mem_bytes)
                     .unwrap_or(0)
             ),
-            indicatif::HumanBytes(peak)
+            labpool_units::format_size(peak)
         )),
         _ => reason,
     };
@@ -275,8 +275,7 @@ fn supervise(
                 log("time limit reached: sending TERM");
                 let _ = killpg(pid, Signal::SIGTERM);
                 stopping = Some((JobState::Timeout, Instant::now() + grace));
-                let limit =
-                    labpool_scheduler::time::format_duration(spec.time_limit_s.unwrap_or(0));
+                let limit = labpool_units::format_elapsed(spec.time_limit_s.unwrap_or(0));
                 reason = Some(format!("time limit of {limit} reached"));
             }
             (None, Some((state, _))) => {

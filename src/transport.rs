@@ -234,7 +234,7 @@ impl SignedClient {
             Ok(r) => r,
             Err(_) => Err(http(format!(
                 "no answer within {}",
-                humantime::format_duration(self.timeout)
+                labpool_units::format_duration(self.timeout)
             ))),
         }
     }

@@ -47,7 +47,7 @@ pub fn parse_when(text: &str, now: DateTime<Local>) -> Result<i64, DateError> {
     if let Ok(d) = DateTime::parse_from_rfc3339(t) {
         return Ok(d.timestamp_millis());
     }
-    if let Ok(age) = humantime::parse_duration(t) {
+    if let Ok(age) = labpool_units::parse_duration(t) {
         return Ok(now.timestamp_millis() - age.as_millis() as i64);
     }
     Err(err())

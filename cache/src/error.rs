@@ -1,5 +1,6 @@
 //! What can go wrong in the cache, with the paths involved.
 
+use labpool_units::format_size;
 use std::path::PathBuf;
 
 /// A cache or manifest error.
@@ -66,7 +67,10 @@ pub enum CacheError {
     },
     /// Not enough room in the cache.
     #[error(
-        "the node cache needs {needed} more bytes but has {free} free, and {pinned} bytes are held by versions that running or coming jobs read; the job waits for them to end (or raise capacity under [cache])"
+        "the node cache needs {} more but has {} free, and {} is held by versions that running or coming jobs read; the job waits for them to end (or raise capacity under [cache])",
+        format_size(*needed),
+        format_size(*free),
+        format_size(*pinned)
     )]
     NoRoom {
         /// Bytes needed.

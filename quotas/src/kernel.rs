@@ -302,7 +302,7 @@ fn apply_btrfs(
         note: match limit.hard_bytes {
             Some(b) => format!(
                 "btrfs qgroup limit {} on the subvolume {}",
-                crate::size::format_size(b),
+                labpool_units::format_size(b),
                 user_dir.display()
             ),
             None => format!("no byte limit on the subvolume {}", user_dir.display()),

@@ -7,7 +7,7 @@
 //! takes `now` as an argument, so grace expiry is tested with a simulated clock.
 
 use crate::QuotaError;
-use crate::size::{format_duration, format_size};
+use labpool_units::{format_duration_approx, format_size};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -171,7 +171,7 @@ impl Finding {
                 "{fs}: {} used, over the soft limit of {}; {} of grace left before new jobs are refused",
                 amount(what, *used),
                 amount(what, *limit),
-                format_duration(Duration::from_secs(*left_secs))
+                format_duration_approx(Duration::from_secs(*left_secs))
             ),
             Finding::Near { what, used, limit } => format!(
                 "{fs}: {} used of {} ({:.0}%)",

@@ -7,7 +7,7 @@
 
 use crate::QuotaError;
 use crate::purge::{Candidate, KEEP_MARKER, PurgePlan};
-use crate::size::format_size;
+use labpool_units::format_size;
 use nix::fcntl::{OFlag, openat, renameat};
 use nix::sys::stat::{Mode, fstat, mkdirat};
 use nix::unistd::{Gid, Uid, fchown};

@@ -4,8 +4,8 @@
 //! Anything that could run later is accepted and waits with a reason.
 
 use crate::job::Resources;
-use crate::size::format_mib;
 use crate::time::TimeLimit;
+use labpool_units::format_mib;
 use std::collections::BTreeMap;
 
 /// What admission looks at.

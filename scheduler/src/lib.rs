@@ -57,7 +57,6 @@ pub mod reason;
 pub mod runtime;
 pub mod scheduler;
 pub mod script;
-pub mod size;
 pub mod time;
 
 pub use job::{Allocation, JobId, JobSpec, JobState, Resources};

@@ -9,7 +9,8 @@
 use crate::job::{JobId, JobSpec};
 use crate::policy::Limits;
 use crate::reason::PendingReason;
-use crate::time::{TimeLimit, format_duration};
+use crate::time::TimeLimit;
+use labpool_units::format_elapsed;
 use std::collections::BTreeMap;
 
 /// What is running, counted the ways limits need.
@@ -98,8 +99,8 @@ pub fn limit_reason(
                 format!(
                     "time limit {} is over MaxWall={}; it waits until the limit is raised (or resubmit with --time={})",
                     job.time_limit,
-                    format_duration(max),
-                    format_duration(max)
+                    format_elapsed(max),
+                    format_elapsed(max)
                 ),
             ));
         }

@@ -5,8 +5,8 @@ use crate::array::parse_array;
 use crate::dependency::parse_dependencies;
 use crate::export::{ExportParseError, ExportPolicy, parse_export};
 use crate::gpu::{GpuParseError, GpuRequest, parse_gpus, parse_gres};
-use crate::size::{SizeParseError, parse_mem_mib};
 use crate::time::{TimeLimit, TimeParseError, parse_time_limit};
+use labpool_units::{UnitError, parse_mem_mib};
 
 /// Submit options as Slurm's `sbatch` spells them. Every field is optional so that the command
 /// line, the script's directives and defaults can be layered.
@@ -277,7 +277,7 @@ pub enum OptionError {
     Time(#[from] TimeParseError),
     /// Bad memory size.
     #[error(transparent)]
-    Size(#[from] SizeParseError),
+    Size(#[from] UnitError),
     /// Bad --export.
     #[error(transparent)]
     Export(#[from] ExportParseError),

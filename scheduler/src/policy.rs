@@ -129,7 +129,7 @@ impl Limits {
             out.push(format!("MaxTRESPerUser=gres/gpu={n}"));
         }
         if let Some(s) = self.max_wall_s {
-            out.push(format!("MaxWall={}", crate::time::format_duration(s)));
+            out.push(format!("MaxWall={}", labpool_units::format_elapsed(s)));
         }
         if let Some(n) = self.max_jobs_per_user {
             out.push(format!("MaxJobsPerUser={n}"));

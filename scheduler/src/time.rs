@@ -117,29 +117,11 @@ pub fn parse_time_limit(text: &str) -> Result<TimeLimit, TimeParseError> {
     })
 }
 
-/// Formats seconds the way Slurm prints elapsed times: `M:SS`, `H:MM:SS` or `D-HH:MM:SS`.
-///
-/// ```
-/// assert_eq!(labpool_scheduler::time::format_duration(59), "0:59");
-/// assert_eq!(labpool_scheduler::time::format_duration(3_725), "1:02:05");
-/// assert_eq!(labpool_scheduler::time::format_duration(90_061), "1-01:01:01");
-/// ```
-pub fn format_duration(secs: u64) -> String {
-    let (d, h, m, s) = (secs / 86_400, secs / 3600 % 24, secs / 60 % 60, secs % 60);
-    if d > 0 {
-        format!("{d}-{h:02}:{m:02}:{s:02}")
-    } else if h > 0 {
-        format!("{h}:{m:02}:{s:02}")
-    } else {
-        format!("{m}:{s:02}")
-    }
-}
-
 impl fmt::Display for TimeLimit {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             TimeLimit::Unlimited => f.write_str("UNLIMITED"),
-            TimeLimit::Seconds(s) => f.write_str(&format_duration(*s)),
+            TimeLimit::Seconds(s) => f.write_str(&labpool_units::format_elapsed(*s)),
         }
     }
 }

@@ -280,7 +280,12 @@ pub fn table(reports: &[SimReport]) -> String {
         ),
         (
             "bytes read from shared storage",
-            Box::new(|r: &SimReport| (r.shared_bytes, format!("{:.1} TB", r.shared_bytes / 1e12))),
+            Box::new(|r: &SimReport| {
+                (
+                    r.shared_bytes,
+                    labpool_units::format_size(r.shared_bytes as u64),
+                )
+            }),
         ),
         (
             "cache hit rate",

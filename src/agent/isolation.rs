@@ -268,7 +268,7 @@ impl JobIsolation {
         if let (Some(h), Some(b)) = (&self.memory, self.mem_bytes) {
             parts.push(format!(
                 "memory {} ({})",
-                indicatif::HumanBytes(b),
+                labpool_units::format_size(b),
                 h.word()
             ));
         }

@@ -22,14 +22,14 @@ pub struct SimArgs {
     /// Nodes: COUNTxGPUS:TYPE groups, comma-separated
     #[arg(long, value_name = "SPEC", default_value = "8x8:v100")]
     pub nodes: String,
-    /// Dataset cache (local SSD) per node, decimal units
+    /// Dataset cache (local SSD) per node (binary units, as everywhere: 1G is 1024M)
     #[arg(long, value_name = "SIZE", default_value = "200G")]
     pub ssd: String,
     /// Shared storage bandwidth, split among transfers in flight (a small lab's NFS: 1 GbE)
     #[arg(long, value_name = "RATE", default_value = "1Gbit")]
     pub shared_bw: String,
     /// Each node's SSD write bandwidth
-    #[arg(long, value_name = "RATE", default_value = "2GB/s")]
+    #[arg(long, value_name = "RATE", default_value = "16Gbit")]
     pub ssd_bw: String,
     /// Policies to compare: fifo, locality, locality+prefetch (the baselines), and labpool
     /// (what `labpool serve` does with the config given by --config)

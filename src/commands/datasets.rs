@@ -8,7 +8,7 @@ use crate::cli::{CacheCommand, DatasetCommand};
 use crate::client::Client;
 use crate::render::{or_dash, print, spinner, table};
 use crate::settings::Config;
-use indicatif::{HumanBytes, ProgressBar, ProgressStyle};
+use indicatif::ProgressBar;
 use std::time::{Duration, Instant};
 
 /// How often `cache stage` asks for progress.
@@ -45,7 +45,7 @@ pub async fn dataset(command: &DatasetCommand, config: &Config) -> anyhow::Resul
                     "registered {} ({} files, {}) version {}\njobs declare it with --dataset {} and read it at ${}",
                     d.name,
                     d.files,
-                    HumanBytes(d.bytes),
+                    labpool_units::format_size(d.bytes),
                     short(&d.current),
                     d.name,
                     d.env_var
@@ -62,7 +62,7 @@ pub async fn dataset(command: &DatasetCommand, config: &Config) -> anyhow::Resul
                             d.name.clone(),
                             short(&d.current).to_string(),
                             d.files.to_string(),
-                            HumanBytes(d.bytes).to_string(),
+                            labpool_units::format_size(d.bytes),
                             d.versions.to_string(),
                             d.path.display().to_string(),
                             d.description.clone(),
@@ -98,7 +98,7 @@ pub async fn dataset(command: &DatasetCommand, config: &Config) -> anyhow::Resul
                     },
                     v.current,
                     v.files,
-                    HumanBytes(v.bytes),
+                    labpool_units::format_size(v.bytes),
                     v.versions,
                     v.created,
                     v.created_by,
@@ -116,9 +116,9 @@ pub async fn dataset(command: &DatasetCommand, config: &Config) -> anyhow::Resul
                             format!("{}{}", short(&v.version), if v.current { " *" } else { "" }),
                             v.created.clone(),
                             v.files.to_string(),
-                            HumanBytes(v.bytes).to_string(),
+                            labpool_units::format_size(v.bytes),
                             v.changed_files.to_string(),
-                            HumanBytes(v.changed_bytes).to_string(),
+                            labpool_units::format_size(v.changed_bytes),
                         ]
                     })
                     .collect();
@@ -151,7 +151,7 @@ pub async fn dataset(command: &DatasetCommand, config: &Config) -> anyhow::Resul
                         r.added,
                         r.changed,
                         r.removed,
-                        HumanBytes(r.changed_bytes)
+                        labpool_units::format_size(r.changed_bytes)
                     )
                 } else {
                     format!(
@@ -227,12 +227,7 @@ pub async fn cache(command: &CacheCommand, config: &Config) -> anyhow::Result<()
 /// Shows a progress bar until the warm-up is complete on every node it was queued on.
 async fn follow_stage(client: &Client, queued: &StageQueued) -> anyhow::Result<()> {
     let bar = ProgressBar::new(0);
-    bar.set_style(
-        ProgressStyle::with_template(
-            "{msg} [{bar:30}] {binary_bytes}/{binary_total_bytes} {binary_bytes_per_sec} eta {eta}",
-        )?
-        .progress_chars("=> "),
-    );
+    bar.set_style(crate::progress::bytes_style());
     let label = format!("{}@{}", queued.name, short(&queued.version));
     let mut last_seen = Instant::now();
     loop {
@@ -303,8 +298,8 @@ fn status_text(caches: &[CacheStatus]) -> String {
         out.push_str(&format!(
             "{}: {} of {} used ({pct}%)\n",
             c.node,
-            HumanBytes(c.used_bytes),
-            HumanBytes(c.capacity)
+            labpool_units::format_size(c.used_bytes),
+            labpool_units::format_size(c.capacity)
         ));
         let rows = c
             .versions
@@ -315,8 +310,8 @@ fn status_text(caches: &[CacheStatus]) -> String {
                     format!("{}{}", short(&v.version), if v.current { " *" } else { "" }),
                     if v.complete { "complete" } else { "partial" }.to_string(),
                     v.files.to_string(),
-                    HumanBytes(v.bytes).to_string(),
-                    HumanBytes(v.unique_bytes).to_string(),
+                    labpool_units::format_size(v.bytes),
+                    labpool_units::format_size(v.unique_bytes),
                     format!("{}/{}", v.hits, v.uses),
                     or_dash(v.last_use.as_ref()),
                     if v.pinned_by.is_empty() {
@@ -352,8 +347,8 @@ fn status_text(caches: &[CacheStatus]) -> String {
                 s.name,
                 short(&s.version),
                 s.purpose,
-                HumanBytes(p.bytes_done),
-                HumanBytes(p.bytes_total),
+                labpool_units::format_size(p.bytes_done),
+                labpool_units::format_size(p.bytes_total),
                 p.files_done,
                 p.files_total
             ));

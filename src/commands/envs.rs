@@ -7,7 +7,6 @@ use crate::client::Client;
 use crate::render::{print, spinner, table};
 use crate::settings::Config;
 use anyhow::Context;
-use indicatif::HumanBytes;
 use labpool_envs::EnvKind;
 use labpool_envs::tools::Tools;
 use std::path::Path;
@@ -84,8 +83,8 @@ pub async fn run(command: &EnvCommand, config: &Config) -> anyhow::Result<()> {
                         c.env.name,
                         c.env.id,
                         c.env.build_s,
-                        HumanBytes(c.env.bytes),
-                        HumanBytes(c.env.archive_bytes)
+                        labpool_units::format_size(c.env.bytes),
+                        labpool_units::format_size(c.env.archive_bytes)
                     )
                 };
                 if let Some(old) = &c.moved_from {
@@ -123,7 +122,7 @@ pub async fn run(command: &EnvCommand, config: &Config) -> anyhow::Result<()> {
                             },
                             e.kind.as_str().to_string(),
                             e.id.clone(),
-                            HumanBytes(e.bytes).to_string(),
+                            labpool_units::format_size(e.bytes),
                             e.built.clone(),
                         ]
                     })
@@ -147,8 +146,8 @@ pub async fn run(command: &EnvCommand, config: &Config) -> anyhow::Result<()> {
                     e.platform,
                     e.dir.display(),
                     e.archive.display(),
-                    HumanBytes(e.archive_bytes),
-                    HumanBytes(e.bytes),
+                    labpool_units::format_size(e.archive_bytes),
+                    labpool_units::format_size(e.bytes),
                     e.built,
                     e.built_by,
                     e.build_s,

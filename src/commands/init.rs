@@ -5,7 +5,7 @@ use crate::discovery::{host_cpus, host_mem_mib, host_name, nvml_gpus, nvml_libra
 use crate::settings::{Config, VirtualGpus};
 use anyhow::Context;
 use labpool_scheduler::node::GpuDevice;
-use labpool_scheduler::size::{format_mib, format_mib_exact};
+use labpool_units::{format_mib, format_mib_exact};
 use std::collections::BTreeMap;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -396,7 +396,7 @@ pub fn run(args: &InitArgs) -> anyhow::Result<()> {
             "  quota  home {}, scratch {} (purged after {} untouched)",
             fs[0].root.display(),
             fs[1].root.display(),
-            humantime::format_duration(config.purge.max_age)
+            labpool_units::format_duration(config.purge.max_age)
         );
     }
     println!("Next:");

@@ -6,7 +6,7 @@ use crate::commands::init::quote;
 use crate::discovery::{host_cpus, host_mem_mib, host_name};
 use crate::settings::{Config, VirtualGpus};
 use anyhow::Context;
-use labpool_scheduler::size::format_mib_exact;
+use labpool_units::format_mib_exact;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::Path;
 

@@ -9,8 +9,8 @@ use crate::render::{exit_text, gpu_list, or_dash, print, table};
 use crate::settings::Config;
 use crate::when::parse_when;
 use labpool_scheduler::JobState;
-use labpool_scheduler::size::format_mib;
-use labpool_scheduler::time::format_duration;
+use labpool_units::format_elapsed;
+use labpool_units::format_mib;
 
 fn short_time(rfc: Option<&str>) -> String {
     rfc.and_then(crate::clock::parse_ms)
@@ -63,7 +63,7 @@ pub async fn queue(args: &QueueArgs, config: &Config) -> anyhow::Result<()> {
                     j.name.clone(),
                     j.user.clone(),
                     j.state.to_string(),
-                    format_duration(j.elapsed_s.unwrap_or(0)),
+                    format_elapsed(j.elapsed_s.unwrap_or(0)),
                     gpus_asked(j),
                     where_or_why(j),
                 ]
@@ -104,7 +104,7 @@ fn show_text(d: &JobDetail) -> String {
     let exit = exit_text(j.exit_code, j.signal);
     let limit = j
         .time_limit_s
-        .map_or_else(|| "UNLIMITED".to_string(), format_duration);
+        .map_or_else(|| "UNLIMITED".to_string(), format_elapsed);
     let fields: Vec<(&str, String)> = vec![
         ("user", format!("{} (uid {})", j.user, j.uid)),
         ("state", j.state.to_string()),
@@ -143,7 +143,7 @@ fn show_text(d: &JobDetail) -> String {
         ("ended", short_time(j.end_time.as_deref())),
         (
             "elapsed",
-            j.elapsed_s.map_or_else(|| "-".to_string(), format_duration),
+            j.elapsed_s.map_or_else(|| "-".to_string(), format_elapsed),
         ),
         ("exit code", exit),
         ("workdir", j.workdir.display().to_string()),
@@ -222,7 +222,7 @@ pub async fn history(args: &HistoryArgs, config: &Config) -> anyhow::Result<()> 
                     j.user.clone(),
                     j.state.to_string(),
                     exit_text(j.exit_code, j.signal),
-                    j.elapsed_s.map_or_else(|| "-".to_string(), format_duration),
+                    j.elapsed_s.map_or_else(|| "-".to_string(), format_elapsed),
                     gpu_list(&j.gpus),
                     or_dash(j.node.as_ref()),
                     short_time(j.end_time.as_deref()),

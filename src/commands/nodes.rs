@@ -4,8 +4,8 @@ use crate::api::{NodeView, PartitionView};
 use crate::client::Client;
 use crate::render::{or_dash, print, table};
 use crate::settings::Config;
-use labpool_scheduler::size::format_mib;
-use labpool_scheduler::time::format_duration;
+use labpool_units::format_elapsed;
+use labpool_units::format_mib;
 
 /// Runs `labpool nodes`.
 pub async fn nodes(as_json: bool, config: &Config) -> anyhow::Result<()> {
@@ -145,7 +145,7 @@ pub async fn partitions(as_json: bool, config: &Config) -> anyhow::Result<()> {
         .get("/v1/partitions")
         .await?;
     print(as_json, &parts, |parts| {
-        let limit = |s: Option<u64>| s.map_or_else(|| "UNLIMITED".to_string(), format_duration);
+        let limit = |s: Option<u64>| s.map_or_else(|| "UNLIMITED".to_string(), format_elapsed);
         let rows = parts
             .iter()
             .map(|p| {

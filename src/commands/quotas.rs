@@ -13,7 +13,7 @@ use crate::settings::Config;
 use indicatif::{ProgressBar, ProgressStyle};
 use labpool_quotas::audit::AuditReport;
 use labpool_quotas::limits::Limit;
-use labpool_quotas::size::{format_duration, format_size};
+use labpool_units::{format_duration, format_duration_approx, format_size};
 use std::io::{BufRead, IsTerminal, Write};
 use std::time::Duration;
 
@@ -53,7 +53,7 @@ fn render_user(q: &UserQuota) -> String {
                     if left == 0 {
                         "expired".to_string()
                     } else {
-                        format_duration(Duration::from_secs(left as u64))
+                        format_duration_approx(Duration::from_secs(left as u64))
                     }
                 }
                 None => "-".to_string(),

@@ -4,10 +4,11 @@
 use crate::cli::SimArgs;
 use crate::settings::{Config, DEFAULT_CONFIG_PATH};
 use anyhow::Context;
-use labpool_sim::config::{ClusterSpec, parse_nodes, parse_rate, parse_size};
+use labpool_sim::config::{ClusterSpec, parse_nodes};
 use labpool_sim::report::{table, user_table};
 use labpool_sim::trace::{parse_datasets, parse_trace};
 use labpool_sim::{SimInput, SimPolicy, simulate};
+use labpool_units::{parse_rate, parse_size};
 use std::path::Path;
 
 /// The config whose policy `--policy labpool` replays: `--config` (or `LABPOOL_CONFIG`), else

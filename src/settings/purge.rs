@@ -1,7 +1,7 @@
 //! `[purge]`: the scratch purge.
 
 use super::check_schedule;
-use super::values::humantime_serde_days;
+use super::values::{de_duration, ser_duration};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -14,7 +14,7 @@ pub struct PurgeConfig {
     /// When (crontab syntax).
     pub schedule: String,
     /// Age after which a file goes (newest of atime, mtime, ctime).
-    #[serde(with = "humantime_serde_days")]
+    #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
     pub max_age: Duration,
     /// Days of notice before a file goes.
     pub warn_days: u32,
@@ -42,7 +42,7 @@ impl PurgeConfig {
         if self.max_age.as_secs() <= u64::from(self.warn_days) * 86_400 {
             return Err(format!(
                 "[purge]: max_age ({}) must be longer than warn_days ({} days)",
-                humantime::format_duration(self.max_age),
+                labpool_units::format_duration(self.max_age),
                 self.warn_days
             ));
         }

@@ -108,8 +108,8 @@ fn dataset_and_cache_settings_are_checked() {
     let c = Config::parse(&text, Path::new("/srv/lp/labpool.toml")).unwrap();
     assert_eq!(c.datasets.root, Path::new("/srv/lp/data"));
     assert_eq!(c.cache_dir(), Path::new("/srv/lp/ssd"));
-    assert_eq!(c.cache.capacity, Some(500_000_000_000));
-    assert_eq!(c.cache.bandwidth, Some(200_000_000));
+    assert_eq!(c.cache.capacity, Some(500 << 30));
+    assert_eq!(c.cache.bandwidth, Some(200 << 20));
     assert_eq!(c.policy().placement.prefetch_horizon_s, None);
     let bad = |extra: &str| {
         Config::parse(&format!("{MINIMAL}{extra}"), Path::new("/x/labpool.toml"))

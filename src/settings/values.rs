@@ -3,18 +3,14 @@
 //! `"200M"`). The `ser_*` halves write durations and time limits back in the same forms, for
 //! `--show-settings`.
 
-use labpool_scheduler::size::parse_mem_mib;
 use labpool_scheduler::time::{TimeLimit, parse_time_limit};
+use labpool_units::parse_mem_mib;
 use serde::{Deserialize, Deserializer, Serializer};
 use std::time::Duration;
 
 pub(super) fn de_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
     let s = String::deserialize(d)?;
-    humantime::parse_duration(&s).map_err(|e| {
-        serde::de::Error::custom(format!(
-            "invalid duration '{s}' ({e}); write e.g. \"30s\" or \"2m\""
-        ))
-    })
+    labpool_units::parse_duration(&s).map_err(serde::de::Error::custom)
 }
 
 pub(super) fn de_time<'de, D: Deserializer<'de>>(d: D) -> Result<TimeLimit, D::Error> {
@@ -31,37 +27,21 @@ pub(super) fn de_opt_mem<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>,
 
 pub(super) fn de_opt_size<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
     let s = String::deserialize(d)?;
-    labpool_sim::config::parse_size(&s)
+    labpool_units::parse_size(&s)
         .map(Some)
         .map_err(serde::de::Error::custom)
 }
 
 pub(super) fn de_opt_rate<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
     let s = String::deserialize(d)?;
-    labpool_sim::config::parse_rate(&s)
+    labpool_units::parse_rate(&s)
         .map(|r| Some(r as u64))
         .map_err(serde::de::Error::custom)
 }
 
-/// Durations written as humantime text (`30d`).
-pub(super) mod humantime_serde_days {
-    use serde::{Deserialize, Deserializer, Serializer};
-    use std::time::Duration;
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-        let text = String::deserialize(d)?;
-        humantime::parse_duration(&text)
-            .map_err(|e| serde::de::Error::custom(format!("{text:?}: {e} (write e.g. \"30d\")")))
-    }
-
-    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-        super::ser_duration(d, s)
-    }
-}
-
-/// A duration as humantime text (`30s`, `5m`, `7days`).
+/// A duration as labpool prints durations (`30s`, `5m`, `7d`).
 pub(super) fn ser_duration<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-    s.collect_str(&humantime::format_duration(*d))
+    s.collect_str(&labpool_units::format_duration(*d))
 }
 
 /// A time limit in Slurm format (`1-00:00:00`, `30:00`, `UNLIMITED`).

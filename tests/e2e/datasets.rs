@@ -290,7 +290,7 @@ fn a_rescan_makes_a_version_that_copies_only_changed_files_and_running_jobs_keep
     assert_eq!(staged.len(), 1, "{j2:#}");
     has(&staged[0], &["copied 2 files", "linked 19 unchanged"]);
     // Bytes written for the new version are the changed bytes, not the dataset's size.
-    has(&staged[0], &["copied 2 files (8.30 KiB)"]);
+    has(&staged[0], &["copied 2 files (8.3K)"]);
 
     let j1 = pool.wait_done(id1, T);
     assert_eq!(s(&j1, "state"), "COMPLETED", "{j1:#}");
@@ -309,11 +309,7 @@ fn a_rescan_makes_a_version_that_copies_only_changed_files_and_running_jobs_keep
     assert_eq!(s(&j3, "state"), "COMPLETED", "{j3:#}");
     has(
         &events(&j3, "staged")[0],
-        &[
-            "copied 1 files (6.84 KiB)",
-            "linked 0",
-            "reused 20 in place",
-        ],
+        &["copied 1 files (6.8K)", "linked 0", "reused 20 in place"],
     );
     let status = json(&pool, &["cache", "status", "--json"]);
     assert_eq!(
@@ -332,8 +328,8 @@ fn a_full_cache_makes_jobs_wait_and_never_evicts_a_pinned_version() {
     has(
         &e,
         &[
-            "4000000 bytes",
-            "largest node cache (3000000 bytes)",
+            "hold 3.8M",
+            "largest node cache (3M)",
             "capacity under [cache]",
         ],
     );

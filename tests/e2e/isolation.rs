@@ -179,11 +179,11 @@ fn the_memory_limit_kills_a_job_that_exceeds_it_with_the_reason() {
     assert_eq!(done["state"], "OUT_OF_MEMORY", "{done}");
     has(
         done["reason_detail"].as_str().unwrap_or_default(),
-        &["memory", "64.00 MiB", "--mem"],
+        &["memory", "64M", "--mem"],
     );
     assert!(!read_output(&pool.work.join(format!("hog-{job}.out"))).contains("survived"));
     let shown = pool.ok(&["show", &job.to_string()]);
-    has(&shown, &["OUT_OF_MEMORY", "memory 64.00 MiB (cgroup v1)"]);
+    has(&shown, &["OUT_OF_MEMORY", "memory 64M (cgroup v1)"]);
 
     // Under the limit the same job runs.
     let fits = pool.script(

@@ -82,7 +82,7 @@ fn limits_are_shown_and_enforced_at_submit() {
             vec![
                 "quota", "set", "lp-alice", "--fs", "home", "--soft", "2G", "--hard", "1G",
             ],
-            "soft limit on bytes (2.0G) is above the hard limit (1.0G)",
+            "soft limit on bytes (2G) is above the hard limit (1G)",
         ),
         (
             vec!["quota", "set", "lp-alice", "--fs", "tmp", "--hard", "1G"],
@@ -182,7 +182,7 @@ fn limits_are_shown_and_enforced_at_submit() {
         &[
             "lp-alice is over quota; new jobs are refused:",
             &used_h,
-            "at or over the hard limit of 4.0M",
+            "at or over the hard limit of 4M",
             &format!("biggest directories on scratch: {} ", a.display()),
             "hint: delete or move files",
             "Running jobs are not affected",
@@ -193,7 +193,7 @@ fn limits_are_shown_and_enforced_at_submit() {
         &text,
         &[
             "scratch",
-            "4.0M",
+            " 4M ",
             "New jobs are refused",
             "biggest directories",
         ],

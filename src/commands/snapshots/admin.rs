@@ -8,7 +8,7 @@ use crate::render::{print, table};
 use crate::settings::{Config, SnapshotSource};
 use anyhow::{Context, bail};
 use chrono::{Local, Offset};
-use indicatif::{HumanBytes, ProgressBar, ProgressStyle};
+use indicatif::ProgressBar;
 use labpool_snapshots::check::CheckReport;
 use labpool_snapshots::prune::PruneReport;
 use labpool_snapshots::retention::Verdict;
@@ -96,8 +96,8 @@ pub(super) async fn create(
                     s.source,
                     s.path.display(),
                     s.files,
-                    HumanBytes(s.bytes),
-                    HumanBytes(s.added_bytes),
+                    labpool_units::format_size(s.bytes),
+                    labpool_units::format_size(s.added_bytes),
                     if s.errors > 0 {
                         format!(", {} unreadable entries skipped (warnings above)", s.errors)
                     } else {
@@ -238,12 +238,12 @@ fn prune_text(r: &PruneReport, dry_run: bool) -> String {
         "{}{} packs ({}): {} deleted, {} rewritten into {} new; {} -> {}",
         if dry_run { "dry run: " } else { "" },
         r.packs,
-        HumanBytes(r.bytes_before),
+        labpool_units::format_size(r.bytes_before),
         r.packs_deleted,
         r.packs_rewritten,
         r.packs_written,
-        HumanBytes(r.bytes_before),
-        HumanBytes(r.bytes_after)
+        labpool_units::format_size(r.bytes_before),
+        labpool_units::format_size(r.bytes_after)
     ) + &r
         .damaged_packs
         .iter()
@@ -317,12 +317,7 @@ async fn with_bar<T: Send + 'static>(
     let p = progress.clone();
     let mut task = tokio::task::spawn_blocking(move || f(&p));
     let bar = ProgressBar::new(0);
-    bar.set_style(
-        ProgressStyle::with_template(
-            "{msg} [{bar:30}] {binary_bytes}/{binary_total_bytes} {binary_bytes_per_sec} eta {eta}",
-        )?
-        .progress_chars("=> "),
-    );
+    bar.set_style(crate::progress::bytes_style());
     bar.set_message(label.to_string());
     let result = loop {
         tokio::select! {

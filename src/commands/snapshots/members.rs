@@ -10,7 +10,7 @@ use crate::client::Client;
 use crate::commands::snapshots::local;
 use crate::render::{print, table};
 use anyhow::{Context, bail};
-use indicatif::{HumanBytes, ProgressBar, ProgressStyle};
+use indicatif::ProgressBar;
 use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
 
@@ -43,8 +43,8 @@ pub(super) async fn list(client: &Client, source: Option<&str>, json: bool) -> a
                         s.source.clone(),
                         s.path.display().to_string(),
                         s.files.to_string(),
-                        HumanBytes(s.bytes).to_string(),
-                        HumanBytes(s.added_bytes).to_string(),
+                        labpool_units::format_size(s.bytes),
+                        labpool_units::format_size(s.added_bytes),
                         s.errors.to_string(),
                     ]
                 })
@@ -76,7 +76,7 @@ pub(super) async fn ls(
                     vec![
                         mode_string(e.kind, e.mode),
                         format!("{}:{}", crate::identity::user_name(e.uid), e.gid),
-                        HumanBytes(e.size).to_string(),
+                        labpool_units::format_size(e.size),
                         local(e.mtime),
                         match &e.target {
                             Some(t) => format!("{} -> {t}", e.path),
@@ -103,10 +103,14 @@ pub(super) async fn diff(client: &Client, a: &str, b: &str, json: bool) -> anyho
             .map(|c| {
                 let size = match (c.old_size, c.new_size) {
                     (Some(o), Some(n)) if o != n => {
-                        format!("{} -> {}", HumanBytes(o), HumanBytes(n))
+                        format!(
+                            "{} -> {}",
+                            labpool_units::format_size(o),
+                            labpool_units::format_size(n)
+                        )
                     }
-                    (_, Some(n)) => HumanBytes(n).to_string(),
-                    (Some(o), None) => HumanBytes(o).to_string(),
+                    (_, Some(n)) => labpool_units::format_size(n),
+                    (Some(o), None) => labpool_units::format_size(o),
                     _ => String::new(),
                 };
                 format!("{} {}  {size}", c.what, c.path)
@@ -173,7 +177,7 @@ pub(super) async fn restore(
             r.files,
             r.dirs,
             r.others,
-            HumanBytes(r.bytes)
+            labpool_units::format_size(r.bytes)
         );
         if r.skipped_not_owned > 0 {
             text += &format!(
@@ -235,7 +239,7 @@ fn find_text(f: &FindReport) -> String {
                     local(s.time),
                     if s.present { "yes" } else { "-" }.to_string(),
                     s.size
-                        .map(|b| HumanBytes(b).to_string())
+                        .map(labpool_units::format_size)
                         .unwrap_or_default(),
                     s.mtime.map(local).unwrap_or_default(),
                 ]
@@ -291,10 +295,8 @@ async fn follow_restore(
     } else {
         ProgressBar::new(started.total_bytes)
     };
-    bar.set_style(ProgressStyle::with_template(
-        "restoring [{bar:30}] {binary_bytes}/{binary_total_bytes} {binary_bytes_per_sec} eta {eta}",
-    )?
-    .progress_chars("=> "));
+    bar.set_style(crate::progress::bytes_style());
+    bar.set_message("restoring");
     loop {
         let s: RestoreStatus = client
             .get(&format!("/v1/snapshots/restores/{}", started.id))

@@ -11,10 +11,6 @@ use labpool_cache::store::{Inventory, Progress};
 use labpool_lifecycle::{Event, StageKind};
 use labpool_scheduler::JobState;
 
-fn format_bytes(n: u64) -> String {
-    indicatif::HumanBytes(n).to_string()
-}
-
 impl Engine {
     /// Sends a stage order for `versions` to `node`'s agent.
     pub(super) fn send_stage(
@@ -181,11 +177,11 @@ impl Engine {
                             s.name,
                             short(&s.version),
                             r.files_copied,
-                            format_bytes(r.bytes_copied),
+                            labpool_units::format_size(r.bytes_copied),
                             r.files_linked,
-                            format_bytes(r.bytes_linked),
+                            labpool_units::format_size(r.bytes_linked),
                             r.files_reused,
-                            format_bytes(r.bytes_reused),
+                            labpool_units::format_size(r.bytes_reused),
                             r.files_resumed
                         )
                     })
@@ -260,18 +256,18 @@ impl Engine {
     }
 }
 
-/// `imagenet@1a2b3c4d: 45% (1.2 GB of 2.7 GB, 3000 of 10000 files) at 120 MB/s`.
+/// `imagenet@1a2b3c4d: 45% (1.2G of 2.7G, 3000 of 10000 files) at 120M/s`.
 pub fn describe_progress(name: &str, version: &str, p: &Progress) -> String {
     let pct = (p.bytes_done * 100)
         .checked_div(p.bytes_total)
         .unwrap_or(100);
     format!(
-        "{name}@{}: {pct}% ({} of {}, {} of {} files) at {}/s",
+        "{name}@{}: {pct}% ({} of {}, {} of {} files) at {}",
         short(version),
-        format_bytes(p.bytes_done),
-        format_bytes(p.bytes_total),
+        labpool_units::format_size(p.bytes_done),
+        labpool_units::format_size(p.bytes_total),
         p.files_done,
         p.files_total,
-        format_bytes(p.rate as u64)
+        labpool_units::format_rate(p.rate)
     )
 }

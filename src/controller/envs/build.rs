@@ -266,10 +266,12 @@ impl EnvService {
         if let Ok(mut f) = std::fs::OpenOptions::new().append(true).open(&log_path) {
             let _ = writeln!(
                 f,
-                "labpool: built {} as {} in {:.1} s: {bytes} bytes, packed to {archive_bytes} bytes at {}",
+                "labpool: built {} as {} in {:.1} s: {}, packed to {} at {}",
                 lock.id,
                 builder.name,
                 started.elapsed().as_secs_f64(),
+                labpool_units::format_size(bytes),
+                labpool_units::format_size(archive_bytes),
                 archive.display()
             );
         }
@@ -311,7 +313,7 @@ fn run_with_timeout(
                 let _ = child.wait();
                 return Err(format!(
                     "it ran longer than {} and was stopped (raise [envs] build_timeout)",
-                    humantime::format_duration(timeout)
+                    labpool_units::format_duration(timeout)
                 ));
             }
             Ok(None) => std::thread::sleep(Duration::from_millis(100)),

@@ -92,7 +92,8 @@ impl Engine {
                         format!("job {id} cancelled while its data or environment was staged")
                     }
                     _ => {
-                        let grace = humantime::format_duration(self.config.controller.kill_grace);
+                        let grace =
+                            labpool_units::format_duration(self.config.controller.kill_grace);
                         format!("job {id} is being stopped (TERM, then KILL after {grace})")
                     }
                 });

@@ -233,7 +233,7 @@ impl Engine {
         if let Some((_, alloc)) = &finished {
             let charge = self.sched.charge_for(alloc, end);
             if charge > 0.0 {
-                let held = labpool_scheduler::time::format_duration(end.secs_since(alloc.start));
+                let held = labpool_units::format_elapsed(end.secs_since(alloc.start));
                 let note = format!("{} GPUs on {} for {held}", alloc.gpus.len(), alloc.node);
                 entries.push(Entry {
                     time: end,

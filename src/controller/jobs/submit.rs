@@ -170,8 +170,10 @@ impl Engine {
             if total > largest {
                 return bad(
                     format!(
-                        "the job's datasets ({}) hold {total} bytes, more than the largest node cache ({largest} bytes)",
-                        req.datasets.join(", ")
+                        "the job's datasets ({}) hold {}, more than the largest node cache ({})",
+                        req.datasets.join(", "),
+                        labpool_units::format_size(total),
+                        labpool_units::format_size(largest)
                     ),
                     Some("ask an admin to raise capacity under [cache], or split the dataset"),
                 );

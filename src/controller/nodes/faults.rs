@@ -49,7 +49,7 @@ impl Engine {
             .map(|(name, n)| (name.clone(), n.last_seen_ms, n.instance.is_empty()))
             .collect();
         for (node, last, never) in late {
-            let timeout_text = humantime::format_duration(self.config.controller.node_timeout);
+            let timeout_text = labpool_units::format_duration(self.config.controller.node_timeout);
             let reason = if never {
                 format!(
                     "its agent did not register within node_timeout ({timeout_text}) of the controller's restart"

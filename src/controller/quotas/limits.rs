@@ -7,7 +7,8 @@ use crate::controller::quotas::QuotaService;
 use crate::controller::quotas::db::DEFAULT_USER;
 use crate::identity::Caller;
 use labpool_quotas::kernel::{self, Owner};
-use labpool_quotas::size::{format_size, parse_count, parse_duration, parse_size};
+use labpool_quotas::size::{parse_count, parse_duration, parse_size};
+use labpool_units::format_size;
 
 impl QuotaService {
     /// The submit check: `Err` refuses (with usage, limit, biggest directories and what to

@@ -10,6 +10,7 @@ use crate::settings::{Config, SnapshotSource};
 use chrono::{DateTime, Local, Offset, Utc};
 use labpool_snapshots::restore::RestoreReport;
 use labpool_snapshots::{BackupOptions, Progress, Repository, SnapshotError};
+use labpool_units::format_size;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -146,12 +147,12 @@ impl SnapshotService {
         let r = labpool_snapshots::create(&repo, &backup_options(src), &Progress::default())?;
         let s = &r.snapshot;
         let mut summary = format!(
-            "snapshot {} of {}: {} files, {} bytes, {} bytes added, {} unreadable",
+            "snapshot {} of {}: {} files, {}, {} added, {} unreadable",
             s.short_id(),
             src.name,
             s.files,
-            s.bytes,
-            s.added_bytes,
+            format_size(s.bytes),
+            format_size(s.added_bytes),
             s.errors
         );
         // The backup stands whatever happens to retention: a retention that cannot run now
@@ -180,8 +181,8 @@ impl SnapshotService {
         }
         let p = when_free(|| labpool_snapshots::prune::prune(repo, false, &Progress::default()))?;
         Ok(Some(format!(
-            "; forgot {forgotten} by retention, pruned {} bytes",
-            p.bytes_before.saturating_sub(p.bytes_after)
+            "; forgot {forgotten} by retention, pruned {}",
+            format_size(p.bytes_before.saturating_sub(p.bytes_after))
         )))
     }
 }
