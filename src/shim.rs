@@ -6,23 +6,20 @@
 //! from a dead one (see [`crate::agent::jobdir`]). It uses plain threads, not an async runtime,
 //! so that it can switch its effective uid safely while still single-threaded.
 
-use crate::agent::isolation::{JobCgroups, JobIsolation, join_in_child};
 use crate::agent::jobdir::{JobDir, Started};
 use crate::agent::procs::kill_job_processes;
 use crate::api::agent::Outcome;
 use crate::clock::now_ms;
+use labpool_isolation::{Identity, JobCgroups, JobIsolation, Sandbox};
 use labpool_scheduler::JobState;
-use nix::sys::signal::{SigSet, SigmaskHow};
+use nix::sys::signal::SigSet;
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid, waitpid};
-use nix::unistd::{Gid, Pid, Uid};
+use nix::unistd::Pid;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::ffi::CString;
 use std::fs::{File, OpenOptions};
-use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::OpenOptionsExt;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
@@ -116,11 +113,7 @@ pub fn run(dir: &Path) -> anyhow::Result<()> {
             return finish(&jd, failed_to_start(message));
         }
     };
-    let fds = groups
-        .as_ref()
-        .map(JobCgroups::procs_fds)
-        .unwrap_or_default();
-    let mut child = match spawn(&spec, stdout, stderr, fds) {
+    let mut child = match spawn(&spec, stdout, stderr, groups.as_ref()) {
         Ok(c) => c,
         Err(e) => {
             let message = format!(
@@ -332,26 +325,19 @@ fn parse_dir_name(dir: &Path) -> anyhow::Result<(u64, u32)> {
     })
 }
 
-/// True when the shim must switch to another user for the job.
-fn switches_user(spec: &ShimSpec) -> bool {
-    nix::unistd::geteuid().as_raw() != spec.uid
+/// The job's user, as the sandbox takes it.
+fn identity(spec: &ShimSpec) -> Identity {
+    Identity {
+        uid: spec.uid,
+        gid: spec.gid,
+        groups: spec.groups.clone(),
+    }
 }
 
 /// Opens the output files with the job user's rights, so that a job can write only where its
 /// user may. The shim is still single-threaded here, which makes switching the effective uid safe.
 fn open_outputs(spec: &ShimSpec) -> Result<(File, File), String> {
-    let switch = switches_user(spec);
-    let saved_groups = nix::unistd::getgroups().unwrap_or_default();
-    if switch {
-        let groups: Vec<Gid> = spec.groups.iter().map(|g| Gid::from_raw(*g)).collect();
-        nix::unistd::setgroups(&groups)
-            .map_err(|e| format!("cannot take the groups of {}: {e}", spec.user))?;
-        nix::unistd::setegid(Gid::from_raw(spec.gid))
-            .map_err(|e| format!("cannot switch to gid {}: {e}", spec.gid))?;
-        nix::unistd::seteuid(Uid::from_raw(spec.uid))
-            .map_err(|e| format!("cannot switch to uid {}: {e}", spec.uid))?;
-    }
-    let result = (|| {
+    identity(spec).as_effective(|| {
         let open = |path: &Path| {
             OpenOptions::new()
                 .write(true)
@@ -386,22 +372,15 @@ fn open_outputs(spec: &ShimSpec) -> Result<(File, File), String> {
             open(&spec.stderr)?
         };
         Ok((out, err))
-    })();
-    if switch {
-        nix::unistd::seteuid(Uid::from_raw(0))
-            .map_err(|e| format!("cannot return to root: {e}"))?;
-        nix::unistd::setegid(Gid::from_raw(0))
-            .map_err(|e| format!("cannot return to gid 0: {e}"))?;
-        nix::unistd::setgroups(&saved_groups).map_err(|e| format!("cannot restore groups: {e}"))?;
-    }
-    result
+    })?
 }
 
+/// Starts the script as the job's user, in its cgroups and working directory.
 fn spawn(
     spec: &ShimSpec,
     stdout: File,
     stderr: File,
-    cgroups: Vec<std::os::fd::RawFd>,
+    groups: Option<&JobCgroups>,
 ) -> std::io::Result<std::process::Child> {
     let mut cmd = Command::new(&spec.program);
     cmd.args(&spec.args)
@@ -409,31 +388,8 @@ fn spawn(
         .envs(&spec.env)
         .stdin(Stdio::null())
         .stdout(stdout)
-        .stderr(stderr)
-        .process_group(0);
-    let switch = switches_user(spec);
-    let groups: Vec<Gid> = spec.groups.iter().map(|g| Gid::from_raw(*g)).collect();
-    let (uid, gid) = (Uid::from_raw(spec.uid), Gid::from_raw(spec.gid));
-    let workdir = CString::new(spec.workdir.as_os_str().as_bytes())?;
-    // SAFETY: between fork and exec the closure only makes async-signal-safe system calls on
-    // data prepared before the fork; it allocates nothing.
-    unsafe {
-        cmd.pre_exec(move || {
-            nix::sys::signal::pthread_sigmask(
-                SigmaskHow::SIG_SETMASK,
-                Some(&SigSet::empty()),
-                None,
-            )?;
-            join_in_child(&cgroups)?;
-            if switch {
-                nix::unistd::setgroups(&groups)?;
-                nix::unistd::setgid(gid)?;
-                nix::unistd::setuid(uid)?;
-            }
-            nix::unistd::chdir(workdir.as_c_str())?;
-            Ok(())
-        });
-    }
+        .stderr(stderr);
+    Sandbox::new(Some(identity(spec)), groups, Some(&spec.workdir))?.apply(&mut cmd);
     cmd.spawn()
 }
 

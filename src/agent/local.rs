@@ -3,7 +3,6 @@
 //! [`crate::api::agent`].
 
 use crate::agent::environment::job_environment;
-use crate::agent::isolation::{JobIsolation, Support, remove_groups};
 use crate::agent::jobdir::{JobDir, Liveness};
 use crate::agent::procs::kill_job_processes;
 use crate::agent::stager::Stager;
@@ -11,6 +10,7 @@ use crate::api::agent::{AgentOrder, AgentReport, Launch, LaunchEnv, Outcome};
 use crate::clock::now_ms;
 use crate::identity::groups_of;
 use crate::shim::{ShimSpec, signal_shim};
+use labpool_isolation::{JobIsolation, Support, remove_groups};
 use labpool_scheduler::JobState;
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::process::CommandExt as _;

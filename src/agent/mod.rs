@@ -2,9 +2,7 @@
 //! inside `labpool serve`, speaking the same protocol ([`crate::api::agent`]) a remote agent does.
 
 pub mod daemon;
-pub mod device_filter;
 pub mod environment;
-pub mod isolation;
 pub mod jobdir;
 pub mod local;
 pub mod node;

@@ -1,7 +1,6 @@
 //! This machine as a node: its spec, GPUs, isolation, dataset cache and executor. The
 //! controller's in-process agent (one box) and `labpool agent` (several) start it the same way.
 
-use crate::agent::isolation::Support;
 use crate::agent::local::{Executor, NodeIsolation};
 use crate::agent::stager::{CacheSettings, Stager};
 use crate::api::agent::{AgentOrder, AgentReport};
@@ -9,6 +8,7 @@ use crate::discovery::{GpuSource, gpu_minors, node_spec};
 use crate::settings::{Config, IsolationMode};
 use anyhow::Context;
 use labpool_cache::store::StageOptions;
+use labpool_isolation::Support;
 use labpool_scheduler::node::NodeSpec;
 use std::os::unix::fs::DirBuilderExt;
 use tokio::sync::mpsc;

@@ -320,7 +320,7 @@ pub struct Registration {
     /// Where its GPUs come from: nvml, virtual or none.
     pub gpu_source: String,
     /// The cgroup isolation it offers.
-    pub isolation: crate::agent::isolation::Support,
+    pub isolation: labpool_isolation::Support,
     /// The port it takes orders and peers' requests on.
     pub port: u16,
     /// The address others reach it at, when its config names one.

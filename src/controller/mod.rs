@@ -14,7 +14,6 @@ pub mod nodes;
 pub mod quotas;
 pub mod snapshots;
 
-use crate::agent::isolation::Support;
 use crate::agent::node::LocalNode;
 use crate::clock::now_ms;
 use crate::controller::db::Db;
@@ -25,6 +24,7 @@ use crate::settings::Config;
 use crate::socket::{bind_socket, lock_state};
 use crate::transport::{SharedVerifier, SignedClient, verify_signed};
 use anyhow::Context;
+use labpool_isolation::Support;
 use labpool_scheduler::Scheduler;
 use std::collections::BTreeMap;
 use std::future::Future;

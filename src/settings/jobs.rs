@@ -35,7 +35,7 @@ pub struct JobsConfig {
     pub isolation: IsolationMode,
     /// How devices are filtered: "auto" (the v1 devices controller where mounted, else a BPF
     /// filter on cgroup v2), "cgroup-v1" or "bpf".
-    pub device_filter: crate::agent::isolation::DeviceFilter,
+    pub device_filter: labpool_isolation::DeviceFilter,
     /// Variables every job gets unless its own environment sets them. Keys here replace the
     /// built-in defaults (memory growth, async allocator, PCI bus order); an empty value drops
     /// a default.
@@ -47,7 +47,7 @@ impl Default for JobsConfig {
         JobsConfig {
             cuda_visible_devices: OverridePolicy::Refuse,
             isolation: IsolationMode::Auto,
-            device_filter: crate::agent::isolation::DeviceFilter::Auto,
+            device_filter: labpool_isolation::DeviceFilter::Auto,
             gpu_env: BTreeMap::new(),
         }
     }

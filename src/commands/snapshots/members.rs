@@ -238,9 +238,7 @@ fn find_text(f: &FindReport) -> String {
                     s.snapshot[..8].to_string(),
                     local(s.time),
                     if s.present { "yes" } else { "-" }.to_string(),
-                    s.size
-                        .map(labpool_units::format_size)
-                        .unwrap_or_default(),
+                    s.size.map(labpool_units::format_size).unwrap_or_default(),
                     s.mtime.map(local).unwrap_or_default(),
                 ]
             })

@@ -93,7 +93,7 @@ pub struct NodeFacts {
     /// Where its GPUs come from: nvml, virtual or none.
     pub gpu_source: String,
     /// The cgroup isolation it offers.
-    pub isolation: crate::agent::isolation::Support,
+    pub isolation: labpool_isolation::Support,
 }
 
 /// The engine's state.

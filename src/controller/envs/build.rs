@@ -1,6 +1,5 @@
 //! One build: run as the builder in a cgroup of its own, then sealed, checked and packed.
 
-use crate::agent::isolation::{JobCgroups, join_in_child, remove_groups};
 use crate::clock::now_ms;
 use crate::controller::envs::EnvService;
 use crate::controller::envs::db::EnvRow;
@@ -8,9 +7,9 @@ use crate::controller::envs::store::{archive_path, remove_tree};
 use crate::controller::error::ApiError;
 use crate::identity::{Caller, groups_of};
 use labpool_envs::{EnvKind, Lock};
+use labpool_isolation::{Identity, JobCgroups, Sandbox, remove_groups};
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -152,10 +151,6 @@ impl EnvService {
         } else {
             None
         };
-        let fds = groups
-            .as_ref()
-            .map(JobCgroups::procs_fds)
-            .unwrap_or_default();
         let exe = std::env::current_exe().map_err(ApiError::internal)?;
         let mut cmd = std::process::Command::new(exe);
         cmd.arg("env")
@@ -174,35 +169,18 @@ impl EnvService {
             .current_dir(dir)
             .stdin(std::process::Stdio::null())
             .stdout(log.try_clone().map_err(ApiError::internal)?)
-            .stderr(log)
-            .process_group(0);
+            .stderr(log);
         if let Some(python) = &self.config.envs.python {
             cmd.env("LABPOOL_ENV_PYTHON", python);
         }
-        let switch = as_root.then(|| {
-            let groups: Vec<nix::unistd::Gid> = builder
-                .groups
-                .iter()
-                .map(|g| nix::unistd::Gid::from_raw(*g))
-                .collect();
-            (
-                groups,
-                nix::unistd::Gid::from_raw(builder.gid),
-                nix::unistd::Uid::from_raw(builder.uid),
-            )
+        let identity = as_root.then(|| Identity {
+            uid: builder.uid,
+            gid: builder.gid,
+            groups: builder.groups.clone(),
         });
-        // SAFETY: between fork and exec only async-signal-safe calls on data made before.
-        unsafe {
-            cmd.pre_exec(move || {
-                join_in_child(&fds)?;
-                if let Some((groups, gid, uid)) = &switch {
-                    nix::unistd::setgroups(groups)?;
-                    nix::unistd::setgid(*gid)?;
-                    nix::unistd::setuid(*uid)?;
-                }
-                Ok(())
-            });
-        }
+        Sandbox::new(identity, groups.as_ref(), None)
+            .map_err(ApiError::internal)?
+            .apply(&mut cmd);
         let timeout = self.config.envs.build_timeout;
         let status = tokio::task::spawn_blocking(move || run_with_timeout(cmd, timeout))
             .await

@@ -15,7 +15,6 @@
 //! - Removing a name deletes the build only when no other name and no unfinished job uses it.
 //! - A failed build's log is kept and named in the error; the half-built directory goes.
 
-use crate::agent::isolation::Support;
 use crate::api::SubmitRequest;
 use crate::controller::db::Db;
 use crate::controller::envs::db::EnvRow;
@@ -23,6 +22,7 @@ use crate::controller::error::ApiError;
 use crate::identity::Caller;
 use crate::settings::{Config, OverridePolicy};
 use labpool_envs::EnvKind;
+use labpool_isolation::Support;
 use std::sync::Arc;
 
 /// Builds, names and checks.

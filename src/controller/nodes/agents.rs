@@ -1,7 +1,6 @@
 //! Remote agents: the signed routes they call (register, heartbeat, reports) and what the engine
 //! does with each, and remote nodes restored after a controller restart.
 
-use crate::agent::isolation::Support;
 use crate::api::agent::{Heartbeat, Registered, Registration, ReportBatch};
 use crate::clock::now_ms;
 use crate::controller::engine::{Engine, NodeFacts, Request};
@@ -13,6 +12,7 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::routing::post;
 use axum::{Extension, Json, Router};
+use labpool_isolation::Support;
 
 /// A node whose agent runs elsewhere.
 #[derive(Debug, Clone)]
