@@ -1,8 +1,43 @@
-//! The wall clock, read in one place. The scheduler core never reads it; the daemons pass it in.
+//! The wall clock, read in one place. The scheduler and lifecycle cores never read it; the
+//! daemons pass `now` in. The engine and the timer service take a [`Clock`], so tests can run
+//! them on a clock of their own.
 
 use labpool_scheduler::Timestamp;
+use std::sync::Arc;
 
-/// Milliseconds since the Unix epoch.
+/// A source of wall-clock time.
+pub trait Clock: Send + Sync + 'static {
+    /// Milliseconds since the Unix epoch.
+    fn now_ms(&self) -> i64;
+
+    /// Now, as the scheduler takes it.
+    fn now(&self) -> Timestamp {
+        Timestamp(self.now_ms())
+    }
+
+    /// Now, for cron schedules.
+    fn now_utc(&self) -> chrono::DateTime<chrono::Utc> {
+        chrono::DateTime::from_timestamp_millis(self.now_ms()).unwrap_or_default()
+    }
+}
+
+/// The machine's clock.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now_ms(&self) -> i64 {
+        now_ms()
+    }
+}
+
+/// The machine's clock, shared.
+pub fn system() -> Arc<dyn Clock> {
+    Arc::new(SystemClock)
+}
+
+/// Milliseconds since the Unix epoch, from the machine's clock (for code that has no
+/// [`Clock`] to ask: the CLI, the shim).
 pub fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

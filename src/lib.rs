@@ -19,6 +19,7 @@ pub mod http1;
 pub mod identity;
 pub mod progress;
 pub mod render;
+pub mod retry;
 pub mod schedule;
 pub mod settings;
 pub mod shim;

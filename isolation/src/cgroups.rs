@@ -2,6 +2,7 @@
 //! read for OOM kills when it ends, removed once empty.
 
 use crate::{Hierarchy, JobIsolation, Support};
+use backon::{BlockingRetryable, ConstantBuilder};
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::os::fd::{AsRawFd, RawFd};
@@ -193,14 +194,15 @@ pub fn remove_groups(support: &Support, name: &str) {
                 nix::sys::signal::Signal::SIGKILL,
             );
         }
-        for _ in 0..50 {
-            match std::fs::remove_dir(&dir) {
-                Err(e) if e.raw_os_error() == Some(nix::libc::EBUSY) => {
-                    std::thread::sleep(std::time::Duration::from_millis(20))
-                }
-                _ => break,
-            }
-        }
+        // The killed processes leave the group a moment after the signal: busy until then.
+        let _ = (|| std::fs::remove_dir(&dir))
+            .retry(
+                ConstantBuilder::new()
+                    .with_delay(std::time::Duration::from_millis(20))
+                    .with_max_times(50),
+            )
+            .when(|e| e.raw_os_error() == Some(nix::libc::EBUSY))
+            .call();
     }
 }
 

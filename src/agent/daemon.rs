@@ -10,6 +10,7 @@ use crate::api::agent::{
     AgentOrder, AgentReport, Heartbeat, OrderBatch, PeerQuery, Registered, Registration,
     ReportBatch,
 };
+use crate::retry::backoff;
 use crate::settings::{AgentConfig, Config};
 use crate::socket::Peer;
 use crate::transport::{CallError, SharedVerifier, SignedClient, error_response, verify_signed};
@@ -20,6 +21,7 @@ use axum::extract::{ConnectInfo, Query, State};
 use axum::http::{Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use backon::Retryable;
 use labpool_cache::store::NodeCache;
 use labpool_cluster::{ClusterKey, Verifier};
 use std::future::Future;
@@ -164,26 +166,23 @@ pub async fn run(
 /// agent with the controller's reason, since waiting cannot fix either.
 async fn register_first(shared: &Arc<Shared>, agent: &AgentConfig) -> anyhow::Result<()> {
     let mut warned = false;
-    loop {
-        match register(shared).await {
-            Ok(()) => return Ok(()),
-            Err(e) if e.is_auth() || e.status() == Some(409) => {
-                return Err(anyhow::anyhow!(e)).with_context(|| {
-                    format!(
-                        "the controller at {} refused node {}",
-                        agent.join, shared.node
-                    )
-                });
+    let refused = |e: &CallError| e.is_auth() || e.status() == Some(409);
+    (|| register(shared))
+        .retry(backoff(Duration::from_secs(1), Duration::from_secs(1)))
+        .when(|e| !refused(e))
+        .notify(|e, _| {
+            if !std::mem::replace(&mut warned, true) {
+                tracing::warn!("cannot register yet, retrying every second: {e}");
             }
-            Err(e) => {
-                if !warned {
-                    tracing::warn!("cannot register yet, retrying every second: {e}");
-                    warned = true;
-                }
-                tokio::time::sleep(Duration::from_secs(1)).await;
-            }
-        }
-    }
+        })
+        .await
+        .map_err(|e| anyhow::anyhow!(e))
+        .with_context(|| {
+            format!(
+                "the controller at {} refused node {}",
+                agent.join, shared.node
+            )
+        })
 }
 
 async fn register(shared: &Arc<Shared>) -> Result<(), CallError> {
@@ -204,17 +203,10 @@ async fn register(shared: &Arc<Shared>) -> Result<(), CallError> {
 
 /// Registers again after the controller said it does not know this agent.
 async fn reregister(shared: &Arc<Shared>) {
-    let mut backoff = Duration::from_millis(200);
-    loop {
-        match register(shared).await {
-            Ok(()) => return,
-            Err(e) => {
-                tracing::warn!("cannot register again: {e}");
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(Duration::from_secs(5));
-            }
-        }
-    }
+    let _ = (|| register(shared))
+        .retry(backoff(Duration::from_millis(200), Duration::from_secs(5)))
+        .notify(|e, _| tracing::warn!("cannot register again: {e}"))
+        .await;
 }
 
 /// Sends reports in order, each batch until the controller takes it.
@@ -235,26 +227,27 @@ async fn send_reports(shared: Arc<Shared>, mut reports: mpsc::UnboundedReceiver<
             seq,
             reports: batch,
         };
-        let mut backoff = Duration::from_millis(100);
         let mut warned = false;
-        loop {
-            match shared
+        let send = || async {
+            let sent = shared
                 .client
                 .json::<_, serde_json::Value>(&shared.join, "/v1/agent/reports", &body)
-                .await
+                .await;
+            if let Err(e) = &sent
+                && e.status() == Some(409)
             {
-                Ok(_) => break,
-                Err(e) if e.status() == Some(409) => reregister(&shared).await,
-                Err(e) => {
-                    if !warned {
-                        tracing::warn!("cannot send reports, retrying: {e}");
-                        warned = true;
-                    }
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(Duration::from_secs(2));
-                }
+                reregister(&shared).await;
             }
-        }
+            sent
+        };
+        let _ = send
+            .retry(backoff(Duration::from_millis(100), Duration::from_secs(2)))
+            .notify(|e, _| {
+                if e.status() != Some(409) && !std::mem::replace(&mut warned, true) {
+                    tracing::warn!("cannot send reports, retrying: {e}");
+                }
+            })
+            .await;
     }
 }
 

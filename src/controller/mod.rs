@@ -13,6 +13,7 @@ pub mod jobs;
 pub mod nodes;
 pub mod quotas;
 pub mod snapshots;
+pub mod timers;
 
 use crate::agent::node::LocalNode;
 use crate::clock::now_ms;
@@ -39,6 +40,7 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let config = Arc::new(config);
+    let clock = crate::clock::system();
     let state_dir = &config.controller.state_dir;
     // Traversable (jobs reach their scripts in the spool below it) but not listable; the
     // database inside is private to the controller's user.
@@ -100,7 +102,14 @@ pub async fn serve(
         None => None,
     };
 
-    let mut engine = Engine::new(config.clone(), db.clone(), sched, agents, nodes);
+    let mut engine = Engine::new(
+        config.clone(),
+        db.clone(),
+        sched,
+        agents,
+        nodes,
+        clock.clone(),
+    );
     engine.local_node = local_name.clone();
     engine.cluster = cluster_key
         .clone()
@@ -133,8 +142,8 @@ pub async fn serve(
             })
             .await
     });
-    tokio::spawn(snapshots::timer(snapshot_service, stop_rx.clone()));
-    tokio::spawn(quotas::timer(quota_service, stop_rx.clone()));
+    tokio::spawn(snapshots::timers(snapshot_service, clock.clone()).run(stop_rx.clone()));
+    tokio::spawn(quotas::timers(quota_service, clock.clone()).run(stop_rx.clone()));
     if let (Some(addr), Some(key)) = (&config.controller.listen, cluster_key) {
         let tcp = tokio::net::TcpListener::bind(addr).await.with_context(|| {
             format!(

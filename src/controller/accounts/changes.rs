@@ -1,7 +1,6 @@
 //! Admins' changes to accounts, their members and QOS limits, and the accounts view.
 
 use crate::api::{AccountChange, AccountView, AccountsView};
-use crate::clock::now_ms;
 use crate::controller::db::Db;
 use crate::controller::engine::Engine;
 use crate::controller::error::ApiError;
@@ -60,7 +59,7 @@ impl Engine {
                         Some("`labpool account list` shows it".into()),
                     );
                 }
-                Db::add_account(&mut tx, &name, &description, now_ms()).await?;
+                Db::add_account(&mut tx, &name, &description, self.clock.now_ms()).await?;
                 tx.commit().await?;
                 self.sched.set_account(&name, Account::default());
                 self.descriptions.insert(name.clone(), description);

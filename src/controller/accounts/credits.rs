@@ -1,7 +1,7 @@
 //! Credits: this month's balance from the in-memory ledger, admins' grants, and the credits view.
 
 use crate::api::{CreditsView, GrantRequest, LedgerLine};
-use crate::clock::{month_of, now, rfc3339};
+use crate::clock::{month_of, rfc3339};
 use crate::controller::db::Db;
 use crate::controller::engine::Engine;
 use crate::controller::error::ApiError;
@@ -58,7 +58,7 @@ impl Engine {
             None => format!("granted by {}", caller.user),
         };
         let entry = Entry {
-            time: now(),
+            time: self.clock.now(),
             user: req.user.clone(),
             kind: EntryKind::Grant,
             amount: req.amount,
@@ -77,7 +77,7 @@ impl Engine {
     /// A user's month in credits, running jobs counted.
     pub(crate) fn credits_view(&self, user: &str) -> CreditsView {
         let s = self.summary(user);
-        let accruing = self.sched.accrued(user, now());
+        let accruing = self.sched.accrued(user, self.clock.now());
         let (_, _, month, resets) = month_of(self.month.0);
         CreditsView {
             user: user.to_string(),

@@ -14,7 +14,7 @@ pub mod restore;
 pub use request::Request;
 
 use crate::api::agent::{AgentOrder, AgentReport};
-use crate::clock::now_ms;
+use crate::clock::Clock;
 use crate::controller::datasets::DataState;
 use crate::controller::db::Db;
 use crate::controller::jobs::JobRow;
@@ -127,6 +127,8 @@ pub struct Engine {
     pub(crate) cluster: Option<crate::transport::SignedClient>,
     /// The controller's own node, when it runs one in-process.
     pub(crate) local_node: Option<String>,
+    /// Where the engine reads the time: the machine's clock, or a test's.
+    pub(crate) clock: Arc<dyn Clock>,
 }
 
 impl Engine {
@@ -137,6 +139,7 @@ impl Engine {
         sched: Scheduler,
         agents: BTreeMap<String, mpsc::UnboundedSender<AgentOrder>>,
         nodes_facts: BTreeMap<String, NodeFacts>,
+        clock: Arc<dyn Clock>,
     ) -> Engine {
         Engine {
             config: config.clone(),
@@ -157,6 +160,7 @@ impl Engine {
             remote: BTreeMap::new(),
             cluster: None,
             local_node: None,
+            clock,
         }
     }
 
@@ -198,7 +202,7 @@ impl Engine {
                     break;
                 }
             }
-            let now = now_ms();
+            let now = self.clock.now_ms();
             if now >= self.month.1 {
                 tracing::info!("a new month: credits and emergency tokens reset");
                 self.load_month(now).await?;

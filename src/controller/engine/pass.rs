@@ -1,7 +1,6 @@
 //! The scheduling pass: what the scheduler decides goes through the lifecycle, and a placed
 //! job gets its output paths and starts or waits for its stages.
 
-use crate::clock::now;
 use crate::controller::engine::{Engine, PassNeed};
 use crate::controller::jobs::JobRow;
 use labpool_lifecycle::{Event, Placement, Readiness, StageKind};
@@ -22,7 +21,7 @@ impl Engine {
         if matches!(need, PassNeed::Nothing) {
             return;
         }
-        let pass_time = now();
+        let pass_time = self.clock.now();
         let view = self.pass_cache_view();
         let decisions = match need {
             PassNeed::Added(ids) => self.sched.schedule_appended(pass_time, &view, &ids),

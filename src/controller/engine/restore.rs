@@ -2,7 +2,7 @@
 //! database, and the month whose credits are current.
 
 use crate::api::agent::Outcome;
-use crate::clock::{month_of, now_ms};
+use crate::clock::month_of;
 use crate::controller::engine::Engine;
 use labpool_lifecycle::rules::{self, Recovery};
 use labpool_scheduler::{Allocation, JobId, JobState, Timestamp};
@@ -26,7 +26,7 @@ impl Engine {
         }
         // Fair-share and run-time learning from recent history.
         let w = &self.config.policy().weights;
-        let since = now_ms() - (4 * w.half_life_s as i64).saturating_mul(1000);
+        let since = self.clock.now_ms() - (4 * w.half_life_s as i64).saturating_mul(1000);
         for row in self
             .db
             .finished_jobs(None, Some(since), 1_000_000)
@@ -43,7 +43,7 @@ impl Engine {
                 }
             }
         }
-        self.load_month(now_ms()).await?;
+        self.load_month(self.clock.now_ms()).await?;
         self.restore_remote().await?;
 
         let rows = self.db.active_jobs(None).await?;
@@ -62,7 +62,8 @@ impl Engine {
                 if let Err(e) = self.sched.restore_running(row.spec.clone(), alloc) {
                     // Its node or GPUs are gone from the configuration: it cannot be re-adopted.
                     tracing::error!("{e}");
-                    let end = Outcome::decided(JobState::NodeFail, now_ms(), e.to_string());
+                    let end =
+                        Outcome::decided(JobState::NodeFail, self.clock.now_ms(), e.to_string());
                     self.outbox.persist(row.id, rules::ended(end, None));
                     self.sched.note_outcome(JobId(row.id), false);
                     continue;

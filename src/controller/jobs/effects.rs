@@ -81,7 +81,7 @@ impl Outbox {
 impl Engine {
     /// Feeds one event to the lifecycle, at the real clock's now.
     pub(crate) fn lifecycle(&mut self, event: Event) {
-        let effects = self.jobs.handle(event, now_ms());
+        let effects = self.jobs.handle(event, self.clock.now_ms());
         self.apply(effects);
     }
 
@@ -198,7 +198,8 @@ impl Engine {
     /// The start order of a running attempt.
     fn order_launch(&mut self, job: u64, attempt: u32, node: &str, staged: bool) {
         if staged {
-            self.sched.set_started(JobId(job), Timestamp(now_ms()));
+            self.sched
+                .set_started(JobId(job), Timestamp(self.clock.now_ms()));
         }
         let alloc = self
             .sched

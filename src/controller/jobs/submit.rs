@@ -3,7 +3,7 @@
 //! other jobs.
 
 use crate::api::{SubmitRequest, Submitted};
-use crate::clock::{month_of, now_ms};
+use crate::clock::month_of;
 use crate::controller::db::Db;
 use crate::controller::engine::Engine;
 use crate::controller::error::ApiError;
@@ -51,7 +51,7 @@ impl Engine {
     /// their placements; the replies wait for that commit. Each is checked against the state
     /// the earlier ones of the batch left, so limits and tokens hold across the batch.
     pub(crate) async fn submit(&mut self, batch: Vec<SubmitItem>) -> anyhow::Result<()> {
-        let now = now_ms();
+        let now = self.clock.now_ms();
         let mut tx = match self.batch_tx.take() {
             Some(tx) => tx,
             None => self.db.begin().await?,
@@ -246,7 +246,7 @@ impl Engine {
             Err(e) => return Ok(Err(ApiError::bad_request(e.to_string(), e.hint()))),
         };
         if req.emergency && self.summary(&caller.user).tokens_left == 0 {
-            let (_, _, _, reset) = month_of(now_ms());
+            let (_, _, _, reset) = month_of(self.clock.now_ms());
             let e = NoTokens {
                 user: caller.user.clone(),
                 allowed: self.sched.policy().credits.emergency_tokens,

@@ -2,7 +2,6 @@
 //! does with each, and remote nodes restored after a controller restart.
 
 use crate::api::agent::{Heartbeat, Registered, Registration, ReportBatch};
-use crate::clock::now_ms;
 use crate::controller::engine::{Engine, NodeFacts, Request};
 use crate::controller::error::ApiError;
 use crate::controller::http::{AppState, ask};
@@ -124,7 +123,7 @@ impl Engine {
                 RemoteNode {
                     address,
                     instance: String::new(),
-                    last_seen_ms: now_ms(),
+                    last_seen_ms: self.clock.now_ms(),
                     down: false,
                     last_report: 0,
                     beat: None,
@@ -162,7 +161,7 @@ impl Engine {
             return Ok(Err(ApiError::bad_request(e.to_string(), None)));
         }
         self.db
-            .upsert_node(&reg.node, &reg.gpu_source, now_ms())
+            .upsert_node(&reg.node, &reg.gpu_source, self.clock.now_ms())
             .await?;
         self.db.set_node_agent(&name, &address).await?;
         self.nodes_facts.insert(
@@ -183,7 +182,7 @@ impl Engine {
             RemoteNode {
                 address: address.clone(),
                 instance: reg.instance.clone(),
-                last_seen_ms: now_ms(),
+                last_seen_ms: self.clock.now_ms(),
                 down: false,
                 last_report: if same_instance {
                     previous.as_ref().map_or(0, |p| p.last_report)
@@ -213,7 +212,7 @@ impl Engine {
     pub(crate) fn on_heartbeat(&mut self, beat: Heartbeat) -> Result<(), ApiError> {
         match self.remote.get_mut(&beat.node) {
             Some(n) if n.instance == beat.instance && !n.down => {
-                n.last_seen_ms = now_ms();
+                n.last_seen_ms = self.clock.now_ms();
                 n.beat = Some(beat);
                 Ok(())
             }
@@ -245,7 +244,7 @@ impl Engine {
                     return Ok(Ok(()));
                 }
                 n.last_report = batch.seq;
-                n.last_seen_ms = now_ms();
+                n.last_seen_ms = self.clock.now_ms();
             }
             _ => {
                 return Ok(Err(ApiError::conflict(

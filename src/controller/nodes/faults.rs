@@ -2,7 +2,6 @@
 //! told what it should run and sent again what its jobs wait for.
 
 use crate::api::agent::AgentOrder;
-use crate::clock::now_ms;
 use crate::controller::engine::{Engine, PassNeed};
 use labpool_lifecycle::{Event, StageKind};
 use labpool_scheduler::JobState;
@@ -41,7 +40,7 @@ impl Engine {
     /// Declares DOWN every remote node whose last sign of life is older than `node_timeout`.
     pub(crate) async fn check_nodes(&mut self) -> anyhow::Result<()> {
         let timeout = self.config.controller.node_timeout.as_millis() as i64;
-        let now = now_ms();
+        let now = self.clock.now_ms();
         let late: Vec<(String, i64, bool)> = self
             .remote
             .iter()

@@ -1,7 +1,9 @@
 //! The order link to one remote agent: batches sent in order, each retried until taken.
 
 use crate::api::agent::{AgentOrder, OrderBatch};
+use crate::retry::backoff;
 use crate::transport::SignedClient;
+use backon::Retryable;
 use std::time::Duration;
 use tokio::sync::mpsc;
 
@@ -32,28 +34,24 @@ pub fn spawn_link(
             seq += 1;
             let body =
                 serde_json::to_vec(&OrderBatch { link, seq, orders }).expect("orders serialise");
-            let mut backoff = Duration::from_millis(50);
+            if rx.is_closed() {
+                return;
+            }
             let mut warned = false;
-            loop {
-                if rx.is_closed() {
-                    return;
-                }
-                match client
-                    .call(&address, "POST", "/v1/agent/orders", None, body.clone())
-                    .await
-                {
-                    Ok(_) => break,
-                    Err(e) => {
-                        // The first orders of a link may arrive before the agent has read its
-                        // registration answer: only a refusal that lasts is worth a warning.
-                        if !warned && backoff >= Duration::from_millis(400) {
-                            tracing::warn!(node, address, "cannot send orders, retrying: {e}");
-                            warned = true;
-                        }
-                        tokio::time::sleep(backoff).await;
-                        backoff = (backoff * 2).min(Duration::from_secs(2));
+            let sent = (|| client.call(&address, "POST", "/v1/agent/orders", None, body.clone()))
+                .retry(backoff(Duration::from_millis(50), Duration::from_secs(2)))
+                // A closed channel means a newer link took over: these orders are its now.
+                .when(|_| !rx.is_closed())
+                .notify(|e, wait| {
+                    // The first orders of a link may arrive before the agent has read its
+                    // registration answer: only a refusal that lasts is worth a warning.
+                    if wait >= Duration::from_millis(400) && !std::mem::replace(&mut warned, true) {
+                        tracing::warn!(node, address, "cannot send orders, retrying: {e}");
                     }
-                }
+                })
+                .await;
+            if sent.is_err() {
+                return;
             }
         }
     });

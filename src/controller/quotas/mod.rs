@@ -10,4 +10,4 @@ pub mod report;
 pub mod scan;
 pub mod service;
 
-pub use service::{QuotaService, timer};
+pub use service::{QuotaService, timers};

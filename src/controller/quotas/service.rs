@@ -3,10 +3,13 @@
 //! and the datasets audit. The work itself is the `labpool-quotas` crate's.
 
 use crate::api::quotas::LimitSource;
+use crate::clock::Clock;
 use crate::controller::db::Db;
 use crate::controller::error::ApiError;
 use crate::controller::quotas::db::DEFAULT_USER;
 use crate::controller::quotas::scan::ScanState;
+use crate::controller::timers::{Task, TaskRun, Timers};
+use crate::schedule::Schedule;
 use crate::settings::{Config, QuotaFs};
 use labpool_quotas::limits::Limit;
 use labpool_quotas::purge::PurgePlan;
@@ -71,79 +74,75 @@ impl QuotaService {
     }
 }
 
-/// Runs the scheduled scan, purge and audit until `stop`. Each waits for the one before it:
-/// they walk the same disks. A run missed while the controller was down is not caught up; the
-/// next one comes at its time.
-pub async fn timer(service: Arc<QuotaService>, mut stop: tokio::sync::watch::Receiver<bool>) {
-    use crate::schedule::Schedule;
+/// The scheduled scan, purge and audit, one at a time (they walk the same disks), with their
+/// last runs kept in `STATE_DIR/quota-timer.json`. An empty schedule switches one off.
+pub fn timers(service: Arc<QuotaService>, clock: Arc<dyn Clock>) -> Timers {
     let c = &service.config;
-    let scan_text = c
+    let scan = c
         .quotas
         .scan_schedule
         .clone()
         .unwrap_or_else(|| "0 * * * *".to_string());
-    let purge_text = if c.purge.enabled {
+    let purge = if c.purge.enabled {
         c.purge.schedule.clone()
     } else {
         String::new()
     };
-    let parse = |t: &str| (!t.is_empty()).then(|| Schedule::parse(t).ok()).flatten();
-    let jobs: Vec<(&str, Option<Schedule>)> = vec![
-        ("scan", parse(&scan_text)),
-        ("purge", parse(&purge_text)),
-        ("audit", parse(&c.datasets.audit_schedule)),
-    ];
-    let mut last: BTreeMap<&str, chrono::DateTime<chrono::Utc>> =
-        jobs.iter().map(|(n, _)| (*n, chrono::Utc::now())).collect();
-    loop {
-        let now = chrono::Utc::now();
-        for (name, sched) in &jobs {
-            let Some(sched) = sched else { continue };
-            if sched.due(last[name], now).is_none() {
-                continue;
-            }
-            last.insert(name, now);
-            match *name {
-                "scan" => {
-                    if let Err(e) = service.start_scan(None).await {
-                        tracing::error!("scheduled quota scan: {}", e.body.error);
-                    }
-                    // Wait for it, so a purge at the same minute does not walk alongside it.
-                    while service.scan_status().running {
-                        tokio::time::sleep(Duration::from_millis(200)).await;
-                    }
-                    if let Some(e) = service.scan_status().error {
-                        tracing::error!("scheduled quota scan failed: {e}");
-                    }
-                }
-                "purge" => {
-                    let result = match service.plan_purge().await {
-                        Ok((id, _)) => service.execute_purge(&id).await,
-                        Err(e) => Err(e),
-                    };
-                    match result {
-                        Ok(done) => tracing::info!(
-                            files = done.removed.files,
-                            bytes = done.removed.bytes,
-                            notices = done.notices.len(),
-                            "scheduled scratch purge done"
-                        ),
-                        Err(e) => tracing::error!("scheduled scratch purge: {}", e.body.error),
-                    }
-                }
-                _ => match service.audit(false).await {
-                    Ok(r) => tracing::info!(
-                        checked = r.checked,
-                        offenders = r.offenders.len(),
-                        "scheduled datasets audit done"
-                    ),
-                    Err(e) => tracing::error!("scheduled datasets audit: {}", e.body.error),
-                },
-            }
+    let mut tasks = Vec::new();
+    let mut add = |name: &str, text: &str, run: fn(Arc<QuotaService>) -> TaskRun| {
+        if let Some(schedule) = (!text.is_empty())
+            .then(|| Schedule::parse(text).ok())
+            .flatten()
+        {
+            let service = service.clone();
+            tasks.push(Task {
+                name: name.to_string(),
+                schedule,
+                run: Box::new(move || run(service.clone())),
+            });
         }
-        tokio::select! {
-            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
-            _ = stop.changed() => return,
-        }
+    };
+    add("scan", &scan, |s| Box::pin(scheduled_scan(s)));
+    add("purge", &purge, |s| Box::pin(scheduled_purge(s)));
+    add("audit", &c.datasets.audit_schedule.clone(), |s| {
+        Box::pin(scheduled_audit(s))
+    });
+    Timers {
+        name: "quotas",
+        state_file: service.config.controller.state_dir.join("quota-timer.json"),
+        tasks,
+        clock,
     }
+}
+
+/// A scan, waited for, so a purge at the same minute does not walk alongside it.
+async fn scheduled_scan(service: Arc<QuotaService>) -> Result<String, String> {
+    service.start_scan(None).await.map_err(|e| e.body.error)?;
+    while service.scan_status().running {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    match service.scan_status().error {
+        Some(e) => Err(e),
+        None => Ok("scheduled quota scan done".to_string()),
+    }
+}
+
+async fn scheduled_purge(service: Arc<QuotaService>) -> Result<String, String> {
+    let (id, _) = service.plan_purge().await.map_err(|e| e.body.error)?;
+    let done = service.execute_purge(&id).await.map_err(|e| e.body.error)?;
+    Ok(format!(
+        "scheduled scratch purge done: {} files, {}, {} notices",
+        done.removed.files,
+        labpool_units::format_size(done.removed.bytes),
+        done.notices.len()
+    ))
+}
+
+async fn scheduled_audit(service: Arc<QuotaService>) -> Result<String, String> {
+    let r = service.audit(false).await.map_err(|e| e.body.error)?;
+    Ok(format!(
+        "scheduled datasets audit done: {} checked, {} offenders",
+        r.checked,
+        r.offenders.len()
+    ))
 }

@@ -4,4 +4,4 @@
 pub mod http;
 pub mod service;
 
-pub use service::{SnapshotService, backup_options, open_or_init, timer};
+pub use service::{SnapshotService, backup_options, open_or_init, timers};

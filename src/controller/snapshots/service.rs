@@ -5,9 +5,13 @@
 //! admin maintenance (`create`, `forget`, `prune`, `check`) runs in the CLI as root. Both take
 //! the repository's flock, so a scheduled backup and a manual one never overlap.
 
+use crate::clock::Clock;
+use crate::controller::timers::{Task, Timers};
+use crate::retry::backoff_within;
 use crate::schedule::Schedule;
 use crate::settings::{Config, SnapshotSource};
-use chrono::{DateTime, Local, Offset, Utc};
+use backon::BlockingRetryable;
+use chrono::{Local, Offset, Utc};
 use labpool_snapshots::restore::RestoreReport;
 use labpool_snapshots::{BackupOptions, Progress, Repository, SnapshotError};
 use labpool_units::format_size;
@@ -16,7 +20,6 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::sync::watch;
 
 /// A restore running on a blocking thread.
 pub struct RestoreTask {
@@ -90,15 +93,11 @@ impl SnapshotService {
         let Some(repo) = self.repo()? else {
             return Ok(None);
         };
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-        let lock = loop {
-            match repo.lock(labpool_snapshots::LockMode::Read) {
-                Err(SnapshotError::Busy { .. }) if std::time::Instant::now() < deadline => {
-                    std::thread::sleep(std::time::Duration::from_millis(50));
-                }
-                other => break other?,
-            }
-        };
+        let every = Duration::from_millis(50);
+        let lock = (|| repo.lock(labpool_snapshots::LockMode::Read))
+            .retry(backoff_within(every, every, Duration::from_secs(60)))
+            .when(|e| matches!(e, SnapshotError::Busy { .. }))
+            .call()?;
         let out = f(&repo);
         drop(lock);
         repo.drop_pack_handles();
@@ -189,16 +188,11 @@ impl SnapshotService {
 
 /// Retries `f` while the repository is busy (members' restores hold it for reading) for up to
 /// ten minutes: retention must not be skipped because someone was restoring at 03:00.
-fn when_free<T>(mut f: impl FnMut() -> Result<T, SnapshotError>) -> Result<T, SnapshotError> {
-    let deadline = std::time::Instant::now() + Duration::from_secs(600);
-    loop {
-        match f() {
-            Err(SnapshotError::Busy { .. }) if std::time::Instant::now() < deadline => {
-                std::thread::sleep(Duration::from_secs(5));
-            }
-            r => return r,
-        }
-    }
+fn when_free<T>(f: impl FnMut() -> Result<T, SnapshotError>) -> Result<T, SnapshotError> {
+    let every = Duration::from_secs(5);
+    f.retry(backoff_within(every, every, Duration::from_secs(600)))
+        .when(|e| matches!(e, SnapshotError::Busy { .. }))
+        .call()
 }
 
 /// The index file's device and inode: they change when it is rebuilt.
@@ -234,168 +228,43 @@ pub fn backup_options(src: &SnapshotSource) -> BackupOptions {
     }
 }
 
-/// When the timer last ran each source, kept across restarts so a run missed while the
-/// controller was down is caught up at start-up (once, not once per missed night).
-fn timer_file(config: &Config) -> std::path::PathBuf {
-    config.controller.state_dir.join("snapshot-timer.json")
-}
-
-/// Per source, when it last ran (or was found due and skipped). A file holding one time
-/// applies to every source.
-fn read_timer(config: &Config) -> Option<BTreeMap<String, DateTime<Utc>>> {
-    let text = std::fs::read_to_string(timer_file(config)).ok()?;
-    if let Ok(all) = serde_json::from_str::<DateTime<Utc>>(&text) {
-        return Some(
-            config
-                .snapshot_sources()
-                .into_iter()
-                .map(|s| (s.name, all))
-                .collect(),
-        );
-    }
-    serde_json::from_str(&text).ok()
-}
-
-fn write_timer(config: &Config, last: &BTreeMap<String, DateTime<Utc>>) {
-    let _ = std::fs::write(timer_file(config), serde_json::to_string(last).unwrap());
-}
-
-/// A failed scheduled run is tried again after this long (an admin's `check` may hold the
-/// repository at 03:00), until it succeeds.
-const RETRY_AFTER: chrono::TimeDelta = chrono::TimeDelta::minutes(5);
-
-/// Which sources run now: due since their last run, and not waiting to retry a failure.
-fn due_now<'a>(
-    schedules: &'a [(SnapshotSource, Schedule)],
-    last: &BTreeMap<String, DateTime<Utc>>,
-    retry_at: &BTreeMap<String, DateTime<Utc>>,
-    now: DateTime<Utc>,
-) -> Vec<&'a SnapshotSource> {
-    schedules
-        .iter()
-        .filter(|(src, sched)| {
-            let since = last.get(&src.name).copied().unwrap_or(now);
-            sched.due(since, now).is_some() && retry_at.get(&src.name).is_none_or(|t| now >= *t)
-        })
-        .map(|(src, _)| src)
-        .collect()
-}
-
-/// Runs scheduled backups until `stop`. One source at a time, so two backups never overlap.
-pub async fn timer(service: Arc<SnapshotService>, mut stop: watch::Receiver<bool>) {
+/// The scheduled backups: one task per source, one source at a time, so two backups never
+/// overlap. Their last runs are kept in `STATE_DIR/snapshot-timer.json`.
+pub fn timers(service: Arc<SnapshotService>, clock: Arc<dyn Clock>) -> Timers {
     let config = service.config.clone();
-    if !config.snapshots.enabled {
-        tracing::info!("scheduled snapshots are off ([snapshots] enabled = false)");
-        return;
-    }
-    let schedules: Vec<(SnapshotSource, Schedule)> = config
-        .snapshot_sources()
-        .into_iter()
-        .filter_map(|s| Schedule::parse(&s.schedule).ok().map(|c| (s, c)))
-        .collect();
-    let started = Utc::now();
-    let mut last = read_timer(&config).unwrap_or_default();
-    for (src, _) in &schedules {
-        last.entry(src.name.clone()).or_insert(started);
-    }
-    let mut retry_at: BTreeMap<String, DateTime<Utc>> = BTreeMap::new();
-    loop {
-        let now = Utc::now();
-        for src in due_now(&schedules, &last, &retry_at, now) {
-            if !src.path.exists() {
-                tracing::warn!(source = %src.name, path = %src.path.display(), "snapshot source does not exist; skipped");
-                last.insert(src.name.clone(), now);
+    let mut tasks = Vec::new();
+    if config.snapshots.enabled {
+        for src in config.snapshot_sources() {
+            let Ok(schedule) = Schedule::parse(&src.schedule) else {
                 continue;
-            }
-            let svc = service.clone();
-            let s = src.clone();
-            match tokio::task::spawn_blocking(move || svc.run_source(&s)).await {
-                Ok(Ok(summary)) => {
-                    tracing::info!(source = %src.name, "{summary}");
-                    last.insert(src.name.clone(), now);
-                    retry_at.remove(&src.name);
-                }
-                Ok(Err(e)) => {
-                    tracing::error!(source = %src.name, "scheduled snapshot failed: {e}; trying again in 5 minutes");
-                    retry_at.insert(src.name.clone(), now + RETRY_AFTER);
-                }
-                Err(e) => {
-                    tracing::error!(source = %src.name, "scheduled snapshot panicked: {e}; trying again in 5 minutes");
-                    retry_at.insert(src.name.clone(), now + RETRY_AFTER);
-                }
-            }
+            };
+            let service = service.clone();
+            let name = src.name.clone();
+            tasks.push(Task {
+                name,
+                schedule,
+                run: Box::new(move || {
+                    let (svc, src) = (service.clone(), src.clone());
+                    Box::pin(async move {
+                        if !src.path.exists() {
+                            tracing::warn!(source = %src.name, path = %src.path.display(), "snapshot source does not exist; skipped");
+                            return Ok(format!("skipped: {} does not exist", src.path.display()));
+                        }
+                        match tokio::task::spawn_blocking(move || svc.run_source(&src)).await {
+                            Ok(result) => result.map_err(|e| e.to_string()),
+                            Err(e) => Err(format!("the snapshot panicked: {e}")),
+                        }
+                    })
+                }),
+            });
         }
-        write_timer(&config, &last);
-        let now = Utc::now();
-        let next = schedules
-            .iter()
-            .filter_map(|(_, s)| s.next(now))
-            .chain(retry_at.values().copied())
-            .min()
-            .map(|t| (t - now).to_std().unwrap_or_default())
-            .unwrap_or(Duration::from_secs(60))
-            .min(Duration::from_secs(60));
-        tokio::select! {
-            _ = tokio::time::sleep(next + Duration::from_millis(50)) => {}
-            _ = stop.wait_for(|s| *s) => return,
-        }
+    } else {
+        tracing::info!("scheduled snapshots are off ([snapshots] enabled = false)");
     }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_failed_run_is_retried_after_a_pause_and_others_are_not_held_up() {
-        let src = |name: &str, cron: &str| {
-            (
-                SnapshotSource {
-                    name: name.into(),
-                    path: "/x".into(),
-                    schedule: cron.into(),
-                    exclude: vec![],
-                    one_file_system: true,
-                },
-                Schedule::parse(cron).unwrap(),
-            )
-        };
-        let t = |s: &str| s.parse::<DateTime<Utc>>().unwrap();
-        // Every minute (seconds field 0), so the test does not depend on the time zone.
-        let schedules = vec![src("home", "0 * * * * *"), src("data", "0 * * * * *")];
-        let mut last = BTreeMap::new();
-        last.insert("home".to_string(), t("2026-12-03T03:00:00Z"));
-        last.insert("data".to_string(), t("2026-12-03T03:00:30Z"));
-        let names = |v: Vec<&SnapshotSource>| v.iter().map(|s| s.name.clone()).collect::<Vec<_>>();
-        let mut retry = BTreeMap::new();
-        let now = t("2026-12-03T03:01:10Z");
-        assert_eq!(
-            names(due_now(&schedules, &last, &retry, now)),
-            vec!["home", "data"]
-        );
-        // home failed: not again until its retry time, though still due; data ran.
-        retry.insert("home".to_string(), now + RETRY_AFTER);
-        last.insert("data".to_string(), now);
-        assert!(due_now(&schedules, &last, &retry, t("2026-12-03T03:02:10Z")).len() == 1);
-        assert_eq!(
-            names(due_now(
-                &schedules,
-                &last,
-                &retry,
-                t("2026-12-03T03:02:10Z")
-            )),
-            vec!["data"]
-        );
-        assert_eq!(
-            names(due_now(
-                &schedules,
-                &last,
-                &retry,
-                t("2026-12-03T03:06:10Z")
-            )),
-            vec!["home", "data"]
-        );
-        // A source never seen before is not run at once: its first run is its next time.
-        assert!(due_now(&schedules[..1], &BTreeMap::new(), &BTreeMap::new(), now).is_empty());
+    Timers {
+        name: "snapshots",
+        state_file: config.controller.state_dir.join("snapshot-timer.json"),
+        tasks,
+        clock,
     }
 }
