@@ -156,8 +156,8 @@ async fn submit(
     let Json(mut req) = body.map_err(|e| {
         ApiError::bad_request(format!("bad submit request: {}", e.body_text()), None)
     })?;
-    let mut warnings = state.envs.check_submit(&mut req, &caller).await?;
-    warnings.extend(state.quotas.submit_check(&caller).await?);
+    let warnings =
+        crate::controller::jobs::checks::before_engine(&state, &mut req, &caller).await?;
     let mut submitted = ask(&state, |reply| Request::Submit {
         req: Box::new(req),
         caller,

@@ -1,8 +1,9 @@
-//! Jobs in the controller: submits ([`submit`]), cancels ([`cancel`]), the launch of an attempt
+//! Jobs in the controller: the checks a submit passes ([`checks`]), submits ([`submit`]), cancels ([`cancel`]), the launch of an attempt
 //! ([`launch`]), the shell around the lifecycle core ([`effects`]), the job rows ([`rows`]) and
 //! the SQL side of their transitions ([`store`]).
 
 pub mod cancel;
+pub mod checks;
 pub mod effects;
 pub mod launch;
 pub mod rows;

@@ -1,22 +1,18 @@
-//! Submitting jobs: checks that change nothing when they fail, then one transaction for the
-//! batch. A submit can make several jobs (an array), spend an emergency token, and wait on
-//! other jobs.
+//! Submitting jobs: each submit of a batch passes the checks of [`super::checks`] against the
+//! state the earlier ones left, then goes into the batch's one transaction. A submit can make
+//! several jobs (an array), spend an emergency token, and wait on other jobs.
 
 use crate::api::{SubmitRequest, Submitted};
-use crate::clock::month_of;
 use crate::controller::db::Db;
 use crate::controller::engine::Engine;
 use crate::controller::error::ApiError;
+use crate::controller::jobs::checks::Accepted;
 use crate::controller::jobs::{JobRow, NewJob};
-use crate::identity::{Caller, user_name};
+use crate::identity::Caller;
 use labpool_lifecycle::JobLife;
-use labpool_scheduler::admission::AdmitRequest;
-use labpool_scheduler::array::parse_array;
-use labpool_scheduler::credits::{Entry, EntryKind, NoTokens};
-use labpool_scheduler::dependency::{Dependency, parse_dependencies};
+use labpool_scheduler::credits::{Entry, EntryKind};
 use labpool_scheduler::job::ArrayTask;
-use labpool_scheduler::options::check_name;
-use labpool_scheduler::{JobId, JobSpec, JobState, Resources, TimeLimit, Timestamp};
+use labpool_scheduler::{JobId, JobSpec, Resources, Timestamp};
 use sqlx::{Sqlite, Transaction};
 use tokio::sync::oneshot;
 
@@ -26,15 +22,6 @@ pub(crate) type SubmitItem = (
     Caller,
     oneshot::Sender<Result<Submitted, ApiError>>,
 );
-
-/// A submit that passed every check.
-struct Accepted {
-    partition: String,
-    time_limit: TimeLimit,
-    account: Option<String>,
-    tasks: Option<(Vec<u32>, Option<u32>)>,
-    dependencies: Vec<Dependency>,
-}
 
 pub(crate) fn resources_of(req: &SubmitRequest) -> Resources {
     Resources {
@@ -101,169 +88,6 @@ impl Engine {
         }
         self.batch_tx = Some(tx);
         Ok(())
-    }
-
-    async fn check_submit(
-        &mut self,
-        req: &SubmitRequest,
-        caller: &Caller,
-    ) -> anyhow::Result<Result<Accepted, ApiError>> {
-        let bad = |msg: String, hint: Option<&str>| {
-            Ok(Err(ApiError::bad_request(msg, hint.map(str::to_string))))
-        };
-        if self.controller_uid != 0 && caller.uid != self.controller_uid {
-            let me = user_name(self.controller_uid);
-            return Ok(Err(ApiError::forbidden(
-                format!(
-                    "this controller runs as {me}, not root, so it runs only {me}'s jobs; {} cannot submit here",
-                    caller.user
-                ),
-                Some("run `labpool serve` as root to serve every user".to_string()),
-            )));
-        }
-        if !req.workdir.is_absolute() {
-            return bad(
-                format!("workdir {} is not an absolute path", req.workdir.display()),
-                None,
-            );
-        }
-        if let Err(e) = check_name(&req.name) {
-            return bad(e.to_string(), None);
-        }
-        if !req.script.starts_with("#!") {
-            return bad(
-                "the script does not start with '#!'".into(),
-                Some("add an interpreter line such as #!/bin/bash"),
-            );
-        }
-        if req.cpus == 0 {
-            return bad("cpus must be at least 1".into(), None);
-        }
-        if req.gpus == 0 && req.gpu_type.is_some() {
-            return bad(
-                "gpu_type is set but gpus is 0".into(),
-                Some("ask for --gpus TYPE:N"),
-            );
-        }
-        for d in &req.datasets {
-            if let Err(e) = labpool_cache::registry::check_name(d) {
-                return bad(e.to_string(), None);
-            }
-            if !self.data.datasets.contains_key(d) {
-                let hint = crate::controller::datasets::registry::registered_hint(
-                    self.data.datasets.keys().map(String::as_str),
-                );
-                return Ok(Err(ApiError::bad_request(
-                    format!("unknown dataset {d:?}"),
-                    Some(hint),
-                )));
-            }
-        }
-        // Data larger than every node's cache could never be staged: refused now, not queued
-        // forever.
-        if let Some(largest) = self.data.caches.values().map(|c| c.capacity).max() {
-            let mut total = 0;
-            for d in &req.datasets {
-                let current = self.data.datasets[d].current.clone();
-                total += self.data.manifest(d, &current).map_or(0, |m| m.bytes());
-            }
-            if total > largest {
-                return bad(
-                    format!(
-                        "the job's datasets ({}) hold {}, more than the largest node cache ({})",
-                        req.datasets.join(", "),
-                        labpool_units::format_size(total),
-                        labpool_units::format_size(largest)
-                    ),
-                    Some("ask an admin to raise capacity under [cache], or split the dataset"),
-                );
-            }
-        }
-        let tasks = match req.array.as_deref().map(parse_array).transpose() {
-            Ok(t) => t.map(|a| (a.tasks, a.throttle)),
-            Err(e) => return bad(e.to_string(), None),
-        };
-        if tasks.is_some() && req.emergency {
-            return bad(
-                "an emergency job cannot be an array".into(),
-                Some("spend the token on the one job that must run first"),
-            );
-        }
-        let dependencies = match req
-            .dependency
-            .as_deref()
-            .map(parse_dependencies)
-            .transpose()
-        {
-            Ok(d) => d.unwrap_or_default(),
-            Err(e) => return bad(e.to_string(), None),
-        };
-        // As in Slurm, a dependency on an array's id is on every one of its tasks.
-        let mut expanded = Vec::new();
-        for dep in &dependencies {
-            let tasks = self.db.array_tasks(dep.job.0).await?;
-            if tasks.len() > 1 {
-                expanded.extend(tasks.into_iter().map(|(id, _)| Dependency {
-                    kind: dep.kind,
-                    job: JobId(id),
-                }));
-            } else {
-                expanded.push(*dep);
-            }
-        }
-        let dependencies = expanded;
-        for dep in &dependencies {
-            if self.jobs.contains(dep.job.0) {
-                continue;
-            }
-            match self.db.job_state(dep.job.0).await? {
-                // The scheduler learns outcomes as jobs end; a job that ended before this
-                // controller started is learnt here.
-                Some(state) => self
-                    .sched
-                    .note_outcome(dep.job, state == JobState::Completed),
-                None => {
-                    return bad(
-                        format!("--dependency {dep}: there is no job {}", dep.job),
-                        Some("`labpool queue` and `labpool history` list jobs"),
-                    );
-                }
-            }
-        }
-        let resources = resources_of(req);
-        let count = tasks.as_ref().map_or(1, |(t, _)| t.len() as u32);
-        let admit = AdmitRequest {
-            user: &caller.user,
-            account: req.account.as_deref(),
-            partition: req.partition.as_deref(),
-            time_limit: req.time_limit,
-            resources: &resources,
-            emergency: req.emergency,
-            count,
-        };
-        let admitted = match self.sched.admit(&admit) {
-            Ok(a) => a,
-            Err(e) => return Ok(Err(ApiError::bad_request(e.to_string(), e.hint()))),
-        };
-        if req.emergency && self.summary(&caller.user).tokens_left == 0 {
-            let (_, _, _, reset) = month_of(self.clock.now_ms());
-            let e = NoTokens {
-                user: caller.user.clone(),
-                allowed: self.sched.policy().credits.emergency_tokens,
-                reset,
-            };
-            return Ok(Err(ApiError::bad_request(
-                e.to_string(),
-                Some("submit it without --emergency; it waits its turn".to_string()),
-            )));
-        }
-        Ok(Ok(Accepted {
-            partition: admitted.partition,
-            time_limit: admitted.time_limit,
-            account: admitted.account,
-            tasks,
-            dependencies,
-        }))
     }
 
     /// Inserts the job (or each task) and queues it. Returns the new ids.

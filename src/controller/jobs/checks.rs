@@ -1,0 +1,215 @@
+//! Every check a submit passes, in one place and in the order they run. A check that fails
+//! changes nothing and answers with what was wrong and what to do.
+//!
+//! Two steps, because two kinds of state are read:
+//! 1. [`before_engine`], in the API handler: the script's `CUDA_VISIBLE_DEVICES` lines, the
+//!    environment it names, and the caller's quota. They query their own tables, so they run
+//!    beside the engine and never stall its loop.
+//! 2. [`Engine::check_submit`], in the engine's batch: everything that depends on the queue,
+//!    the datasets and the ledger, checked against the state the batch's earlier submits left,
+//!    so limits and tokens hold across a batch.
+
+use crate::api::SubmitRequest;
+use crate::clock::month_of;
+use crate::controller::engine::Engine;
+use crate::controller::error::ApiError;
+use crate::controller::http::AppState;
+use crate::controller::jobs::submit::resources_of;
+use crate::identity::{Caller, user_name};
+use labpool_scheduler::admission::AdmitRequest;
+use labpool_scheduler::array::parse_array;
+use labpool_scheduler::credits::NoTokens;
+use labpool_scheduler::dependency::{Dependency, parse_dependencies};
+use labpool_scheduler::options::check_name;
+use labpool_scheduler::{JobId, JobState, TimeLimit};
+
+/// A submit that passed every check.
+pub(crate) struct Accepted {
+    pub partition: String,
+    pub time_limit: TimeLimit,
+    pub account: Option<String>,
+    pub tasks: Option<(Vec<u32>, Option<u32>)>,
+    pub dependencies: Vec<Dependency>,
+}
+
+/// The checks that read the environments' and quotas' tables. Fills in the environment the
+/// request names; returns the warnings to pass on (a `CUDA_VISIBLE_DEVICES` line under
+/// `warn`, a quota near its limit).
+pub(crate) async fn before_engine(
+    state: &AppState,
+    req: &mut SubmitRequest,
+    caller: &Caller,
+) -> Result<Vec<String>, ApiError> {
+    let mut warnings = state.envs.check_submit(req, caller).await?;
+    warnings.extend(state.quotas.submit_check(caller).await?);
+    Ok(warnings)
+}
+
+impl Engine {
+    /// The checks that read the engine's state: the caller may submit here, the request is
+    /// well formed, its datasets exist and fit a node's cache, its array and dependencies
+    /// parse and exist, the partition, account and QOS limits admit it
+    /// ([`labpool_scheduler::Scheduler::admit`]), and an emergency token is left.
+    pub(crate) async fn check_submit(
+        &mut self,
+        req: &SubmitRequest,
+        caller: &Caller,
+    ) -> anyhow::Result<Result<Accepted, ApiError>> {
+        let bad = |msg: String, hint: Option<&str>| {
+            Ok(Err(ApiError::bad_request(msg, hint.map(str::to_string))))
+        };
+        if self.controller_uid != 0 && caller.uid != self.controller_uid {
+            let me = user_name(self.controller_uid);
+            return Ok(Err(ApiError::forbidden(
+                format!(
+                    "this controller runs as {me}, not root, so it runs only {me}'s jobs; {} cannot submit here",
+                    caller.user
+                ),
+                Some("run `labpool serve` as root to serve every user".to_string()),
+            )));
+        }
+        if !req.workdir.is_absolute() {
+            return bad(
+                format!("workdir {} is not an absolute path", req.workdir.display()),
+                None,
+            );
+        }
+        if let Err(e) = check_name(&req.name) {
+            return bad(e.to_string(), None);
+        }
+        if !req.script.starts_with("#!") {
+            return bad(
+                "the script does not start with '#!'".into(),
+                Some("add an interpreter line such as #!/bin/bash"),
+            );
+        }
+        if req.cpus == 0 {
+            return bad("cpus must be at least 1".into(), None);
+        }
+        if req.gpus == 0 && req.gpu_type.is_some() {
+            return bad(
+                "gpu_type is set but gpus is 0".into(),
+                Some("ask for --gpus TYPE:N"),
+            );
+        }
+        for d in &req.datasets {
+            if let Err(e) = labpool_cache::registry::check_name(d) {
+                return bad(e.to_string(), None);
+            }
+            if !self.data.datasets.contains_key(d) {
+                let hint = crate::controller::datasets::registry::registered_hint(
+                    self.data.datasets.keys().map(String::as_str),
+                );
+                return Ok(Err(ApiError::bad_request(
+                    format!("unknown dataset {d:?}"),
+                    Some(hint),
+                )));
+            }
+        }
+        // Data larger than every node's cache could never be staged: refused now, not queued
+        // forever.
+        if let Some(largest) = self.data.caches.values().map(|c| c.capacity).max() {
+            let mut total = 0;
+            for d in &req.datasets {
+                let current = self.data.datasets[d].current.clone();
+                total += self.data.manifest(d, &current).map_or(0, |m| m.bytes());
+            }
+            if total > largest {
+                return bad(
+                    format!(
+                        "the job's datasets ({}) hold {}, more than the largest node cache ({})",
+                        req.datasets.join(", "),
+                        labpool_units::format_size(total),
+                        labpool_units::format_size(largest)
+                    ),
+                    Some("ask an admin to raise capacity under [cache], or split the dataset"),
+                );
+            }
+        }
+        let tasks = match req.array.as_deref().map(parse_array).transpose() {
+            Ok(t) => t.map(|a| (a.tasks, a.throttle)),
+            Err(e) => return bad(e.to_string(), None),
+        };
+        if tasks.is_some() && req.emergency {
+            return bad(
+                "an emergency job cannot be an array".into(),
+                Some("spend the token on the one job that must run first"),
+            );
+        }
+        let dependencies = match req
+            .dependency
+            .as_deref()
+            .map(parse_dependencies)
+            .transpose()
+        {
+            Ok(d) => d.unwrap_or_default(),
+            Err(e) => return bad(e.to_string(), None),
+        };
+        // As in Slurm, a dependency on an array's id is on every one of its tasks.
+        let mut expanded = Vec::new();
+        for dep in &dependencies {
+            let tasks = self.db.array_tasks(dep.job.0).await?;
+            if tasks.len() > 1 {
+                expanded.extend(tasks.into_iter().map(|(id, _)| Dependency {
+                    kind: dep.kind,
+                    job: JobId(id),
+                }));
+            } else {
+                expanded.push(*dep);
+            }
+        }
+        let dependencies = expanded;
+        for dep in &dependencies {
+            if self.jobs.contains(dep.job.0) {
+                continue;
+            }
+            match self.db.job_state(dep.job.0).await? {
+                // The scheduler learns outcomes as jobs end; a job that ended before this
+                // controller started is learnt here.
+                Some(state) => self
+                    .sched
+                    .note_outcome(dep.job, state == JobState::Completed),
+                None => {
+                    return bad(
+                        format!("--dependency {dep}: there is no job {}", dep.job),
+                        Some("`labpool queue` and `labpool history` list jobs"),
+                    );
+                }
+            }
+        }
+        let resources = resources_of(req);
+        let count = tasks.as_ref().map_or(1, |(t, _)| t.len() as u32);
+        let admit = AdmitRequest {
+            user: &caller.user,
+            account: req.account.as_deref(),
+            partition: req.partition.as_deref(),
+            time_limit: req.time_limit,
+            resources: &resources,
+            emergency: req.emergency,
+            count,
+        };
+        let admitted = match self.sched.admit(&admit) {
+            Ok(a) => a,
+            Err(e) => return Ok(Err(ApiError::bad_request(e.to_string(), e.hint()))),
+        };
+        if req.emergency && self.summary(&caller.user).tokens_left == 0 {
+            let (_, _, _, reset) = month_of(self.clock.now_ms());
+            let e = NoTokens {
+                user: caller.user.clone(),
+                allowed: self.sched.policy().credits.emergency_tokens,
+                reset,
+            };
+            return Ok(Err(ApiError::bad_request(
+                e.to_string(),
+                Some("submit it without --emergency; it waits its turn".to_string()),
+            )));
+        }
+        Ok(Ok(Accepted {
+            partition: admitted.partition,
+            time_limit: admitted.time_limit,
+            account: admitted.account,
+            tasks,
+            dependencies,
+        }))
+    }
+}
