@@ -2,7 +2,7 @@
 
 use crate::event::{Effect, Event};
 use crate::life::JobLife;
-use crate::rules::{self, CancelPlan, Recovery};
+use crate::rules::{self, CancelPlan, Recovery, Stale};
 use crate::transition::{StageKind, Transition};
 use labpool_scheduler::JobState;
 use std::collections::BTreeMap;
@@ -190,7 +190,7 @@ impl<J: Tracked> Lifecycle<J> {
                 attempt,
                 outcome,
             } => {
-                match rules::report_ended(self.life(job), attempt, outcome) {
+                match rules::report_ended(self.life(job), &node, attempt, outcome) {
                     Ok(t) => {
                         self.commit(job, t, &mut out);
                         out.push(Effect::Release {
@@ -207,9 +207,17 @@ impl<J: Tracked> Lifecycle<J> {
                 }
                 out.push(Effect::Forget { job, attempt, node });
             }
-            Event::NeverStarted { job, attempt, .. } => {
-                if let Ok(t) = rules::report_never_started(self.life(job), attempt, now) {
-                    self.end_or_requeue(job, t, &mut out);
+            Event::NeverStarted { node, job, attempt } => {
+                match rules::report_never_started(self.life(job), &node, attempt, now) {
+                    Ok(t) => self.end_or_requeue(job, t, &mut out),
+                    Err(why @ Stale::OtherNode { .. }) => out.push(Effect::Ignored {
+                        job,
+                        attempt,
+                        node,
+                        why,
+                    }),
+                    // A late report about a fenced attempt: nothing to say.
+                    Err(_) => {}
                 }
             }
             Event::Cancel { job, by } => {

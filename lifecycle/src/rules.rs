@@ -130,6 +130,12 @@ pub enum Stale {
         /// The job's current attempt.
         current: u32,
     },
+    /// The attempt is current, but another node than the one reporting runs it: a node may
+    /// speak only for the attempts it runs.
+    OtherNode {
+        /// The node the attempt runs on.
+        runs_on: String,
+    },
 }
 
 impl Stale {
@@ -140,23 +146,43 @@ impl Stale {
             Stale::Fenced { current } => {
                 format!("not the current attempt (the job is at attempt {current})")
             }
+            Stale::OtherNode { runs_on } => format!(
+                "the attempt runs on node {runs_on}, not on the node that reported it; refused"
+            ),
         }
     }
 }
 
-/// A node reported that `attempt` ended with `outcome`: its end, if it is the current running
-/// attempt.
-pub fn report_ended(
-    life: Option<&JobLife>,
+/// The running attempt a report from `node` may speak for: the job's current one, running on
+/// that very node.
+fn reported_by_its_node<'a>(
+    life: Option<&'a JobLife>,
+    node: &str,
     attempt: u32,
-    outcome: Outcome,
-) -> Result<Transition, Stale> {
+) -> Result<&'a JobLife, Stale> {
     let life = life.ok_or(Stale::Unknown)?;
     if !life.is_current(attempt, JobState::Running) {
         return Err(Stale::Fenced {
             current: life.attempt,
         });
     }
+    match life.node.as_deref() {
+        Some(runs_on) if runs_on != node => Err(Stale::OtherNode {
+            runs_on: runs_on.to_string(),
+        }),
+        _ => Ok(life),
+    }
+}
+
+/// `node` reported that `attempt` ended with `outcome`: its end, if it is the current running
+/// attempt and runs on that node.
+pub fn report_ended(
+    life: Option<&JobLife>,
+    node: &str,
+    attempt: u32,
+    outcome: Outcome,
+) -> Result<Transition, Stale> {
+    let life = reported_by_its_node(life, node, attempt)?;
     Ok(ended(outcome, life.cancel_requested_by.as_deref()))
 }
 
@@ -164,15 +190,11 @@ pub fn report_ended(
 /// it waits again, or ends CANCELLED when a cancel was asked for meanwhile.
 pub fn report_never_started(
     life: Option<&JobLife>,
+    node: &str,
     attempt: u32,
     time: i64,
 ) -> Result<Transition, Stale> {
-    let life = life.ok_or(Stale::Unknown)?;
-    if !life.is_current(attempt, JobState::Running) {
-        return Err(Stale::Fenced {
-            current: life.attempt,
-        });
-    }
+    let life = reported_by_its_node(life, node, attempt)?;
     Ok(match &life.cancel_requested_by {
         Some(by) => ended(
             Outcome::decided(JobState::Cancelled, time, format!("cancelled by {by}")),

@@ -237,6 +237,50 @@ fn a_fenced_attempt_reporting_late_is_ignored() {
 }
 
 #[test]
+fn a_report_about_an_attempt_is_taken_only_from_the_node_running_it() {
+    let mut h = Harness::new(2, 1);
+    let j = h.submit(true);
+    assert!(h.place(j, "n0", 1, Harness::ready()));
+    for forged in [
+        Event::Ended {
+            node: "n1".into(),
+            job: j,
+            attempt: 1,
+            outcome: Outcome::decided(JobState::Completed, h.now, "forged".into()),
+        },
+        Event::NeverStarted {
+            node: "n1".into(),
+            job: j,
+            attempt: 1,
+        },
+    ] {
+        let out = h.event(forged);
+        assert!(
+            out.contains(&Effect::Ignored {
+                job: j,
+                attempt: 1,
+                node: "n1".into(),
+                why: Stale::OtherNode {
+                    runs_on: "n0".into()
+                }
+            }),
+            "{out:?}"
+        );
+        assert!(
+            !out.iter()
+                .any(|e| matches!(e, Effect::Persist { .. } | Effect::Release { .. })),
+            "{out:?}"
+        );
+    }
+    assert_eq!(h.store[&j].state, JobState::Running);
+    assert_eq!(h.attempt_of(j), (1, Some("n0".into())));
+    assert!(h.nodes["n0"].running.contains(&(j, 1)));
+    h.finish("n0", j, 1, JobState::Completed);
+    assert_eq!(h.store[&j].state, JobState::Completed);
+    h.check().unwrap();
+}
+
+#[test]
 fn a_lost_start_order_requeues_or_ends_a_cancelled_job() {
     let mut h = Harness::new(1, 2);
     let a = h.submit(true);

@@ -71,7 +71,7 @@ fn on_up_nodes(h: &Harness, staging: bool) -> Vec<(String, u64, u32)> {
 fn step(h: &mut Harness, rng: &mut Rng) {
     h.now += rng.below(120_000) as i64;
     let nodes: Vec<String> = h.nodes.keys().cloned().collect();
-    match rng.below(20) {
+    match rng.below(21) {
         0..=3 => {
             let requeue = rng.below(4) != 0;
             h.submit(requeue);
@@ -176,6 +176,32 @@ fn step(h: &mut Harness, rng: &mut Rng) {
             }
         }
         18 => h.restart(),
+        19 => {
+            // A node that does not run the current attempt speaks for it (an end, or a lost
+            // start): refused, so the real one keeps running and is not fenced.
+            if let Some((runs_on, job, attempt)) = rng.pick(&on_up_nodes(h, false)) {
+                let others: Vec<String> =
+                    nodes.iter().filter(|n| **n != runs_on).cloned().collect();
+                if let Some(node) = rng.pick(&others) {
+                    let e = if rng.below(2) == 0 {
+                        Event::Ended {
+                            node,
+                            job,
+                            attempt,
+                            outcome: Outcome::decided(JobState::Completed, h.now, "forged".into()),
+                        }
+                    } else {
+                        Event::NeverStarted { node, job, attempt }
+                    };
+                    h.event(e);
+                    assert_eq!(
+                        h.attempt_of(job),
+                        (attempt, Some(runs_on.clone())),
+                        "a report from another node moved job {job}"
+                    );
+                }
+            }
+        }
         _ => {
             // A stale end for an old attempt of some job, from some node.
             let ids: Vec<u64> = h.store.keys().copied().collect();

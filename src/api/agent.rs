@@ -311,6 +311,22 @@ pub enum AgentReport {
     },
 }
 
+impl AgentReport {
+    /// The node the report speaks for.
+    pub fn node(&self) -> &str {
+        match self {
+            AgentReport::Ended { node, .. }
+            | AgentReport::Adopted { node, .. }
+            | AgentReport::NeverStarted { node, .. }
+            | AgentReport::Staging { node, .. }
+            | AgentReport::Staged { node, .. }
+            | AgentReport::Inventory { node, .. }
+            | AgentReport::EnvStaged { node, .. }
+            | AgentReport::Verified { node, .. } => node,
+        }
+    }
+}
+
 /// An agent introducing itself to the controller: at start, and again whenever the controller
 /// does not know it (after a restart of either, or after the node was declared DOWN).
 #[derive(Debug, Clone, Serialize, Deserialize)]

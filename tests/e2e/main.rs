@@ -9,6 +9,7 @@ mod drain;
 mod envs;
 mod envs_refused;
 mod exclusivity;
+mod forged_reports;
 mod isolation;
 mod lifecycle;
 mod node_faults;

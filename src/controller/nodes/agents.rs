@@ -257,6 +257,18 @@ impl Engine {
             }
         }
         for r in batch.reports {
+            // A node speaks only for itself; the lifecycle also checks that an attempt it
+            // reports on runs there.
+            if r.node() != batch.node {
+                tracing::warn!(
+                    from = %batch.node,
+                    about = %r.node(),
+                    "refused a report that node {} sent about node {}",
+                    batch.node,
+                    r.node()
+                );
+                continue;
+            }
             self.on_report(r).await?;
         }
         Ok(Ok(()))

@@ -1,0 +1,150 @@
+//! A node may speak only for itself and for the attempts it runs: a holder of the cluster key
+//! who registers a node of its own cannot end, or requeue, a job running on another node.
+
+use crate::nodes::{Cluster, free_port};
+use crate::pool::{has, have_root};
+use labpool::api::agent::{AgentReport, Outcome, Registration, ReportBatch};
+use labpool_scheduler::JobState;
+use labpool_scheduler::node::NodeSpec;
+use std::io::{Read, Write};
+use std::time::Duration;
+
+/// POSTs `body` to `path` on `addr`, signed with `key` as a node agent (no uid). (status, body)
+fn signed_post(
+    key: &labpool_cluster::ClusterKey,
+    addr: &str,
+    path: &str,
+    body: &[u8],
+) -> (u16, String) {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let nonce = format!("forged-{now}-{}", body.len());
+    let sig = key.sign(
+        &labpool_cluster::Request {
+            method: "POST",
+            path,
+            body,
+            uid: None,
+        },
+        now,
+        &nonce,
+    );
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\ncontent-type: application/json\r\ncontent-length: {}\r\nx-labpool-timestamp: {}\r\nx-labpool-nonce: {}\r\nx-labpool-signature: {}\r\n\r\n",
+        body.len(),
+        sig.timestamp_ms,
+        sig.nonce,
+        sig.mac
+    );
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.write_all(head.as_bytes()).unwrap();
+    s.write_all(body).unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    let status = out[9..12].parse().unwrap();
+    (
+        status,
+        out.split("\r\n\r\n").nth(1).unwrap_or("").to_string(),
+    )
+}
+
+fn ended(node: &str, job: u64) -> AgentReport {
+    AgentReport::Ended {
+        node: node.into(),
+        job,
+        attempt: 1,
+        outcome: Outcome::decided(JobState::Completed, 0, "forged".into()),
+    }
+}
+
+#[test]
+fn a_node_cannot_end_or_requeue_a_job_that_runs_on_another_node() {
+    if !have_root("a_node_cannot_end_or_requeue_a_job_that_runs_on_another_node") {
+        return;
+    }
+    let mut c = Cluster::new("127.0.0.1", "30s");
+    c.ctrl.start();
+    let i = c.add_agent("node1", "2:t4", "127.0.0.1");
+    c.start_agent(i);
+    c.nodes();
+    let pid_file = c.ctrl.dir.join("victim.pid");
+    let job = c.ctrl.submit(&[
+        "--gpus",
+        "2",
+        "--wrap",
+        &format!("echo $$ > {}; sleep 120", pid_file.display()),
+    ]);
+    c.ctrl
+        .wait_for(job, Duration::from_secs(20), |j| j["state"] == "RUNNING");
+    let key = labpool_cluster::ClusterKey::load(&c.ctrl.dir.join("cluster.key")).unwrap();
+
+    // The attacker holds the key and registers a node of its own.
+    let reg = Registration {
+        node: NodeSpec {
+            name: "evil".into(),
+            gpus: Vec::new(),
+            cpus: 1,
+            mem_mib: 1024,
+        },
+        gpu_source: "none".into(),
+        isolation: Default::default(),
+        port: free_port("127.0.0.1"),
+        advertise: None,
+        instance: "evil-1".into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+    };
+    let (status, body) = signed_post(
+        &key,
+        &c.join,
+        "/v1/agent/register",
+        &serde_json::to_vec(&reg).unwrap(),
+    );
+    assert_eq!(status, 200, "{body}");
+
+    // It reports the job's end in node1's name, then in its own, then that it never started.
+    let batches = [
+        vec![ended("node1", job)],
+        vec![ended("evil", job)],
+        vec![AgentReport::NeverStarted {
+            node: "evil".into(),
+            job,
+            attempt: 1,
+        }],
+    ];
+    for (seq, reports) in batches.into_iter().enumerate() {
+        let batch = ReportBatch {
+            node: "evil".into(),
+            instance: "evil-1".into(),
+            seq: seq as u64 + 1,
+            reports,
+        };
+        let (status, body) = signed_post(
+            &key,
+            &c.join,
+            "/v1/agent/reports",
+            &serde_json::to_vec(&batch).unwrap(),
+        );
+        assert_eq!(status, 200, "{body}");
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let j = c.ctrl.job(job);
+    assert_eq!(j["state"], "RUNNING", "{j:#}");
+    assert_eq!(j["attempt"], 1, "{j:#}");
+    assert_eq!(j["node"], "node1", "{j:#}");
+    let pid: i32 = crate::pool::read_line(&pid_file).trim().parse().unwrap();
+    assert!(
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok(),
+        "the job's process was killed"
+    );
+    let log = c.ctrl.serve_log();
+    has(
+        &log,
+        &[
+            "refused a report that node evil sent about node node1",
+            "the attempt runs on node node1, not on the node that reported it",
+        ],
+    );
+    c.ctrl.ok(&["cancel", &job.to_string()]);
+}
