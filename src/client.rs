@@ -9,6 +9,9 @@ use serde::de::DeserializeOwned;
 use std::path::{Path, PathBuf};
 use tokio::net::UnixStream;
 
+/// The largest answer the CLI takes from the controller.
+const MAX_ANSWER: usize = 1 << 30;
+
 /// Why a call failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -112,7 +115,7 @@ impl Client {
         let req = req
             .body(Full::new(Bytes::from(body.unwrap_or_default())))
             .map_err(|e| ClientError::Http(e.to_string()))?;
-        let (status, bytes) = crate::http1::exchange(stream, req)
+        let (status, bytes) = crate::http1::exchange(stream, req, MAX_ANSWER)
             .await
             .map_err(|e| ClientError::Http(e.to_string()))?;
         if status != StatusCode::OK {

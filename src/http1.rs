@@ -3,17 +3,22 @@
 //! ([`crate::webhook`]): one request over one fresh connection, the whole answer back. Each
 //! caller builds its request (headers, signature) and says what an error means to its user.
 
-use http_body_util::{BodyExt, Full};
+use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Bytes;
 use hyper::{Request, StatusCode};
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite};
 
-/// Sends `req` over `stream` and returns the status and the whole body.
+/// Why an exchange failed.
+pub type ExchangeError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Sends `req` over `stream` and returns the status and the whole body, refusing an answer
+/// larger than `max_answer` bytes (it is read as it comes, never past the limit).
 pub async fn exchange<S>(
     stream: S,
     req: Request<Full<Bytes>>,
-) -> Result<(StatusCode, Bytes), hyper::Error>
+    max_answer: usize,
+) -> Result<(StatusCode, Bytes), ExchangeError>
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -23,6 +28,20 @@ where
     });
     let resp = sender.send_request(req).await?;
     let status = resp.status();
-    let body = resp.into_body().collect().await?.to_bytes();
+    let body = Limited::new(resp.into_body(), max_answer)
+        .collect()
+        .await
+        .map_err(|e| -> ExchangeError {
+            if e.is::<http_body_util::LengthLimitError>() {
+                format!(
+                    "the answer is larger than {}",
+                    labpool_units::format_size(max_answer as u64)
+                )
+                .into()
+            } else {
+                e
+            }
+        })?
+        .to_bytes();
     Ok((status, body))
 }

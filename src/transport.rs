@@ -9,15 +9,16 @@
 
 use crate::api::ErrorBody;
 use crate::socket::Peer;
-use axum::body::{Body, to_bytes};
+use axum::body::Body;
 use axum::extract::{ConnectInfo, Request, State};
 use axum::http::StatusCode;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use http_body_util::Full;
+use http_body_util::{BodyExt, Limited};
 use hyper::body::Bytes;
 use labpool_cluster::sign::headers;
-use labpool_cluster::{AuthError, ClusterKey, Signature, Verifier};
+use labpool_cluster::{AuthError, ClusterKey, Head, Signature, Verifier, body_sha256};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -49,7 +50,8 @@ pub fn random_u64() -> u64 {
     u64::from_le_bytes(b) ^ (u64::from(std::process::id()) << 32) ^ crate::clock::now_ms() as u64
 }
 
-/// Largest body a signed request or reply may carry (a delta of a 256 MiB file fits).
+/// Largest answer a node takes from another (a delta of a 256 MiB file fits); requests have
+/// smaller limits ([`signed_body_limit`]).
 pub const MAX_SIGNED_BODY: usize = 300 << 20;
 
 /// Why a call to another node failed.
@@ -130,20 +132,27 @@ impl SignedClient {
         }
     }
 
-    /// The headers of a request signed now.
-    pub fn sign(&self, method: &str, path: &str, uid: Option<u32>, body: &[u8]) -> Signature {
+    /// The headers of a request signed now, and its body's hash.
+    pub fn sign(
+        &self,
+        method: &str,
+        path: &str,
+        uid: Option<u32>,
+        body: &[u8],
+    ) -> (Signature, String) {
         let nonce = format!(
             "{:016x}-{:x}",
             self.seed,
             self.counter.fetch_add(1, Ordering::Relaxed)
         );
-        let req = labpool_cluster::Request {
+        let hash = body_sha256(body);
+        let head = Head {
             method,
             path,
-            body,
+            body_sha256: &hash,
             uid,
         };
-        self.key.sign(&req, cluster_now_ms(), &nonce)
+        (self.key.sign_head(&head, cluster_now_ms(), &nonce), hash)
     }
 
     /// Sends `method path` with `body` to `addr` (HOST:PORT), signed, vouching for `uid`.
@@ -197,7 +206,7 @@ impl SignedClient {
         uid: Option<u32>,
         body: Vec<u8>,
     ) -> Result<(u16, Vec<u8>), CallError> {
-        let sig = self.sign(method, path, uid, &body);
+        let (sig, body_hash) = self.sign(method, path, uid, &body);
         let http = |message: String| CallError::Http {
             addr: addr.to_string(),
             message,
@@ -218,14 +227,15 @@ impl SignedClient {
                 .header("content-type", "application/json")
                 .header(headers::TIMESTAMP, sig.timestamp_ms.to_string())
                 .header(headers::NONCE, &sig.nonce)
-                .header(headers::SIGNATURE, &sig.mac);
+                .header(headers::SIGNATURE, &sig.mac)
+                .header(headers::BODY_SHA256, &body_hash);
             if let Some(uid) = uid {
                 req = req.header(headers::UID, uid.to_string());
             }
             let req = req
                 .body(Full::new(Bytes::from(body)))
                 .map_err(|e| http(e.to_string()))?;
-            let (status, bytes) = crate::http1::exchange(stream, req)
+            let (status, bytes) = crate::http1::exchange(stream, req, MAX_SIGNED_BODY)
                 .await
                 .map_err(|e| http(e.to_string()))?;
             Ok((status.as_u16(), bytes.to_vec()))
@@ -252,8 +262,23 @@ pub struct Signed {
 /// The server side's verifier, shared by connections.
 pub type SharedVerifier = Arc<Mutex<Verifier>>;
 
+/// The largest body a signed request to `path` may carry: registrations and heartbeats are
+/// small; reports, orders, peer requests (an rsync signature) and members' forwarded API calls
+/// stay within the members' API limit.
+pub fn signed_body_limit(path: &str) -> usize {
+    match path {
+        "/v1/agent/register" | "/v1/agent/heartbeat" => 64 << 10,
+        _ => crate::controller::http::MAX_BODY_BYTES,
+    }
+}
+
 /// Axum middleware: refuses a request whose signature does not check out (401, with what to
 /// do), and otherwise passes it on with [`Signed`] and the vouched uid as the caller.
+///
+/// The signature covers the body's hash, which comes in a header: the signature, the time and
+/// the nonce are checked from the headers alone, so an unsigned or wrongly keyed request is
+/// refused before a byte of its body is read. A signed body is then read up to the route's
+/// limit ([`signed_body_limit`]) and must have the hash that was signed.
 pub async fn verify_signed(
     State(verifier): State<SharedVerifier>,
     ConnectInfo(from): ConnectInfo<SocketAddr>,
@@ -261,16 +286,6 @@ pub async fn verify_signed(
     next: Next,
 ) -> Response {
     let (mut parts, body) = req.into_parts();
-    let bytes = match to_bytes(body, MAX_SIGNED_BODY).await {
-        Ok(b) => b,
-        Err(e) => {
-            return error_response(
-                StatusCode::BAD_REQUEST,
-                format!("cannot read the body: {e}"),
-                None,
-            );
-        }
-    };
     let header = |name: &str| {
         parts
             .headers
@@ -285,39 +300,73 @@ pub async fn verify_signed(
             return error_response(StatusCode::BAD_REQUEST, "a bad uid header".into(), None);
         }
     };
-    let sig = match (
-        header(headers::TIMESTAMP).and_then(|t| t.parse::<i64>().ok()),
-        header(headers::NONCE),
-        header(headers::SIGNATURE),
-    ) {
-        (Some(timestamp_ms), Some(nonce), Some(mac)) => Signature {
-            timestamp_ms,
-            nonce,
-            mac,
-        },
-        _ => {
-            let e = AuthError::Unsigned("the signature headers are missing".to_string());
-            tracing::warn!(%from, path = %parts.uri, "refused: {e}");
-            return error_response(StatusCode::UNAUTHORIZED, e.to_string(), None);
-        }
+    let refuse = |path: &str, e: AuthError| {
+        tracing::warn!(%from, path, "refused a request: {e}");
+        error_response(StatusCode::UNAUTHORIZED, e.to_string(), None)
     };
     let path = parts
         .uri
         .path_and_query()
         .map_or_else(|| parts.uri.path().to_string(), |p| p.as_str().to_string());
-    let checked = verifier.lock().expect("not poisoned").verify(
-        &labpool_cluster::Request {
+    let (sig, body_hash) = match (
+        header(headers::TIMESTAMP).and_then(|t| t.parse::<i64>().ok()),
+        header(headers::NONCE),
+        header(headers::SIGNATURE),
+        header(headers::BODY_SHA256),
+    ) {
+        (Some(timestamp_ms), Some(nonce), Some(mac), Some(hash)) => (
+            Signature {
+                timestamp_ms,
+                nonce,
+                mac,
+            },
+            hash,
+        ),
+        _ => {
+            let e = AuthError::Unsigned("the signature headers are missing".to_string());
+            return refuse(&path, e);
+        }
+    };
+    let checked = verifier.lock().expect("not poisoned").verify_head(
+        &Head {
             method: parts.method.as_str(),
             path: &path,
-            body: &bytes,
+            body_sha256: &body_hash,
             uid,
         },
         &sig,
         cluster_now_ms(),
     );
     if let Err(e) = checked {
-        tracing::warn!(%from, path, "refused a request: {e}");
-        return error_response(StatusCode::UNAUTHORIZED, e.to_string(), None);
+        return refuse(&path, e);
+    }
+    let limit = signed_body_limit(parts.uri.path());
+    let bytes = match Limited::new(body, limit).collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(e) => {
+            let too_big = e.is::<http_body_util::LengthLimitError>();
+            let (status, error) = if too_big {
+                (
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    format!(
+                        "the body is larger than {} ({}); this route takes at most that",
+                        labpool_units::format_size(limit as u64),
+                        parts.uri.path()
+                    ),
+                )
+            } else {
+                (
+                    StatusCode::BAD_REQUEST,
+                    format!("cannot read the body: {e}"),
+                )
+            };
+            tracing::warn!(%from, path, "refused a request: {error}");
+            return error_response(status, error, None);
+        }
+    };
+    if body_sha256(&bytes) != body_hash {
+        let e = AuthError::Unsigned("the body is not the one that was signed".to_string());
+        return refuse(&path, e);
     }
     parts.extensions.insert(Signed { uid, from });
     parts.extensions.insert(ConnectInfo(Peer { uid }));

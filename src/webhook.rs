@@ -31,7 +31,9 @@ async fn post_inner(url: &str, body: &serde_json::Value) -> anyhow::Result<()> {
         .header("host", format!("{host}:{port}"))
         .header("content-type", "application/json")
         .body(Full::new(Bytes::from(serde_json::to_vec(body)?)))?;
-    let (status, _) = crate::http1::exchange(stream, req).await?;
+    let (status, _) = crate::http1::exchange(stream, req, 1 << 20)
+        .await
+        .map_err(|e| anyhow::anyhow!(e))?;
     anyhow::ensure!(
         status.is_success(),
         "the alert webhook {url} answered HTTP {status}"

@@ -20,5 +20,5 @@ pub mod verify;
 
 pub use error::AuthError;
 pub use key::ClusterKey;
-pub use sign::{Request, Signature};
+pub use sign::{Head, Request, Signature, body_sha256};
 pub use verify::Verifier;

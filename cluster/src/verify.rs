@@ -1,7 +1,7 @@
 //! Checking: the signature, the clock-skew window and the nonce cache that refuses replays.
 
 use crate::sign::{canonical, mac};
-use crate::{AuthError, ClusterKey, Request, Signature};
+use crate::{AuthError, ClusterKey, Head, Request, Signature};
 use hmac::Mac;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -37,6 +37,22 @@ impl Verifier {
         sig: &Signature,
         now_ms: i64,
     ) -> Result<(), AuthError> {
+        req.with_head(|head| self.verify_head(head, sig, now_ms))
+    }
+
+    /// Checks `sig` on a request given by its [`Head`]: before its body is read. The caller
+    /// must then check that the body it reads has the hash the head claims.
+    pub fn verify_head(
+        &mut self,
+        req: &Head<'_>,
+        sig: &Signature,
+        now_ms: i64,
+    ) -> Result<(), AuthError> {
+        if req.body_sha256.len() != 64 {
+            return Err(AuthError::Unsigned(
+                "the body's SHA-256 (64 hex digits) is missing".to_string(),
+            ));
+        }
         if sig.nonce.is_empty() || sig.nonce.len() > 128 {
             return Err(AuthError::Unsigned(
                 "a nonce of 1 to 128 characters is missing".to_string(),

@@ -30,8 +30,11 @@ fn signed_ping(key: &labpool_cluster::ClusterKey, nonce: &str, at_ms: i64) -> St
         nonce,
     );
     format!(
-        "GET /v1/ping HTTP/1.1\r\nhost: x\r\nconnection: close\r\nx-labpool-timestamp: {}\r\nx-labpool-nonce: {}\r\nx-labpool-signature: {}\r\nx-labpool-uid: 0\r\n\r\n",
-        sig.timestamp_ms, sig.nonce, sig.mac
+        "GET /v1/ping HTTP/1.1\r\nhost: x\r\nconnection: close\r\nx-labpool-timestamp: {}\r\nx-labpool-nonce: {}\r\nx-labpool-signature: {}\r\nx-labpool-uid: 0\r\nx-labpool-body-sha256: {}\r\n\r\n",
+        sig.timestamp_ms,
+        sig.nonce,
+        sig.mac,
+        labpool_cluster::body_sha256(b"")
     )
 }
 

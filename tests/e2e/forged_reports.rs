@@ -32,11 +32,12 @@ fn signed_post(
         &nonce,
     );
     let head = format!(
-        "POST {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\ncontent-type: application/json\r\ncontent-length: {}\r\nx-labpool-timestamp: {}\r\nx-labpool-nonce: {}\r\nx-labpool-signature: {}\r\n\r\n",
+        "POST {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\ncontent-type: application/json\r\ncontent-length: {}\r\nx-labpool-timestamp: {}\r\nx-labpool-nonce: {}\r\nx-labpool-signature: {}\r\nx-labpool-body-sha256: {}\r\n\r\n",
         body.len(),
         sig.timestamp_ms,
         sig.nonce,
-        sig.mac
+        sig.mac,
+        labpool_cluster::body_sha256(body)
     );
     let mut s = std::net::TcpStream::connect(addr).unwrap();
     s.write_all(head.as_bytes()).unwrap();

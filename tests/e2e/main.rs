@@ -1,6 +1,7 @@
 //! End-to-end tests: the real binary, real processes, real SQLite, real sockets.
 
 mod agent_auth;
+mod agent_bodies;
 mod agents;
 mod bad_input;
 mod datasets;

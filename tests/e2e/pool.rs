@@ -212,6 +212,11 @@ impl Pool {
         }
     }
 
+    /// The controller's pid, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.controller.as_ref().map(Child::id)
+    }
+
     /// What `labpool serve` printed.
     pub fn serve_log(&self) -> String {
         std::fs::read_to_string(self.dir.join("serve.out")).unwrap_or_default()
