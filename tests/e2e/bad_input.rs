@@ -1,7 +1,7 @@
 //! Bad input of every kind gets a message that names the problem and the fix, a non-zero exit,
 //! and no change to state.
 
-use crate::pool::{Pool, fails, has};
+use crate::pool::{Pool, fails, has, post_raw};
 use std::io::{Read, Write};
 
 #[test]
@@ -285,4 +285,60 @@ fn init_writes_a_private_cluster_key_once() {
         std::fs::read_to_string(other.dir.join("cluster.key")).unwrap(),
         text
     );
+}
+
+/// Jobs that could never start are refused at submit, with every problem named: NUL bytes
+/// where the kernel takes C strings, and a value longer than the kernel passes.
+#[test]
+fn jobs_that_could_never_start_are_refused_at_submit() {
+    let mut pool = Pool::new("1:t4");
+    pool.start();
+    let sock = pool.dir.join("labpool.sock");
+    let base = serde_json::json!({
+        "name": "x",
+        "script": "#!/bin/sh\ntrue\n",
+        "workdir": pool.work,
+        "gpus": 0,
+        "cpus": 1,
+        "mem_mib": 0,
+        "umask": 18,
+    });
+    let with = |f: &dyn Fn(&mut serde_json::Value)| {
+        let mut b = base.clone();
+        f(&mut b);
+        b
+    };
+    let cases = [
+        (
+            with(&|b| b["workdir"] = "/tmp/a\u{0}b".into()),
+            vec!["the working directory holds a NUL byte"],
+        ),
+        (
+            with(&|b| {
+                b["args"] = serde_json::json!(["ok", "bad\u{0}arg"]);
+                b["environment"] = serde_json::json!({"GOOD": "1", "BAD": "x\u{0}y"});
+            }),
+            vec![
+                "argument 2 holds a NUL byte",
+                "the value of BAD holds a NUL byte",
+            ],
+        ),
+        (
+            with(&|b| b["environment"] = serde_json::json!({"HUGE": "v".repeat(15 << 20)})),
+            vec![
+                "HUGE=vvvvvvvvvv... is 15M long",
+                "at most 128K per variable",
+                "at most 1M",
+            ],
+        ),
+    ];
+    for (body, expected) in cases {
+        let (status, answer) = post_raw(&sock, "/v1/jobs", &body);
+        assert_eq!(status, 400, "{answer}");
+        let error = answer["error"].as_str().unwrap();
+        has(error, &["could never start"]);
+        has(error, &expected);
+    }
+    assert!(pool.queue().is_empty());
+    assert!(pool.history().is_empty());
 }

@@ -4,10 +4,7 @@
 //! fails with its log kept).
 
 use crate::envs::{have_path, json, stderr};
-use crate::pool::{Pool, has, stdout_of};
-use serde_json::Value;
-use std::io::{Read, Write};
-use std::path::Path;
+use crate::pool::{Pool, has, post_raw, stdout_of};
 use std::time::Duration;
 
 #[test]
@@ -49,25 +46,6 @@ fn the_lint_refuses_cuda_visible_devices_overrides_unless_told_to_warn() {
     );
     let done = pool.wait_done(id, Duration::from_secs(30));
     assert_eq!(done["state"], "COMPLETED", "{done}");
-}
-
-/// `POST path` with a JSON body straight to the controller's socket, as any client could.
-fn post_raw(socket: &Path, path: &str, body: &Value) -> (u16, Value) {
-    let mut stream = std::os::unix::net::UnixStream::connect(socket).unwrap();
-    let body = serde_json::to_vec(body).unwrap();
-    write!(
-        stream,
-        "POST {path} HTTP/1.1\r\nhost: labpool\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
-        body.len()
-    )
-    .unwrap();
-    stream.write_all(&body).unwrap();
-    let mut text = String::new();
-    stream.read_to_string(&mut text).unwrap();
-    let status: u16 = text.split(' ').nth(1).unwrap().parse().unwrap();
-    let payload = text.split("\r\n\r\n").nth(1).unwrap_or("");
-    let payload = payload.lines().find(|l| l.starts_with('{')).unwrap_or("{}");
-    (status, json(payload))
 }
 
 #[test]

@@ -2,6 +2,7 @@
 //! `labpool serve`, and the real CLI. Everything it started is killed when it is dropped.
 
 use serde_json::Value;
+use std::io::{Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -453,4 +454,23 @@ pub fn bytes(seed: u64, len: usize) -> Vec<u8> {
             x as u8
         })
         .collect()
+}
+
+/// `POST path` with a JSON body straight to the controller's socket, as any client could.
+pub fn post_raw(socket: &Path, path: &str, body: &Value) -> (u16, Value) {
+    let mut stream = std::os::unix::net::UnixStream::connect(socket).unwrap();
+    let body = serde_json::to_vec(body).unwrap();
+    write!(
+        stream,
+        "POST {path} HTTP/1.1\r\nhost: labpool\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+        body.len()
+    )
+    .unwrap();
+    stream.write_all(&body).unwrap();
+    let mut text = String::new();
+    stream.read_to_string(&mut text).unwrap();
+    let status: u16 = text.split(' ').nth(1).unwrap().parse().unwrap();
+    let payload = text.split("\r\n\r\n").nth(1).unwrap_or("");
+    let payload = payload.lines().find(|l| l.starts_with('{')).unwrap_or("{}");
+    (status, serde_json::from_str(payload).unwrap())
 }

@@ -2,7 +2,8 @@
 //! changes nothing and answers with what was wrong and what to do.
 //!
 //! Two steps, because two kinds of state are read:
-//! 1. [`before_engine`], in the API handler: the script's `CUDA_VISIBLE_DEVICES` lines, the
+//! 1. [`before_engine`], in the API handler: what could never start ([`exec_problems`]: NUL
+//!    bytes, arguments or variables longer than the kernel passes), the script's `CUDA_VISIBLE_DEVICES` lines, the
 //!    environment it names, and the caller's quota. They query their own tables, so they run
 //!    beside the engine and never stall its loop.
 //! 2. [`Engine::check_submit`], in the engine's batch: everything that depends on the queue,
@@ -22,6 +23,7 @@ use labpool_scheduler::credits::NoTokens;
 use labpool_scheduler::dependency::{Dependency, parse_dependencies};
 use labpool_scheduler::options::check_name;
 use labpool_scheduler::{JobId, JobState, TimeLimit};
+use labpool_units::format_size;
 
 /// A submit that passed every check.
 pub(crate) struct Accepted {
@@ -32,6 +34,82 @@ pub(crate) struct Accepted {
     pub dependencies: Vec<Dependency>,
 }
 
+/// Longest single argument or `KEY=VALUE` the kernel passes to a program (`MAX_ARG_STRLEN`).
+const MAX_EXEC_STRING: usize = 128 << 10;
+
+/// Most bytes of arguments and environment a job may bring: the kernel's limit is a quarter of
+/// the stack limit (2 MiB by default), and labpool adds variables of its own.
+const MAX_EXEC_TOTAL: usize = 1 << 20;
+
+/// What would make the job fail to start however long it waited: a NUL byte where the kernel
+/// takes C strings (working directory, output paths, arguments, environment), a variable name
+/// that is empty or holds `=`, an argument or variable longer than the kernel passes, or more
+/// of them than it passes in all. Every problem is named, not just the first.
+pub(crate) fn exec_problems(req: &SubmitRequest) -> Vec<String> {
+    let mut problems = Vec::new();
+    let nul = |what: &str, text: &str, out: &mut Vec<String>| {
+        if let Some(at) = text.find('\0') {
+            out.push(format!("{what} holds a NUL byte (at byte {at})"));
+        }
+    };
+    nul(
+        "the working directory",
+        &req.workdir.to_string_lossy(),
+        &mut problems,
+    );
+    nul("the job name", &req.name, &mut problems);
+    for (what, path) in [("--output", &req.output), ("--error", &req.error)] {
+        if let Some(p) = path {
+            nul(what, p, &mut problems);
+        }
+    }
+    let mut total = 0;
+    for (i, arg) in req.args.iter().enumerate() {
+        nul(&format!("argument {}", i + 1), arg, &mut problems);
+        if arg.len() >= MAX_EXEC_STRING {
+            problems.push(format!(
+                "argument {} is {} long; the kernel passes at most {} per argument",
+                i + 1,
+                format_size(arg.len() as u64),
+                format_size(MAX_EXEC_STRING as u64)
+            ));
+        }
+        total += arg.len() + 1;
+    }
+    for (key, value) in &req.environment {
+        let shown: String = key.chars().take(40).collect();
+        if key.is_empty() || key.contains('=') {
+            problems.push(format!(
+                "environment variable {shown:?}: a name must be non-empty and hold no '='"
+            ));
+        }
+        nul(
+            &format!("environment variable {shown:?}"),
+            key,
+            &mut problems,
+        );
+        nul(&format!("the value of {shown}"), value, &mut problems);
+        let len = key.len() + 1 + value.len();
+        if len >= MAX_EXEC_STRING {
+            problems.push(format!(
+                "{shown}={}... is {} long; the kernel passes at most {} per variable",
+                value.chars().take(10).collect::<String>(),
+                format_size(len as u64),
+                format_size(MAX_EXEC_STRING as u64)
+            ));
+        }
+        total += len + 1;
+    }
+    if total > MAX_EXEC_TOTAL {
+        problems.push(format!(
+            "the arguments and environment hold {} in all; a job may bring at most {}",
+            format_size(total as u64),
+            format_size(MAX_EXEC_TOTAL as u64)
+        ));
+    }
+    problems
+}
+
 /// The checks that read the environments' and quotas' tables. Fills in the environment the
 /// request names; returns the warnings to pass on (a `CUDA_VISIBLE_DEVICES` line under
 /// `warn`, a quota near its limit).
@@ -40,6 +118,19 @@ pub(crate) async fn before_engine(
     req: &mut SubmitRequest,
     caller: &Caller,
 ) -> Result<Vec<String>, ApiError> {
+    let problems = exec_problems(req);
+    if !problems.is_empty() {
+        return Err(ApiError::bad_request(
+            format!(
+                "the job could never start: {}",
+                problems.join("; ")
+            ),
+            Some(
+                "remove NUL bytes and pass large data in a file the job reads, not in its arguments or environment"
+                    .to_string(),
+            ),
+        ));
+    }
     let mut warnings = state.envs.check_submit(req, caller).await?;
     warnings.extend(state.quotas.submit_check(caller).await?);
     Ok(warnings)
