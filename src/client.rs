@@ -82,6 +82,33 @@ impl Client {
             .await
     }
 
+    /// Finished jobs, newest first, at most `max`: page after page of `/v1/history`.
+    pub async fn history(
+        &self,
+        user: Option<String>,
+        since_ms: Option<i64>,
+        max: usize,
+    ) -> Result<Vec<crate::api::JobView>, ClientError> {
+        use crate::api::{HISTORY_PAGE, HistoryPage, HistoryQuery};
+        let mut jobs = Vec::new();
+        let mut after = None;
+        while jobs.len() < max {
+            let query = HistoryQuery {
+                user: user.clone(),
+                since_ms,
+                limit: Some((max - jobs.len()).min(HISTORY_PAGE as usize) as u32),
+                after,
+            };
+            let page: HistoryPage = self.get_query("/v1/history", &query).await?;
+            jobs.extend(page.jobs);
+            match page.next {
+                Some(next) => after = Some(next),
+                None => break,
+            }
+        }
+        Ok(jobs)
+    }
+
     /// `POST path` with a JSON body.
     pub async fn post<B: Serialize, T: DeserializeOwned>(
         &self,
@@ -164,6 +191,7 @@ mod tests {
             user: None,
             since_ms: Some(5),
             limit: Some(10),
+            after: None,
         };
         assert_eq!(
             with_query("/v1/history", &h).unwrap(),

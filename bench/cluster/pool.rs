@@ -227,11 +227,11 @@ impl Pool {
             std::thread::sleep(Duration::from_millis(250));
         }
         let done: Vec<Value> = rt
-            .block_on(
-                self.client
-                    .get(&format!("/v1/history?since_ms={t0}&limit={}", n + 100)),
-            )
-            .unwrap();
+            .block_on(self.client.history(None, Some(t0), n + 100))
+            .unwrap()
+            .iter()
+            .map(|j| serde_json::to_value(j).unwrap())
+            .collect();
         assert_eq!(done.len(), n, "every task in the history");
         let bad: Vec<&Value> = done.iter().filter(|j| j["state"] != "COMPLETED").collect();
         assert!(bad.is_empty(), "tasks that did not complete: {bad:?}");

@@ -512,8 +512,23 @@ pub struct HistoryQuery {
     pub user: Option<String>,
     /// Only jobs that ended at or after this time, ms since the epoch.
     pub since_ms: Option<i64>,
-    /// At most this many [default: 1000].
+    /// At most this many in this page [default and most: [`HISTORY_PAGE`]].
     pub limit: Option<u32>,
+    /// The page after the one that answered with this `next`.
+    pub after: Option<String>,
+}
+
+/// The most finished jobs one `GET /v1/history` answers with: a longer history comes in
+/// pages, each naming the next, so no answer grows with the whole history.
+pub const HISTORY_PAGE: u32 = 1000;
+
+/// `GET /v1/history`: finished jobs, newest first.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct HistoryPage {
+    /// This page's jobs.
+    pub jobs: Vec<JobView>,
+    /// Where the next page starts (`after=`), when there may be one.
+    pub next: Option<String>,
 }
 
 /// `GET /v1/credits` filters.

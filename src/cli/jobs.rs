@@ -69,7 +69,7 @@ pub struct HistoryArgs {
     /// Only jobs that ended since: YYYY-MM-DD[THH:MM], today, yesterday, or an age like 3d
     #[arg(long, value_name = "DATE")]
     pub since: Option<String>,
-    /// At most this many jobs, newest first
+    /// At most this many jobs, newest first (fetched in pages of 1000)
     #[arg(long, default_value_t = 1000)]
     pub limit: u32,
     /// Print JSON instead of a table

@@ -215,7 +215,7 @@ async fn drive(
     let mut last: BTreeMap<u64, JobState> = BTreeMap::new();
     let finished = loop {
         let active: Vec<JobView> = client.get("/v1/jobs").await?;
-        let done: Vec<JobView> = client.get("/v1/history").await?;
+        let done = client.history(None, None, 1000).await?;
         for j in active.iter().chain(done.iter()) {
             if last.get(&j.id) == Some(&j.state) {
                 continue;

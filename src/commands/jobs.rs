@@ -1,6 +1,6 @@
 //! `queue`, `show`, `cancel` and `history`.
 
-use crate::api::{CancelOutcome, CancelRequest, HistoryQuery, JobView, JobsQuery};
+use crate::api::{CancelOutcome, CancelRequest, JobView, JobsQuery};
 use crate::cli::{CancelArgs, HistoryArgs, QueueArgs, ShowArgs};
 use crate::client::Client;
 use crate::controller::http::JobDetail;
@@ -204,13 +204,8 @@ pub async fn history(args: &HistoryArgs, config: &Config) -> anyhow::Result<()> 
         Some(since) => Some(parse_when(since, chrono::Local::now())?),
         None => None,
     };
-    let query = HistoryQuery {
-        user: args.user.clone(),
-        since_ms,
-        limit: Some(args.limit),
-    };
-    let jobs: Vec<JobView> = Client::new(&config.controller.socket)
-        .get_query("/v1/history", &query)
+    let jobs = Client::new(&config.controller.socket)
+        .history(args.user.clone(), since_ms, args.limit as usize)
         .await?;
     print(args.json, &jobs, |jobs| {
         let rows = jobs

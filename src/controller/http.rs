@@ -6,7 +6,7 @@ use crate::api::{
     Submitted,
 };
 use crate::api::{AccountChange, AccountsView, CreditsView, GrantRequest, WhyView};
-use crate::api::{CreditsQuery, HistoryQuery, JobsQuery};
+use crate::api::{CreditsQuery, HISTORY_PAGE, HistoryPage, HistoryQuery, JobsQuery};
 use crate::clock::now_ms;
 use crate::controller::db::Db;
 use crate::controller::engine::Request;
@@ -230,14 +230,49 @@ async fn show_job(
 async fn history(
     State(state): State<AppState>,
     query: Result<Query<HistoryQuery>, QueryRejection>,
-) -> Result<Json<Vec<JobView>>, ApiError> {
+) -> Result<Json<HistoryPage>, ApiError> {
     let Query(q) = query.map_err(|e| ApiError::bad_request(e.body_text(), None))?;
-    let now = now_ms();
+    let limit = q.limit.unwrap_or(HISTORY_PAGE);
+    if limit == 0 || limit > HISTORY_PAGE {
+        return Err(ApiError::bad_request(
+            format!("limit={limit}: a page holds 1 to {HISTORY_PAGE} jobs"),
+            Some("ask for the next page with after= and the page's `next`".to_string()),
+        ));
+    }
+    let after = match q.after.as_deref().map(parse_cursor) {
+        None => None,
+        Some(Some(c)) => Some(c),
+        Some(None) => {
+            return Err(ApiError::bad_request(
+                format!(
+                    "after={:?} is not a page's `next`",
+                    q.after.unwrap_or_default()
+                ),
+                None,
+            ));
+        }
+    };
     let rows = state
         .db
-        .finished_jobs(q.user.as_deref(), q.since_ms, q.limit.unwrap_or(1000))
+        .finished_jobs(q.user.as_deref(), q.since_ms, after, limit)
         .await?;
-    Ok(Json(rows.iter().map(|r| r.view(now)).collect()))
+    let now = now_ms();
+    let next = (rows.len() == limit as usize)
+        .then(|| {
+            rows.last()
+                .map(|r| format!("{}.{}", r.end_time.unwrap_or(0), r.id))
+        })
+        .flatten();
+    Ok(Json(HistoryPage {
+        jobs: rows.iter().map(|r| r.view(now)).collect(),
+        next,
+    }))
+}
+
+/// A page's `next` (`END_MS.ID`) as the row it follows.
+fn parse_cursor(text: &str) -> Option<(i64, u64)> {
+    let (end, id) = text.split_once('.')?;
+    Some((end.parse().ok()?, id.parse().ok()?))
 }
 
 async fn nodes(State(state): State<AppState>) -> Result<Json<Vec<NodeView>>, ApiError> {

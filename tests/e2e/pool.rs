@@ -458,15 +458,23 @@ pub fn bytes(seed: u64, len: usize) -> Vec<u8> {
 
 /// `POST path` with a JSON body straight to the controller's socket, as any client could.
 pub fn post_raw(socket: &Path, path: &str, body: &Value) -> (u16, Value) {
+    api_raw(socket, "POST", path, &serde_json::to_vec(body).unwrap())
+}
+
+/// `GET path` straight to the controller's socket.
+pub fn get_raw(socket: &Path, path: &str) -> (u16, Value) {
+    api_raw(socket, "GET", path, b"")
+}
+
+fn api_raw(socket: &Path, method: &str, path: &str, body: &[u8]) -> (u16, Value) {
     let mut stream = std::os::unix::net::UnixStream::connect(socket).unwrap();
-    let body = serde_json::to_vec(body).unwrap();
     write!(
         stream,
-        "POST {path} HTTP/1.1\r\nhost: labpool\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+        "{method} {path} HTTP/1.1\r\nhost: labpool\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
         body.len()
     )
     .unwrap();
-    stream.write_all(&body).unwrap();
+    stream.write_all(body).unwrap();
     let mut text = String::new();
     stream.read_to_string(&mut text).unwrap();
     let status: u16 = text.split(' ').nth(1).unwrap().parse().unwrap();

@@ -198,15 +198,19 @@ impl Db {
         &self,
         user: Option<&str>,
         since_ms: Option<i64>,
+        after: Option<(i64, u64)>,
         limit: u32,
     ) -> Result<Vec<JobRow>, DbError> {
         let sql = format!(
             "SELECT {JOB_COLUMNS} FROM jobs WHERE state NOT IN {ACTIVE_STATES} AND (?1 IS NULL OR user = ?1) \
-             AND (?2 IS NULL OR end_time >= ?2) ORDER BY end_time DESC, id DESC LIMIT ?3"
+             AND (?2 IS NULL OR end_time >= ?2) AND (?3 IS NULL OR (end_time, id) < (?3, ?4)) \
+             ORDER BY end_time DESC, id DESC LIMIT ?5"
         );
         let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
             .bind(user)
             .bind(since_ms)
+            .bind(after.map(|(t, _)| t))
+            .bind(after.map(|(_, id)| id as i64))
             .bind(limit as i64)
             .fetch_all(&self.pool)
             .await?;
