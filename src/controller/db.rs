@@ -28,6 +28,21 @@ pub enum DbError {
     /// A query failed.
     #[error("state database: {0}")]
     Query(#[from] sqlx::Error),
+    /// The database is gone or empty, but the state directory held a pool: starting would
+    /// silently forget every job, account and ledger entry.
+    #[error(
+        "the state database {path} is {what}, but this state directory held a pool (since {since}); labpool will not start an empty pool over it. Restore labpool.db from your backup (a snapshot of the state directory, or the copy an admin keeps), or, to start an empty pool on purpose, remove {marker}"
+    )]
+    Lost {
+        /// The database file.
+        path: PathBuf,
+        /// `missing` or `empty (0 bytes)`.
+        what: &'static str,
+        /// When the pool was first started, as the marker records it.
+        since: String,
+        /// The marker file to remove.
+        marker: PathBuf,
+    },
     /// A stored value did not decode.
     #[error("state database holds a bad value in job {job}: {what}")]
     Corrupt {
@@ -37,6 +52,10 @@ pub enum DbError {
         what: String,
     },
 }
+
+/// Beside the database, written once it holds a pool: a database that is later missing or
+/// empty while this file is there was lost, not new.
+pub const POOL_MARKER: &str = "pool-started";
 
 /// The state database.
 #[derive(Clone)]
@@ -91,6 +110,22 @@ pub const ACTIVE_STATES: &str = "('PENDING', 'STAGING', 'RUNNING')";
 impl Db {
     /// Opens (creating if needed) and migrates the database at `path`.
     pub async fn open(path: &Path) -> Result<Db, DbError> {
+        let marker = path.with_file_name(POOL_MARKER);
+        let size = std::fs::metadata(path).map(|m| m.len()).ok();
+        if size.is_none_or(|s| s == 0)
+            && let Ok(since) = std::fs::read_to_string(&marker)
+        {
+            return Err(DbError::Lost {
+                path: path.to_path_buf(),
+                what: if size.is_none() {
+                    "missing"
+                } else {
+                    "empty (0 bytes)"
+                },
+                since: since.trim().to_string(),
+                marker,
+            });
+        }
         let open_err = |e: Box<dyn std::error::Error + Send + Sync>| DbError::Open {
             path: path.to_path_buf(),
             source: e,
@@ -112,6 +147,10 @@ impl Db {
             .run(&pool)
             .await
             .map_err(|e| open_err(Box::new(e)))?;
+        if !marker.exists() {
+            let since = crate::clock::rfc3339(crate::clock::now_ms());
+            std::fs::write(&marker, format!("{since}\n")).map_err(|e| open_err(Box::new(e)))?;
+        }
         Ok(Db { pool })
     }
 

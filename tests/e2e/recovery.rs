@@ -170,3 +170,43 @@ fn a_cancel_survives_a_controller_crash() {
     assert_eq!(s(&job, "state"), "CANCELLED", "{job:#}");
     assert_eq!(s(&job, "reason_detail"), "cancelled by root");
 }
+
+/// A database that is gone or empty while the state directory held a pool stops the start,
+/// with how to recover; an empty pool starts only when asked for on purpose.
+#[test]
+fn a_lost_database_is_not_silently_replaced_by_an_empty_pool() {
+    let mut pool = Pool::new("1:t4");
+    pool.start();
+    let job = pool.submit(&["--wrap", "true"]);
+    pool.wait_done(job, Duration::from_secs(20));
+    pool.stop();
+    let state = pool.dir.join("state");
+    let serve = |pool: &Pool| {
+        let out = pool
+            .command(&["serve"])
+            .output()
+            .expect("labpool serve runs");
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    for (what, lose) in [("empty (0 bytes)", true), ("missing", false)] {
+        for wal in ["labpool.db-wal", "labpool.db-shm"] {
+            let _ = std::fs::remove_file(state.join(wal));
+        }
+        if lose {
+            std::fs::write(state.join("labpool.db"), b"").unwrap();
+        } else {
+            let _ = std::fs::remove_file(state.join("labpool.db"));
+        }
+        let (ok, err) = serve(&pool);
+        assert!(!ok, "serve started over a lost database:\n{err}");
+        for part in [what, "held a pool", "Restore labpool.db", "pool-started"] {
+            assert!(err.contains(part), "{part:?} not in:\n{err}");
+        }
+    }
+    std::fs::remove_file(state.join("pool-started")).unwrap();
+    pool.start();
+    assert!(pool.history().is_empty());
+}
