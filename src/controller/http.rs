@@ -343,6 +343,15 @@ async fn credits(
 ) -> Result<Json<CreditsView>, ApiError> {
     let caller = caller(&state, &peer)?;
     let Query(q) = query.map_err(|e| ApiError::bad_request(e.body_text(), None))?;
+    // A member's ledger names their jobs and what they cost, like Slurm's accounting under
+    // PrivateData=usage: members see their own, admins anyone's.
+    if let Some(other) = q.user.as_deref().filter(|u| *u != caller.user) {
+        admin_only(
+            &state.config,
+            &caller,
+            &format!("see another user's credits ({other})"),
+        )?;
+    }
     let user = q.user.unwrap_or(caller.user);
     Ok(Json(
         ask(&state, |reply| Request::Credits { user, reply }).await?,

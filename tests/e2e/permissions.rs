@@ -1,7 +1,8 @@
 //! Identity comes from the socket: members act only on their own jobs, and jobs run as their
 //! submitter, with files owned by them.
 
-use crate::pool::{Pool, ensure_user, ensure_user_in, have_root, read_output, s, stdout_of};
+use crate::pool::{Pool, ensure_user, ensure_user_in, has, have_root, read_output, s, stdout_of};
+use serde_json::Value;
 use std::os::unix::fs::MetadataExt;
 use std::time::Duration;
 
@@ -153,4 +154,60 @@ fn admin_group_members_may_cancel_any_job() {
     let job = pool.wait_done(id, T);
     assert_eq!(s(&job, "state"), "CANCELLED");
     assert_eq!(s(&job, "reason_detail"), "cancelled by lp-admin");
+}
+
+#[test]
+fn members_may_not_change_accounts_limits_or_credits() {
+    if !have_root("members_may_not_change_accounts_limits_or_credits") {
+        return;
+    }
+    let (alice, gid) = ensure_user("lp-alice");
+    let mut pool = Pool::new("1:t4").for_users();
+    pool.start();
+    for (args, what) in [
+        (
+            vec!["account", "add", "mine"],
+            "only admins may change accounts",
+        ),
+        (
+            vec!["qos", "set", "--user", "lp-alice", "MaxJobsPerUser=100"],
+            "only admins may set QOS limits",
+        ),
+        (
+            vec!["credits", "grant", "lp-alice", "1000"],
+            "only admins may grant credit",
+        ),
+    ] {
+        let out = pool.cli_as(alice, gid, &args);
+        assert!(!out.status.success());
+        has(
+            &String::from_utf8_lossy(&out.stderr),
+            &[
+                what,
+                "you (lp-alice) are not root or in group labpool-admins",
+            ],
+        );
+    }
+    let list: Value = serde_json::from_str(&pool.ok(&["account", "list", "--json"])).unwrap();
+    assert!(list["accounts"].as_array().unwrap().is_empty());
+    assert!(list["user_limits"].as_array().unwrap().is_empty());
+    // Members may read their own credits.
+    let mine: Value =
+        serde_json::from_slice(&pool.cli_as(alice, gid, &["credits", "--json"]).stdout).unwrap();
+    assert_eq!(
+        (mine["user"].as_str(), mine["balance"].as_f64()),
+        (Some("lp-alice"), Some(1000.0))
+    );
+    // ... and only their own: root's ledger is root's and the admins'.
+    let out = pool.cli_as(alice, gid, &["credits", "--user", "root"]);
+    assert!(!out.status.success());
+    has(
+        &String::from_utf8_lossy(&out.stderr),
+        &["only admins may see another user's credits (root)"],
+    );
+    let own = pool.cli_as(alice, gid, &["credits", "--user", "lp-alice", "--json"]);
+    assert!(own.status.success());
+    let theirs: Value =
+        serde_json::from_str(&pool.ok(&["credits", "--user", "lp-alice", "--json"])).unwrap();
+    assert_eq!(theirs["user"], "lp-alice");
 }
