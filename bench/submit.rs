@@ -143,6 +143,7 @@ impl Labpool {
             env_kind: None,
             gpu_share: false,
             no_requeue: false,
+            idempotency_key: None,
         }
     }
 

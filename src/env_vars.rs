@@ -16,6 +16,9 @@ pub const LABPOOL_JOB_KEY: &str = "LABPOOL_JOB_KEY";
 /// Shifts this process's clock for signing and checking cluster requests, in milliseconds
 /// (e.g. `-600000`): the test hook for the clock-skew refusal. Never set it in production.
 pub const LABPOOL_TEST_CLOCK_OFFSET_MS: &str = "LABPOOL_TEST_CLOCK_OFFSET_MS";
+/// When `1`, the controller aborts right after committing a batch that took a submit, before
+/// it answers: the test hook for a reply lost to a crash. Never set it in production.
+pub const LABPOOL_TEST_CRASH_AFTER_SUBMIT: &str = "LABPOOL_TEST_CRASH_AFTER_SUBMIT";
 /// The search path: `labpool demo` passes it on to its jobs.
 pub const PATH: &str = "PATH";
 /// The home directory: `labpool demo` passes it on to its jobs.

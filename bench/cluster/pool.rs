@@ -202,6 +202,7 @@ impl Pool {
             env_kind: None,
             gpu_share: false,
             no_requeue: false,
+            idempotency_key: None,
         }
     }
 

@@ -93,6 +93,10 @@ pub struct SubmitRequest {
     /// End NODE_FAIL instead of being requeued when its node fails.
     #[serde(default)]
     pub no_requeue: bool,
+    /// The client's name for this submit (up to 128 printable characters): a retry with the
+    /// same key gets the first answer back instead of queueing the job again.
+    #[serde(default)]
+    pub idempotency_key: Option<String>,
 }
 
 fn one() -> u32 {

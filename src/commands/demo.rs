@@ -201,6 +201,7 @@ async fn drive(
             env_kind: None,
             gpu_share: false,
             no_requeue: false,
+            idempotency_key: None,
         };
         let s: Submitted = client.post("/v1/jobs", &req).await?;
         let plural = if j.gpus == 1 { " " } else { "s" };

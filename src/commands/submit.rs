@@ -110,6 +110,11 @@ pub fn build_request(
         env_kind: None,
         gpu_share: request.gpu_share,
         no_requeue: request.no_requeue,
+        idempotency_key: Some(format!(
+            "{:016x}{:016x}",
+            crate::transport::random_u64(),
+            crate::transport::random_u64()
+        )),
     };
     Ok((req, warnings))
 }
@@ -122,6 +127,51 @@ fn current_umask() -> u32 {
     old.bits()
 }
 
+/// How long a submit whose answer was lost keeps trying for the controller to come back.
+const RETRY_FOR: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// Posts the submit. When the answer is lost (the connection closed mid-way, the controller
+/// stopping), the controller may have queued the job: the same request, with the same
+/// idempotency key, is sent again until it answers, and gets the first answer if it had. A
+/// controller that is simply not running fails at once, as before.
+async fn post_with_retries(client: &Client, req: &SubmitRequest) -> anyhow::Result<Submitted> {
+    use crate::client::ClientError;
+    use backon::Retryable;
+    let mut lost = false;
+    let mut told = false;
+    let every = std::time::Duration::from_millis(200);
+    let answer = (|| client.post::<_, Submitted>("/v1/jobs", req))
+        .retry(crate::retry::backoff_within(
+            every,
+            std::time::Duration::from_secs(2),
+            RETRY_FOR,
+        ))
+        .when(|e| {
+            lost |= matches!(
+                e,
+                ClientError::Http(_) | ClientError::Api { status: 503, .. }
+            );
+            lost && matches!(
+                e,
+                ClientError::Http(_) | ClientError::Api { status: 503, .. } | ClientError::Connect { .. }
+            )
+        })
+        .notify(|e, _| {
+            if !std::mem::replace(&mut told, true) {
+                eprintln!(
+                    "labpool: the controller did not answer ({}); trying again with the same submit id until it is back (up to {}), so the job is not queued twice",
+                    e.to_string().lines().next().unwrap_or_default(),
+                    labpool_units::format_duration(RETRY_FOR)
+                );
+            }
+        })
+        .await?;
+    if told {
+        eprintln!("labpool: the controller answered");
+    }
+    Ok(answer)
+}
+
 /// Runs `labpool submit`.
 pub async fn run(args: &SubmitArgs, config: &Config) -> anyhow::Result<()> {
     let cwd = std::env::current_dir().context("cannot read the current directory")?;
@@ -130,9 +180,7 @@ pub async fn run(args: &SubmitArgs, config: &Config) -> anyhow::Result<()> {
     for w in warnings {
         eprintln!("warning: {w}");
     }
-    let submitted: Submitted = Client::new(&config.controller.socket)
-        .post("/v1/jobs", &req)
-        .await?;
+    let submitted = post_with_retries(&Client::new(&config.controller.socket), &req).await?;
     for w in &submitted.warnings {
         eprintln!("warning: {w}");
     }

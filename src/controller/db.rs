@@ -101,6 +101,11 @@ fn migrator() -> Migrator {
             "node agents",
             include_str!("../../migrations/0007_node_agents.sql"),
         ),
+        migration(
+            8,
+            "submit keys",
+            include_str!("../../migrations/0008_submit_keys.sql"),
+        ),
     ])
 }
 

@@ -210,3 +210,80 @@ fn a_lost_database_is_not_silently_replaced_by_an_empty_pool() {
     pool.start();
     assert!(pool.history().is_empty());
 }
+
+/// A submit whose answer is lost to a crash after the commit is sent again by the CLI with the
+/// same idempotency key once the controller is back, and gets the first job back: the job is
+/// queued and run once.
+#[test]
+fn a_submit_retried_after_a_lost_answer_queues_the_job_once() {
+    use std::process::Stdio;
+    let mut pool = Pool::new("1:t4");
+    let log = || {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(pool.dir.join("serve.out"))
+            .unwrap()
+    };
+    let mut crashing = pool
+        .command(&["serve"])
+        .env("LABPOOL_TEST_CRASH_AFTER_SUBMIT", "1")
+        .stdin(Stdio::null())
+        .stdout(log())
+        .stderr(log())
+        .spawn()
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    while !pool.cli(&["queue"]).status.success() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "{}",
+            pool.serve_log()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let submit = pool
+        .command(&["submit", "--wrap", "echo ran >> runs.txt"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let crashed = crashing.wait().unwrap();
+    assert!(!crashed.success(), "{}", pool.serve_log());
+    assert!(
+        pool.serve_log()
+            .contains("aborting after committing a submit")
+    );
+    std::thread::sleep(Duration::from_secs(1));
+    pool.start();
+    let out = submit.wait_with_output().unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stderr}");
+    assert!(stdout.contains("Submitted job 1"), "{stdout}");
+    assert!(
+        stderr.contains("trying again with the same submit id"),
+        "{stderr}"
+    );
+    let done = pool.wait_done(1, Duration::from_secs(20));
+    assert_eq!(s(&done, "state"), "COMPLETED");
+    assert!(pool.queue().is_empty());
+    assert_eq!(pool.history().len(), 1, "queued once");
+    assert_eq!(read_output(&pool.work.join("runs.txt")).lines().count(), 1);
+
+    // Through the API: the same key twice is one job; another key is another job.
+    let sock = pool.dir.join("labpool.sock");
+    let body = |key: &str| {
+        serde_json::json!({
+            "name": "k", "script": "#!/bin/sh\ntrue\n", "workdir": pool.work,
+            "gpus": 0, "cpus": 1, "mem_mib": 0, "umask": 18, "idempotency_key": key,
+        })
+    };
+    let (_, first) = crate::pool::post_raw(&sock, "/v1/jobs", &body("same"));
+    let (_, again) = crate::pool::post_raw(&sock, "/v1/jobs", &body("same"));
+    let (_, other) = crate::pool::post_raw(&sock, "/v1/jobs", &body("other"));
+    assert_eq!(first["job_id"], again["job_id"], "{first} {again}");
+    assert_ne!(first["job_id"], other["job_id"]);
+}

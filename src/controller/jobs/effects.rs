@@ -4,6 +4,7 @@
 //! transaction (the one the batch's submits inserted their jobs in), then its orders go to the
 //! nodes and its replies to the callers: nothing is acted on or promised before it is on disk.
 
+use crate::api::Submitted;
 use crate::api::agent::AgentOrder;
 use crate::clock::now_ms;
 use crate::controller::db::Db;
@@ -11,6 +12,7 @@ use crate::controller::engine::Engine;
 use labpool_lifecycle::{Effect, Event, StageKind, Transition};
 use labpool_scheduler::credits::{Entry, EntryKind};
 use labpool_scheduler::{JobId, Timestamp};
+use std::collections::BTreeMap;
 
 /// An order waiting for the batch's commit.
 enum Order {
@@ -33,6 +35,8 @@ pub struct Outbox {
     ledger: Vec<Entry>,
     orders: Vec<Order>,
     replies: Vec<Box<dyn FnOnce() + Send + Sync>>,
+    /// Submit keys taken in this batch, not yet committed.
+    keys: BTreeMap<(u32, String), Submitted>,
 }
 
 impl Outbox {
@@ -45,6 +49,16 @@ impl Outbox {
         self.replies.push(Box::new(move || {
             let _ = to.send(value);
         }));
+    }
+
+    /// The answer a submit with this key got earlier in the batch.
+    pub fn submit_key(&self, uid: u32, key: &str) -> Option<Submitted> {
+        self.keys.get(&(uid, key.to_string())).cloned()
+    }
+
+    /// A submit key taken in this batch.
+    pub fn taken_key(&mut self, uid: u32, key: String, submitted: Submitted) {
+        self.keys.insert((uid, key), submitted);
     }
 
     /// Ledger entries (charges, grants) to write with the batch.
@@ -166,6 +180,13 @@ impl Engine {
                 Db::append_ledger(&mut tx, e).await?;
             }
             tx.commit().await?;
+            if !outbox.keys.is_empty()
+                && std::env::var(crate::env_vars::LABPOOL_TEST_CRASH_AFTER_SUBMIT).as_deref()
+                    == Ok("1")
+            {
+                tracing::error!("test hook: aborting after committing a submit, before answering");
+                std::process::abort();
+            }
         }
         for order in outbox.orders {
             match order {

@@ -9,6 +9,7 @@ pub mod launch;
 pub mod rows;
 pub mod store;
 pub mod submit;
+pub mod submit_keys;
 
 pub use effects::Outbox;
 pub use rows::{JobEvent, JobRow, NewJob};

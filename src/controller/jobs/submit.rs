@@ -7,6 +7,7 @@ use crate::controller::db::Db;
 use crate::controller::engine::Engine;
 use crate::controller::error::ApiError;
 use crate::controller::jobs::checks::Accepted;
+use crate::controller::jobs::submit_keys::MAX_KEY;
 use crate::controller::jobs::{JobRow, NewJob};
 use crate::identity::Caller;
 use labpool_lifecycle::JobLife;
@@ -44,6 +45,30 @@ impl Engine {
             None => self.db.begin().await?,
         };
         for (req, caller, reply) in batch {
+            let key = req.idempotency_key.clone();
+            if let Some(key) = &key {
+                if key.is_empty() || key.len() > MAX_KEY || key.chars().any(|c| c.is_control()) {
+                    let e = ApiError::bad_request(
+                        format!(
+                            "idempotency_key: 1 to {MAX_KEY} printable characters, not {} bytes",
+                            key.len()
+                        ),
+                        None,
+                    );
+                    self.outbox.reply(reply, Err(e));
+                    continue;
+                }
+                // Taken before, in this batch or an earlier one: the same answer again.
+                let earlier = match self.outbox.submit_key(caller.uid, key) {
+                    Some(s) => Some(s),
+                    None => self.db.submitted_with_key(caller.uid, key).await?,
+                };
+                if let Some(submitted) = earlier {
+                    tracing::info!(user = %caller.user, job = submitted.job_id, "a retried submit answered with its first reply");
+                    self.outbox.reply(reply, Ok(submitted));
+                    continue;
+                }
+            }
             let accepted = match self.check_submit(&req, &caller).await? {
                 Ok(a) => a,
                 Err(e) => {
@@ -84,6 +109,10 @@ impl Engine {
                 account: accepted.account,
                 warnings: Vec::new(),
             };
+            if let Some(key) = key {
+                Db::record_submit_key(&mut tx, caller.uid, &key, &submitted, now).await?;
+                self.outbox.taken_key(caller.uid, key, submitted.clone());
+            }
             self.outbox.reply(reply, Ok(submitted));
         }
         self.batch_tx = Some(tx);
