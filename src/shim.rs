@@ -6,7 +6,7 @@
 //! from a dead one (see [`crate::agent::jobdir`]). It uses plain threads, not an async runtime,
 //! so that it can switch its effective uid safely while still single-threaded.
 
-use crate::agent::jobdir::{JobDir, Started};
+use crate::agent::jobdir::{JobDir, RESERVED_RECORDS, Started};
 use crate::agent::procs::kill_job_processes;
 use crate::api::agent::Outcome;
 use crate::clock::now_ms;
@@ -113,6 +113,16 @@ pub fn run(dir: &Path) -> anyhow::Result<()> {
             return finish(&jd, failed_to_start(message));
         }
     };
+    // Room for the start and end records, set aside before the script can run: on a spool
+    // that is full, the job does not start rather than run without a record of it.
+    if let Err(e) = jd.reserve(&RESERVED_RECORDS) {
+        let message = format!(
+            "could not set aside room in the job's spool {} ({e}); the job was not started. Free space there (`df {}`)",
+            jd.path().display(),
+            jd.path().display()
+        );
+        return finish(&jd, failed_to_start(message));
+    }
     let mut child = match spawn(&spec, stdout, stderr, groups.as_ref()) {
         Ok(c) => c,
         Err(e) => {
@@ -206,14 +216,15 @@ fn supervise(
     stop: SigSet,
 ) -> anyhow::Result<(Option<JobState>, Option<String>)> {
     let started = Instant::now();
-    jd.write_json(
-        "started.json",
-        &Started {
-            shim_pid: std::process::id() as i32,
-            pgid: pid.as_raw(),
-            start_time_ms: now_ms(),
-        },
-    )?;
+    let record = Started {
+        shim_pid: std::process::id() as i32,
+        pgid: pid.as_raw(),
+        start_time_ms: now_ms(),
+    };
+    // The script runs whether or not this lands; the room set aside already says it may have.
+    if let Err(e) = jd.write_reserved("started.json", &record) {
+        log(&format!("cannot record the start: {e}; the job runs on"));
+    }
     let (tx, rx) = mpsc::channel();
     let waiter = tx.clone();
     std::thread::Builder::new()
@@ -281,6 +292,12 @@ fn supervise(
     }
 }
 
+/// How long the shim keeps trying to record a job's end that it cannot write.
+const KEEP_STATUS_FOR: Duration = Duration::from_secs(3600);
+
+/// Records the end. A status that cannot be written (a spool that went bad despite the room
+/// set aside) is kept by the shim, still holding the lock so the agent sees the job as
+/// running, and written again every second until it lands.
 fn finish(jd: &JobDir, outcome: Outcome) -> anyhow::Result<()> {
     log(&format!(
         "job ended: {} exit={:?} signal={:?} {}",
@@ -289,8 +306,23 @@ fn finish(jd: &JobDir, outcome: Outcome) -> anyhow::Result<()> {
         outcome.signal,
         outcome.reason.as_deref().unwrap_or("")
     ));
-    jd.write_json("status.json", &outcome)?;
-    Ok(())
+    let started = Instant::now();
+    let mut told = false;
+    loop {
+        match jd.write_reserved("status.json", &outcome) {
+            Ok(()) => return Ok(()),
+            Err(e) if started.elapsed() < KEEP_STATUS_FOR => {
+                if !std::mem::replace(&mut told, true) {
+                    log(&format!(
+                        "cannot record the end in {} ({e}); trying again every second",
+                        jd.path().display()
+                    ));
+                }
+                std::thread::sleep(Duration::from_secs(1));
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
 }
 
 fn failed_to_start(message: String) -> Outcome {
@@ -304,8 +336,12 @@ fn failed_to_start(message: String) -> Outcome {
     }
 }
 
+/// A line in the shim's log (its standard error). A log on a full disk loses the line; it
+/// never stops the shim (`eprintln!` would panic).
 fn log(message: &str) {
-    eprintln!(
+    use std::io::Write as _;
+    let _ = writeln!(
+        std::io::stderr(),
         "{} labpool-shim[{}]: {message}",
         chrono::Local::now().format("%Y-%m-%dT%H:%M:%S%.3f"),
         std::process::id()

@@ -4,6 +4,10 @@
 //! SPOOL/jobs/ID.ATTEMPT/   root, 0711
 //!     spec.json            what the shim runs, with the job's environment (0600)
 //!     lock                 held (flock) by the shim for as long as it lives; holds its pid
+//!     .started.json.reserved, .status.json.reserved
+//!                          room the shim sets aside before it starts the script, so that the
+//!                          two records below can be written on a full disk: each is written
+//!                          into its reserved file in place, then renamed
 //!     started.json         written by the shim once the script runs: its pid and process group
 //!     status.json          written by the shim when the script ends (fsync, then rename)
 //!     fenced               written by a restarted agent for an attempt that never started:
@@ -22,6 +26,12 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+
+/// Bytes set aside for each record the shim must be able to write once the script runs.
+const RESERVED: usize = 4096;
+
+/// The records the shim reserves room for before it starts the script.
+pub const RESERVED_RECORDS: [&str; 2] = ["started.json", "status.json"];
 
 /// What the shim records once the script runs.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -169,6 +179,52 @@ impl JobDir {
         write_atomic(&self.path.join(name), &bytes, 0o644, true)
     }
 
+    fn reserved_path(&self, name: &str) -> PathBuf {
+        self.path.join(format!(".{name}.reserved"))
+    }
+
+    /// Sets aside room for `names`, written and synced now, so that [`JobDir::write_reserved`]
+    /// needs no new space later. An error means the room is not there: the script must not
+    /// start, since its start and end could not be recorded.
+    pub fn reserve(&self, names: &[&str]) -> io::Result<()> {
+        for name in names {
+            let mut f = OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o644)
+                .open(self.reserved_path(name))?;
+            f.write_all(&[b' '; RESERVED])?;
+            f.sync_all()?;
+        }
+        File::open(&self.path)?.sync_all()
+    }
+
+    /// True once room was set aside: from then on the shim may have started the script.
+    pub fn reserved(&self) -> bool {
+        RESERVED_RECORDS
+            .iter()
+            .any(|n| self.reserved_path(n).exists() || self.path.join(n).exists())
+    }
+
+    /// Writes `value` as JSON to `name` in the room [`JobDir::reserve`] set aside (padded with
+    /// spaces, which JSON allows, so no block is added), then renames it into place; where no
+    /// room was set aside, or the value does not fit, as [`JobDir::write_json`] does.
+    pub fn write_reserved<T: Serialize>(&self, name: &str, value: &T) -> io::Result<()> {
+        let bytes = serde_json::to_vec_pretty(value).map_err(io::Error::other)?;
+        let reserved = self.reserved_path(name);
+        if bytes.len() > RESERVED || !reserved.exists() {
+            return write_atomic(&self.path.join(name), &bytes, 0o644, true);
+        }
+        let mut f = OpenOptions::new().write(true).open(&reserved)?;
+        f.write_all(&bytes)?;
+        f.write_all(&[b' '; RESERVED][bytes.len()..])?;
+        f.sync_all()?;
+        drop(f);
+        std::fs::rename(&reserved, self.path.join(name))?;
+        File::open(&self.path)?.sync_all()
+    }
+
     /// Writes the shim's spec (private: it holds the job's environment). Atomic but not synced:
     /// it matters only to the shim started right after, which a power loss kills anyway, and
     /// two fsyncs on the start path would delay every job.
@@ -247,7 +303,9 @@ impl JobDir {
         if let Some(outcome) = self.status() {
             return Ok(Liveness::Ended(outcome));
         }
-        if self.path.join("started.json").exists() {
+        // Room set aside means the shim went on to start the script, or was about to: it may
+        // have run, so it is never started again.
+        if self.reserved() {
             return Ok(Liveness::Died);
         }
         write_atomic(
@@ -328,5 +386,61 @@ mod tests {
         assert_eq!(JobDir::list(tmp.path()).unwrap().len(), 1);
         d.remove().unwrap();
         assert!(JobDir::list(tmp.path()).unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_shim_that_set_room_aside_may_have_started_and_is_never_taken_for_unstarted() {
+        let tmp = tempfile::tempdir().unwrap();
+        let d = JobDir::new(tmp.path(), 8, 1);
+        let me = (
+            nix::unistd::getuid().as_raw(),
+            nix::unistd::getgid().as_raw(),
+        );
+        d.create(me.0, me.1, "#!/bin/sh\n").unwrap();
+        d.reserve(&RESERVED_RECORDS).unwrap();
+        assert!(matches!(d.inspect().unwrap(), Liveness::Died));
+        assert!(!d.is_fenced());
+    }
+
+    /// On a file system with no room left, the records still land in the room set aside.
+    #[test]
+    fn records_are_written_into_their_room_on_a_full_file_system() {
+        if !nix::unistd::geteuid().is_root() {
+            assert!(
+                std::env::var("LABPOOL_TEST_STRICT").is_err(),
+                "needs root to mount a small tmpfs"
+            );
+            eprintln!("SKIPPED: needs root to mount a small tmpfs");
+            return;
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let mounted = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=256k", "tmpfs"])
+            .arg(tmp.path())
+            .status()
+            .unwrap();
+        assert!(mounted.success());
+        let d = JobDir::new(tmp.path(), 9, 1);
+        d.create(0, 0, "#!/bin/sh\n").unwrap();
+        d.reserve(&RESERVED_RECORDS).unwrap();
+        // Fill every block that is left.
+        let mut filler = File::create(tmp.path().join("filler")).unwrap();
+        while filler.write_all(&[0u8; 4096]).is_ok() {}
+        let _ = filler.sync_all();
+        assert!(d.write_json("other.json", &1).is_err(), "the disk is full");
+        let started = Started {
+            shim_pid: 1,
+            pgid: 2,
+            start_time_ms: 3,
+        };
+        d.write_reserved("started.json", &started).unwrap();
+        let outcome = Outcome::decided(labpool_scheduler::JobState::Completed, 4, "done".into());
+        d.write_reserved("status.json", &outcome).unwrap();
+        assert_eq!(d.started().unwrap().pgid, 2);
+        assert_eq!(d.status().unwrap(), outcome);
+        drop(filler);
+        let _ = std::process::Command::new("umount")
+            .arg(tmp.path())
+            .status();
     }
 }

@@ -326,10 +326,10 @@ impl Executor {
         let status = child.wait().await;
         let dir = JobDir::new(&self.spool, job, attempt);
         let status_file = dir.status();
-        // The shim records the start just after spawning the script: a shim killed in between
-        // leaves a running script with no record. Its processes carry the job's key.
-        let ran = status_file.is_none()
-            && (dir.started().is_some() || kill_job_processes(&dir.key()) > 0);
+        // The shim sets room aside just before it spawns the script, and records the start
+        // just after: from the room on, the script may have run. Its processes carry the
+        // job's key.
+        let ran = status_file.is_none() && (dir.reserved() || kill_job_processes(&dir.key()) > 0);
         let outcome = match status_file {
             Some(outcome) => outcome,
             // The script ran, but its shim died without recording the end (killed, out of

@@ -11,6 +11,7 @@ mod envs;
 mod envs_refused;
 mod exclusivity;
 mod forged_reports;
+mod full_disk;
 mod history_pages;
 mod isolation;
 mod lifecycle;

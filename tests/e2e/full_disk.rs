@@ -1,0 +1,96 @@
+//! Full disks: a job whose spool fills up while it runs is still recorded with its true end,
+//! and is never taken for one that did not start.
+
+use crate::pool::{Pool, have_root, s};
+use std::io::Write;
+use std::path::Path;
+use std::time::Duration;
+
+/// A tmpfs of `size` mounted at `dir`, unmounted on drop.
+pub struct SmallFs(pub std::path::PathBuf);
+
+impl SmallFs {
+    pub fn mount(dir: &Path, size: &str) -> SmallFs {
+        std::fs::create_dir_all(dir).unwrap();
+        let ok = std::process::Command::new("mount")
+            .args([
+                "-t",
+                "tmpfs",
+                "-o",
+                &format!("size={size},mode=0755"),
+                "tmpfs",
+            ])
+            .arg(dir)
+            .status()
+            .unwrap();
+        assert!(ok.success(), "mount tmpfs at {}", dir.display());
+        SmallFs(dir.to_path_buf())
+    }
+
+    /// Fills every block left; the filler file is returned so it can be removed.
+    pub fn fill(&self) -> std::path::PathBuf {
+        let path = self.0.join("filler");
+        let mut f = std::fs::File::create(&path).unwrap();
+        while f.write_all(&[0u8; 4096]).is_ok() {}
+        let _ = f.sync_all();
+        path
+    }
+}
+
+impl Drop for SmallFs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.0)
+            .status();
+    }
+}
+
+#[test]
+fn a_job_whose_spool_fills_up_while_it_runs_ends_with_its_true_state() {
+    if !have_root("a_job_whose_spool_fills_up_while_it_runs_ends_with_its_true_state") {
+        return;
+    }
+    let mut pool = Pool::new("1:t4");
+    let spool = SmallFs::mount(&pool.dir.join("spool"), "1m");
+    let at = spool.0.display().to_string();
+    pool.edit_config(|t| t.replace("[node]\n", &format!("[node]\nspool_dir = \"{at}\"\n")));
+    pool.start();
+    let flag = pool.work.join("go");
+    let job = pool.submit(&[
+        "--wrap",
+        &format!(
+            "while [ ! -e {} ]; do sleep 0.1; done; exit 0",
+            flag.display()
+        ),
+    ]);
+    pool.wait_for(job, Duration::from_secs(20), |j| j["state"] == "RUNNING");
+    let filler = spool.fill();
+    std::fs::write(&flag, "").unwrap();
+    let done = pool.wait_done(job, Duration::from_secs(30));
+    assert_eq!(
+        s(&done, "state"),
+        "COMPLETED",
+        "{done:#}\n{}",
+        pool.serve_log()
+    );
+    assert_eq!(done["exit_code"], 0);
+
+    // On the full spool a job cannot set room aside: it does not start, and says why. (The
+    // first job's directory is gone by now, and with it its few blocks: fill those too.)
+    std::thread::sleep(Duration::from_millis(500));
+    let more = spool.0.join("filler2");
+    let mut f = std::fs::File::create(&more).unwrap();
+    while f.write_all(&[0u8; 512]).is_ok() {}
+    drop(f);
+    let refused = pool.submit(&["--wrap", "echo ran > ran.txt"]);
+    let failed = pool.wait_done(refused, Duration::from_secs(30));
+    assert_ne!(s(&failed, "state"), "COMPLETED", "{failed:#}");
+    assert!(
+        !pool.work.join("ran.txt").exists(),
+        "it ran on a full spool"
+    );
+    std::fs::remove_file(filler).unwrap();
+    std::fs::remove_file(more).unwrap();
+    pool.stop();
+}
