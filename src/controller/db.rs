@@ -106,6 +106,11 @@ fn migrator() -> Migrator {
             "submit keys",
             include_str!("../../migrations/0008_submit_keys.sql"),
         ),
+        migration(
+            9,
+            "storage probe",
+            include_str!("../../migrations/0009_storage_probe.sql"),
+        ),
     ])
 }
 
@@ -157,6 +162,15 @@ impl Db {
             std::fs::write(&marker, format!("{since}\n")).map_err(|e| open_err(Box::new(e)))?;
         }
         Ok(Db { pool })
+    }
+
+    /// Writes one row and commits: an error means the database cannot take writes now.
+    pub async fn probe_write(&self) -> Result<(), DbError> {
+        sqlx::query("INSERT OR REPLACE INTO storage_probe (id, at) VALUES (1, ?)")
+            .bind(crate::clock::now_ms())
+            .execute(&self.pool)
+            .await?;
+        Ok(())
     }
 
     /// Starts a transaction.

@@ -52,6 +52,18 @@ impl ApiError {
         )
     }
 
+    /// 507: the state file system is full, and the engine takes no work until there is room.
+    pub fn storage_full(why: String) -> ApiError {
+        ApiError::new(
+            507,
+            why,
+            Some(
+                "reading (queue, show, history) still works; new work is taken again once there is room"
+                    .to_string(),
+            ),
+        )
+    }
+
     /// 503: the controller's engine is not taking requests (stopping, or stopped on an error).
     pub fn unavailable() -> ApiError {
         ApiError::new(

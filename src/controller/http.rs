@@ -40,6 +40,8 @@ pub struct AppState {
     pub quotas: Arc<crate::controller::quotas::QuotaService>,
     /// Software environments.
     pub envs: Arc<crate::controller::envs::EnvService>,
+    /// Set while the state file system is full and the engine takes no work.
+    pub storage: crate::controller::storage::StorageGate,
 }
 
 pub use crate::socket::Peer;
@@ -125,13 +127,18 @@ pub(crate) async fn ask<T>(
     state: &AppState,
     make: impl FnOnce(oneshot::Sender<T>) -> Request,
 ) -> Result<T, ApiError> {
+    let refused = || {
+        state
+            .storage
+            .refused()
+            .map_or_else(ApiError::unavailable, ApiError::storage_full)
+    };
+    if let Some(why) = state.storage.refused() {
+        return Err(ApiError::storage_full(why));
+    }
     let (tx, rx) = oneshot::channel();
-    state
-        .engine
-        .send(make(tx))
-        .await
-        .map_err(|_| ApiError::unavailable())?;
-    rx.await.map_err(|_| ApiError::unavailable())
+    state.engine.send(make(tx)).await.map_err(|_| refused())?;
+    rx.await.map_err(|_| refused())
 }
 
 async fn ping(

@@ -13,12 +13,13 @@ pub mod jobs;
 pub mod nodes;
 pub mod quotas;
 pub mod snapshots;
+pub mod storage;
+pub mod supervisor;
 pub mod timers;
 
 use crate::agent::node::LocalNode;
 use crate::clock::now_ms;
 use crate::controller::db::Db;
-use crate::controller::engine::Engine;
 use crate::controller::engine::NodeFacts;
 use crate::controller::http::{AppState, Peer};
 use crate::settings::Config;
@@ -26,7 +27,6 @@ use crate::socket::{bind_socket, lock_state};
 use crate::transport::{SharedVerifier, SignedClient, verify_signed};
 use anyhow::Context;
 use labpool_isolation::Support;
-use labpool_scheduler::Scheduler;
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
@@ -59,18 +59,17 @@ pub async fn serve(
         );
     }
     let db = Db::open(&config.database_path()).await?;
-    let mut sched = Scheduler::with_policy(config.scheduler_partitions(), config.policy())?;
 
     let (report_tx, report_rx) = mpsc::unbounded_channel();
     let mut agents = BTreeMap::new();
     let mut nodes = BTreeMap::new();
     let mut local_name = None;
+    let mut local_spec = None;
     // What environment builds use: the local node's findings, or the controller's own.
     let (support, tools) = if config.controller.local_node {
         let node = LocalNode::start(&config, report_tx.clone())?;
         db.upsert_node(&node.spec, node.source.as_str(), now_ms())
             .await?;
-        sched.upsert_node(node.spec.clone())?;
         let (order_tx, order_rx) = mpsc::unbounded_channel();
         node.run_executor(&config, report_tx.clone(), order_rx)?;
         agents.insert(node.spec.name.clone(), order_tx);
@@ -82,6 +81,7 @@ pub async fn serve(
             },
         );
         local_name = Some(node.spec.name.clone());
+        local_spec = Some(node.spec.clone());
         (node.support.clone(), node.tools.clone())
     } else {
         (
@@ -102,19 +102,20 @@ pub async fn serve(
         None => None,
     };
 
-    let mut engine = Engine::new(
-        config.clone(),
-        db.clone(),
-        sched,
+    let storage = storage::StorageGate::default();
+    let parts = supervisor::EngineParts {
+        config: config.clone(),
+        db: db.clone(),
         agents,
         nodes,
-        clock.clone(),
-    );
-    engine.local_node = local_name.clone();
-    engine.cluster = cluster_key
-        .clone()
-        .map(|k| SignedClient::new(k, std::time::Duration::from_secs(30)));
-    engine.restore().await?;
+        local: local_spec,
+        cluster: cluster_key
+            .clone()
+            .map(|k| SignedClient::new(k, std::time::Duration::from_secs(30))),
+        clock: clock.clone(),
+        storage: storage.clone(),
+    };
+    let engine = parts.build().await?;
 
     let listener = bind_socket(&config.controller.socket)?;
     let (request_tx, request_rx) = mpsc::channel(4096);
@@ -129,6 +130,7 @@ pub async fn serve(
         snapshots: snapshot_service.clone(),
         quotas: quota_service.clone(),
         envs: env_service,
+        storage,
     };
     let app = http::router(app_state.clone());
     // Agents' own routes, and the members' API forwarded by agents (caller: the vouched uid).
@@ -176,7 +178,9 @@ pub async fn serve(
         });
         tracing::info!(listen = %addr, "taking node agents");
     }
-    let mut engine_task = tokio::spawn(engine.run(request_rx, report_rx, stop_rx));
+    let mut engine_task = tokio::spawn(supervisor::run(
+        parts, engine, request_rx, report_rx, stop_rx,
+    ));
     tracing::info!(
         socket = %config.controller.socket.display(),
         node = local_name.as_deref().unwrap_or("-"),

@@ -94,3 +94,74 @@ fn a_job_whose_spool_fills_up_while_it_runs_ends_with_its_true_state() {
     std::fs::remove_file(more).unwrap();
     pool.stop();
 }
+
+/// The state file system fills up: the controller stays up, refuses new work naming what is
+/// full, keeps reading, and takes work again by itself once there is room. The job that ran
+/// through it runs once.
+#[test]
+fn a_full_state_disk_refuses_new_work_and_the_controller_recovers_by_itself() {
+    if !have_root("a_full_state_disk_refuses_new_work_and_the_controller_recovers_by_itself") {
+        return;
+    }
+    let mut pool = Pool::new("1:t4");
+    let state = SmallFs::mount(&pool.dir.join("state"), "3m");
+    pool.start();
+    let go = pool.work.join("go");
+    let long = pool.submit(&[
+        "--wrap",
+        &format!(
+            "while [ ! -e {} ]; do sleep 0.1; done; echo ran >> runs.txt",
+            go.display()
+        ),
+    ]);
+    pool.wait_for(long, Duration::from_secs(20), |j| j["state"] == "RUNNING");
+    let filler = state.fill();
+    // SQLite may fit a few more submits in its log before it needs a new page.
+    let mut refused = None;
+    for _ in 0..300 {
+        let out = pool.cli(&["submit", "--wrap", "true"]);
+        if !out.status.success() {
+            refused = Some(String::from_utf8_lossy(&out.stderr).into_owned());
+            break;
+        }
+    }
+    let refused = refused.expect("a submit is refused on a full state disk");
+    for part in ["is full", "free space there", "df -h"] {
+        assert!(refused.contains(part), "{part:?} not in: {refused}");
+    }
+    let pid = pool.pid().unwrap();
+    assert!(
+        std::path::Path::new(&format!("/proc/{pid}")).exists(),
+        "the controller exited:\n{}",
+        pool.serve_log()
+    );
+    assert!(pool.cli(&["queue"]).status.success(), "reading still works");
+
+    std::fs::remove_file(filler).unwrap();
+    let t0 = std::time::Instant::now();
+    loop {
+        let out = pool.cli(&["submit", "--wrap", "true"]);
+        if out.status.success() {
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "no recovery: {}\n{}",
+            String::from_utf8_lossy(&out.stderr),
+            pool.serve_log()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    assert!(
+        pool.serve_log().contains("has room again"),
+        "{}",
+        pool.serve_log()
+    );
+    std::fs::write(&go, "").unwrap();
+    let done = pool.wait_done(long, Duration::from_secs(30));
+    assert_eq!(s(&done, "state"), "COMPLETED", "{done:#}");
+    assert_eq!(done["attempt"], 1, "{done:#}");
+    let runs = std::fs::read_to_string(pool.work.join("runs.txt")).unwrap();
+    assert_eq!(runs.lines().count(), 1, "ran once");
+    pool.stop();
+}

@@ -19,6 +19,7 @@ use crate::controller::datasets::DataState;
 use crate::controller::db::Db;
 use crate::controller::jobs::JobRow;
 use crate::controller::jobs::Outbox;
+use crate::controller::storage::{self, StorageGate};
 use crate::identity::effective_uid;
 use crate::settings::Config;
 use labpool_lifecycle::{Event, Lifecycle};
@@ -129,6 +130,8 @@ pub struct Engine {
     pub(crate) local_node: Option<String>,
     /// Where the engine reads the time: the machine's clock, or a test's.
     pub(crate) clock: Arc<dyn Clock>,
+    /// Set when the state file system is full, so the API answers with why.
+    pub(crate) storage: StorageGate,
 }
 
 impl Engine {
@@ -161,6 +164,7 @@ impl Engine {
             cluster: None,
             local_node: None,
             clock,
+            storage: StorageGate::default(),
         }
     }
 
@@ -169,12 +173,13 @@ impl Engine {
     /// restart reloads a consistent state.
     pub async fn run(
         mut self,
-        mut requests: mpsc::Receiver<Request>,
-        mut reports: mpsc::UnboundedReceiver<AgentReport>,
+        requests: &mut mpsc::Receiver<Request>,
+        reports: &mut mpsc::UnboundedReceiver<AgentReport>,
         mut shutdown: watch::Receiver<bool>,
     ) -> anyhow::Result<()> {
         self.schedule();
-        self.flush().await?;
+        let first = self.flush().await;
+        self.tell_if_full(first)?;
         let mut tick = tokio::time::interval(TICK);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut node_check = tokio::time::interval(NODE_CHECK);
@@ -202,17 +207,37 @@ impl Engine {
                     break;
                 }
             }
-            let now = self.clock.now_ms();
-            if now >= self.month.1 {
-                tracing::info!("a new month: credits and emergency tokens reset");
-                self.load_month(now).await?;
-            }
-            self.handle(batch).await?;
-            self.schedule();
-            self.flush().await?;
+            let done = self.batch(batch).await;
+            self.tell_if_full(done)?;
         }
         tracing::info!("engine stopped");
         Ok(())
+    }
+
+    /// One batch: handled, scheduled, written and answered.
+    async fn batch(&mut self, batch: Vec<Item>) -> anyhow::Result<()> {
+        let now = self.clock.now_ms();
+        if now >= self.month.1 {
+            tracing::info!("a new month: credits and emergency tokens reset");
+            self.load_month(now).await?;
+        }
+        self.handle(batch).await?;
+        self.schedule();
+        self.flush().await
+    }
+
+    /// Passes `result` on; a full state file system is first told to the API, before this
+    /// engine (and the replies it holds) is dropped, so no caller hears a vaguer reason.
+    fn tell_if_full(&self, result: anyhow::Result<()>) -> anyhow::Result<()> {
+        if let Err(e) = &result
+            && storage::is_full(e)
+        {
+            self.storage.set(Some(storage::describe(
+                &self.config.controller.state_dir,
+                e,
+            )));
+        }
+        result
     }
 
     async fn handle(&mut self, batch: Vec<Item>) -> anyhow::Result<()> {
