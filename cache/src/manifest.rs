@@ -114,7 +114,12 @@ impl Manifest {
     /// Reads a manifest [`Manifest::save`] wrote.
     pub fn load(path: &Path) -> Result<Manifest, CacheError> {
         let bytes = std::fs::read(path).map_err(|e| CacheError::io(path, e))?;
-        serde_json::from_slice(&bytes).map_err(|e| CacheError::Corrupt {
+        Manifest::from_bytes(&bytes, path)
+    }
+
+    /// Parses a manifest's bytes; `path` names it in the error.
+    pub fn from_bytes(bytes: &[u8], path: &Path) -> Result<Manifest, CacheError> {
+        serde_json::from_slice(bytes).map_err(|e| CacheError::Corrupt {
             path: path.to_path_buf(),
             message: e.to_string(),
         })

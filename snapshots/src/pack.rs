@@ -151,12 +151,52 @@ pub fn read_trailer(file: &File, id: &str) -> Result<Vec<PackEntry>> {
         .metadata()
         .map_err(|e| corrupt(format!("cannot stat: {e}")))?
         .len();
+    let foot = foot_of(size, id, |buf, at| {
+        file.read_exact_at(buf, at)
+            .map_err(|e| corrupt(format!("cannot read the trailer: {e}")))
+    })?;
+    let table = trailer_len(&foot, size, id)?;
+    let mut buf = vec![0u8; table as usize];
+    file.read_exact_at(&mut buf, size - 12 - table)
+        .map_err(|e| corrupt(format!("cannot read the trailer: {e}")))?;
+    decode_table(&buf, size - 12 - table, id)
+}
+
+/// Parses the trailer of a whole pack held in memory (what [`read_trailer`] reads from a file).
+pub fn parse_trailer(pack: &[u8], id: &str) -> Result<Vec<PackEntry>> {
+    let size = pack.len() as u64;
+    let foot = foot_of(size, id, |buf, at| {
+        buf.copy_from_slice(&pack[at as usize..at as usize + buf.len()]);
+        Ok(())
+    })?;
+    let table = trailer_len(&foot, size, id)?;
+    let start = (size - 12 - table) as usize;
+    decode_table(&pack[start..start + table as usize], start as u64, id)
+}
+
+/// The last 12 bytes of a pack of `size` bytes, read with `read`.
+fn foot_of(
+    size: u64,
+    id: &str,
+    read: impl FnOnce(&mut [u8], u64) -> Result<()>,
+) -> Result<[u8; 12]> {
     if size < 12 {
-        return Err(corrupt(format!("only {size} bytes long")));
+        return Err(SnapshotError::Corrupt {
+            pack: id.to_string(),
+            what: format!("only {size} bytes long"),
+        });
     }
     let mut foot = [0u8; 12];
-    file.read_exact_at(&mut foot, size - 12)
-        .map_err(|e| corrupt(format!("cannot read the trailer: {e}")))?;
+    read(&mut foot, size - 12)?;
+    Ok(foot)
+}
+
+/// The length of the entry table the foot announces, checked against the pack's size.
+fn trailer_len(foot: &[u8; 12], size: u64, id: &str) -> Result<u64> {
+    let corrupt = |what: String| SnapshotError::Corrupt {
+        pack: id.to_string(),
+        what,
+    };
     if &foot[4..] != MAGIC {
         return Err(corrupt("no pack trailer magic at its end".into()));
     }
@@ -167,10 +207,15 @@ pub fn read_trailer(file: &File, id: &str) -> Result<Vec<PackEntry>> {
             "trailer claims {n} blobs, more than fit in {size} bytes"
         )));
     }
-    let mut buf = vec![0u8; table as usize];
-    file.read_exact_at(&mut buf, size - 12 - table)
-        .map_err(|e| corrupt(format!("cannot read the trailer: {e}")))?;
-    let data_end = size - 12 - table;
+    Ok(table)
+}
+
+/// The entries of a trailer table, each checked to lie within the first `data_end` bytes.
+fn decode_table(buf: &[u8], data_end: u64, id: &str) -> Result<Vec<PackEntry>> {
+    let corrupt = |what: String| SnapshotError::Corrupt {
+        pack: id.to_string(),
+        what,
+    };
     buf.chunks_exact(ENTRY_LEN)
         .map(|e| {
             let kind = BlobKind::from_code(e[0])

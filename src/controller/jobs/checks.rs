@@ -45,7 +45,7 @@ const MAX_EXEC_TOTAL: usize = 1 << 20;
 /// takes C strings (working directory, output paths, arguments, environment), a variable name
 /// that is empty or holds `=`, an argument or variable longer than the kernel passes, or more
 /// of them than it passes in all. Every problem is named, not just the first.
-pub(crate) fn exec_problems(req: &SubmitRequest) -> Vec<String> {
+pub fn exec_problems(req: &SubmitRequest) -> Vec<String> {
     let mut problems = Vec::new();
     let nul = |what: &str, text: &str, out: &mut Vec<String>| {
         if let Some(at) = text.find('\0') {
