@@ -14,8 +14,11 @@ mod seeds;
 
 use std::path::Path;
 
+/// A fuzz target's body.
+type Target = fn(&[u8]);
+
 /// Each target by name, as `fuzz/fuzz_targets/NAME.rs` runs it.
-const TARGETS: [(&str, fn(&[u8])); 10] = [
+const TARGETS: [(&str, Target); 10] = [
     ("script", targets::script),
     ("config", targets::config),
     ("api", targets::api),
