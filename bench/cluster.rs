@@ -335,6 +335,7 @@ fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
     }
+    common::require_tools("cargo bench --bench cluster", &[("rsync", "rsync")]);
     let runs: usize = env_num("BENCH_RUNS", 3);
     let parts = std::env::var("BENCH_PARTS").unwrap_or_else(|_| "place,stage".into());
     let base = bench_base();

@@ -2,6 +2,52 @@
 //! benchmark uses some of it.
 #![allow(dead_code)]
 
+/// Makes sure the peer tools a benchmark runs are here: each `(program, Debian package)`
+/// missing is installed with apt-get when running as root (as `scripts/test` does); otherwise
+/// the benchmark stops at once, naming the packages to install.
+pub fn require_tools(bench: &str, tools: &[(&str, &str)]) {
+    let missing = |tools: &[(&str, &str)]| -> Vec<(String, String)> {
+        tools
+            .iter()
+            .filter(|(program, _)| {
+                !std::process::Command::new("sh")
+                    .args(["-c", &format!("command -v {program}")])
+                    .output()
+                    .is_ok_and(|o| o.status.success())
+            })
+            .map(|(p, pkg)| (p.to_string(), pkg.to_string()))
+            .collect()
+    };
+    let absent = missing(tools);
+    if absent.is_empty() {
+        return;
+    }
+    let packages: Vec<&str> = absent.iter().map(|(_, p)| p.as_str()).collect();
+    if nix::unistd::geteuid().is_root() {
+        eprintln!("{bench}: installing {}", packages.join(" "));
+        let ok = std::process::Command::new("sh")
+            .args([
+                "-c",
+                &format!(
+                    "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq {} >/dev/null",
+                    packages.join(" ")
+                ),
+            ])
+            .status()
+            .is_ok_and(|s| s.success());
+        if ok && missing(tools).is_empty() {
+            return;
+        }
+    }
+    let programs: Vec<&str> = absent.iter().map(|(p, _)| p.as_str()).collect();
+    eprintln!(
+        "{bench}: needs {} to run beside labpool; install them (apt-get install {}) and run it again",
+        programs.join(", "),
+        packages.join(" ")
+    );
+    std::process::exit(2);
+}
+
 /// The number in environment variable `name`, or `default`.
 pub fn env_num<T: std::str::FromStr>(name: &str, default: T) -> T {
     std::env::var(name)

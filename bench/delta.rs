@@ -55,6 +55,10 @@ fn rsync_bytes(stats: &str) -> (u64, u64) {
 }
 
 fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        return;
+    }
+    common::require_tools("cargo bench --bench delta", &[("rsync", "rsync")]);
     let runs: usize = env_num("BENCH_RUNS", 3);
     let work = scratch_dir(&bench_base(), "delta");
     let w = work.path();

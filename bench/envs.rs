@@ -43,6 +43,10 @@ fn pip_by_hand(python: &Path, dest: &Path, requirements: &Path, cache: &Path) {
 }
 
 fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        return;
+    }
+    common::require_tools("cargo bench --bench envs", &[("rsync", "rsync")]);
     let runs: usize = env_num("BENCH_RUNS", 3);
     let python = std::path::PathBuf::from(
         std::env::var("BENCH_PYTHON").unwrap_or("/usr/bin/python3".into()),

@@ -106,6 +106,14 @@ fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
     }
+    common::require_tools(
+        "cargo bench --bench snapshot",
+        &[
+            ("restic", "restic"),
+            ("rsync", "rsync"),
+            ("/usr/bin/time", "time"),
+        ],
+    );
     let scale = env_num("BENCH_SCALE", 1.0);
     let runs = env_num("BENCH_RUNS", 3.0) as usize;
     let base = bench_base();

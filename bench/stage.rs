@@ -121,6 +121,7 @@ fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
     }
+    common::require_tools("cargo bench --bench stage", &[("rsync", "rsync")]);
     let scale = env_num("BENCH_SCALE", 1.0);
     let runs = env_num("BENCH_RUNS", 3.0) as usize;
     let base = bench_base();

@@ -15,6 +15,7 @@ pub mod commands;
 pub mod controller;
 pub mod discovery;
 pub mod env_vars;
+pub mod homes;
 pub mod http1;
 pub mod identity;
 pub mod progress;

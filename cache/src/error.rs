@@ -14,6 +14,16 @@ pub enum CacheError {
         /// The error.
         source: std::io::Error,
     },
+    /// A dataset's source does not exist.
+    #[error(
+        "{path} does not exist; a dataset is a directory under the datasets root ({root}): copy the data there first, then add that directory"
+    )]
+    MissingSource {
+        /// What was given.
+        path: PathBuf,
+        /// The datasets root.
+        root: PathBuf,
+    },
     /// The dataset root is not a directory.
     #[error("{path} is not a directory")]
     NotADirectory {

@@ -46,7 +46,15 @@ pub fn env_var(name: &str) -> String {
 /// a directory, not be a symlink itself, and lie strictly under `root` once every link in its
 /// path is resolved.
 pub fn check_source(root: &Path, path: &Path) -> Result<PathBuf, CacheError> {
-    let meta = std::fs::symlink_metadata(path).map_err(|e| CacheError::io(path, e))?;
+    let meta = match std::fs::symlink_metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(CacheError::MissingSource {
+                path: path.to_path_buf(),
+                root: root.to_path_buf(),
+            });
+        }
+        other => other.map_err(|e| CacheError::io(path, e))?,
+    };
     if meta.file_type().is_symlink() {
         let target = std::fs::read_link(path).map_err(|e| CacheError::io(path, e))?;
         return Err(CacheError::SymlinkSource {
@@ -150,7 +158,7 @@ mod tests {
         ));
         assert!(matches!(
             check_source(&root, &root.join("missing")),
-            Err(CacheError::Io { .. })
+            Err(CacheError::MissingSource { .. })
         ));
     }
 

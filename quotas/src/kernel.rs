@@ -58,7 +58,7 @@ impl Enforcement {
             }
             Enforcement::ScanOnly { why } => {
                 format!(
-                    "scan-based: new jobs are refused at submit from the last scan; writes are not stopped ({why})"
+                    "at submit, from the last scan: over the limit, new jobs are refused and writes go on. The kernel cannot stop writes here: {why}"
                 )
             }
         }
@@ -127,7 +127,7 @@ pub fn detect_on(m: &Mount, tool: impl Fn(&str) -> bool) -> Enforcement {
         },
         "xfs" | "ext4" | "ext3" | "ext2" => Enforcement::ScanOnly {
             why: format!(
-                "{} on {} is mounted without user quotas (no usrquota option; on a kernel without quota support it cannot be)",
+                "{} on {} is mounted without user quotas (no usrquota option)",
                 m.fstype,
                 m.point.display()
             ),

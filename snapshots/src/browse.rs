@@ -104,11 +104,15 @@ pub fn ls(
     // own entries in it; the directory itself is looked up without the owner filter.
     let absent = || SnapshotError::NotInSnapshot {
         path: path.display().to_string(),
-        snapshot: s.id.clone(),
-        hint: format!(
-            "; the snapshot holds {} (`labpool snapshot find PATH` says which snapshots have it)",
-            s.path.display()
-        ),
+        within: format!("snapshot {}", &s.id[..8.min(s.id.len())]),
+        hint: if relative(s, path).is_some() {
+            "; it was not there when that snapshot was taken, or it is not yours (`labpool snapshot find PATH` says which snapshots have it)".to_string()
+        } else {
+            format!(
+                "; that snapshot holds {} only (`labpool snapshot find PATH` says which snapshots have it)",
+                s.path.display()
+            )
+        },
     };
     let node = lookup(repo, s, path, None)?.ok_or_else(absent)?;
     let mut out = Vec::new();

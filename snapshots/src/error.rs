@@ -86,12 +86,13 @@ pub enum SnapshotError {
         count: usize,
     },
     /// A path does not exist in a snapshot (or is not the caller's).
-    #[error("{path} is not in snapshot {snapshot}{hint}")]
+    #[error("{path} is not in {within}{hint}")]
     NotInSnapshot {
         /// The path.
         path: String,
-        /// The snapshot id.
-        snapshot: String,
+        /// Where it was looked for: `snapshot 1a2b3c4d`, `any snapshot`, `snapshots taken at
+        /// or before 2026-11-30 23:59`.
+        within: String,
         /// What to try.
         hint: String,
     },

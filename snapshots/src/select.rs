@@ -67,11 +67,24 @@ pub fn pick(
         .filter(|s| browse::relative(s, path).is_some())
         .collect();
     if covering.is_empty() {
+        let mut roots: Vec<String> = repo
+            .snapshots()?
+            .iter()
+            .map(|s| s.path.display().to_string())
+            .collect();
+        roots.sort();
+        roots.dedup();
+        let backed_up = if roots.is_empty() {
+            "nothing is backed up yet".to_string()
+        } else {
+            format!("backed up: {}", roots.join(", "))
+        };
         return Err(SnapshotError::NotInSnapshot {
             path: path.display().to_string(),
-            snapshot: "any".into(),
-            hint: "; no snapshot covers that directory (`labpool snapshot list` shows what is backed up)"
-                .into(),
+            within: "any snapshot".into(),
+            hint: format!(
+                ": no snapshot covers that directory ({backed_up}; `labpool snapshot list` shows each)"
+            ),
         });
     }
     let candidates: Vec<&Snapshot> = match at {
@@ -82,14 +95,19 @@ pub fn pick(
             if browse::relative(&s, path).is_none() {
                 return Err(SnapshotError::NotInSnapshot {
                     path: path.display().to_string(),
-                    snapshot: s.id.clone(),
-                    hint: format!("; that snapshot holds {}", s.path.display()),
+                    within: format!("snapshot {}", &s.id[..8.min(s.id.len())]),
+                    hint: format!("; that snapshot holds {} only", s.path.display()),
                 });
             }
             let node = browse::lookup(repo, &s, path, only_uid)?;
             return match node {
                 Some(n) => Ok((s, n)),
-                None => Err(not_found(repo, path, &s.id, only_uid)?),
+                None => Err(not_found(
+                    repo,
+                    path,
+                    &format!("snapshot {}", &s.id[..8.min(s.id.len())]),
+                    only_uid,
+                )?),
             };
         }
     };
@@ -98,13 +116,20 @@ pub fn pick(
             return Ok(((*s).clone(), n));
         }
     }
-    Err(not_found(repo, path, "any before that time", only_uid)?)
+    let within = match at {
+        At::Before(t) => format!(
+            "snapshots taken at or before {}",
+            t.with_timezone(&chrono::Local).format("%Y-%m-%d %H:%M")
+        ),
+        _ => "any snapshot".to_string(),
+    };
+    Err(not_found(repo, path, &within, only_uid)?)
 }
 
 fn not_found(
     repo: &Repository,
     path: &Path,
-    snapshot: &str,
+    within: &str,
     only_uid: Option<u32>,
 ) -> Result<SnapshotError> {
     let f = browse::find(repo, path, only_uid)?;
@@ -119,7 +144,7 @@ fn not_found(
     };
     Ok(SnapshotError::NotInSnapshot {
         path: path.display().to_string(),
-        snapshot: snapshot.to_string(),
+        within: within.to_string(),
         hint,
     })
 }

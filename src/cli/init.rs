@@ -18,6 +18,10 @@ pub struct InitArgs {
     /// Put the shared file systems (datasets, home, scratch) here [default: DIR/shared]
     #[arg(long, value_name = "PATH")]
     pub shared_root: Option<PathBuf>,
+    /// Where members' home directories are, for the home snapshots and quota [default: found
+    /// from the users in /etc/passwd; with --shared-root, SHARED/home]
+    #[arg(long, value_name = "PATH")]
+    pub home_root: Option<PathBuf>,
     /// Overwrite an existing DIR/labpool.toml
     #[arg(long)]
     pub force: bool,

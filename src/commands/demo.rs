@@ -81,6 +81,8 @@ pub async fn run(args: &DemoArgs) -> anyhow::Result<()> {
         nvml,
         kill_grace: "1s",
         shared_root: None,
+        // The demo's own directory: it must not back up or limit the machine's real homes.
+        home_root: None,
         listen: None,
     };
     let config = new.write(false)?;

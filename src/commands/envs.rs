@@ -31,8 +31,9 @@ pub async fn run(command: &EnvCommand, config: &Config) -> anyhow::Result<()> {
                 .with_context(|| format!("cannot resolve {}", file.display()))?;
             let tools = Tools::detect(config.envs.python.clone());
             let bar = spinner(format!("locking {}", file.display()));
-            let log = tempfile::NamedTempFile::new().context("cannot create a temporary log")?;
-            let mut log_file = log.reopen()?;
+            let log_path = lock_log_path(name)?;
+            let mut log_file = std::fs::File::create(&log_path)
+                .with_context(|| format!("cannot create the lock log {}", log_path.display()))?;
             let locked = {
                 let file = file.clone();
                 tokio::task::spawn_blocking(move || {
@@ -44,20 +45,28 @@ pub async fn run(command: &EnvCommand, config: &Config) -> anyhow::Result<()> {
             let lock = match locked {
                 Ok(l) => l,
                 Err(e) => {
-                    let text = std::fs::read_to_string(log.path()).unwrap_or_default();
+                    // A failed step already quotes the tool's error lines; other errors get
+                    // the log's last lines, if the tool wrote any.
+                    let text = std::fs::read_to_string(&log_path).unwrap_or_default();
                     let tail: Vec<&str> = text.lines().rev().take(12).collect();
                     let tail: Vec<&str> = tail.into_iter().rev().collect();
-                    anyhow::bail!(
-                        "cannot lock {}: {e}{}",
-                        file.display(),
-                        if tail.is_empty() {
-                            String::new()
-                        } else {
-                            format!("\nthe tool said:\n{}", tail.join("\n"))
-                        }
-                    );
+                    let said = if tail.is_empty()
+                        || matches!(e, labpool_envs::EnvError::StepFailed { .. })
+                    {
+                        String::new()
+                    } else {
+                        format!("\nthe tool said:\n{}", tail.join("\n"))
+                    };
+                    let log = if text.trim().is_empty() {
+                        let _ = std::fs::remove_file(&log_path);
+                        String::new()
+                    } else {
+                        format!("\nthe whole log: {}", log_path.display())
+                    };
+                    anyhow::bail!("cannot lock {}: {e}{said}{log}", file.display());
                 }
             };
+            let _ = std::fs::remove_file(&log_path);
             let bar = spinner(format!(
                 "building {name} ({}, {})",
                 lock.kind.as_str(),
@@ -219,4 +228,46 @@ fn encode(s: &str) -> String {
             _ => format!("%{b:02X}"),
         })
         .collect()
+}
+
+/// Where the log of locking environment `name` goes: `~/.labpool/logs/env-lock-NAME.log`, or
+/// under `/tmp/labpool-UID/` when the home cannot take it; kept when the lock fails so its
+/// message can point at it.
+fn lock_log_path(name: &str) -> anyhow::Result<std::path::PathBuf> {
+    let uid = nix::unistd::getuid();
+    let home = nix::unistd::User::from_uid(uid)
+        .ok()
+        .flatten()
+        .map(|u| u.dir.join(".labpool").join("logs"));
+    let fallback = std::env::temp_dir()
+        .join(format!("labpool-{uid}"))
+        .join("logs");
+    // Only a real directory of the caller's own: under /tmp another user could have put one
+    // (or a link) there first.
+    let ours = |d: &std::path::Path| {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::create_dir_all(d).is_ok()
+            && std::fs::symlink_metadata(d).is_ok_and(|m| m.is_dir() && m.uid() == uid.as_raw())
+    };
+    let dir = home
+        .into_iter()
+        .chain([fallback.clone()])
+        .find(|d| ours(d))
+        .with_context(|| {
+            format!(
+                "cannot create a directory for the lock log ({})",
+                fallback.display()
+            )
+        })?;
+    let safe: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    Ok(dir.join(format!("env-lock-{safe}.log")))
 }

@@ -28,6 +28,8 @@ pub struct NewConfig {
     pub kill_grace: &'static str,
     /// Where `datasets`, `home` and `scratch` go [default: DIR/shared].
     pub shared_root: Option<PathBuf>,
+    /// Members' homes, for the home snapshot source and quota [default: SHARED/home].
+    pub home_root: Option<PathBuf>,
     /// The address agents join at, when given.
     pub listen: Option<String>,
 }
@@ -241,7 +243,10 @@ fairshare_half_life = "7days"
             datasets = shared("datasets"),
             cache = path("cache"),
             snapshots = path("backup/snapshots"),
-            home = shared("home"),
+            home = match &self.home_root {
+                Some(h) => quote(&h.display().to_string()),
+                None => shared("home"),
+            },
             scratch = shared("scratch"),
             envs = path("envs"),
             env_archives = shared("envs"),
@@ -342,6 +347,29 @@ pub fn run(args: &InitArgs) -> anyhow::Result<()> {
         return crate::commands::init_agent::run(args, join);
     }
     let (virtual_gpus, dir) = gpus_and_dir(args)?;
+    // The homes members use: named, or found from the user database, unless a shared root
+    // was given for everything.
+    let home: Option<(PathBuf, String)> = match (&args.home_root, &args.shared_root) {
+        (Some(h), _) => {
+            let h = std::path::absolute(h).context("bad --home-root")?;
+            Some((h, "as --home-root says".to_string()))
+        }
+        (None, Some(_)) => None,
+        (None, None) => crate::homes::on_this_machine().map(|g| {
+            let shown: Vec<&str> = g.users.iter().take(5).map(String::as_str).collect();
+            let more = g.users.len().saturating_sub(shown.len());
+            let why = format!(
+                "where the homes of {}{} are; --home-root PATH to choose another",
+                shown.join(", "),
+                if more > 0 {
+                    format!(" and {more} more")
+                } else {
+                    String::new()
+                }
+            );
+            (g.root, why)
+        }),
+    };
     let new = NewConfig {
         node_name: args.name.clone().unwrap_or_else(host_name),
         cpus: host_cpus(),
@@ -355,6 +383,7 @@ pub fn run(args: &InitArgs) -> anyhow::Result<()> {
             .map(std::path::absolute)
             .transpose()
             .context("bad --shared-root")?,
+        home_root: home.as_ref().map(|(root, _)| root.clone()),
         listen: args.listen.clone(),
         dir,
     };
@@ -391,6 +420,16 @@ pub fn run(args: &InitArgs) -> anyhow::Result<()> {
         config.datasets.root.display(),
         config.cache_dir().display()
     );
+    match &home {
+        Some((root, why)) => println!(
+            "  homes  {} ({why}): backed up nightly and under the home quota",
+            root.display()
+        ),
+        None if args.shared_root.is_none() => println!(
+            "  homes  no user's home was found in /etc/passwd, so homes are taken to be under the shared root; if members' homes are elsewhere, run init again with --home-root PATH"
+        ),
+        None => {}
+    }
     if let Ok(fs) = config.quota_filesystems() {
         println!(
             "  quota  home {}, scratch {} (purged after {} untouched)",

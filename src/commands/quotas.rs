@@ -86,13 +86,20 @@ fn render_user(q: &UserQuota) -> String {
         ],
         rows,
     ));
+    // One enforcement for every file system is said once, after them.
+    let same = q
+        .filesystems
+        .windows(2)
+        .all(|w| w[0].enforcement == w[1].enforcement);
     for f in &q.filesystems {
         out.push_str(&format!("\n\n{} ({})", f.fs, f.user_dir.display()));
         match f.scanned_at {
             Some(t) => out.push_str(&format!("\n  scanned  {}", short(t))),
             None => out.push_str("\n  scanned  never: `labpool quota scan` counts now"),
         }
-        out.push_str(&format!("\n  enforced {}", f.enforcement));
+        if !same || q.filesystems.len() == 1 {
+            out.push_str(&format!("\n  enforced {}", f.enforcement));
+        }
         for m in &f.messages {
             out.push_str(&format!("\n  ! {m}"));
         }
@@ -106,6 +113,12 @@ fn render_user(q: &UserQuota) -> String {
                 ));
             }
         }
+    }
+    if same
+        && q.filesystems.len() > 1
+        && let Some(f) = q.filesystems.first()
+    {
+        out.push_str(&format!("\n\nenforced (all) {}", f.enforcement));
     }
     if q.refused {
         out.push_str("\n\nNew jobs are refused until usage is back under the limit and a scan has counted it (`labpool quota scan`).");

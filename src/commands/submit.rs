@@ -85,6 +85,13 @@ pub fn build_request(
             workdir.display()
         );
     }
+    check_output_dirs(
+        &workdir,
+        &[
+            ("--output", request.output.as_deref()),
+            ("--error", request.error.as_deref()),
+        ],
+    )?;
     let req = SubmitRequest {
         name: request.name.clone().unwrap_or(default_name),
         script,
@@ -117,6 +124,56 @@ pub fn build_request(
         )),
     };
     Ok((req, warnings))
+}
+
+/// Refuses a job whose output could not be written: the directory of `--output` or `--error`
+/// (the working directory when neither is given) must exist and be writable by the submitter,
+/// who runs this check. Slurm accepts such a job and it fails with no trace; here the submit
+/// says which directory and how to make it. A directory named by a `%` pattern is left to the
+/// job's start.
+fn check_output_dirs(workdir: &Path, outputs: &[(&str, Option<&str>)]) -> anyhow::Result<()> {
+    use nix::unistd::{AccessFlags, access};
+    let mut problems = Vec::new();
+    let mut seen = std::collections::BTreeSet::new();
+    let named: Vec<(&str, &str)> = outputs
+        .iter()
+        .filter_map(|(flag, p)| p.map(|p| (*flag, p)))
+        .collect();
+    let checks: Vec<(String, std::path::PathBuf)> = if named.is_empty() {
+        vec![("the working directory".to_string(), workdir.to_path_buf())]
+    } else {
+        named
+            .iter()
+            .filter_map(|(flag, pattern)| {
+                let dir = workdir.join(pattern).parent()?.to_path_buf();
+                (!dir.to_string_lossy().contains('%')).then(|| (format!("{flag} {pattern}"), dir))
+            })
+            .collect()
+    };
+    for (what, dir) in checks {
+        if !seen.insert(dir.clone()) {
+            continue;
+        }
+        if !dir.is_dir() {
+            problems.push(format!(
+                "{what}: the directory {} does not exist; create it first (mkdir -p {})",
+                dir.display(),
+                dir.display()
+            ));
+        } else if access(&dir, AccessFlags::W_OK | AccessFlags::X_OK).is_err() {
+            problems.push(format!(
+                "{what}: you may not write in {}; pick a directory of yours",
+                dir.display()
+            ));
+        }
+    }
+    if problems.is_empty() {
+        return Ok(());
+    }
+    anyhow::bail!(
+        "the job could not write its output: {}\nhint: labpool, like Slurm, does not create output directories",
+        problems.join("; ")
+    )
 }
 
 /// This process's umask.

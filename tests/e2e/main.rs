@@ -4,6 +4,7 @@ mod agent_auth;
 mod agent_bodies;
 mod agents;
 mod bad_input;
+mod bad_input_tour;
 mod datasets;
 mod demo;
 mod drain;

@@ -69,20 +69,50 @@ fn members_cancel_only_their_own_jobs_which_run_as_them() {
     pool.ok(&["cancel", &id.to_string()]);
     assert_eq!(s(&pool.wait_done(id, T), "state"), "CANCELLED");
 
-    // A job cannot write where its user may not, even though the controller is root.
+    // A job cannot write where its user may not, even though the controller is root: the
+    // submit refuses such a directory at once...
     let forbidden = pool.dir.join("state/stolen.out");
+    let out = pool.cli_as(
+        alice,
+        alice_gid,
+        &[
+            "submit",
+            "-o",
+            forbidden.to_str().unwrap(),
+            "--wrap",
+            "echo should-not-run",
+        ],
+    );
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("you may not write in")
+            && err.contains(&pool.dir.join("state").display().to_string()),
+        "{err}"
+    );
+    // ...and a directory taken from its user between the submit and the start is refused
+    // by the shim, which opens the output as the user.
+    let taken = pool.work.join("alice-out");
+    std::fs::create_dir(&taken).unwrap();
+    std::os::unix::fs::chown(&taken, Some(alice), Some(alice_gid)).unwrap();
+    let blocker = pool.submit(&["--wrap", "sleep 1"]);
+    let forbidden = taken.join("stolen.out");
     let id = id_of(&pool.cli_as(
         alice,
         alice_gid,
         &[
             "submit",
             "--parsable",
+            "--dependency",
+            &format!("afterany:{blocker}"),
             "-o",
             forbidden.to_str().unwrap(),
             "--wrap",
             "echo should-not-run",
         ],
     ));
+    std::os::unix::fs::chown(&taken, Some(0), Some(0)).unwrap();
+    std::fs::set_permissions(&taken, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
     let job = pool.wait_done(id, T);
     assert_eq!(s(&job, "state"), "FAILED");
     let detail = s(&job, "reason_detail");

@@ -128,6 +128,8 @@ impl Pool {
         let mut init = Command::new(bin());
         init.args(["init", "--dir"])
             .arg(&dir)
+            .arg("--home-root")
+            .arg(dir.join("shared/home"))
             .envs(extra_env.iter().copied());
         if let Some(g) = gpus {
             init.args(["--virtual-gpus", g]);
@@ -481,4 +483,20 @@ fn api_raw(socket: &Path, method: &str, path: &str, body: &[u8]) -> (u16, Value)
     let payload = text.split("\r\n\r\n").nth(1).unwrap_or("");
     let payload = payload.lines().find(|l| l.starts_with('{')).unwrap_or("{}");
     (status, serde_json::from_str(payload).unwrap())
+}
+
+/// Compares `shown` with the snapshot file `path` (under `tests/e2e/snapshots/`); with
+/// `LABPOOL_UPDATE_SNAPSHOTS=1` writes it instead, for a change made on purpose (review the
+/// diff).
+pub fn check_snapshot(path: &str, what: &str, shown: &str) {
+    if std::env::var("LABPOOL_UPDATE_SNAPSHOTS").as_deref() == Ok("1") {
+        std::fs::write(path, shown).unwrap();
+        return;
+    }
+    let expected = std::fs::read_to_string(path).unwrap_or_default();
+    assert!(
+        shown == expected,
+        "{what} differs from {path}; if the change is meant, rerun with \
+         LABPOOL_UPDATE_SNAPSHOTS=1 and review the diff\n--- expected\n{expected}\n--- shown\n{shown}"
+    );
 }

@@ -5,7 +5,6 @@
 //! review its diff.
 
 use crate::pool::bin;
-use std::path::Path;
 use std::process::Command;
 
 const SNAPSHOT: &str = concat!(
@@ -23,6 +22,8 @@ fn show_settings_prints_the_resolved_config_and_does_nothing_else() {
     let out = Command::new(bin())
         .args(["init", "--virtual-gpus", "2:rtx4090", "--dir"])
         .arg(dir)
+        .arg("--home-root")
+        .arg(dir.join("shared/home"))
         .output()
         .unwrap();
     assert!(
@@ -77,14 +78,5 @@ fn same_on_every_machine(text: &str) -> String {
 }
 
 fn check_snapshot(shown: &str) {
-    if std::env::var("LABPOOL_UPDATE_SNAPSHOTS").as_deref() == Ok("1") {
-        std::fs::write(SNAPSHOT, shown).unwrap();
-        return;
-    }
-    let expected = std::fs::read_to_string(Path::new(SNAPSHOT)).unwrap_or_default();
-    assert!(
-        shown == expected,
-        "--show-settings differs from {SNAPSHOT}; if the change is meant, rerun with \
-         LABPOOL_UPDATE_SNAPSHOTS=1 and review the diff\n--- expected\n{expected}\n--- shown\n{shown}"
-    );
+    crate::pool::check_snapshot(SNAPSHOT, "--show-settings", shown);
 }

@@ -135,6 +135,13 @@ pub(super) async fn find(client: &Client, path: &Path, json: bool) -> anyhow::Re
         path: as_it_was(path)?,
     };
     let f: FindReport = client.post("/v1/snapshots/find", &req).await?;
+    if f.sightings.is_empty() {
+        // Nothing covers it: an answer a script must not take for "found nowhere in them".
+        if json {
+            print(json, &f, find_text);
+        }
+        anyhow::bail!("{}", find_text(&f));
+    }
     print(json, &f, find_text);
     Ok(())
 }

@@ -23,6 +23,12 @@ impl QuotaService {
                 .collect());
         }
         let mut msg = format!("{} is over quota; new jobs are refused:", caller.user);
+        let over: Vec<&str> = q
+            .filesystems
+            .iter()
+            .filter(|f| f.findings.iter().any(|x| x.refuses()))
+            .map(|f| f.fs.as_str())
+            .collect();
         for f in &q.filesystems {
             for (finding, text) in f.findings.iter().zip(&f.messages) {
                 if finding.refuses() {
@@ -46,8 +52,10 @@ impl QuotaService {
         Err(ApiError::forbidden(
             msg,
             Some(format!(
-                "delete or move files (`labpool quota` shows where the space is), then `labpool quota scan` counts again; or ask an admin to raise the limit (labpool quota set {} --fs FS --hard SIZE). Running jobs are not affected",
-                caller.user
+                "delete or move files on {fs} (`labpool quota` shows where the space is), then `labpool quota scan` counts again; or ask an admin to raise the limit (labpool quota set {} --fs {first} --hard SIZE). Running jobs are not affected",
+                caller.user,
+                fs = over.join(" and "),
+                first = over.first().copied().unwrap_or("FS")
             )),
         ))
     }
