@@ -13,6 +13,7 @@ pub mod client;
 pub mod clock;
 pub mod commands;
 pub mod controller;
+pub mod copies;
 pub mod discovery;
 pub mod env_vars;
 pub mod homes;

@@ -268,6 +268,8 @@ pub type SharedVerifier = Arc<Mutex<Verifier>>;
 pub fn signed_body_limit(path: &str) -> usize {
     match path {
         "/v1/agent/register" | "/v1/agent/heartbeat" => 64 << 10,
+        // A pack of the snapshot repository (about 32 MiB) on its way to a node's copy.
+        "/v1/agent/copy/file" => 128 << 20,
         _ => crate::controller::http::MAX_BODY_BYTES,
     }
 }

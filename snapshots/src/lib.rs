@@ -13,6 +13,7 @@ pub mod backup;
 pub mod blob;
 pub mod browse;
 pub mod check;
+pub mod copy;
 pub mod error;
 pub mod index;
 pub mod pack;

@@ -4,6 +4,7 @@
 //! dataset cache to peers, and forwards this node's CLI to the controller, vouching for each
 //! caller's uid.
 
+use crate::agent::copy_host;
 use crate::agent::node::LocalNode;
 use crate::agent::peer::HttpPeers;
 use crate::api::agent::{
@@ -117,12 +118,22 @@ pub async fn run(
         key,
         config.controller.max_clock_skew.as_millis() as u64,
     )));
+    let copies = Router::new()
+        .route("/v1/agent/copy/list", get(copy_host::list))
+        .route(
+            "/v1/agent/copy/file",
+            get(copy_host::get)
+                .post(copy_host::put)
+                .delete(copy_host::delete),
+        )
+        .with_state(copy_host::CopyHost(agent.snapshot_copy.clone()));
     let app = Router::new()
         .route("/v1/agent/orders", post(take_orders))
         .route("/v1/peer/manifest", get(peer_manifest))
         .route("/v1/peer/whole", post(peer_whole))
         .route("/v1/peer/delta", post(peer_delta))
         .with_state(shared.clone())
+        .merge(copies)
         .layer(axum::middleware::from_fn_with_state(
             verifier,
             verify_signed,

@@ -1,6 +1,7 @@
 //! The node agent: runs jobs on one node through per-job shims. In the embedded default it runs
 //! inside `labpool serve`, speaking the same protocol ([`crate::api::agent`]) a remote agent does.
 
+pub mod copy_host;
 pub mod daemon;
 pub mod environment;
 pub mod jobdir;

@@ -399,6 +399,13 @@ pub struct ReportBatch {
     pub reports: Vec<AgentReport>,
 }
 
+/// A file of a node's snapshot copy (`/v1/agent/copy/file?key=…`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CopyKey {
+    /// `config.json`, `packs/XY/…` or `snapshots/….json`.
+    pub key: String,
+}
+
 /// What a peer request names: a dataset version, and one of its files (`/v1/peer/*?QUERY`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PeerQuery {

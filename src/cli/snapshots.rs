@@ -76,6 +76,10 @@ pub enum SnapshotCommand {
         /// Replace what exists at the destination
         #[arg(long)]
         overwrite: bool,
+        /// Restore from this repository directory (a copy brought back with `snapshot fetch`),
+        /// directly and as root, without the controller
+        #[arg(long, value_name = "DIR")]
+        repo: Option<PathBuf>,
         /// Print JSON
         #[arg(long)]
         json: bool,
@@ -117,10 +121,40 @@ pub enum SnapshotCommand {
         /// Read and hash all data
         #[arg(long)]
         read_data: bool,
+        /// Check this repository directory (a copy) instead of the config's
+        #[arg(long, value_name = "DIR")]
+        repo: Option<PathBuf>,
         /// First rebuild the index from the packs' trailers and the snapshot records (after
         /// the index file was lost or damaged)
         #[arg(long)]
         rebuild_index: bool,
+        /// Print JSON
+        #[arg(long)]
+        json: bool,
+    },
+    /// Copy the repository off this box (root): to --to or `[snapshots] copy_to`. Only what
+    /// the copy lacks is sent; a copy cut short is finished by the next
+    Copy {
+        /// A directory, node:NAME (that node's `[agent] snapshot_copy`) or s3://BUCKET/PREFIX
+        #[arg(long, value_name = "TARGET")]
+        to: Option<String>,
+        /// Also remove from the copy what the repository no longer holds (by default a copy
+        /// only grows, so a mistaken forget cannot reach it)
+        #[arg(long)]
+        mirror: bool,
+        /// Print JSON
+        #[arg(long)]
+        json: bool,
+    },
+    /// Bring a copy back into a local directory (root), to check it or restore from it with
+    /// --repo
+    Fetch {
+        /// Where the copy is: a directory, node:NAME or s3://BUCKET/PREFIX
+        #[arg(long, value_name = "TARGET")]
+        from: String,
+        /// The local directory (made or completed)
+        #[arg(long, value_name = "DIR")]
+        to: PathBuf,
         /// Print JSON
         #[arg(long)]
         json: bool,

@@ -125,7 +125,7 @@ pub async fn serve(
     let env_service = envs::EnvService::new(config.clone(), db.clone(), support, tools);
     let app_state = AppState {
         engine: request_tx,
-        db,
+        db: db.clone(),
         config: config.clone(),
         snapshots: snapshot_service.clone(),
         quotas: quota_service.clone(),
@@ -144,7 +144,9 @@ pub async fn serve(
             })
             .await
     });
-    tokio::spawn(snapshots::timers(snapshot_service, clock.clone()).run(stop_rx.clone()));
+    tokio::spawn(
+        snapshots::timers(snapshot_service, db.clone(), clock.clone()).run(stop_rx.clone()),
+    );
     tokio::spawn(quotas::timers(quota_service, clock.clone()).run(stop_rx.clone()));
     if let (Some(addr), Some(key)) = (&config.controller.listen, cluster_key) {
         let tcp = tokio::net::TcpListener::bind(addr).await.with_context(|| {

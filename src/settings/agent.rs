@@ -30,12 +30,19 @@ pub struct AgentConfig {
         serialize_with = "ser_duration"
     )]
     pub heartbeat: Duration,
+    /// Where this node keeps a copy of the controller's snapshot repository (`labpool snapshot
+    /// copy --to node:NAME`); without it the node takes none.
+    #[serde(default)]
+    pub snapshot_copy: Option<PathBuf>,
 }
 
 impl AgentConfig {
     /// Makes its paths absolute, relative to `base`, the config file's directory.
     pub(super) fn rebase(&mut self, base: &Path) {
         rebase(base, &mut self.key);
+        if let Some(p) = &mut self.snapshot_copy {
+            rebase(base, p);
+        }
     }
 }
 

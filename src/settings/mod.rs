@@ -213,6 +213,7 @@ impl Config {
         self.purge.check_max_age()?;
         self.alerts.check()?;
         snapshots::check_sources(&self.snapshot_sources())?;
+        self.snapshots.check_copy()?;
         self.node.check_cpus()?;
         Ok(())
     }

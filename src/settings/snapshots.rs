@@ -25,6 +25,39 @@ pub struct SnapshotsConfig {
     /// it), nightly at 03:00].
     #[serde(rename = "source")]
     pub sources: Option<Vec<SnapshotSource>>,
+    /// Where the repository is copied after each scheduled backup, off this box: a directory
+    /// (`/mnt/offsite/labpool`), another node's copy (`node:NAME`, its `[agent] snapshot_copy`),
+    /// or a bucket (`s3://BUCKET/PREFIX`, with `[snapshots.s3]`). None: no copy.
+    pub copy_to: Option<String>,
+    /// When the copy is brought up to date (crontab; it sends only what is new).
+    pub copy_schedule: String,
+    /// A webhook alert fires when the newest snapshot has not reached the copy for this long.
+    #[serde(
+        deserialize_with = "super::values::de_duration",
+        serialize_with = "super::values::ser_duration"
+    )]
+    pub copy_max_lag: std::time::Duration,
+    /// The object store for an `s3://` copy.
+    pub s3: Option<S3Config>,
+}
+
+/// `[snapshots.s3]`: an S3-compatible object store (AWS, MinIO, Ceph RGW…).
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct S3Config {
+    /// `https://s3.eu-west-1.amazonaws.com`, `http://10.0.0.5:9000`.
+    pub endpoint: String,
+    /// The region the requests are signed for.
+    #[serde(default = "default_region")]
+    pub region: String,
+    /// The access key id.
+    pub access_key_id: String,
+    /// A file holding the secret access key (mode 0600), read at each copy.
+    pub secret_access_key_file: PathBuf,
+}
+
+fn default_region() -> String {
+    "us-east-1".to_string()
 }
 
 impl Default for SnapshotsConfig {
@@ -37,6 +70,10 @@ impl Default for SnapshotsConfig {
             keep_weekly: 4,
             keep_monthly: 6,
             sources: None,
+            copy_to: None,
+            copy_schedule: "*/10 * * * *".to_string(),
+            copy_max_lag: std::time::Duration::from_secs(36 * 3600),
+            s3: None,
         }
     }
 }
@@ -52,6 +89,26 @@ impl SnapshotsConfig {
                 rebase(base, &mut src.path);
             }
         }
+        if let Some(s3) = self.s3.as_mut() {
+            rebase(base, &mut s3.secret_access_key_file);
+        }
+    }
+
+    /// A copy target that parses, and an `s3://` one has `[snapshots.s3]`.
+    pub(super) fn check_copy(&self) -> Result<(), String> {
+        let Some(text) = &self.copy_to else {
+            return Ok(());
+        };
+        let target = crate::copies::CopyTarget::parse(text)
+            .map_err(|e| format!("[snapshots] copy_to: {e}"))?;
+        crate::schedule::Schedule::parse(&self.copy_schedule)
+            .map_err(|e| format!("[snapshots] copy_schedule: {e}"))?;
+        if matches!(target, crate::copies::CopyTarget::S3 { .. }) && self.s3.is_none() {
+            return Err(format!(
+                "[snapshots] copy_to = {text:?} needs [snapshots.s3] with endpoint, access_key_id and secret_access_key_file"
+            ));
+        }
+        Ok(())
     }
 
     /// The retention policy applied after each scheduled backup.

@@ -26,4 +26,5 @@ mod pool;
 mod quotas;
 mod recovery;
 mod show_settings;
+mod snapshot_copy;
 mod snapshots;

@@ -139,7 +139,7 @@ pub(super) async fn forget(
             "this policy keeps nothing and would forget every snapshot\nhint: give at least one of --keep-last, --keep-daily, --keep-weekly, --keep-monthly"
         );
     }
-    let repo = open_admin(config)?;
+    let repo = open_admin(config, None)?;
     let tz = Local::now().offset().fix();
     // The plan first, then (unless --dry-run) the same policy applied.
     let r = repo.clone();
@@ -158,7 +158,7 @@ pub(super) async fn forget(
 
 /// `snapshot prune`.
 pub(super) async fn prune(config: &Config, dry_run: bool, json: bool) -> anyhow::Result<()> {
-    let repo = open_admin(config)?;
+    let repo = open_admin(config, None)?;
     let dry = dry_run;
     let r = with_bar("pruning", move |p| {
         labpool_snapshots::prune::prune(&repo, dry, p)
@@ -171,12 +171,14 @@ pub(super) async fn prune(config: &Config, dry_run: bool, json: bool) -> anyhow:
 /// `snapshot check`.
 pub(super) async fn check(
     config: &Config,
+    repo: Option<&Path>,
     read_data: bool,
     rebuild_index: bool,
     json: bool,
 ) -> anyhow::Result<()> {
+    let other = repo.map(Path::to_path_buf);
     let repo = if rebuild_index {
-        let path = config.snapshot_repo();
+        let path = other.clone().unwrap_or_else(|| config.snapshot_repo());
         need_owner(&path)?;
         let (repo, done) = blocking(move || Repository::open_rebuilding_index(&path)).await?;
         eprintln!(
@@ -185,7 +187,7 @@ pub(super) async fn check(
         );
         Arc::new(repo)
     } else {
-        open_admin(config)?
+        open_admin(config, other.as_deref())?
     };
     let read = read_data;
     let r = with_bar("checking", move |p| {
@@ -274,9 +276,17 @@ fn check_text(r: &CheckReport) -> String {
 }
 
 /// Opens the repository for admin work: it is root's, so the caller must be its owner.
-fn open_admin(config: &Config) -> anyhow::Result<Arc<Repository>> {
-    let path = config.snapshot_repo();
+/// The config's repository, or `other` (a copy, with `--repo`), for an admin.
+pub(super) fn open_admin(config: &Config, other: Option<&Path>) -> anyhow::Result<Arc<Repository>> {
+    let path = other.map_or_else(|| config.snapshot_repo(), Path::to_path_buf);
     need_owner(&path)?;
+    if other.is_some() && !path.join("config.json").exists() {
+        bail!(
+            "{} holds no snapshot repository (no config.json)\nhint: bring a copy here with `labpool snapshot fetch --from TARGET --to {}`",
+            path.display(),
+            path.display()
+        );
+    }
     Ok(Arc::new(Repository::open(&path).with_context(|| {
         format!(
             "snapshot repository {} (from [snapshots] repo in {})",
@@ -286,7 +296,7 @@ fn open_admin(config: &Config) -> anyhow::Result<Arc<Repository>> {
     })?))
 }
 
-fn need_owner(path: &Path) -> anyhow::Result<()> {
+pub(super) fn need_owner(path: &Path) -> anyhow::Result<()> {
     use std::os::unix::fs::MetadataExt;
     let me = nix::unistd::geteuid();
     let owner = std::fs::metadata(path)
@@ -309,7 +319,7 @@ async fn blocking<T: Send + 'static>(
 }
 
 /// Runs `f` on a blocking thread with a progress bar over its counters.
-async fn with_bar<T: Send + 'static>(
+pub(super) async fn with_bar<T: Send + 'static>(
     label: &str,
     f: impl FnOnce(&Progress) -> Result<T, labpool_snapshots::SnapshotError> + Send + 'static,
 ) -> anyhow::Result<T> {

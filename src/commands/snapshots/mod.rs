@@ -3,6 +3,7 @@
 //! works on the repository directly and needs root, like the repository itself.
 
 mod admin;
+mod copies;
 mod members;
 
 use crate::cli::SnapshotCommand;
@@ -36,6 +37,26 @@ pub async fn run(command: &SnapshotCommand, config: &Config) -> anyhow::Result<(
             at,
             target,
             overwrite,
+            repo: Some(repo),
+            json,
+        } => {
+            copies::restore_from(
+                config,
+                repo,
+                path,
+                at.as_deref(),
+                target.as_deref(),
+                *overwrite,
+                *json,
+            )
+            .await
+        }
+        SnapshotCommand::Restore {
+            path,
+            at,
+            target,
+            overwrite,
+            repo: None,
             json,
         } => {
             members::restore(
@@ -70,9 +91,14 @@ pub async fn run(command: &SnapshotCommand, config: &Config) -> anyhow::Result<(
         SnapshotCommand::Prune { dry_run, json } => admin::prune(config, *dry_run, *json).await,
         SnapshotCommand::Check {
             read_data,
+            repo,
             rebuild_index,
             json,
-        } => admin::check(config, *read_data, *rebuild_index, *json).await,
+        } => admin::check(config, repo.as_deref(), *read_data, *rebuild_index, *json).await,
+        SnapshotCommand::Copy { to, mirror, json } => {
+            copies::copy_out(config, to.as_deref(), *mirror, *json).await
+        }
+        SnapshotCommand::Fetch { from, to, json } => copies::fetch(config, from, to, *json).await,
     }
 }
 

@@ -1,6 +1,7 @@
 //! Snapshots: the open repository, members' reads and restores, and the scheduled backups,
 //! with their API handlers.
 
+pub mod copy;
 pub mod http;
 pub mod service;
 

@@ -6,6 +6,7 @@
 //! the repository's flock, so a scheduled backup and a manual one never overlap.
 
 use crate::clock::Clock;
+use crate::controller::db::Db;
 use crate::controller::timers::{Task, Timers};
 use crate::retry::backoff_within;
 use crate::schedule::Schedule;
@@ -51,6 +52,11 @@ impl SnapshotService {
             restores: Mutex::new(BTreeMap::new()),
             next_restore: AtomicU64::new(1),
         })
+    }
+
+    /// The config.
+    pub fn config(&self) -> &Arc<Config> {
+        &self.config
     }
 
     /// The repository, opened on first use; `Ok(None)` while none has been created. It is
@@ -230,7 +236,7 @@ pub fn backup_options(src: &SnapshotSource) -> BackupOptions {
 
 /// The scheduled backups: one task per source, one source at a time, so two backups never
 /// overlap. Their last runs are kept in `STATE_DIR/snapshot-timer.json`.
-pub fn timers(service: Arc<SnapshotService>, clock: Arc<dyn Clock>) -> Timers {
+pub fn timers(service: Arc<SnapshotService>, db: Db, clock: Arc<dyn Clock>) -> Timers {
     let config = service.config.clone();
     let mut tasks = Vec::new();
     if config.snapshots.enabled {
@@ -258,6 +264,7 @@ pub fn timers(service: Arc<SnapshotService>, clock: Arc<dyn Clock>) -> Timers {
                 }),
             });
         }
+        tasks.extend(super::copy::copy_task(service.clone(), db));
     } else {
         tracing::info!("scheduled snapshots are off ([snapshots] enabled = false)");
     }

@@ -1,0 +1,154 @@
+//! `snapshot copy` and `snapshot fetch` (admins): the repository copied off this box and back;
+//! and a restore straight from a repository directory (`restore --repo`), for the day the
+//! primary is lost.
+
+use crate::api::NodeView;
+use crate::client::Client;
+use crate::commands::snapshots::admin::{need_owner, open_admin, with_bar};
+use crate::copies::CopyTarget;
+use crate::copies::run::run_copy;
+use crate::render::print;
+use crate::settings::Config;
+use anyhow::{Context, bail};
+use chrono::{Local, Offset, Utc};
+use labpool_snapshots::copy::{CopyReport, DirStore, copy};
+use labpool_snapshots::restore::restore_to;
+use labpool_snapshots::select::{At, pick};
+use labpool_snapshots::{RestoreOptions, SnapshotError};
+use std::path::Path;
+
+fn report_text(r: &CopyReport) -> String {
+    format!(
+        "{} files sent ({}), {} there already{}; the copy holds {} snapshots",
+        r.files_sent,
+        labpool_units::format_size(r.bytes_sent),
+        r.files_present,
+        if r.files_removed > 0 {
+            format!(", {} removed", r.files_removed)
+        } else {
+            String::new()
+        },
+        r.records
+    )
+}
+
+/// The address of `node`'s agent, from the controller.
+async fn node_address(config: &Config, target: &CopyTarget) -> anyhow::Result<Option<String>> {
+    let CopyTarget::Node(name) = target else {
+        return Ok(None);
+    };
+    let nodes: Vec<NodeView> = Client::new(&config.controller.socket)
+        .get("/v1/nodes")
+        .await?;
+    match nodes.into_iter().find(|n| &n.name == name) {
+        Some(n) => Ok(n.agent),
+        None => bail!("no node {name} in the pool\nhint: `labpool nodes` lists them"),
+    }
+}
+
+/// `snapshot copy [--to TARGET] [--mirror]`.
+pub(super) async fn copy_out(
+    config: &Config,
+    to: Option<&str>,
+    mirror: bool,
+    json: bool,
+) -> anyhow::Result<()> {
+    need_owner(&config.snapshot_repo())?;
+    let text = to
+        .map(str::to_string)
+        .or_else(|| config.snapshots.copy_to.clone())
+        .with_context(|| {
+            format!(
+                "no copy target\nhint: give --to DIR, --to node:NAME or --to s3://BUCKET/PREFIX, or set copy_to under [snapshots] in {}",
+                config.path.display()
+            )
+        })?;
+    let target = CopyTarget::parse(&text).map_err(anyhow::Error::msg)?;
+    let address = node_address(config, &target).await?;
+    let config2 = config.clone();
+    let runtime = tokio::runtime::Handle::current();
+    let (_, r) = with_bar("copying", move |p| {
+        run_copy(&config2, Some(&text), address, mirror, p, runtime)
+            .map_err(|e| SnapshotError::Invalid(format!("{e:#}")))
+    })
+    .await?;
+    print(json, &r, report_text);
+    Ok(())
+}
+
+/// `snapshot fetch --from TARGET --to DIR`: the copy brought into a local directory, sending
+/// only what it lacks (a fetch cut short is finished by the next).
+pub(super) async fn fetch(
+    config: &Config,
+    from: &str,
+    to: &Path,
+    json: bool,
+) -> anyhow::Result<()> {
+    let target = CopyTarget::parse(from).map_err(anyhow::Error::msg)?;
+    let address = node_address(config, &target).await?;
+    let (config2, dir) = (config.clone(), to.to_path_buf());
+    let runtime = tokio::runtime::Handle::current();
+    let r = with_bar("fetching", move |p| {
+        let store = target
+            .open(&config2, address, runtime)
+            .map_err(|e| SnapshotError::Invalid(format!("{e:#}")))?;
+        copy(store.as_ref(), &DirStore::new(&dir), false, p)
+    })
+    .await?;
+    print(json, &r, report_text);
+    if !json {
+        eprintln!(
+            "check it with `labpool snapshot check --repo {} --read-data`; restore from it with `labpool snapshot restore PATH --repo {}`",
+            to.display(),
+            to.display()
+        );
+    }
+    Ok(())
+}
+
+/// `snapshot restore PATH --repo DIR`: restored by this process, as root, from a repository
+/// directory (a copy), without the controller.
+pub(super) async fn restore_from(
+    config: &Config,
+    repo: &Path,
+    path: &Path,
+    at: Option<&str>,
+    target: Option<&Path>,
+    overwrite: bool,
+    json: bool,
+) -> anyhow::Result<()> {
+    if !nix::unistd::geteuid().is_root() {
+        bail!("restore --repo reads the repository directly, as root\nhint: run it with sudo");
+    }
+    let r = open_admin(config, Some(repo))?;
+    let tz = Local::now().offset().fix();
+    let at = At::parse(at.unwrap_or("latest"), Utc::now(), tz)?;
+    let (path, target) = (path.to_path_buf(), target.map(Path::to_path_buf));
+    let opts = RestoreOptions {
+        overwrite,
+        only_uid: None,
+        set_owner: true,
+        member_groups: None,
+    };
+    let report = with_bar("restoring", move |p| {
+        let (snap, node) = pick(&r, &path, &at, None)?;
+        restore_to(&r, &snap, &node, &path, target.as_deref(), &opts, p)
+    })
+    .await?;
+    print(json, &report, |r| {
+        format!(
+            "restored {} ({} files, {})",
+            r.restored_to.display(),
+            r.files,
+            labpool_units::format_size(r.bytes)
+        )
+    });
+    if !report.failed.is_empty() {
+        bail!(
+            "{} entries could not be restored:\n{}",
+            report.failed.len(),
+            report.failed.join("\n")
+        );
+    }
+    Ok(())
+}
