@@ -13,10 +13,9 @@
 
 use crate::error::{Result, SnapshotError};
 use crate::progress::Progress;
+use crate::repo::write_durably;
 use std::collections::BTreeMap;
-use std::fs::{self, File, OpenOptions};
-use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
+use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 
@@ -158,7 +157,8 @@ pub fn copy(
 }
 
 /// A repository's files in a local directory (a repository itself, or a copy on a mounted
-/// disk). Files are written to a temporary name, synced, then renamed into place.
+/// disk). Files are written to a temporary name, synced, then renamed into place
+/// ([`write_durably`]).
 #[derive(Debug, Clone)]
 pub struct DirStore {
     root: PathBuf,
@@ -232,25 +232,7 @@ impl Store for DirStore {
         let path = self.path(key)?;
         let dir = path.parent().expect("a key has a directory or the root");
         fs::create_dir_all(dir).map_err(SnapshotError::io("create", dir))?;
-        let tmp = dir.join(format!(
-            ".{}.copying",
-            path.file_name().and_then(|n| n.to_str()).unwrap_or("file")
-        ));
-        let mut f = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&tmp)
-            .map_err(SnapshotError::io("create", &tmp))?;
-        f.write_all(bytes)
-            .map_err(SnapshotError::io("write", &tmp))?;
-        f.sync_all().map_err(SnapshotError::io("fsync", &tmp))?;
-        drop(f);
-        fs::rename(&tmp, &path).map_err(SnapshotError::io("rename", &path))?;
-        File::open(dir)
-            .and_then(|d| d.sync_all())
-            .map_err(SnapshotError::io("fsync", dir))
+        write_durably(&path, bytes)
     }
 
     fn delete(&self, key: &str) -> Result<()> {
