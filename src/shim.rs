@@ -121,7 +121,10 @@ pub fn run(dir: &Path) -> anyhow::Result<()> {
             jd.path().display(),
             jd.path().display()
         );
-        return finish(&jd, failed_to_start(message));
+        // One try: on a full spool this status may not land either, and then the agent reads
+        // the attempt as never started, which is the truth.
+        jd.write_reserved("status.json", &failed_to_start(message))?;
+        return Ok(());
     }
     let mut child = match spawn(&spec, stdout, stderr, groups.as_ref()) {
         Ok(c) => c,

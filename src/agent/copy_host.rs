@@ -3,7 +3,8 @@
 //! repository files (`config.json`, `packs/…`, `snapshots/…`), only in that directory.
 
 use crate::api::agent::CopyKey;
-use crate::transport::error_response;
+use crate::transport::{Signed, error_response};
+use axum::Extension;
 use axum::body::Bytes;
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
@@ -19,9 +20,18 @@ pub struct CopyHost(pub Option<PathBuf>);
 /// threads, and answers with what it returned.
 async fn on_copy<T: IntoResponse + Send + 'static>(
     host: CopyHost,
+    signed: &Signed,
     key: Option<CopyKey>,
     f: impl FnOnce(DirStore, String) -> labpool_snapshots::Result<T> + Send + 'static,
 ) -> Response {
+    // Only the controller itself writes the copy, never a member's request an agent forwards.
+    if signed.uid.is_some() {
+        return error_response(
+            StatusCode::FORBIDDEN,
+            "the snapshot copy takes only the controller's own requests".into(),
+            None,
+        );
+    }
     let Some(dir) = host.0 else {
         return error_response(
             StatusCode::FORBIDDEN,
@@ -48,30 +58,39 @@ async fn on_copy<T: IntoResponse + Send + 'static>(
 }
 
 /// `GET /v1/agent/copy/list`: every file of the copy, with its size.
-pub async fn list(State(host): State<CopyHost>) -> Response {
-    on_copy(host, None, |store, _| store.list().map(axum::Json)).await
+pub async fn list(State(host): State<CopyHost>, Extension(signed): Extension<Signed>) -> Response {
+    on_copy(host, &signed, None, |store, _| store.list().map(axum::Json)).await
 }
 
 /// `GET /v1/agent/copy/file?key=…`.
-pub async fn get(State(host): State<CopyHost>, Query(key): Query<CopyKey>) -> Response {
-    on_copy(host, Some(key), |store, key| store.get(&key)).await
+pub async fn get(
+    State(host): State<CopyHost>,
+    Extension(signed): Extension<Signed>,
+    Query(key): Query<CopyKey>,
+) -> Response {
+    on_copy(host, &signed, Some(key), |store, key| store.get(&key)).await
 }
 
 /// `POST /v1/agent/copy/file?key=…` with the file's bytes: written whole, then renamed.
 pub async fn put(
     State(host): State<CopyHost>,
+    Extension(signed): Extension<Signed>,
     Query(key): Query<CopyKey>,
     body: Bytes,
 ) -> Response {
-    on_copy(host, Some(key), move |store, key| {
+    on_copy(host, &signed, Some(key), move |store, key| {
         store.put(&key, &body).map(|()| StatusCode::OK)
     })
     .await
 }
 
 /// `DELETE /v1/agent/copy/file?key=…`.
-pub async fn delete(State(host): State<CopyHost>, Query(key): Query<CopyKey>) -> Response {
-    on_copy(host, Some(key), |store, key| {
+pub async fn delete(
+    State(host): State<CopyHost>,
+    Extension(signed): Extension<Signed>,
+    Query(key): Query<CopyKey>,
+) -> Response {
+    on_copy(host, &signed, Some(key), |store, key| {
         store.delete(&key).map(|()| StatusCode::OK)
     })
     .await

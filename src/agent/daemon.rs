@@ -134,6 +134,9 @@ pub async fn run(
         .route("/v1/peer/delta", post(peer_delta))
         .with_state(shared.clone())
         .merge(copies)
+        // verify_signed holds each route to its own limit (signed_body_limit): axum's 2 MiB
+        // default must not refuse a pack on its way to this node's copy, or a batch of orders.
+        .layer(axum::extract::DefaultBodyLimit::disable())
         .layer(axum::middleware::from_fn_with_state(
             verifier,
             verify_signed,

@@ -186,18 +186,27 @@ impl JobDir {
     /// Sets aside room for `names`, written and synced now, so that [`JobDir::write_reserved`]
     /// needs no new space later. An error means the room is not there: the script must not
     /// start, since its start and end could not be recorded.
+    /// On an error nothing is left set aside, so the attempt still reads as never started.
     pub fn reserve(&self, names: &[&str]) -> io::Result<()> {
-        for name in names {
-            let mut f = OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .mode(0o644)
-                .open(self.reserved_path(name))?;
-            f.write_all(&[b' '; RESERVED])?;
-            f.sync_all()?;
+        let made = (|| {
+            for name in names {
+                let mut f = OpenOptions::new()
+                    .write(true)
+                    .create(true)
+                    .truncate(true)
+                    .mode(0o644)
+                    .open(self.reserved_path(name))?;
+                f.write_all(&[b' '; RESERVED])?;
+                f.sync_all()?;
+            }
+            File::open(&self.path)?.sync_all()
+        })();
+        if made.is_err() {
+            for name in names {
+                let _ = std::fs::remove_file(self.reserved_path(name));
+            }
         }
-        File::open(&self.path)?.sync_all()
+        made
     }
 
     /// True once room was set aside: from then on the shim may have started the script.

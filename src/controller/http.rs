@@ -163,6 +163,13 @@ async fn submit(
     let Json(mut req) = body.map_err(|e| {
         ApiError::bad_request(format!("bad submit request: {}", e.body_text()), None)
     })?;
+    // A retry of a submit that was taken gets its answer before any check: a quota reached
+    // since must not make it look refused.
+    if let Some(key) = &req.idempotency_key
+        && let Some(earlier) = state.db.submitted_with_key(caller.uid, key).await?
+    {
+        return Ok(Json(earlier));
+    }
     let warnings =
         crate::controller::jobs::checks::before_engine(&state, &mut req, &caller).await?;
     let mut submitted = ask(&state, |reply| Request::Submit {

@@ -160,9 +160,12 @@ pub async fn serve(
                 key,
                 config.controller.max_clock_skew.as_millis() as u64,
             )));
+        // verify_signed holds each route to its own limit (signed_body_limit): axum's 2 MiB
+        // default must not cut a batch of reports short first.
         let agent_app = nodes::routes()
             .with_state(agent_state)
             .merge(agent_api)
+            .layer(axum::extract::DefaultBodyLimit::disable())
             .layer(axum::middleware::from_fn_with_state(
                 verifier,
                 verify_signed,

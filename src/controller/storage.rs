@@ -72,8 +72,18 @@ pub fn describe(state_dir: &Path, e: &anyhow::Error) -> String {
 
 /// True when a write to the database goes through again and there is some room beyond it.
 pub async fn has_room(db: &Db, state_dir: &Path) -> bool {
+    // Root may write into the blocks ext4 reserves for it: what counts is what this process
+    // may use.
+    let root = nix::unistd::geteuid().is_root();
     let free = nix::sys::statvfs::statvfs(state_dir)
-        .map(|s| s.blocks_available() * s.fragment_size())
+        .map(|s| {
+            let blocks = if root {
+                s.blocks_free()
+            } else {
+                s.blocks_available()
+            };
+            blocks * s.fragment_size()
+        })
         .unwrap_or(0);
     free >= ROOM && db.probe_write().await.is_ok()
 }

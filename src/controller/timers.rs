@@ -110,7 +110,10 @@ impl Timers {
 
     fn write_state(&self, last: &BTreeMap<String, DateTime<Utc>>) {
         let text = serde_json::to_string(last).expect("times serialise");
-        if let Err(e) = std::fs::write(&self.state_file, text) {
+        // Whole or not at all: a torn file would read as no runs at all.
+        if let Err(e) =
+            crate::agent::jobdir::write_atomic(&self.state_file, text.as_bytes(), 0o644, false)
+        {
             tracing::warn!(
                 timer = self.name,
                 "cannot record the last runs in {}: {e}; a restart may run a task again",

@@ -41,10 +41,25 @@ pub fn read_status(config: &Config) -> Option<CopyStatus> {
 }
 
 fn write_status(config: &Config, status: &CopyStatus) {
-    let _ = std::fs::write(
-        status_file(config),
-        serde_json::to_vec_pretty(status).expect("a status serialises"),
-    );
+    let bytes = serde_json::to_vec_pretty(status).expect("a status serialises");
+    if let Err(e) = crate::agent::jobdir::write_atomic(&status_file(config), &bytes, 0o600, false) {
+        tracing::warn!("cannot record the copy's status: {e}");
+    }
+}
+
+/// The copy target `to` names, else `[snapshots] copy_to`: as written, and parsed.
+pub fn resolve_target(config: &Config, to: Option<&str>) -> anyhow::Result<(String, CopyTarget)> {
+    let text = to
+        .map(str::to_string)
+        .or_else(|| config.snapshots.copy_to.clone())
+        .with_context(|| {
+            format!(
+                "no copy target\nhint: give --to DIR, --to node:NAME or --to s3://BUCKET/PREFIX, or set copy_to under [snapshots] in {}",
+                config.path.display()
+            )
+        })?;
+    let target = CopyTarget::parse(&text).map_err(anyhow::Error::msg)?;
+    Ok((text, target))
 }
 
 /// Copies the repository of `config` to `target` (default `[snapshots] copy_to`), holding the
@@ -58,16 +73,7 @@ pub fn run_copy(
     progress: &Progress,
     runtime: Handle,
 ) -> anyhow::Result<(CopyTarget, CopyReport)> {
-    let text = target
-        .map(str::to_string)
-        .or_else(|| config.snapshots.copy_to.clone())
-        .with_context(|| {
-            format!(
-                "no copy target: give --to, or set copy_to under [snapshots] in {}",
-                config.path.display()
-            )
-        })?;
-    let target = CopyTarget::parse(&text).map_err(anyhow::Error::msg)?;
+    let (text, target) = resolve_target(config, target)?;
     let repo_path = config.snapshot_repo();
     let mut status = read_status(config)
         .filter(|s| s.target == text)

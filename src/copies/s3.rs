@@ -162,6 +162,12 @@ impl Store for S3Store {
                 }
             }
             match page.next_continuation_token {
+                // A server that hands back the same token would page forever.
+                Some(t) if token.as_ref() == Some(&t) => {
+                    return Err(
+                        self.err(format!("the listing repeats its continuation token {t:?}"))
+                    );
+                }
                 Some(t) => token = Some(t),
                 None => return Ok(out),
             }

@@ -299,6 +299,8 @@ fn a_copy_on_another_node_is_a_repository_there() {
     let home = c.ctrl.dir.join("shared/home");
     std::fs::create_dir_all(&home).unwrap();
     std::fs::write(home.join("notes.txt"), "keep me").unwrap();
+    // A pack well over axum's default 2 MiB body limit travels too.
+    std::fs::write(home.join("weights.bin"), bytes(9, 12 << 20)).unwrap();
     c.ctrl.ok(&["snapshot", "create", "--source", "home"]);
     c.ctrl.ok(&["snapshot", "copy", "--to", "node:vault"]);
     assert!(files_in(&copy_dir.join("packs")) >= 1);

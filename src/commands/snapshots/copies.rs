@@ -6,10 +6,10 @@ use crate::api::NodeView;
 use crate::client::Client;
 use crate::commands::snapshots::admin::{need_owner, open_admin, with_bar};
 use crate::copies::CopyTarget;
-use crate::copies::run::run_copy;
+use crate::copies::run::{resolve_target, run_copy};
 use crate::render::print;
 use crate::settings::Config;
-use anyhow::{Context, bail};
+use anyhow::bail;
 use chrono::{Local, Offset, Utc};
 use labpool_snapshots::copy::{CopyReport, DirStore, copy};
 use labpool_snapshots::restore::restore_to;
@@ -54,16 +54,7 @@ pub(super) async fn copy_out(
     json: bool,
 ) -> anyhow::Result<()> {
     need_owner(&config.snapshot_repo())?;
-    let text = to
-        .map(str::to_string)
-        .or_else(|| config.snapshots.copy_to.clone())
-        .with_context(|| {
-            format!(
-                "no copy target\nhint: give --to DIR, --to node:NAME or --to s3://BUCKET/PREFIX, or set copy_to under [snapshots] in {}",
-                config.path.display()
-            )
-        })?;
-    let target = CopyTarget::parse(&text).map_err(anyhow::Error::msg)?;
+    let (text, target) = resolve_target(config, to)?;
     let address = node_address(config, &target).await?;
     let config2 = config.clone();
     let runtime = tokio::runtime::Handle::current();

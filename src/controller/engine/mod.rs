@@ -132,6 +132,8 @@ pub struct Engine {
     pub(crate) clock: Arc<dyn Clock>,
     /// Set when the state file system is full, so the API answers with why.
     pub(crate) storage: StorageGate,
+    /// When old submit keys were last forgotten (ms).
+    pub(crate) keys_forgotten_at: i64,
 }
 
 impl Engine {
@@ -165,6 +167,7 @@ impl Engine {
             local_node: None,
             clock,
             storage: StorageGate::default(),
+            keys_forgotten_at: 0,
         }
     }
 
@@ -185,6 +188,7 @@ impl Engine {
         let mut node_check = tokio::time::interval(NODE_CHECK);
         node_check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
+            let mut ticked = false;
             let first = tokio::select! {
                 _ = shutdown.wait_for(|stop| *stop) => break,
                 Some(r) = requests.recv() => Some(Item::Request(r)),
@@ -192,11 +196,15 @@ impl Engine {
                 _ = tick.tick() => {
                     // Priorities age and months turn: everything is looked at again.
                     self.pass_need = PassNeed::Full;
+                    ticked = true;
                     None
                 }
                 _ = node_check.tick(), if !self.remote.is_empty() => Some(Item::NodeCheck),
                 else => break,
             };
+            if ticked {
+                self.forget_old_submit_keys().await;
+            }
             let mut batch: Vec<Item> = first.into_iter().collect();
             while !batch.is_empty() && batch.len() < MAX_BATCH {
                 if let Ok(r) = requests.try_recv() {
@@ -212,6 +220,18 @@ impl Engine {
         }
         tracing::info!("engine stopped");
         Ok(())
+    }
+
+    /// Forgets submit keys past their week, at most once an hour.
+    async fn forget_old_submit_keys(&mut self) {
+        let now = self.clock.now_ms();
+        if now - self.keys_forgotten_at < 3_600_000 {
+            return;
+        }
+        self.keys_forgotten_at = now;
+        if let Err(e) = self.db.forget_submit_keys(now).await {
+            tracing::warn!("cannot forget old submit keys: {e}");
+        }
     }
 
     /// One batch: handled, scheduled, written and answered.

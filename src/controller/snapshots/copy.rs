@@ -19,7 +19,8 @@ pub fn copy_task(service: Arc<SnapshotService>, db: Db) -> Option<Task> {
     let target = service.config().snapshots.copy_to.clone()?;
     let alerted: Arc<Mutex<Option<DateTime<Utc>>>> = Arc::default();
     Some(Task {
-        name: "copy".into(),
+        // Not a word a snapshot source may be named, so the two never share a timer entry.
+        name: "off-box copy".into(),
         schedule: Schedule::parse(&service.config().snapshots.copy_schedule).ok()?,
         run: Box::new(move || -> TaskRun {
             let (service, db, target, alerted) =
