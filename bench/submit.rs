@@ -144,6 +144,7 @@ impl Labpool {
             gpu_share: false,
             no_requeue: false,
             idempotency_key: None,
+            wrapped: false,
         }
     }
 

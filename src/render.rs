@@ -26,12 +26,37 @@ pub fn spinner(message: String) -> indicatif::ProgressBar {
     bar
 }
 
+/// Writes a line to standard output. When the reader has gone (`labpool queue | head -1`), the
+/// command ends quietly with status 0 instead of panicking as `println!` does.
+pub fn write_out(args: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = writeln!(out, "{args}").and_then(|()| out.flush()) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        eprintln!("error: cannot write the output: {e}");
+        std::process::exit(1);
+    }
+}
+
+/// `println!` for command output: see [`write_out`].
+#[macro_export]
+macro_rules! out {
+    () => {
+        $crate::render::write_out(format_args!(""))
+    };
+    ($($arg:tt)*) => {
+        $crate::render::write_out(format_args!($($arg)*))
+    };
+}
+
 /// Prints `value` as JSON when `as_json`, else the text `human` makes of it.
 pub fn print<T: Serialize>(as_json: bool, value: &T, human: impl FnOnce(&T) -> String) {
     if as_json {
-        println!("{}", json(value));
+        crate::out!("{}", json(value));
     } else {
-        println!("{}", human(value));
+        crate::out!("{}", human(value));
     }
 }
 

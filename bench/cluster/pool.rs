@@ -203,6 +203,7 @@ impl Pool {
             gpu_share: false,
             no_requeue: false,
             idempotency_key: None,
+            wrapped: false,
         }
     }
 

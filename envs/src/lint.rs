@@ -40,15 +40,37 @@ pub fn cuda_visible_devices_overrides(script: &str) -> Vec<Finding> {
         .collect()
 }
 
-/// The message for a refused (or, with the switch, warned) script.
-pub fn explain(findings: &[Finding], refused: bool) -> String {
-    let mut out = if refused {
-        String::from("refused: the job script sets CUDA_VISIBLE_DEVICES:\n")
-    } else {
-        String::from("warning: the job script sets CUDA_VISIBLE_DEVICES:\n")
+/// True when the line removes the variable rather than setting it.
+fn unsets(text: &str) -> bool {
+    ["unset ", "unsetenv", "del ", ".pop("]
+        .iter()
+        .any(|w| text.contains(w))
+}
+
+/// The message for a refused (or, with the switch, warned) script, with its one hint. For a
+/// `--wrap` command (`wrapped`), the lines are the command itself, not lines of a file.
+pub fn explain(findings: &[Finding], refused: bool, wrapped: bool) -> String {
+    let removed = findings.iter().filter(|f| unsets(&f.text)).count();
+    let verb = match removed {
+        0 => "sets",
+        n if n == findings.len() => "unsets",
+        _ => "sets and unsets",
     };
+    let what = if wrapped {
+        "the --wrap command"
+    } else {
+        "the job script"
+    };
+    let mut out = format!(
+        "{}: {what} {verb} CUDA_VISIBLE_DEVICES:\n",
+        if refused { "refused" } else { "warning" }
+    );
     for f in findings {
-        out.push_str(&format!("  line {}: {}\n", f.line, f.text));
+        if wrapped {
+            out.push_str(&format!("  {}\n", f.text));
+        } else {
+            out.push_str(&format!("  line {}: {}\n", f.line, f.text));
+        }
     }
     out.push_str(
         "labpool sets CUDA_VISIBLE_DEVICES to the GPUs the job was given. Overriding it makes \

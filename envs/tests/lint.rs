@@ -82,7 +82,7 @@ fn a_heredoc_of_python_is_read_line_by_line() {
 fn the_message_lists_the_lines_and_what_to_do() {
     let findings =
         cuda_visible_devices_overrides("#!/bin/sh\nexport CUDA_VISIBLE_DEVICES=0,1\npython t.py\n");
-    let refused = explain(&findings, true);
+    let refused = explain(&findings, true, false);
     for needed in [
         "line 2: export CUDA_VISIBLE_DEVICES=0,1",
         "labpool sets CUDA_VISIBLE_DEVICES to the GPUs the job was given",
@@ -94,9 +94,22 @@ fn the_message_lists_the_lines_and_what_to_do() {
         assert!(refused.contains(needed), "missing {needed:?} in: {refused}");
     }
     assert!(refused.starts_with("refused"));
-    let warned = explain(&findings, false);
+    let warned = explain(&findings, false, false);
     assert!(
         warned.starts_with("warning") && warned.contains("line 2:") && warned.contains("--gpus N"),
         "{warned}"
     );
+}
+
+#[test]
+fn an_unset_is_called_so_and_a_wrap_command_has_no_line_numbers() {
+    let findings =
+        cuda_visible_devices_overrides("#!/bin/sh\nunset CUDA_VISIBLE_DEVICES; python t.py\n");
+    let text = explain(&findings, true, true);
+    assert!(
+        text.contains("the --wrap command unsets CUDA_VISIBLE_DEVICES"),
+        "{text}"
+    );
+    assert!(!text.contains("line 2"), "{text}");
+    assert_eq!(text.matches("hint: remove the line").count(), 1, "{text}");
 }

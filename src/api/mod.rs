@@ -97,6 +97,9 @@ pub struct SubmitRequest {
     /// same key gets the first answer back instead of queueing the job again.
     #[serde(default)]
     pub idempotency_key: Option<String>,
+    /// The script was made from `--wrap` (its messages then quote the command, not a line).
+    #[serde(default)]
+    pub wrapped: bool,
 }
 
 fn one() -> u32 {

@@ -212,7 +212,7 @@ pub async fn cache(command: &CacheCommand, config: &Config) -> anyhow::Result<()
                 )
                 .await?;
             if queued.nodes.is_empty() {
-                println!(
+                crate::out!(
                     "{name}@{} is staged already on every node asked for",
                     short(&queued.version)
                 );

@@ -92,7 +92,7 @@ pub async fn run(args: &DemoArgs) -> anyhow::Result<()> {
         Some(_) => "4 virtual GPUs (no NVIDIA driver found here)".to_string(),
         None => format!("its {real} real GPUs"),
     };
-    println!(
+    crate::out!(
         "labpool demo: a throwaway pool in {} with {gpus_desc}",
         tmp.path().display()
     );
@@ -118,14 +118,14 @@ pub async fn run(args: &DemoArgs) -> anyhow::Result<()> {
     stopped.context("the demo controller panicked")??;
     if args.keep {
         let kept = tmp.keep();
-        println!("Kept {} (config, database, job output).", kept.display());
+        crate::out!("Kept {} (config, database, job output).", kept.display());
     } else {
-        println!(
+        crate::out!(
             "Stopped the controller and removed {}. Nothing is left running.",
             tmp.path().display()
         );
     }
-    println!(
+    crate::out!(
         "Next: `labpool init --dir DIR` writes a config for this machine; the README shows the rest."
     );
     Ok(())
@@ -171,7 +171,7 @@ async fn drive(
     }
 
     let jobs = demo_jobs(total);
-    println!(
+    crate::out!(
         "Submitting {} jobs that contend for {total} GPUs:",
         jobs.len()
     );
@@ -204,15 +204,19 @@ async fn drive(
             gpu_share: false,
             no_requeue: false,
             idempotency_key: None,
+            wrapped: false,
         };
         let s: Submitted = client.post("/v1/jobs", &req).await?;
         let plural = if j.gpus == 1 { " " } else { "s" };
-        println!(
+        crate::out!(
             "  job {:<2} {:<15} {} GPU{plural}  {}",
-            s.job_id, j.name, j.gpus, j.what
+            s.job_id,
+            j.name,
+            j.gpus,
+            j.what
         );
     }
-    println!();
+    crate::out!();
 
     let t0 = Instant::now();
     let mut last: BTreeMap<u64, JobState> = BTreeMap::new();
@@ -234,7 +238,7 @@ async fn drive(
                 },
             };
             let at = t0.elapsed().as_secs_f64();
-            println!(
+            crate::out!(
                 "[{at:>5.1}s] job {:<2} {:<15} {:<10} {what}",
                 j.id,
                 j.name,
@@ -250,7 +254,7 @@ async fn drive(
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
 
-    println!();
+    crate::out!();
     let ms = |t: &Option<String>| t.as_deref().and_then(crate::clock::parse_ms);
     let mut rows: Vec<(u64, Vec<String>)> = finished
         .iter()
@@ -272,13 +276,13 @@ async fn drive(
         .collect();
     rows.sort_by_key(|(id, _)| *id);
     let rows = rows.into_iter().map(|(_, r)| r).collect();
-    println!(
+    crate::out!(
         "{}",
         table(&["JOB", "NAME", "STATE", "EXIT", "GPUS", "RAN"], rows)
     );
-    println!();
+    crate::out!();
     match gpu_overlap(&finished) {
-        None => println!(
+        None => crate::out!(
             "{} jobs ran on {total} GPUs in {:.1} s; no GPU was ever held by two jobs at once.",
             finished.len(),
             t0.elapsed().as_secs_f64()

@@ -199,7 +199,7 @@ pub fn build_locked(lock: &Path, dest: &Path) -> anyhow::Result<()> {
         .with_context(|| format!("{} is not a lock", lock.display()))?;
     let python = std::env::var_os(crate::env_vars::LABPOOL_ENV_PYTHON).map(Into::into);
     let tools = Tools::detect(python);
-    println!(
+    crate::out!(
         "labpool: building {} ({}) for {} at {}",
         lock.id,
         lock.kind.as_str(),
@@ -209,7 +209,7 @@ pub fn build_locked(lock: &Path, dest: &Path) -> anyhow::Result<()> {
     let mut out = std::io::stdout();
     labpool_envs::build::build(&lock, dest, &tools, &mut out)
         .with_context(|| format!("building {} failed", lock.id))?;
-    println!("labpool: build complete");
+    crate::out!("labpool: build complete");
     Ok(())
 }
 

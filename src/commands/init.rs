@@ -388,60 +388,61 @@ pub fn run(args: &InitArgs) -> anyhow::Result<()> {
         dir,
     };
     let config = new.write(args.force)?;
-    println!("Wrote {}", config.path.display());
-    println!(
+    crate::out!("Wrote {}", config.path.display());
+    crate::out!(
         "  node   {}: {} cores, {} memory",
         new.node_name,
         new.cpus,
         format_mib(new.mem_mib)
     );
     match (&new.virtual_gpus, &new.nvml) {
-        (Some(v), _) => println!(
+        (Some(v), _) => crate::out!(
             "  GPUs   {} virtual GPUs of type {} are switched on",
-            v.count, v.gpu_type
+            v.count,
+            v.gpu_type
         ),
-        (None, Ok(g)) if !g.is_empty() => println!("  GPUs   NVML found {}", describe_gpus(g)),
-        (None, Ok(_)) => println!(
+        (None, Ok(g)) if !g.is_empty() => crate::out!("  GPUs   NVML found {}", describe_gpus(g)),
+        (None, Ok(_)) => crate::out!(
             "  GPUs   none found: NVML reports 0 GPUs; virtual GPUs are in the file, commented out (or pass --virtual-gpus 4:rtx4090)"
         ),
-        (None, Err(why)) => println!(
+        (None, Err(why)) => crate::out!(
             "  GPUs   none found on this machine ({why}); virtual GPUs are in the file, commented out (or pass --virtual-gpus 4:rtx4090)"
         ),
     }
     let socket = &config.controller.socket;
     if socket.as_os_str().len() > 100 {
-        println!(
+        crate::out!(
             "  warning: the socket path {} is longer than Unix sockets allow (108 bytes); use a shorter --dir",
             socket.display()
         );
     }
-    println!(
+    crate::out!(
         "  data   datasets under {}, cached on this node in {}",
         config.datasets.root.display(),
         config.cache_dir().display()
     );
     match &home {
-        Some((root, why)) => println!(
+        Some((root, why)) => crate::out!(
             "  homes  {} ({why}): backed up nightly and under the home quota",
             root.display()
         ),
-        None if args.shared_root.is_none() => println!(
+        None if args.shared_root.is_none() => crate::out!(
             "  homes  no user's home was found in /etc/passwd, so homes are taken to be under the shared root; if members' homes are elsewhere, run init again with --home-root PATH"
         ),
         None => {}
     }
     if let Ok(fs) = config.quota_filesystems() {
-        println!(
+        crate::out!(
             "  quota  home {}, scratch {} (purged after {} untouched)",
             fs[0].root.display(),
             fs[1].root.display(),
             labpool_units::format_duration(config.purge.max_age)
         );
     }
-    println!("Next:");
-    println!("  labpool serve --config {}", config.path.display());
-    println!("  export LABPOOL_CONFIG={}", config.path.display());
-    println!("  labpool submit --gpus 1 --wrap 'echo $CUDA_VISIBLE_DEVICES'");
+    crate::out!("Next:");
+    crate::out!("  labpool serve --config {}", config.path.display());
+    crate::out!("  export LABPOOL_CONFIG={}", config.path.display());
+    crate::out!("  labpool submit --gpus 1 --wrap 'echo $CUDA_VISIBLE_DEVICES'");
     Ok(())
 }
 

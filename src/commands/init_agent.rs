@@ -110,12 +110,12 @@ pub fn run(args: &InitArgs, join: &str) -> anyhow::Result<()> {
     }
     std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
     let config = Config::load(&path)?;
-    println!("Wrote {} (node agent)", config.path.display());
-    println!("  node   {name} joins the controller at {join}");
-    println!("  key    {} (mode 0600)", key_dst.display());
-    println!("Next:");
-    println!("  labpool agent --config {}", config.path.display());
-    println!(
+    crate::out!("Wrote {} (node agent)", config.path.display());
+    crate::out!("  node   {name} joins the controller at {join}");
+    crate::out!("  key    {} (mode 0600)", key_dst.display());
+    crate::out!("Next:");
+    crate::out!("  labpool agent --config {}", config.path.display());
+    crate::out!(
         "  on this node, members use LABPOOL_CONFIG={} like on the controller",
         config.path.display()
     );

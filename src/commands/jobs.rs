@@ -25,6 +25,21 @@ fn gpus_asked(j: &JobView) -> String {
     }
 }
 
+/// What `show` says of a job's GPUs: how many it asked for, and which it holds.
+fn gpus_line(j: &JobView) -> String {
+    let shared = if j.gpu_share { ", shared" } else { "" };
+    match (j.gpus_requested, j.gpus.as_slice()) {
+        (0, _) => "none asked".to_string(),
+        (_, []) => format!("{} asked{shared}; none held yet", gpus_asked(j)),
+        (_, held) => format!(
+            "{} asked{shared}; holds GPU {} on {}",
+            gpus_asked(j),
+            gpu_list(held),
+            or_dash(j.node.as_ref())
+        ),
+    }
+}
+
 fn where_or_why(j: &JobView) -> String {
     match (&j.node, &j.reason) {
         (Some(node), _) if j.state == JobState::Running => {
@@ -111,15 +126,7 @@ fn show_text(d: &JobDetail) -> String {
         ("reason", reason),
         ("partition", j.partition.clone()),
         ("node", or_dash(j.node.as_ref())),
-        (
-            "gpus",
-            format!(
-                "{} (asked: {}{})",
-                gpu_list(&j.gpus),
-                gpus_asked(j),
-                if j.gpu_share { ", shared" } else { "" }
-            ),
-        ),
+        ("gpus", gpus_line(j)),
         (
             "env",
             match (&j.env, &j.env_id) {
@@ -186,7 +193,7 @@ pub async fn cancel(args: &CancelArgs, config: &Config) -> anyhow::Result<()> {
     let mut failed = 0;
     for o in &out {
         if o.ok {
-            println!("{}", o.message);
+            crate::out!("{}", o.message);
         } else {
             eprintln!("error: {}", o.message);
             failed += 1;
@@ -218,8 +225,14 @@ pub async fn history(args: &HistoryArgs, config: &Config) -> anyhow::Result<()> 
                     j.state.to_string(),
                     exit_text(j.exit_code, j.signal),
                     j.elapsed_s.map_or_else(|| "-".to_string(), format_elapsed),
-                    gpu_list(&j.gpus),
-                    or_dash(j.node.as_ref()),
+                    // As in `queue`: GPUS is a count, the indexes go with the node.
+                    gpus_asked(j),
+                    match &j.node {
+                        Some(node) if !j.gpus.is_empty() => {
+                            format!("{node} [{}]", gpu_list(&j.gpus))
+                        }
+                        node => or_dash(node.as_ref()),
+                    },
                     short_time(j.end_time.as_deref()),
                 ]
             })

@@ -22,7 +22,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<()> {
     // `--show-settings` (hidden): the resolved config, whatever the command, and nothing else.
     if cli.show_settings {
         let config = Config::locate(cli.config.as_deref())?;
-        println!("{}", config.settings_json()?);
+        crate::out!("{}", config.settings_json()?);
         return Ok(());
     }
     match &cli.command {

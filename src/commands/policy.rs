@@ -10,7 +10,7 @@ async fn change(config: &Config, change: AccountChange) -> anyhow::Result<()> {
     let message: String = Client::new(&config.controller.socket)
         .post("/v1/accounts", &change)
         .await?;
-    println!("{message}");
+    crate::out!("{message}");
     Ok(())
 }
 

@@ -413,7 +413,7 @@ pub async fn purge(command: &PurgeCommand, config: &Config) -> anyhow::Result<()
         return Ok(());
     }
     if !*json {
-        println!("{}", render_plan(&plan));
+        crate::out!("{}", render_plan(&plan));
     }
     if plan.total.files == 0 && plan.warned.is_empty() {
         return Ok(());
@@ -433,7 +433,7 @@ pub async fn purge(command: &PurgeCommand, config: &Config) -> anyhow::Result<()
         let mut answer = String::new();
         std::io::stdin().lock().read_line(&mut answer)?;
         if !matches!(answer.trim(), "y" | "Y" | "yes") {
-            println!("Nothing deleted.");
+            crate::out!("Nothing deleted.");
             return Ok(());
         }
     }

@@ -65,11 +65,11 @@ pub fn run(args: &SimArgs, config: Option<&Path>) -> anyhow::Result<()> {
     }
     if args.json {
         for r in &reports {
-            println!("{}", serde_json::to_string(r)?);
+            crate::out!("{}", serde_json::to_string(r)?);
         }
         return Ok(());
     }
-    println!(
+    crate::out!(
         "{} jobs, nodes {}, SSD cache {} per node, shared storage {}, SSD {}, prefetch horizon {} s, seed {}",
         input.jobs.len(),
         args.nodes,
@@ -79,10 +79,10 @@ pub fn run(args: &SimArgs, config: Option<&Path>) -> anyhow::Result<()> {
         args.horizon,
         args.seed
     );
-    println!("{}", table(&reports));
+    crate::out!("{}", table(&reports));
     if args.users {
         for r in &reports {
-            println!("\n{}:\n{}", r.policy, user_table(r));
+            crate::out!("\n{}:\n{}", r.policy, user_table(r));
         }
     }
     Ok(())

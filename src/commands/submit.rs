@@ -117,6 +117,7 @@ pub fn build_request(
         env_kind: None,
         gpu_share: request.gpu_share,
         no_requeue: request.no_requeue,
+        wrapped: args.wrap.is_some(),
         idempotency_key: Some(format!(
             "{:016x}{:016x}",
             crate::transport::random_u64(),
@@ -243,16 +244,16 @@ pub async fn run(args: &SubmitArgs, config: &Config) -> anyhow::Result<()> {
     }
     let n = submitted.job_ids.len();
     if args.parsable {
-        println!("{}", submitted.job_id);
+        crate::out!("{}", submitted.job_id);
     } else if n > 1 {
-        println!(
+        crate::out!(
             "Submitted array job {} ({n} tasks, job ids {}-{})",
             submitted.job_id,
             submitted.job_ids[0],
             submitted.job_ids[n - 1]
         );
     } else {
-        println!("Submitted job {}", submitted.job_id);
+        crate::out!("Submitted job {}", submitted.job_id);
     }
     Ok(())
 }

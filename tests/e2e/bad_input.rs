@@ -342,3 +342,28 @@ fn jobs_that_could_never_start_are_refused_at_submit() {
     assert!(pool.queue().is_empty());
     assert!(pool.history().is_empty());
 }
+
+/// A listing whose reader has gone (`labpool nodes | head -1`) ends quietly, not with a panic.
+#[test]
+fn a_listing_into_a_closed_pipe_ends_quietly() {
+    let mut pool = Pool::new("2:t4");
+    pool.start();
+    for args in [
+        &["nodes"][..],
+        &["queue"],
+        &["history"],
+        &["nodes", "--json"],
+    ] {
+        let (read, write) = nix::unistd::pipe().unwrap();
+        drop(read);
+        let out = pool
+            .command(args)
+            .stdout(std::process::Stdio::from(write))
+            .stderr(std::process::Stdio::piped())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!err.contains("panicked"), "labpool {args:?}: {err}");
+        assert_eq!(out.status.code(), Some(0), "labpool {args:?}: {err}");
+    }
+}

@@ -80,6 +80,16 @@ fn submit_runs_with_directives_and_shows_in_history() {
         table.contains("resnet") && table.contains("COMPLETED"),
         "{table}"
     );
+    // GPUS is a count, as in `queue`; the indexes go with the node.
+    assert!(
+        table.contains(" 1 ") && table.contains(&format!("[{gpu}]")),
+        "{table}"
+    );
+    let shown = pool.ok(&["show", &id.to_string()]);
+    assert!(
+        shown.contains(&format!("1 asked; holds GPU {gpu} on ")),
+        "{shown}"
+    );
     let since_tomorrow: Vec<serde_json::Value> =
         serde_json::from_str(&pool.ok(&["history", "--since", "2099-01-01", "--json"])).unwrap();
     assert!(since_tomorrow.is_empty());

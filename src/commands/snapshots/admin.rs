@@ -145,7 +145,7 @@ pub(super) async fn forget(
     let r = repo.clone();
     let plan = blocking(move || labpool_snapshots::prune::forget(&r, &policy, tz, true)).await?;
     if !json {
-        println!("{}", plan_table(&plan));
+        crate::out!("{}", plan_table(&plan));
     }
     let verdicts = if dry_run {
         plan

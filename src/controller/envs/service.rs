@@ -88,16 +88,14 @@ impl EnvService {
         if !findings.is_empty() {
             match self.config.jobs.cuda_visible_devices {
                 OverridePolicy::Refuse => {
+                    // The message carries its own hint: one, not two.
                     return Err(ApiError::bad_request(
-                        labpool_envs::lint::explain(&findings, true),
-                        Some(
-                            "remove the line and ask for GPUs with --gpus N; labpool sets CUDA_VISIBLE_DEVICES for you"
-                                .to_string(),
-                        ),
+                        labpool_envs::lint::explain(&findings, true, req.wrapped),
+                        None,
                     ));
                 }
                 OverridePolicy::Warn => {
-                    warnings.push(labpool_envs::lint::explain(&findings, false));
+                    warnings.push(labpool_envs::lint::explain(&findings, false, req.wrapped));
                 }
             }
         }
