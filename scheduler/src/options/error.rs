@@ -1,0 +1,46 @@
+//! Why a submit option was refused.
+
+use crate::export::ExportParseError;
+use crate::gpu::GpuParseError;
+use crate::time::TimeParseError;
+use labpool_units::UnitError;
+
+/// Why a submit option was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OptionError {
+    /// Bad GPU request.
+    #[error(transparent)]
+    Gpu(#[from] GpuParseError),
+    /// Bad time limit.
+    #[error(transparent)]
+    Time(#[from] TimeParseError),
+    /// Bad memory size.
+    #[error(transparent)]
+    Size(#[from] UnitError),
+    /// Bad --export.
+    #[error(transparent)]
+    Export(#[from] ExportParseError),
+    /// Bad --dependency.
+    #[error(transparent)]
+    Dependency(#[from] crate::dependency::DependencyParseError),
+    /// Bad --array.
+    #[error(transparent)]
+    Array(#[from] crate::array::ArrayParseError),
+    /// Both spellings of a GPU request.
+    #[error("--gres and --gpus both given: use one of them (e.g. --gpus 2)")]
+    GresAndGpus,
+    /// Zero CPUs.
+    #[error("--cpus-per-task and --ntasks must be at least 1")]
+    ZeroCpus,
+    /// More than one node.
+    #[error(
+        "--nodes {0}: labpool runs each job on one node; ask for more GPUs on that node instead (e.g. --gpus 4)"
+    )]
+    MultiNode(String),
+    /// `--gpu-share` on a job that asks for no GPU.
+    #[error("--gpu-share shares GPUs, but the job asks for none: add --gpus 1 (or --gres=gpu:1)")]
+    GpuShareWithoutGpus,
+    /// An unusable job name.
+    #[error("invalid job name {0:?}: use 1 to 128 printable characters without '/'")]
+    BadName(String),
+}

@@ -1,0 +1,145 @@
+//! The submit options a job can carry, shared by the command line and by `#SBATCH`/`#LABPOOL`
+//! lines in the script, and their resolution into a typed [`JobRequest`].
+
+mod error;
+mod pattern;
+mod request;
+mod resolve;
+
+pub use error::OptionError;
+pub use pattern::{PatternValues, expand_pattern};
+pub use request::{JobRequest, check_name};
+
+/// Submit options as Slurm's `sbatch` spells them. Every field is optional so that the command
+/// line, the script's directives and defaults can be layered.
+#[derive(clap::Args, Debug, Clone, Default, PartialEq, Eq)]
+pub struct JobOptions {
+    /// Job name [default: the script's file name, or "wrap"]
+    #[arg(short = 'J', long = "job-name", value_name = "NAME")]
+    pub job_name: Option<String>,
+    /// GPUs, Slurm style: gpu:N, gpu:TYPE:N or gpu:TYPE
+    #[arg(long, value_name = "gpu[:TYPE]:N")]
+    pub gres: Option<String>,
+    /// GPUs: N or TYPE:N (--gpus-per-node is the same, as a job runs on one node)
+    #[arg(
+        short = 'G',
+        long,
+        visible_alias = "gpus-per-node",
+        value_name = "[TYPE:]N"
+    )]
+    pub gpus: Option<String>,
+    /// CPU cores for the job [default: 1]
+    #[arg(short = 'c', long = "cpus-per-task", value_name = "N")]
+    pub cpus_per_task: Option<u32>,
+    /// Memory: megabytes, or a K/M/G/T suffix (32G) [default: not reserved]
+    #[arg(long, value_name = "SIZE")]
+    pub mem: Option<String>,
+    /// Time limit: MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS [default: the partition's]
+    #[arg(short = 't', long, value_name = "TIME")]
+    pub time: Option<String>,
+    /// Standard output file; %j is the job id, %x the job name [default: labpool-%j.out]
+    #[arg(short = 'o', long, value_name = "FILE")]
+    pub output: Option<String>,
+    /// Standard error file [default: with standard output]
+    #[arg(short = 'e', long, value_name = "FILE")]
+    pub error: Option<String>,
+    /// Partition (queue) [default: the configured default]
+    #[arg(short = 'p', long, value_name = "NAME")]
+    pub partition: Option<String>,
+    /// Working directory [default: where you submit]
+    #[arg(short = 'D', long, value_name = "DIR")]
+    pub chdir: Option<String>,
+    /// Environment: ALL, NONE, or NAME[=value] items [default: ALL]
+    #[arg(long, value_name = "ALL|NONE|VARS")]
+    pub export: Option<String>,
+    /// Nodes; labpool runs each job on one node, so only 1 is accepted
+    #[arg(short = 'N', long, value_name = "1")]
+    pub nodes: Option<String>,
+    /// Tasks; the job gets tasks x cpus-per-task cores (--ntasks-per-node is the same)
+    #[arg(short = 'n', long, alias = "ntasks-per-node", value_name = "N")]
+    pub ntasks: Option<u32>,
+    /// Accepted for Slurm scripts; labpool sends no mail
+    #[arg(long = "mail-type", value_name = "TYPE", hide = true)]
+    pub mail_type: Option<String>,
+    /// Accepted for Slurm scripts; labpool sends no mail
+    #[arg(long = "mail-user", value_name = "ADDR", hide = true)]
+    pub mail_user: Option<String>,
+    /// Account (research group) to run under [default: your first account]
+    #[arg(short = 'A', long, value_name = "ACCOUNT")]
+    pub account: Option<String>,
+    /// Accepted for Slurm scripts; labpool's limits come from accounts and users, not named QOS
+    #[arg(short = 'q', long, value_name = "QOS", hide = true)]
+    pub qos: Option<String>,
+    /// Wait for other jobs: afterok:N[:M], afterany:N, afternotok:N, comma-separated
+    #[arg(short = 'd', long, value_name = "TYPE:JOB[:JOB]")]
+    pub dependency: Option<String>,
+    /// A job array: 0-9, 1,3,5-7 or 0-15:4, with %N to run at most N at once
+    #[arg(short = 'a', long, value_name = "INDEXES")]
+    pub array: Option<String>,
+    /// A dataset the job reads (repeat for several)
+    #[arg(long = "dataset", value_name = "NAME")]
+    pub datasets: Vec<String>,
+    /// The software environment to run inside (`labpool env list`)
+    #[arg(long, value_name = "NAME")]
+    pub env: Option<String>,
+    /// Spend one of this month's emergency tokens: the job goes first in line
+    #[arg(long)]
+    pub emergency: bool,
+    /// Share each GPU with other --gpu-share jobs, up to the GPU's configured `share` (for small jobs)
+    #[arg(long = "gpu-share")]
+    pub gpu_share: bool,
+    /// Never run this job again after its node fails: it ends NODE_FAIL instead of being
+    /// requeued (for jobs that must not repeat side effects)
+    #[arg(long = "no-requeue")]
+    pub no_requeue: bool,
+    /// Accepted for Slurm scripts; requeueing after a node failure is the default
+    #[arg(long, hide = true)]
+    pub requeue: bool,
+    /// Accepted for Slurm scripts; ignored (a job holds only what it asks for)
+    #[arg(long, value_name = "MODE", num_args = 0..=1, default_missing_value = "node", hide = true)]
+    pub exclusive: Option<String>,
+}
+
+impl JobOptions {
+    /// Layers `over` on top of `self`: every option `over` sets wins.
+    pub fn overlay(self, over: JobOptions) -> JobOptions {
+        // --gres and --gpus are two spellings of one request: the upper layer's wins whole.
+        let over_gpus = over.gres.is_some() || over.gpus.is_some();
+        JobOptions {
+            job_name: over.job_name.or(self.job_name),
+            gres: if over_gpus { over.gres } else { self.gres },
+            gpus: if over_gpus { over.gpus } else { self.gpus },
+            cpus_per_task: over.cpus_per_task.or(self.cpus_per_task),
+            mem: over.mem.or(self.mem),
+            time: over.time.or(self.time),
+            output: over.output.or(self.output),
+            error: over.error.or(self.error),
+            partition: over.partition.or(self.partition),
+            chdir: over.chdir.or(self.chdir),
+            export: over.export.or(self.export),
+            nodes: over.nodes.or(self.nodes),
+            ntasks: over.ntasks.or(self.ntasks),
+            mail_type: over.mail_type.or(self.mail_type),
+            mail_user: over.mail_user.or(self.mail_user),
+            account: over.account.or(self.account),
+            qos: over.qos.or(self.qos),
+            dependency: over.dependency.or(self.dependency),
+            array: over.array.or(self.array),
+            datasets: if over.datasets.is_empty() {
+                self.datasets
+            } else {
+                over.datasets
+            },
+            emergency: over.emergency || self.emergency,
+            gpu_share: over.gpu_share || self.gpu_share,
+            // `--requeue` on the command line undoes a script's `--no-requeue`.
+            no_requeue: (over.no_requeue || self.no_requeue) && !over.requeue,
+            requeue: over.requeue || self.requeue,
+            env: over.env.or(self.env),
+            exclusive: over.exclusive.or(self.exclusive),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,57 @@
+//! A job request with every option checked and typed.
+
+use crate::export::ExportPolicy;
+use crate::gpu::GpuRequest;
+use crate::options::OptionError;
+use crate::time::TimeLimit;
+
+/// Checks a job name: printable, at most 128 characters, no `/`.
+pub fn check_name(name: &str) -> Result<(), OptionError> {
+    if name.is_empty() || name.len() > 128 || name.chars().any(|c| c.is_control() || c == '/') {
+        return Err(OptionError::BadName(name.to_string()));
+    }
+    Ok(())
+}
+
+/// A job request with every option checked and typed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobRequest {
+    /// Name, if one was given.
+    pub name: Option<String>,
+    /// GPUs asked for.
+    pub gpus: GpuRequest,
+    /// CPU cores asked for.
+    pub cpus: u32,
+    /// Memory asked for, MiB; 0 reserves none.
+    pub mem_mib: u64,
+    /// Time limit, if one was given.
+    pub time_limit: Option<TimeLimit>,
+    /// Standard output pattern.
+    pub output: Option<String>,
+    /// Standard error pattern.
+    pub error: Option<String>,
+    /// Partition, if one was named.
+    pub partition: Option<String>,
+    /// Working directory, if one was named.
+    pub chdir: Option<String>,
+    /// Environment policy.
+    pub export: ExportPolicy,
+    /// Account, if named.
+    pub account: Option<String>,
+    /// Dependencies, as written (checked).
+    pub dependency: Option<String>,
+    /// Array spec, as written (checked).
+    pub array: Option<String>,
+    /// Datasets read.
+    pub datasets: Vec<String>,
+    /// Through the emergency lane.
+    pub emergency: bool,
+    /// The software environment, by name.
+    pub env: Option<String>,
+    /// Share each GPU with other sharing jobs (`--gpu-share`); only with GPUs.
+    pub gpu_share: bool,
+    /// End NODE_FAIL instead of being requeued when its node fails (`--no-requeue`).
+    pub no_requeue: bool,
+    /// Things accepted but worth telling the user.
+    pub warnings: Vec<String>,
+}

@@ -1,0 +1,111 @@
+//! The options: layering, resolution and patterns.
+
+use super::*;
+
+#[test]
+fn overlay_prefers_upper_layer() {
+    let script = JobOptions {
+        job_name: Some("s".into()),
+        gres: Some("gpu:2".into()),
+        mem: Some("1G".into()),
+        ..Default::default()
+    };
+    let cli = JobOptions {
+        job_name: Some("c".into()),
+        gpus: Some("1".into()),
+        ..Default::default()
+    };
+    let merged = script.overlay(cli);
+    assert_eq!(merged.job_name.as_deref(), Some("c"));
+    assert_eq!((merged.gres, merged.gpus.as_deref()), (None, Some("1")));
+    assert_eq!(merged.mem.as_deref(), Some("1G"));
+}
+
+#[test]
+fn resolve_defaults_and_errors() {
+    let r = JobOptions::default().resolve().unwrap();
+    assert_eq!(
+        (r.gpus.count, r.cpus, r.mem_mib, r.time_limit),
+        (0, 1, 0, None)
+    );
+    let both = JobOptions {
+        gres: Some("gpu:1".into()),
+        gpus: Some("1".into()),
+        ..Default::default()
+    };
+    assert_eq!(both.resolve(), Err(OptionError::GresAndGpus));
+    let multi = JobOptions {
+        nodes: Some("2".into()),
+        ..Default::default()
+    };
+    assert!(matches!(multi.resolve(), Err(OptionError::MultiNode(_))));
+    let tasks = JobOptions {
+        ntasks: Some(2),
+        cpus_per_task: Some(4),
+        ..Default::default()
+    };
+    assert_eq!(tasks.resolve().unwrap().cpus, 8);
+    let lenient = JobOptions {
+        qos: Some("normal".into()),
+        exclusive: Some("node".into()),
+        ..Default::default()
+    };
+    assert_eq!(lenient.resolve().unwrap().warnings.len(), 2);
+    let bad_dep = JobOptions {
+        dependency: Some("after:3".into()),
+        ..Default::default()
+    };
+    assert!(matches!(bad_dep.resolve(), Err(OptionError::Dependency(_))));
+    let bad_array = JobOptions {
+        array: Some("5-1".into()),
+        ..Default::default()
+    };
+    assert!(matches!(bad_array.resolve(), Err(OptionError::Array(_))));
+    let zero = JobOptions {
+        cpus_per_task: Some(0),
+        ..Default::default()
+    };
+    assert_eq!(zero.resolve(), Err(OptionError::ZeroCpus));
+}
+
+#[test]
+fn gpu_share_needs_gpus_and_layers_like_emergency() {
+    let alone = JobOptions {
+        gpu_share: true,
+        ..Default::default()
+    };
+    let e = alone.resolve().unwrap_err();
+    assert_eq!(e, OptionError::GpuShareWithoutGpus);
+    assert!(e.to_string().contains("add --gpus 1"), "{e}");
+    let script = JobOptions {
+        gpu_share: true,
+        ..Default::default()
+    };
+    let cli = JobOptions {
+        gpus: Some("1".into()),
+        ..Default::default()
+    };
+    let r = script.overlay(cli).resolve().unwrap();
+    assert!(r.gpu_share);
+    assert_eq!(r.gpus.count, 1);
+    let plain = JobOptions {
+        gres: Some("gpu:1".into()),
+        ..Default::default()
+    };
+    assert!(!plain.resolve().unwrap().gpu_share);
+}
+
+#[test]
+fn patterns() {
+    let v = PatternValues {
+        job_id: 7,
+        job_name: "n",
+        user: "u",
+        node: "h",
+        array: Some((5, 2)),
+    };
+    assert_eq!(
+        expand_pattern("%j.%x.%u.%N.%%.%q.%A_%a.%", &v),
+        "7.n.u.h.%.%q.5_2.%"
+    );
+}
