@@ -143,6 +143,8 @@ impl Labpool {
             env_kind: None,
             gpu_share: false,
             no_requeue: false,
+            signal: None,
+            open_append: false,
             idempotency_key: None,
             wrapped: false,
         }

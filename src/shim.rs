@@ -7,11 +7,12 @@
 //! so that it can switch its effective uid safely while still single-threaded.
 
 use crate::agent::jobdir::{JobDir, RESERVED_RECORDS, Started};
-use crate::agent::procs::kill_job_processes;
+use crate::agent::procs::{kill_job_processes, signal_job_processes};
 use crate::api::agent::Outcome;
 use crate::clock::now_ms;
 use labpool_isolation::{Identity, JobCgroups, JobIsolation, Sandbox};
 use labpool_scheduler::JobState;
+use labpool_scheduler::options::SignalSpec;
 use nix::sys::signal::SigSet;
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid, waitpid};
@@ -61,6 +62,12 @@ pub struct ShimSpec {
     /// The cgroups to run the job in, where the node has them.
     #[serde(default)]
     pub isolation: Option<JobIsolation>,
+    /// A signal to send before the time limit (`--signal`).
+    #[serde(default)]
+    pub signal: Option<SignalSpec>,
+    /// Append to the output files rather than truncate them (`--open-mode=append`).
+    #[serde(default)]
+    pub open_append: bool,
 }
 
 enum Event {
@@ -251,13 +258,21 @@ fn supervise(
 
     let grace = Duration::from_millis(spec.kill_grace_ms);
     let limit = spec.time_limit_s.map(|s| started + Duration::from_secs(s));
+    // `--signal`: when to warn the job, until it has been warned.
+    let mut warn_at = limit.zip(spec.signal).map(|(l, s)| {
+        let at = l
+            .checked_sub(Duration::from_secs(s.before_s.into()))
+            .unwrap_or(started);
+        (at.max(started), s)
+    });
     // (state to report, when to send KILL) once the job is being stopped.
     let mut stopping: Option<(JobState, Instant)> = None;
     let mut reason: Option<String> = None;
     loop {
-        let deadline = match stopping {
-            Some((_, kill_at)) => Some(kill_at),
-            None => limit,
+        let deadline = match (stopping, warn_at) {
+            (Some((_, kill_at)), _) => Some(kill_at),
+            (None, Some((at, _))) => Some(at),
+            (None, None) => limit,
         };
         let event = match deadline {
             Some(d) => match rx.recv_timeout(d.saturating_duration_since(Instant::now())) {
@@ -278,6 +293,11 @@ fn supervise(
                 reason = Some("cancelled".to_string());
             }
             (Some(Event::Signal(_)), Some(_)) => {}
+            (None, None) if warn_at.is_some() => {
+                if let Some((_, s)) = warn_at.take() {
+                    warn(jd, pid, s);
+                }
+            }
             (None, None) => {
                 log("time limit reached: sending TERM");
                 let _ = killpg(pid, Signal::SIGTERM);
@@ -293,6 +313,27 @@ fn supervise(
             }
         }
     }
+}
+
+/// Sends a job its `--signal` before the time limit: to the batch shell alone with `B:`, else
+/// to every other process of the job, as Slurm signals the steps and not the batch shell.
+fn warn(jd: &JobDir, shell: Pid, s: SignalSpec) {
+    let Ok(signal) = Signal::try_from(s.signal) else {
+        log(&format!(
+            "--signal {} is not a signal here; not sent",
+            s.signal
+        ));
+        return;
+    };
+    let sent = if s.batch_only {
+        usize::from(kill(shell, signal).is_ok())
+    } else {
+        signal_job_processes(&jd.key(), signal, &[shell])
+    };
+    log(&format!(
+        "{signal} sent to {sent} process(es), {} s before the time limit (--signal)",
+        s.before_s
+    ));
 }
 
 /// How long the shim keeps trying to record a job's end that it cannot write.
@@ -381,7 +422,8 @@ fn open_outputs(spec: &ShimSpec) -> Result<(File, File), String> {
             OpenOptions::new()
                 .write(true)
                 .create(true)
-                .truncate(true)
+                .append(spec.open_append)
+                .truncate(!spec.open_append)
                 .mode(0o644)
                 .open(path)
                 .map_err(|e| {

@@ -202,6 +202,8 @@ impl Pool {
             env_kind: None,
             gpu_share: false,
             no_requeue: false,
+            signal: None,
+            open_append: false,
             idempotency_key: None,
             wrapped: false,
         }

@@ -104,9 +104,14 @@ pub fn parse_gpus(text: &str) -> Result<GpuRequest, GpuParseError> {
     };
     let t = text.trim();
     let req = match t.split_once(':') {
-        None => GpuRequest {
+        None if is_count(t) => GpuRequest {
             count: parse_count(t).ok_or_else(malformed)?,
             gpu_type: None,
+        },
+        // A type alone is one GPU of it, as `--gres=gpu:a100` is.
+        None => GpuRequest {
+            count: 1,
+            gpu_type: Some(gpu_type(t).ok_or_else(malformed)?),
         },
         Some((ty, n)) => GpuRequest {
             count: parse_count(n).ok_or_else(malformed)?,
@@ -219,7 +224,15 @@ mod tests {
             }
         );
         assert!(matches!(parse_gpus("0"), Err(GpuParseError::Zero { .. })));
-        assert!(parse_gpus("two").is_err());
+        // A type alone is one GPU of that type, as Slurm reads --gpus-per-node=a100.
+        assert_eq!(
+            parse_gpus("a100").unwrap(),
+            GpuRequest {
+                count: 1,
+                gpu_type: Some("a100".into())
+            }
+        );
+        assert!(parse_gpus("two gpus").is_err());
         assert!(parse_gpus("a100:").is_err());
     }
 

@@ -4,7 +4,7 @@
 //! blank nor a comment. Each line is parsed with the same option definitions as the command
 //! line, so a typo gets the same "did you mean" hint in both places.
 
-use crate::options::{JobOptions, OptionError};
+use crate::options::JobOptions;
 use clap::Parser;
 use clap::error::{ContextKind, ContextValue, ErrorKind};
 
@@ -31,15 +31,14 @@ pub enum ScriptError {
         /// The first line as found.
         first_line: String,
     },
-    /// A directive line could not be parsed.
-    #[error("line {line}: {directive}: {message}")]
-    Directive {
-        /// 1-based line number.
-        line: usize,
-        /// The directive line as written.
-        directive: String,
-        /// What was wrong with it.
-        message: String,
+    /// Directive lines that could not be read: every one of them, one a line.
+    #[error("{}", .problems.join("\n"))]
+    Directives {
+        /// `line N: DIRECTIVE: what was wrong`, in line order.
+        problems: Vec<String>,
+        /// What the other lines asked for, so that a caller can report the problems of the
+        /// whole request in the same go.
+        read: Box<ScriptDirectives>,
     },
 }
 
@@ -73,6 +72,9 @@ pub fn parse_script(text: &str) -> Result<ScriptDirectives, ScriptError> {
         }
     }
     let mut out = ScriptDirectives::default();
+    let mut problems: Vec<String> = Vec::new();
+    // The first line that asked for GPUs, and how: another spelling later is a conflict.
+    let mut gpus_from: Option<(usize, String, &'static str)> = None;
     let mut in_header = true;
     for (index, raw) in lines {
         let line_no = index + 1;
@@ -98,21 +100,53 @@ pub fn parse_script(text: &str) -> Result<ScriptDirectives, ScriptError> {
             ));
             continue;
         }
-        let options = parse_directive(rest).map_err(|message| ScriptError::Directive {
-            line: line_no,
-            directive: line.to_string(),
-            message,
-        })?;
+        let options = match parse_directive(rest) {
+            Ok(o) => o,
+            Err(message) => {
+                problems.push(format!("line {line_no}: {line}: {message}"));
+                continue;
+            }
+        };
+        if let Some(spelling) = gpu_spelling(&options) {
+            match &gpus_from {
+                Some((first, text, how)) if *how != spelling => problems.push(format!(
+                    "line {line_no}: {line}: asks for GPUs again as {spelling}, after line {first} ({text}) asked with {how}; keep one of them"
+                )),
+                Some(_) => {}
+                None => gpus_from = Some((line_no, line.to_string(), spelling)),
+            }
+        }
         out.options = std::mem::take(&mut out.options).overlay(options);
+    }
+    if !problems.is_empty() {
+        return Err(ScriptError::Directives {
+            problems,
+            read: Box::new(out),
+        });
     }
     Ok(out)
 }
 
-/// The text after a directive prefix, or `None` for an ordinary comment.
+/// How a directive line asks for GPUs, if it does.
+fn gpu_spelling(o: &JobOptions) -> Option<&'static str> {
+    if o.gres.is_some() {
+        Some("--gres")
+    } else if o.gpus.is_some() {
+        Some("--gpus/--gpus-per-node")
+    } else if o.slurm.gpus_per_task.is_some() {
+        Some("--gpus-per-task")
+    } else {
+        None
+    }
+}
+
+/// The text after a directive prefix, or `None` for an ordinary comment. As sbatch does, an
+/// option may follow the prefix with no space between (`#SBATCH--time=2:00:00`).
 fn directive_body(line: &str) -> Option<&str> {
     DIRECTIVE_PREFIXES.iter().find_map(|p| {
         let rest = line.strip_prefix(p)?;
-        (rest.is_empty() || rest.starts_with(char::is_whitespace)).then_some(rest)
+        (rest.is_empty() || rest.starts_with(char::is_whitespace) || rest.starts_with('-'))
+            .then_some(rest)
     })
 }
 
@@ -141,11 +175,18 @@ fn parse_directive(rest: &str) -> Result<JobOptions, String> {
     let options = DirectiveLine::try_parse_from(words)
         .map(|d| d.options)
         .map_err(|e| clap_message(&e))?;
-    match options.resolve() {
-        // Whether the job asks for GPUs is known only once every line and the command line
-        // are layered (`#SBATCH --gpu-share` may stand on its own line); submit resolves that.
-        Ok(_) | Err(OptionError::GpuShareWithoutGpus) => Ok(options),
-        Err(e) => Err(e.to_string()),
+    let Err(errors) = options.resolve_all() else {
+        return Ok(options);
+    };
+    let problems: Vec<String> = errors
+        .iter()
+        .filter(|e| !e.needs_other_lines())
+        .map(ToString::to_string)
+        .collect();
+    if problems.is_empty() {
+        Ok(options)
+    } else {
+        Err(problems.join("; "))
     }
 }
 
@@ -261,5 +302,40 @@ mod tests {
         let d = parse_script("#!/bin/sh\n# SBATCH --gpus 2\n#sbatch -J x\n#SBATCHED\n").unwrap();
         assert_eq!(d.options, JobOptions::default());
         assert_eq!(d.warnings.len(), 3, "{:?}", d.warnings);
+    }
+
+    #[test]
+    fn an_option_may_follow_the_prefix_without_a_space() {
+        let d = parse_script("#!/bin/sh\n#SBATCH--time=2:00:00\n#SBATCH -J x\n").unwrap();
+        assert_eq!(d.options.time.as_deref(), Some("2:00:00"));
+        assert!(d.warnings.is_empty(), "{:?}", d.warnings);
+    }
+
+    #[test]
+    fn every_bad_line_is_reported_at_once() {
+        let msg =
+            parse_script("#!/bin/sh\n#SBATCH --gpu=2\n#SBATCH -c x\n#SBATCH --time=1:2:3:4\n")
+                .unwrap_err()
+                .to_string();
+        let lines: Vec<&str> = msg.lines().collect();
+        assert_eq!(lines.len(), 3, "{msg}");
+        assert!(
+            lines[0].starts_with("line 2:") && lines[2].starts_with("line 4:"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn two_spellings_of_a_gpu_request_conflict_and_both_are_named() {
+        let msg = parse_script("#!/bin/sh\n#SBATCH --gres=gpu:2\n#SBATCH --gpus-per-node=4\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.contains("line 3") && msg.contains("after line 2 (#SBATCH --gres=gpu:2)"),
+            "{msg}"
+        );
+        // The same spelling again is Slurm's "last one wins".
+        let d = parse_script("#!/bin/sh\n#SBATCH --gres=gpu:2\n#SBATCH --gres=gpu:4\n").unwrap();
+        assert_eq!(d.options.gres.as_deref(), Some("gpu:4"));
     }
 }

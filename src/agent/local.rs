@@ -304,6 +304,8 @@ impl Executor {
             kill_grace_ms: launch.kill_grace_ms,
             umask: launch.umask,
             isolation: self.job_isolation(launch, &dir),
+            signal: launch.signal,
+            open_append: launch.open_append,
         };
         // The spec holds the job's environment, which may hold secrets: private from the start.
         dir.write_spec(&spec)?;

@@ -12,14 +12,14 @@ use nix::unistd::Pid;
 /// The environment variable that marks a job attempt's processes.
 pub const JOB_KEY_VAR: &str = crate::env_vars::LABPOOL_JOB_KEY;
 
-/// Sends SIGKILL to every process that carries `key` (see [`JOB_KEY_VAR`]); returns how many.
-pub fn kill_job_processes(key: &str) -> usize {
+/// Every process that carries `key` (see [`JOB_KEY_VAR`]), the caller excepted.
+pub fn job_processes(key: &str) -> Vec<Pid> {
     let wanted = format!("{JOB_KEY_VAR}={key}");
     let me = std::process::id();
-    let mut killed = 0;
     let Ok(entries) = std::fs::read_dir("/proc") else {
-        return 0;
+        return Vec::new();
     };
+    let mut found = Vec::new();
     for entry in entries.flatten() {
         let Some(pid) = entry
             .file_name()
@@ -34,12 +34,26 @@ pub fn kill_job_processes(key: &str) -> usize {
         let Ok(environ) = std::fs::read(entry.path().join("environ")) else {
             continue;
         };
-        let marked = environ
+        if environ
             .split(|b| *b == 0)
-            .any(|var| var == wanted.as_bytes());
-        if marked && kill(Pid::from_raw(pid as i32), Signal::SIGKILL).is_ok() {
-            killed += 1;
+            .any(|var| var == wanted.as_bytes())
+        {
+            found.push(Pid::from_raw(pid as i32));
         }
     }
-    killed
+    found
+}
+
+/// Sends `signal` to every process that carries `key` but those in `except`; returns how many.
+pub fn signal_job_processes(key: &str, signal: Signal, except: &[Pid]) -> usize {
+    job_processes(key)
+        .into_iter()
+        .filter(|p| !except.contains(p))
+        .filter(|p| kill(*p, signal).is_ok())
+        .count()
+}
+
+/// Sends SIGKILL to every process that carries `key` (see [`JOB_KEY_VAR`]); returns how many.
+pub fn kill_job_processes(key: &str) -> usize {
+    signal_job_processes(key, Signal::SIGKILL, &[])
 }

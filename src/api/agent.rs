@@ -60,6 +60,12 @@ pub struct Launch {
     /// GPU hygiene variables, set unless the job's own environment sets them.
     #[serde(default)]
     pub gpu_env: BTreeMap<String, String>,
+    /// A signal to send before the time limit (`--signal`).
+    #[serde(default)]
+    pub signal: Option<labpool_scheduler::options::SignalSpec>,
+    /// Append to the output files rather than truncate them (`--open-mode=append`).
+    #[serde(default)]
+    pub open_append: bool,
 }
 
 /// A software environment as a node gets it.

@@ -100,6 +100,12 @@ pub struct SubmitRequest {
     /// The script was made from `--wrap` (its messages then quote the command, not a line).
     #[serde(default)]
     pub wrapped: bool,
+    /// A signal to send before the time limit (`--signal`).
+    #[serde(default)]
+    pub signal: Option<labpool_scheduler::options::SignalSpec>,
+    /// Append to the output files rather than truncate them (`--open-mode=append`).
+    #[serde(default)]
+    pub open_append: bool,
 }
 
 fn one() -> u32 {

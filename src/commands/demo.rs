@@ -203,6 +203,8 @@ async fn drive(
             env_kind: None,
             gpu_share: false,
             no_requeue: false,
+            signal: None,
+            open_append: false,
             idempotency_key: None,
             wrapped: false,
         };

@@ -6,7 +6,7 @@ use crate::cli::SubmitArgs;
 use crate::client::Client;
 use crate::settings::Config;
 use anyhow::Context;
-use labpool_scheduler::script::parse_script;
+use labpool_scheduler::script::{ScriptError, parse_script};
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -65,14 +65,34 @@ pub fn build_request(
         .script
         .as_ref()
         .map_or_else(|| "--wrap".to_string(), |p| p.display().to_string());
-    let directives = parse_script(&script).with_context(|| format!("in {label}"))?;
+    // Every problem of the script and the command line together, in one go.
+    let (directives, mut problems) = match parse_script(&script) {
+        Ok(d) => (d, Vec::new()),
+        Err(ScriptError::Directives { problems, read }) => (
+            *read,
+            problems.iter().map(|p| format!("{label}: {p}")).collect(),
+        ),
+        Err(e) => return Err(anyhow::Error::new(e).context(format!("in {label}"))),
+    };
     let mut warnings: Vec<String> = directives
         .warnings
         .iter()
         .map(|w| format!("{label}: {w}"))
         .collect();
     let options = directives.options.overlay(args.options.clone());
-    let request = options.resolve()?;
+    let lines_failed = !problems.is_empty();
+    let request = match options.resolve_all() {
+        Ok(request) if !lines_failed => request,
+        Ok(_) => return Err(refused(&problems)),
+        Err(errors) => {
+            // With lines left out, a per-GPU option may lack the GPUs a bad line asked for.
+            let errors = errors
+                .iter()
+                .filter(|e| !(lines_failed && e.needs_other_lines()));
+            problems.extend(errors.map(ToString::to_string));
+            return Err(refused(&problems));
+        }
+    };
     warnings.extend(request.warnings.iter().cloned());
 
     let workdir = match &request.chdir {
@@ -118,6 +138,8 @@ pub fn build_request(
         gpu_share: request.gpu_share,
         no_requeue: request.no_requeue,
         wrapped: args.wrap.is_some(),
+        signal: request.signal,
+        open_append: request.open_append,
         idempotency_key: Some(format!(
             "{:016x}{:016x}",
             crate::transport::random_u64(),
@@ -125,6 +147,25 @@ pub fn build_request(
         )),
     };
     Ok((req, warnings))
+}
+
+/// The error for a submit with problems: one, as it is; several, as a numbered list.
+fn refused(problems: &[String]) -> anyhow::Error {
+    match problems {
+        [one] => anyhow::anyhow!("{one}"),
+        all => {
+            let list: Vec<String> = all
+                .iter()
+                .enumerate()
+                .map(|(i, p)| format!("  {}. {p}", i + 1))
+                .collect();
+            anyhow::anyhow!(
+                "the job was not submitted; {} problems:\n{}\nhint: fix them all, then submit again",
+                all.len(),
+                list.join("\n")
+            )
+        }
+    }
 }
 
 /// Refuses a job whose output could not be written: the directory of `--output` or `--error`

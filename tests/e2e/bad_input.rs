@@ -33,9 +33,18 @@ fn bad_submissions_are_refused_with_the_fix_and_change_nothing() {
         ],
     );
 
-    pool.script("own.sh", "#!/bin/sh\n#LABPOOL --gpus two\necho hi\n");
+    pool.script(
+        "own.sh",
+        "#!/bin/sh\n#LABPOOL --gpus rtx4090:two\necho hi\n",
+    );
     let (_, err) = fails(&pool, &["submit", "own.sh"]);
-    has(&err, &["line 2", "invalid --gpus 'two'", "--gpus 2"]);
+    has(
+        &err,
+        &["line 2", "invalid --gpus 'rtx4090:two'", "--gpus 2"],
+    );
+    // A word alone is a GPU type, as in Slurm: one GPU of a type no node has.
+    let (_, err) = fails(&pool, &["submit", "--gpus", "two", "--wrap", "true"]);
+    has(&err, &["GPUs of type 'two'", "types here: rtx4090"]);
 
     let (_, err) = fails(&pool, &["submit", "--gpus", "0", "--wrap", "true"]);
     has(&err, &["--gpus '0' asks for no GPU", "leave the flag out"]);

@@ -26,5 +26,6 @@ mod pool;
 mod quotas;
 mod recovery;
 mod show_settings;
+mod slurm_options;
 mod snapshot_copy;
 mod snapshots;

@@ -43,4 +43,25 @@ pub enum OptionError {
     /// An unusable job name.
     #[error("invalid job name {0:?}: use 1 to 128 printable characters without '/'")]
     BadName(String),
+    /// Two options that set the same thing.
+    #[error("{0}")]
+    Conflict(String),
+    /// A per-GPU option on a job that asks for no GPU.
+    #[error("{0} counts per GPU, but the job asks for none: add --gpus N")]
+    NeedsGpus(&'static str),
+    /// An option labpool cannot honour (yet), with the reason.
+    #[error("{0}")]
+    Unsupported(String),
+}
+
+impl OptionError {
+    /// True for a problem that another directive line or the command line may settle (the
+    /// GPUs that `--gpu-share` or `--cpus-per-gpu` count on may be asked for elsewhere): it is
+    /// judged once every layer is in, never on one line alone.
+    pub fn needs_other_lines(&self) -> bool {
+        matches!(
+            self,
+            OptionError::GpuShareWithoutGpus | OptionError::NeedsGpus(_)
+        )
+    }
 }

@@ -5,10 +5,12 @@ mod error;
 mod pattern;
 mod request;
 mod resolve;
+mod slurm;
 
 pub use error::OptionError;
 pub use pattern::{PatternValues, expand_pattern};
 pub use request::{JobRequest, check_name};
+pub use slurm::{SignalSpec, SlurmOptions, parse_signal};
 
 /// Submit options as Slurm's `sbatch` spells them. Every field is optional so that the command
 /// line, the script's directives and defaults can be layered.
@@ -98,6 +100,9 @@ pub struct JobOptions {
     /// Accepted for Slurm scripts; ignored (a job holds only what it asks for)
     #[arg(long, value_name = "MODE", num_args = 0..=1, default_missing_value = "node", hide = true)]
     pub exclusive: Option<String>,
+    /// The rest of sbatch's options (per-task and per-GPU resources, --signal, --open-mode…).
+    #[command(flatten)]
+    pub slurm: SlurmOptions,
 }
 
 impl JobOptions {
@@ -137,6 +142,7 @@ impl JobOptions {
             requeue: over.requeue || self.requeue,
             env: over.env.or(self.env),
             exclusive: over.exclusive.or(self.exclusive),
+            slurm: self.slurm.overlay(over.slurm),
         }
     }
 }

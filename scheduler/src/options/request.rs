@@ -3,6 +3,7 @@
 use crate::export::ExportPolicy;
 use crate::gpu::GpuRequest;
 use crate::options::OptionError;
+use crate::options::slurm::SignalSpec;
 use crate::time::TimeLimit;
 
 /// Checks a job name: printable, at most 128 characters, no `/`.
@@ -52,6 +53,10 @@ pub struct JobRequest {
     pub gpu_share: bool,
     /// End NODE_FAIL instead of being requeued when its node fails (`--no-requeue`).
     pub no_requeue: bool,
+    /// A signal to send before the time limit (`--signal`).
+    pub signal: Option<SignalSpec>,
+    /// Append to the output files instead of truncating them (`--open-mode=append`).
+    pub open_append: bool,
     /// Things accepted but worth telling the user.
     pub warnings: Vec<String>,
 }

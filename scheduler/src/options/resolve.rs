@@ -1,37 +1,129 @@
-//! Resolving the layered options into a [`JobRequest`]: every option checked, Slurm's
-//! resource arithmetic applied.
+//! Resolving the layered options into a [`JobRequest`]: every option checked, every problem
+//! found reported together, and Slurm's resource arithmetic applied (per task, per GPU, per CPU).
 
 use crate::array::parse_array;
 use crate::dependency::parse_dependencies;
 use crate::export::parse_export;
 use crate::gpu::{GpuRequest, parse_gpus, parse_gres};
+use crate::options::slurm::parse_signal;
 use crate::options::{JobOptions, JobRequest, OptionError, check_name};
 use crate::time::parse_time_limit;
 use labpool_units::parse_mem_mib;
 
 impl JobOptions {
-    /// Checks and types every option.
+    /// Checks and types every option; the first problem, if any (see [`JobOptions::resolve_all`]).
     pub fn resolve(&self) -> Result<JobRequest, OptionError> {
+        self.resolve_all().map_err(|mut all| all.remove(0))
+    }
+
+    /// Checks and types every option, and reports every problem at once.
+    pub fn resolve_all(&self) -> Result<JobRequest, Vec<OptionError>> {
+        let mut errors: Vec<OptionError> = Vec::new();
         let mut warnings = Vec::new();
-        let gpus = match (&self.gres, &self.gpus) {
-            (Some(_), Some(_)) => return Err(OptionError::GresAndGpus),
-            (Some(g), None) => parse_gres(g)?,
-            (None, Some(g)) => parse_gpus(g)?,
-            (None, None) => GpuRequest::default(),
+        let s = &self.slurm;
+        let mut take = |r: Result<(), OptionError>| {
+            if let Err(e) = r {
+                errors.push(e);
+            }
         };
+        // Tasks first: --gpus-per-task and --ntasks-per-gpu count on them.
+        let ntasks_given = self.ntasks;
+        let mut ntasks = ntasks_given.unwrap_or(1);
+        let gpus = match (&self.gres, &self.gpus, &s.gpus_per_task) {
+            (Some(_), Some(_), _) => {
+                take(Err(OptionError::GresAndGpus));
+                GpuRequest::default()
+            }
+            (Some(_), _, Some(_)) | (_, Some(_), Some(_)) => {
+                take(Err(OptionError::Conflict(
+                    "--gpus-per-task and --gres/--gpus both ask for GPUs; keep one of them".into(),
+                )));
+                GpuRequest::default()
+            }
+            (Some(g), None, None) => parse_gres(g).unwrap_or_else(|e| {
+                take(Err(e.into()));
+                GpuRequest::default()
+            }),
+            (None, Some(g), None) => parse_gpus(g).unwrap_or_else(|e| {
+                take(Err(e.into()));
+                GpuRequest::default()
+            }),
+            (None, None, Some(g)) => match parse_gpus(g) {
+                Ok(per_task) => GpuRequest {
+                    count: per_task.count.saturating_mul(ntasks),
+                    gpu_type: per_task.gpu_type,
+                },
+                Err(e) => {
+                    take(Err(e.into()));
+                    GpuRequest::default()
+                }
+            },
+            (None, None, None) => GpuRequest::default(),
+        };
+        if let Some(per_gpu) = s.ntasks_per_gpu {
+            match (ntasks_given, gpus.count) {
+                (Some(_), _) => take(Err(OptionError::Conflict(
+                    "--ntasks and --ntasks-per-gpu both set the tasks; keep one of them".into(),
+                ))),
+                (None, 0) => take(Err(OptionError::NeedsGpus("--ntasks-per-gpu"))),
+                (None, g) => ntasks = per_gpu.saturating_mul(g),
+            }
+        }
         if self.gpu_share && gpus.count == 0 {
-            return Err(OptionError::GpuShareWithoutGpus);
+            take(Err(OptionError::GpuShareWithoutGpus));
         }
         if let Some(nodes) = &self.nodes
             && !matches!(nodes.trim(), "1" | "1-1")
         {
-            return Err(OptionError::MultiNode(nodes.clone()));
+            take(Err(OptionError::MultiNode(nodes.clone())));
         }
-        let cpus_per_task = self.cpus_per_task.unwrap_or(1);
-        let ntasks = self.ntasks.unwrap_or(1);
-        if cpus_per_task == 0 || ntasks == 0 {
-            return Err(OptionError::ZeroCpus);
+        let cpus = match (self.cpus_per_task, s.cpus_per_gpu) {
+            (Some(_), Some(_)) => {
+                take(Err(OptionError::Conflict(
+                    "--cpus-per-task and --cpus-per-gpu both set the cores; keep one of them"
+                        .into(),
+                )));
+                1
+            }
+            (_, Some(_)) if gpus.count == 0 => {
+                take(Err(OptionError::NeedsGpus("--cpus-per-gpu")));
+                1
+            }
+            (_, Some(per_gpu)) => per_gpu.saturating_mul(gpus.count),
+            (per_task, None) => per_task.unwrap_or(1).saturating_mul(ntasks),
+        };
+        if cpus == 0 || ntasks == 0 {
+            take(Err(OptionError::ZeroCpus));
         }
+        let mem = |text: &str, errors: &mut Vec<OptionError>| match parse_mem_mib(text) {
+            Ok(m) => m,
+            Err(e) => {
+                errors.push(e.into());
+                0
+            }
+        };
+        let mem_mib = match (&self.mem, &s.mem_per_cpu, &s.mem_per_gpu) {
+            (None, None, None) => 0,
+            (Some(m), None, None) => mem(m, &mut errors),
+            (None, Some(m), None) => mem(m, &mut errors).saturating_mul(u64::from(cpus)),
+            (None, None, Some(_)) if gpus.count == 0 => {
+                errors.push(OptionError::NeedsGpus("--mem-per-gpu"));
+                0
+            }
+            (None, None, Some(m)) => mem(m, &mut errors).saturating_mul(u64::from(gpus.count)),
+            _ => {
+                errors.push(OptionError::Conflict(
+                    "--mem, --mem-per-cpu and --mem-per-gpu each set the memory; keep one of them"
+                        .into(),
+                ));
+                0
+            }
+        };
+        let mut take = |r: Result<(), OptionError>| {
+            if let Err(e) = r {
+                errors.push(e);
+            }
+        };
         if self.mail_type.is_some() || self.mail_user.is_some() {
             warnings.push("--mail-type/--mail-user ignored: labpool sends no mail".to_string());
         }
@@ -39,10 +131,10 @@ impl JobOptions {
             warnings.push("--qos ignored: labpool's limits come from accounts and users (`labpool account list`)".to_string());
         }
         if let Some(d) = &self.dependency {
-            parse_dependencies(d)?;
+            take(parse_dependencies(d).map(drop).map_err(Into::into));
         }
         if let Some(a) = &self.array {
-            parse_array(a)?;
+            take(parse_array(a).map(drop).map_err(Into::into));
         }
         if self.exclusive.is_some() {
             warnings.push(
@@ -51,29 +143,70 @@ impl JobOptions {
             );
         }
         if let Some(name) = &self.job_name {
-            check_name(name)?;
+            take(check_name(name));
+        }
+        warnings.extend(s.warnings());
+        if let Some(r) = &s.reservation {
+            take(Err(OptionError::Unsupported(format!(
+                "--reservation {r}: labpool has no reservations yet; submit without it"
+            ))));
+        }
+        if let Some(d) = &s.deadline {
+            take(Err(OptionError::Unsupported(format!(
+                "--deadline {d}: labpool cannot promise a deadline yet; submit without it and give a --time"
+            ))));
+        }
+        if s.hold {
+            take(Err(OptionError::Unsupported(
+                "--hold: labpool has no hold and release yet; submit the job when it may run"
+                    .into(),
+            )));
+        }
+        let signal = match s.signal.as_deref().map(parse_signal).transpose() {
+            Ok(sig) => sig,
+            Err(e) => {
+                take(Err(OptionError::Unsupported(e)));
+                None
+            }
+        };
+        let open_append = match s.open_mode.as_deref().map(str::trim) {
+            None | Some("truncate") => false,
+            Some("append") => true,
+            Some(other) => {
+                take(Err(OptionError::Unsupported(format!(
+                    "--open-mode {other:?}: write append or truncate"
+                ))));
+                false
+            }
+        };
+        let time_limit = match self.time.as_deref().map(parse_time_limit).transpose() {
+            Ok(t) => t,
+            Err(e) => {
+                take(Err(e.into()));
+                None
+            }
+        };
+        let export = match self.export.as_deref().map(parse_export).transpose() {
+            Ok(e) => e.unwrap_or_default(),
+            Err(e) => {
+                take(Err(e.into()));
+                Default::default()
+            }
+        };
+        if !errors.is_empty() {
+            return Err(errors);
         }
         Ok(JobRequest {
             name: self.job_name.clone(),
             gpus,
-            cpus: cpus_per_task.saturating_mul(ntasks),
-            mem_mib: self
-                .mem
-                .as_deref()
-                .map(parse_mem_mib)
-                .transpose()?
-                .unwrap_or(0),
-            time_limit: self.time.as_deref().map(parse_time_limit).transpose()?,
+            cpus,
+            mem_mib,
+            time_limit,
             output: self.output.clone(),
             error: self.error.clone(),
             partition: self.partition.clone(),
             chdir: self.chdir.clone(),
-            export: self
-                .export
-                .as_deref()
-                .map(parse_export)
-                .transpose()?
-                .unwrap_or_default(),
+            export,
             account: self.account.clone(),
             dependency: self.dependency.clone(),
             array: self.array.clone(),
@@ -82,6 +215,8 @@ impl JobOptions {
             gpu_share: self.gpu_share,
             no_requeue: self.no_requeue && !self.requeue,
             env: self.env.clone(),
+            signal,
+            open_append,
             warnings,
         })
     }

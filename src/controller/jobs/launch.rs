@@ -56,6 +56,8 @@ impl Engine {
             datasets: self.launch_datasets(row.id, hit),
             env: self.launch_env(row),
             gpu_env: self.config.jobs.gpu_env(),
+            signal: req.signal,
+            open_append: req.open_append,
         };
         (alloc.node.clone(), launch)
     }

@@ -1,0 +1,243 @@
+//! The rest of sbatch's options that real GPU scripts use: per-task and per-GPU resource
+//! arithmetic, `--signal`, `--open-mode`, and the options that mean nothing on a labpool pool
+//! (accepted with a one-line warning) or that it cannot honour yet (refused with the reason).
+
+/// Options as sbatch spells them, beyond the core ones of [`super::JobOptions`].
+#[derive(clap::Args, Debug, Clone, Default, PartialEq, Eq)]
+pub struct SlurmOptions {
+    /// GPUs per task: [TYPE:]N; the job gets N x --ntasks
+    #[arg(long = "gpus-per-task", value_name = "[TYPE:]N")]
+    pub gpus_per_task: Option<String>,
+    /// CPU cores per GPU; the job gets N x its GPUs (instead of --cpus-per-task)
+    #[arg(long = "cpus-per-gpu", value_name = "N")]
+    pub cpus_per_gpu: Option<u32>,
+    /// Memory per CPU core (instead of --mem)
+    #[arg(long = "mem-per-cpu", value_name = "SIZE")]
+    pub mem_per_cpu: Option<String>,
+    /// Memory per GPU (instead of --mem)
+    #[arg(long = "mem-per-gpu", value_name = "SIZE")]
+    pub mem_per_gpu: Option<String>,
+    /// Tasks per GPU: --ntasks is N x the job's GPUs
+    #[arg(long = "ntasks-per-gpu", value_name = "N")]
+    pub ntasks_per_gpu: Option<u32>,
+    /// Send SIG this many seconds before the time limit: [{R|B}:]SIG[@TIME] (TIME 60 by default;
+    /// B: the batch shell only, else every process of the job but the batch shell)
+    #[arg(long, value_name = "[B:]SIG[@TIME]")]
+    pub signal: Option<String>,
+    /// Output files: truncate (the default) or append
+    #[arg(long = "open-mode", value_name = "append|truncate")]
+    pub open_mode: Option<String>,
+    /// Accepted for Slurm scripts: the job already gets the environment it was submitted from
+    #[arg(long = "get-user-env", value_name = "TIMEOUT", num_args = 0..=1, default_missing_value = "", hide = true)]
+    pub get_user_env: Option<String>,
+    /// Accepted for Slurm scripts; not kept
+    #[arg(long, value_name = "TEXT", hide = true)]
+    pub comment: Option<String>,
+    /// Node features; accepted and ignored until nodes declare features
+    #[arg(short = 'C', long, value_name = "LIST", hide = true)]
+    pub constraint: Option<String>,
+    /// Refused: labpool has no reservations yet
+    #[arg(long, value_name = "NAME", hide = true)]
+    pub reservation: Option<String>,
+    /// Nodes the job must run on; accepted and ignored for now (labpool places the job)
+    #[arg(short = 'w', long, value_name = "NODES", hide = true)]
+    pub nodelist: Option<String>,
+    /// Nodes the job must not run on; accepted and ignored for now (labpool places the job)
+    #[arg(short = 'x', long, value_name = "NODES", hide = true)]
+    pub exclude: Option<String>,
+    /// Licenses; accepted and ignored (labpool counts none)
+    #[arg(short = 'L', long, value_name = "LIST", hide = true)]
+    pub licenses: Option<String>,
+    /// Clusters; accepted and ignored (one pool is one cluster)
+    #[arg(
+        short = 'M',
+        long,
+        visible_alias = "cluster",
+        value_name = "NAMES",
+        hide = true
+    )]
+    pub clusters: Option<String>,
+    /// Start no earlier than TIME; accepted and ignored for now (the job is eligible at once)
+    #[arg(long, value_name = "TIME", hide = true)]
+    pub begin: Option<String>,
+    /// Refused for now: labpool cannot promise a deadline
+    #[arg(long, value_name = "TIME", hide = true)]
+    pub deadline: Option<String>,
+    /// Refused for now: labpool has no hold and release yet
+    #[arg(short = 'H', long, hide = true)]
+    pub hold: bool,
+}
+
+impl SlurmOptions {
+    /// Layers `over` on top of `self`: every option `over` sets wins.
+    pub fn overlay(self, over: SlurmOptions) -> SlurmOptions {
+        SlurmOptions {
+            gpus_per_task: over.gpus_per_task.or(self.gpus_per_task),
+            cpus_per_gpu: over.cpus_per_gpu.or(self.cpus_per_gpu),
+            mem_per_cpu: over.mem_per_cpu.or(self.mem_per_cpu),
+            mem_per_gpu: over.mem_per_gpu.or(self.mem_per_gpu),
+            ntasks_per_gpu: over.ntasks_per_gpu.or(self.ntasks_per_gpu),
+            signal: over.signal.or(self.signal),
+            open_mode: over.open_mode.or(self.open_mode),
+            get_user_env: over.get_user_env.or(self.get_user_env),
+            comment: over.comment.or(self.comment),
+            constraint: over.constraint.or(self.constraint),
+            reservation: over.reservation.or(self.reservation),
+            nodelist: over.nodelist.or(self.nodelist),
+            exclude: over.exclude.or(self.exclude),
+            licenses: over.licenses.or(self.licenses),
+            clusters: over.clusters.or(self.clusters),
+            begin: over.begin.or(self.begin),
+            deadline: over.deadline.or(self.deadline),
+            hold: over.hold || self.hold,
+        }
+    }
+
+    /// One line for each option that is accepted but means nothing here.
+    pub fn warnings(&self) -> Vec<String> {
+        let noted = |set: bool, text: &str| set.then(|| text.to_string());
+        [
+            noted(
+                self.get_user_env.is_some(),
+                "--get-user-env ignored: the job gets the environment it was submitted from",
+            ),
+            noted(self.comment.is_some(), "--comment is not kept"),
+            self.constraint.as_ref().map(|c| {
+                format!("--constraint {c:?} ignored: no node declares features here yet")
+            }),
+            self.nodelist.as_ref().map(|n| {
+                format!("--nodelist {n:?} ignored for now: labpool picks the node (`labpool nodes` lists them)")
+            }),
+            self.exclude
+                .as_ref()
+                .map(|n| format!("--exclude {n:?} ignored for now: labpool picks the node")),
+            noted(self.licenses.is_some(), "--licenses ignored: labpool counts no licenses"),
+            noted(self.clusters.is_some(), "--clusters ignored: this pool is one cluster"),
+            self.begin
+                .as_ref()
+                .map(|b| format!("--begin {b:?} ignored for now: the job may start at once")),
+        ]
+        .into_iter()
+        .flatten()
+        .collect()
+    }
+}
+
+/// A signal to send before the time limit (`--signal`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SignalSpec {
+    /// The signal's number (Linux numbering).
+    pub signal: i32,
+    /// Seconds before the time limit.
+    pub before_s: u32,
+    /// `B:`: to the batch shell only; otherwise to every process of the job but the batch
+    /// shell, as Slurm signals the steps and not the shell.
+    pub batch_only: bool,
+}
+
+/// Linux's numbers for the signals a job may ask for by name.
+const SIGNALS: [(&str, i32); 17] = [
+    ("HUP", 1),
+    ("INT", 2),
+    ("QUIT", 3),
+    ("ABRT", 6),
+    ("KILL", 9),
+    ("USR1", 10),
+    ("USR2", 12),
+    ("PIPE", 13),
+    ("ALRM", 14),
+    ("TERM", 15),
+    ("CONT", 18),
+    ("STOP", 19),
+    ("TSTP", 20),
+    ("URG", 23),
+    ("XCPU", 24),
+    ("XFSZ", 25),
+    ("PROF", 27),
+];
+
+/// Parses `--signal=[{R|B}:]SIG[@TIME]`: SIG a name (`USR1`, `SIGUSR1`) or a number, TIME in
+/// seconds (0 to 65535, 60 when left out). `R:` (reservation overlap) changes nothing here.
+///
+/// ```
+/// use labpool_scheduler::options::parse_signal;
+/// let s = parse_signal("B:USR1@90").unwrap();
+/// assert_eq!((s.signal, s.before_s, s.batch_only), (10, 90, true));
+/// assert_eq!(parse_signal("TERM").unwrap().before_s, 60);
+/// ```
+pub fn parse_signal(text: &str) -> Result<SignalSpec, String> {
+    let bad = |why: &str| {
+        format!("--signal {text:?}: {why}; write [B:]SIG[@SECONDS], e.g. --signal=B:USR1@120")
+    };
+    let mut rest = text.trim();
+    let mut batch_only = false;
+    for (prefix, batch) in [("B:", true), ("R:", false), ("RB:", true), ("BR:", true)] {
+        if let Some(r) = rest.strip_prefix(prefix) {
+            rest = r;
+            batch_only = batch;
+            break;
+        }
+    }
+    let (sig, time) = match rest.split_once('@') {
+        Some((s, t)) => (s, Some(t)),
+        None => (rest, None),
+    };
+    let name = sig.trim().to_ascii_uppercase();
+    let name = name.strip_prefix("SIG").unwrap_or(&name);
+    let signal = match name.parse::<i32>() {
+        Ok(n) if (1..=64).contains(&n) => n,
+        Ok(_) => return Err(bad("the signal number is out of range")),
+        Err(_) => SIGNALS
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| *v)
+            .ok_or_else(|| bad("not a signal name or number"))?,
+    };
+    let before_s = match time {
+        None => 60,
+        Some(t) => t
+            .trim()
+            .parse::<u32>()
+            .ok()
+            .filter(|t| *t <= 65_535)
+            .ok_or_else(|| bad("the time is not 0 to 65535 seconds"))?,
+    };
+    Ok(SignalSpec {
+        signal,
+        before_s,
+        batch_only,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn signals() {
+        assert_eq!(parse_signal("SIGUSR2@5").unwrap().signal, 12);
+        assert_eq!(
+            parse_signal("R:10@30").unwrap(),
+            SignalSpec {
+                signal: 10,
+                before_s: 30,
+                batch_only: false
+            }
+        );
+        for bad in ["", "FOO", "USR1@", "USR1@-1", "99", "B:USR1@70000"] {
+            assert!(parse_signal(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn what_means_nothing_here_is_said_in_one_line_each() {
+        let o = SlurmOptions {
+            comment: Some("x".into()),
+            licenses: Some("matlab".into()),
+            begin: Some("now+1hour".into()),
+            ..SlurmOptions::default()
+        };
+        assert_eq!(o.warnings().len(), 3);
+        assert!(SlurmOptions::default().warnings().is_empty());
+    }
+}

@@ -1,0 +1,160 @@
+//! sbatch's options as real GPU scripts use them: the signal before the time limit, the output
+//! open mode, Slurm's per-task and per-GPU arithmetic, directive lines written without a
+//! space, and every problem of a script reported in one go.
+
+use crate::pool::{Pool, fails_stderr, has, read_output, s};
+use std::time::Duration;
+
+const T: Duration = Duration::from_secs(30);
+
+#[test]
+fn signal_with_b_reaches_the_batch_shell_before_the_time_limit() {
+    let mut pool = Pool::new("2:a100");
+    pool.start();
+    // A limit of 1 minute and the signal 57 s before it: it comes about 3 s in.
+    pool.script(
+        "ckpt.sh",
+        "#!/bin/bash\n#SBATCH --time=1 --signal=B:USR1@57 -o ckpt.out\n\
+         trap 'echo checkpoint-on-usr1; exit 0' USR1\necho started\n\
+         while true; do sleep 0.2; done\n",
+    );
+    let id = pool.submit(&["ckpt.sh"]);
+    let job = pool.wait_done(id, T);
+    assert_eq!(s(&job, "state"), "COMPLETED", "{job:#}");
+    let out = read_output(&pool.work.join("ckpt.out"));
+    has(&out, &["started", "checkpoint-on-usr1"]);
+    let ran = job["elapsed_s"].as_u64().unwrap();
+    assert!((2..=20).contains(&ran), "signalled after {ran} s: {job:#}");
+}
+
+#[test]
+fn signal_without_b_reaches_the_job_processes_and_not_the_batch_shell() {
+    let mut pool = Pool::new("1:a100");
+    pool.start();
+    pool.script(
+        "steps.sh",
+        "#!/bin/bash\n#SBATCH --time=1 --signal=USR2@57 -o steps.out\n\
+         trap 'echo shell-got-usr2' USR2\n\
+         sh -c 'trap \"echo step-got-usr2; exit 7\" USR2; while :; do sleep 0.2; done' &\n\
+         wait $!; code=$?\n\
+         # The shell's own trap would have cut the wait short with 128+12.\n\
+         echo step-exit=$code\n",
+    );
+    let id = pool.submit(&["steps.sh"]);
+    let job = pool.wait_done(id, T);
+    assert_eq!(s(&job, "state"), "COMPLETED", "{job:#}");
+    let out = read_output(&pool.work.join("steps.out"));
+    has(&out, &["step-got-usr2", "step-exit=7"]);
+    assert!(!out.contains("shell-got-usr2"), "{out}");
+}
+
+#[test]
+fn open_mode_append_keeps_what_the_file_held_and_truncate_does_not() {
+    let mut pool = Pool::new("1:a100");
+    pool.start();
+    for (mode, file) in [("append", "kept.out"), ("truncate", "fresh.out")] {
+        std::fs::write(pool.work.join(file), "from an earlier run\n").unwrap();
+        let id = pool.submit(&[
+            &format!("--open-mode={mode}"),
+            "-o",
+            file,
+            "--wrap",
+            "echo this run",
+        ]);
+        assert_eq!(s(&pool.wait_done(id, T), "state"), "COMPLETED");
+    }
+    let kept = read_output(&pool.work.join("kept.out"));
+    assert_eq!(kept, "from an earlier run\nthis run\n");
+    let fresh = read_output(&pool.work.join("fresh.out"));
+    assert_eq!(fresh, "this run\n");
+}
+
+#[test]
+fn per_task_and_per_gpu_options_add_up_as_in_slurm() {
+    let mut pool = Pool::new("4:a100");
+    pool.start();
+    // 2 tasks x 2 GPUs each = 4 GPUs; 3 cores and 1 GiB per GPU.
+    pool.script(
+        "ddp.sh",
+        "#!/bin/bash\n#SBATCH --ntasks=2\n#SBATCH --gpus-per-task=a100:2\n\
+         #SBATCH --cpus-per-gpu=3\n#SBATCH --mem-per-gpu=1G\n#SBATCH--time=2:00\n\
+         echo \"gpus=$CUDA_VISIBLE_DEVICES\"\n",
+    );
+    let id = pool.submit(&["ddp.sh"]);
+    let job = pool.wait_done(id, T);
+    assert_eq!(s(&job, "state"), "COMPLETED", "{job:#}");
+    assert_eq!(job["gpus_requested"], 4, "{job:#}");
+    assert_eq!(job["gpus"].as_array().unwrap().len(), 4);
+    assert_eq!(job["cpus"], 12);
+    assert_eq!(job["mem_mib"], 4096);
+    // `#SBATCH--time=2:00` is read, as sbatch reads it: 2 minutes, not the partition's default.
+    assert_eq!(job["time_limit_s"], 120);
+
+    // A type with no count is one GPU of that type, as `--gres=gpu:a100` is.
+    let id = pool.submit(&[
+        "--gpus-per-node=a100",
+        "--mem-per-cpu=100M",
+        "-c",
+        "2",
+        "--wrap",
+        "true",
+    ]);
+    let job = pool.wait_done(id, T);
+    assert_eq!(job["gpus_requested"], 1, "{job:#}");
+    assert_eq!(s(&job, "gpu_type"), "a100");
+    assert_eq!(job["mem_mib"], 200);
+}
+
+#[test]
+fn every_problem_of_a_script_is_reported_in_one_go_and_nothing_is_queued() {
+    let mut pool = Pool::new("2:a100");
+    pool.start();
+    pool.script(
+        "bad.sh",
+        "#!/bin/bash\n#SBATCH --gres=gpu:2\n#SBATCH --gpus-per-node=4\n\
+         #SBATCH --time=forever\n#SBATCH --mem=lots --cpus-per-task=0\n\
+         #SBATCH --signal=USR9\n#SBATCH --reservation=maint\npython train.py\n",
+    );
+    let err = fails_stderr(&pool, &["submit", "bad.sh", "--open-mode=sideways"]);
+    has(
+        &err,
+        &[
+            "problems:",
+            // The two GPU requests, each named with its line.
+            "line 3: #SBATCH --gpus-per-node=4",
+            "after line 2 (#SBATCH --gres=gpu:2)",
+            "line 4:",
+            "line 5:",
+            "line 6:",
+            "--reservation maint",
+            "--open-mode \"sideways\"",
+            "hint: fix them all",
+        ],
+    );
+    assert!(pool.queue().is_empty());
+    assert!(pool.history().is_empty());
+}
+
+#[test]
+fn options_that_mean_nothing_here_are_accepted_with_one_line_each() {
+    let mut pool = Pool::new("1:a100");
+    pool.start();
+    pool.script(
+        "site.sh",
+        "#!/bin/bash\n#SBATCH --comment=\"paper run\" -C \"a100&ib\" --get-user-env\n\
+         #SBATCH -L matlab:1 --clusters=gpu\ntrue\n",
+    );
+    let out = pool.command(&["submit", "site.sh"]).output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    has(
+        &err,
+        &[
+            "--comment",
+            "--constraint",
+            "--get-user-env",
+            "--licenses",
+            "--clusters",
+        ],
+    );
+}
