@@ -145,6 +145,7 @@ impl Labpool {
             no_requeue: false,
             signal: None,
             open_append: false,
+            nodes: Default::default(),
             idempotency_key: None,
             wrapped: false,
         }

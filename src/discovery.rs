@@ -189,6 +189,7 @@ pub fn node_spec(config: &NodeConfig) -> (NodeSpec, GpuSource) {
         gpus,
         cpus: config.cpus.unwrap_or_else(host_cpus),
         mem_mib: config.memory.unwrap_or_else(host_mem_mib),
+        features: config.features.clone(),
     };
     (spec, found.source)
 }

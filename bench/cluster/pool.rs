@@ -204,6 +204,7 @@ impl Pool {
             no_requeue: false,
             signal: None,
             open_append: false,
+            nodes: Default::default(),
             idempotency_key: None,
             wrapped: false,
         }

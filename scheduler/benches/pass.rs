@@ -39,6 +39,7 @@ fn cluster(pending: u64) -> Scheduler {
             gpus,
             cpus: 64,
             mem_mib: 512 * 1024,
+            features: vec![],
         })
         .unwrap();
     }

@@ -3,7 +3,7 @@
 //! (a `--gpu-share` job included, where no node has enough GPUs configured with `share` > 1).
 //! Anything that could run later is accepted and waits with a reason.
 
-use crate::job::Resources;
+use crate::job::{NodeRequest, Resources};
 use crate::time::TimeLimit;
 use labpool_units::format_mib;
 use std::collections::BTreeMap;
@@ -21,6 +21,8 @@ pub struct AdmitRequest<'a> {
     pub time_limit: Option<TimeLimit>,
     /// What each job needs.
     pub resources: &'a Resources,
+    /// Which nodes it may run on.
+    pub nodes: &'a NodeRequest,
     /// Through the emergency lane.
     pub emergency: bool,
     /// How many jobs this submission makes (an array makes several).
@@ -132,6 +134,32 @@ pub enum AdmissionError {
     /// The partition has no nodes.
     #[error("partition {0} has no nodes yet")]
     NoNodes(String),
+    /// `--nodelist` or `--exclude` names nodes the pool does not have.
+    #[error("{flag} names {} that {} not in the pool: {}; nodes here: {known}", if .names.len() == 1 { "a node" } else { "nodes" }, if .names.len() == 1 { "is" } else { "are" }, .names.join(", "))]
+    UnknownNodes {
+        /// `--nodelist` or `--exclude`.
+        flag: &'static str,
+        /// The unknown names.
+        names: Vec<String>,
+        /// The nodes there are, compressed.
+        known: String,
+    },
+    /// `--constraint` names features no node has.
+    #[error("--constraint names {} no node has: {}; features here: {known}", if .features.len() == 1 { "a feature" } else { "features" }, .features.join(", "))]
+    UnknownFeatures {
+        /// The unknown features.
+        features: Vec<String>,
+        /// Features with their nodes, or "none".
+        known: String,
+    },
+    /// No node of the partition passes `--constraint`, `--nodelist` and `--exclude` together.
+    #[error("no node in partition {partition} matches {what}")]
+    NoNodeMatches {
+        /// The partition.
+        partition: String,
+        /// The options, as given.
+        what: String,
+    },
     /// No node has the GPU type.
     #[error(
         "no node in partition {partition} has GPUs of type '{requested}'; types here: {available}"
@@ -242,6 +270,15 @@ impl AdmissionError {
             }
             AdmissionError::NoNodes(_) => {
                 "start `labpool serve` (or an agent) so that a node joins".to_string()
+            }
+            AdmissionError::UnknownNodes { .. } => {
+                "`labpool nodes` lists the nodes by name".to_string()
+            }
+            AdmissionError::UnknownFeatures { .. } => {
+                "an admin gives a node features with features = [...] under [node] in its config; `labpool nodes --json` shows them".to_string()
+            }
+            AdmissionError::NoNodeMatches { .. } => {
+                "`labpool nodes --json` shows each node's partition and features".to_string()
             }
             AdmissionError::UnknownGpuType { .. } => {
                 "--gpus N without a type takes any type".to_string()

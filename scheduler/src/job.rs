@@ -148,6 +148,44 @@ pub struct JobSpec {
     pub dependencies: Vec<Dependency>,
     /// Its place in an array, if it is an array task.
     pub array: Option<ArrayTask>,
+    /// Which nodes it may run on.
+    #[serde(default)]
+    pub nodes: NodeRequest,
+}
+
+/// Which nodes a job may run on, as it asked: `--constraint`, `--nodelist`, `--exclude`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct NodeRequest {
+    /// Features its nodes must have.
+    #[serde(default)]
+    pub constraint: Option<crate::constraint::Constraint>,
+    /// Nodes it must run on (all of them in its allocation).
+    #[serde(default)]
+    pub nodelist: Vec<String>,
+    /// Nodes it must not run on.
+    #[serde(default)]
+    pub exclude: Vec<String>,
+}
+
+/// Any node will do: a request that asks nothing of its nodes, to borrow for `'static`.
+pub static ANY_NODE: NodeRequest = NodeRequest {
+    constraint: None,
+    nodelist: Vec::new(),
+    exclude: Vec::new(),
+};
+
+impl NodeRequest {
+    /// True when the job asks nothing of its nodes beyond resources.
+    pub fn is_any(&self) -> bool {
+        self.constraint.is_none() && self.nodelist.is_empty() && self.exclude.is_empty()
+    }
+
+    /// True when a node with this name and these features may take the job.
+    pub fn allows(&self, name: &str, features: &[String]) -> bool {
+        (self.nodelist.is_empty() || self.nodelist.iter().any(|n| n == name))
+            && !self.exclude.iter().any(|n| n == name)
+            && self.constraint.as_ref().is_none_or(|c| c.holds(features))
+    }
 }
 
 /// A job's place in an array.

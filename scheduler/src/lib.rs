@@ -21,10 +21,10 @@
 //! };
 //! let mut s = Scheduler::new(vec![normal]).unwrap();
 //! let gpu = |index| GpuDevice { index, gpu_type: "rtx4090".into(), product: "virtual".into(), memory_mib: 0, uuid: None, share: 1 };
-//! s.upsert_node(NodeSpec { name: "box".into(), gpus: vec![gpu(0), gpu(1)], cpus: 8, mem_mib: 65_536 }).unwrap();
+//! s.upsert_node(NodeSpec { name: "box".into(), gpus: vec![gpu(0), gpu(1)], cpus: 8, mem_mib: 65_536, features: vec![] }).unwrap();
 //!
 //! let res = Resources { gpus: 2, gpu_type: None, cpus: 1, mem_mib: 0, gpu_share: false };
-//! let req = AdmitRequest { user: "alice", account: None, partition: None, time_limit: None, resources: &res, emergency: false, count: 1 };
+//! let req = AdmitRequest { user: "alice", account: None, partition: None, time_limit: None, resources: &res, nodes: &labpool_scheduler::job::ANY_NODE, emergency: false, count: 1 };
 //! let admitted = s.admit(&req).unwrap();
 //! s.enqueue(JobSpec {
 //!     id: JobId(1), name: "train".into(), user: "alice".into(), partition: admitted.partition,
@@ -39,10 +39,12 @@
 pub mod admission;
 pub mod array;
 pub mod cache_view;
+pub mod constraint;
 pub mod credits;
 pub mod dependency;
 pub mod export;
 pub mod gpu;
+pub mod hostlist;
 pub mod job;
 pub mod limits;
 pub mod node;
@@ -59,6 +61,6 @@ pub mod scheduler;
 pub mod script;
 pub mod time;
 
-pub use job::{Allocation, JobId, JobSpec, JobState, Resources};
+pub use job::{Allocation, JobId, JobSpec, JobState, NodeRequest, Resources};
 pub use scheduler::{Decision, Scheduler};
 pub use time::{TimeLimit, Timestamp};

@@ -49,6 +49,9 @@ pub struct NodeSpec {
     pub cpus: u32,
     /// Memory the pool may use, MiB.
     pub mem_mib: u64,
+    /// Features an admin gave it (`[node] features`), for `--constraint`.
+    #[serde(default)]
+    pub features: Vec<String>,
 }
 
 /// A node's state, in Slurm's words.

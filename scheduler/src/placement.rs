@@ -104,6 +104,21 @@ filter!(
     |_job, c, ctx| ctx.partition.has_node(c.node.name())
 );
 filter!(
+    /// The node is one the job named with `--nodelist`, if it named any.
+    NodelistFilter, "nodelist", static = true,
+    |job, c, _ctx| job.nodes.nodelist.is_empty() || job.nodes.nodelist.iter().any(|n| n == c.node.name())
+);
+filter!(
+    /// The node is not one the job excluded with `--exclude`.
+    ExcludeFilter, "exclude", static = true,
+    |job, c, _ctx| !job.nodes.exclude.iter().any(|n| n == c.node.name())
+);
+filter!(
+    /// The node has the features the job's `--constraint` asks for.
+    FeaturesFilter, "features", static = true,
+    |job, c, _ctx| job.nodes.constraint.as_ref().is_none_or(|k| k.holds(&c.node.spec.features))
+);
+filter!(
     /// The node has GPUs of the requested type at all.
     GpuTypeFilter, "gpu-type", static = true,
     |job, c, _ctx| job.resources.gpus == 0 || c.node.gpus_of_type(job.resources.gpu_type.as_deref()).next().is_some()
@@ -238,6 +253,9 @@ impl Chain {
         Chain {
             filters: vec![
                 Box::new(PartitionFilter),
+                Box::new(NodelistFilter),
+                Box::new(ExcludeFilter),
+                Box::new(FeaturesFilter),
                 Box::new(GpuTypeFilter),
                 Box::new(GpuCountFilter),
                 Box::new(GpuShareFilter),

@@ -158,7 +158,7 @@ proptest! {
                 Step::Submit { user, gpus, ty, cpus, limit_h, emergency, dep } => {
                     let r = Resources { gpus, gpu_type: Some(TYPES[ty].to_string()), cpus, mem_mib: 0, gpu_share: false };
                     let user = USERS[user];
-                    let rq = AdmitRequest { user, account: None, partition: None, time_limit: Some(TimeLimit::Seconds(limit_h * H)), resources: &r, emergency, count: 1 };
+                    let rq = AdmitRequest { user, account: None, partition: None, time_limit: Some(TimeLimit::Seconds(limit_h * H)), resources: &r, nodes: &labpool_scheduler::job::ANY_NODE, emergency, count: 1 };
                     if let Ok(a) = s.admit(&rq) {
                         let dependencies = dep.filter(|d| (*d as u64) < next).map(|d| parse_dependencies(&format!("afterok:{}", d + 1)).unwrap()).unwrap_or_default();
                         s.enqueue(JobSpec {
@@ -269,7 +269,7 @@ proptest! {
             let mut out = Vec::new();
             for (i, (g, ty, u)) in jobs.iter().enumerate() {
                 let r = Resources { gpus: *g, gpu_type: Some(["t4", "a100"][*ty].into()), cpus: 1, mem_mib: 0, gpu_share: false };
-                let rq = AdmitRequest { user: USERS[*u], account: None, partition: None, time_limit: None, resources: &r, emergency: false, count: 1 };
+                let rq = AdmitRequest { user: USERS[*u], account: None, partition: None, time_limit: None, resources: &r, nodes: &labpool_scheduler::job::ANY_NODE, emergency: false, count: 1 };
                 if let Ok(a) = s.admit(&rq) {
                     s.enqueue(JobSpec { id: JobId(i as u64 + 1), user: USERS[*u].into(), account: a.account, partition: a.partition,
                         resources: r, time_limit: a.time_limit, submit_time: at(i as f64 / 10.0), ..JobSpec::default() });

@@ -100,6 +100,7 @@ pub fn simulate(input: &SimInput, policy: SimPolicy) -> Result<SimReport, SimErr
                     gpus,
                     cpus: group.gpus * 8,
                     mem_mib: 0,
+                    features: vec![],
                 })
                 .expect("at most 64 GPUs per node");
             nodes.push(SimNode {

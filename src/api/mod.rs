@@ -106,6 +106,9 @@ pub struct SubmitRequest {
     /// Append to the output files rather than truncate them (`--open-mode=append`).
     #[serde(default)]
     pub open_append: bool,
+    /// Which nodes it may run on (`--constraint`, `--nodelist`, `--exclude`).
+    #[serde(default)]
+    pub nodes: labpool_scheduler::NodeRequest,
 }
 
 fn one() -> u32 {
@@ -294,6 +297,9 @@ pub struct NodeView {
     /// Memory available on it, MiB, from the last heartbeat.
     #[serde(default)]
     pub mem_available_mib: Option<u64>,
+    /// Its features, for `--constraint`.
+    #[serde(default)]
+    pub features: Vec<String>,
 }
 
 /// A partition, as `labpool partition list` prints it.

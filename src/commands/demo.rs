@@ -205,6 +205,7 @@ async fn drive(
             no_requeue: false,
             signal: None,
             open_append: false,
+            nodes: Default::default(),
             idempotency_key: None,
             wrapped: false,
         };

@@ -100,6 +100,8 @@ memory = "{mem}"
 # GPU sharing: up to this many small jobs submitted with --gpu-share hold one GPU at once
 # (a number for every GPU, or by type). Default 1: a GPU belongs to one job.
 # gpu_share = {{ rtx3090 = 2 }}
+# Features jobs may ask for with --constraint (sbatch -C), e.g. the GPU model and the network:
+# features = ["a100", "ib"]
 
 # What every job gets: labpool sets CUDA_VISIBLE_DEVICES to the job's GPUs, refuses scripts
 # that override it ("warn" only warns), puts each job in cgroups where the kernel has them

@@ -50,6 +50,8 @@ name = {name}
 cpus = {cpus}
 memory = "{mem}"
 {gpu_line}
+# Features jobs may ask for with --constraint (sbatch -C):
+# features = ["a100", "ib"]
 
 # The node's dataset cache: a local SSD directory.
 [cache]

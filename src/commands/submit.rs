@@ -140,6 +140,7 @@ pub fn build_request(
         wrapped: args.wrap.is_some(),
         signal: request.signal,
         open_append: request.open_append,
+        nodes: request.nodes.clone(),
         idempotency_key: Some(format!(
             "{:016x}{:016x}",
             crate::transport::random_u64(),

@@ -205,6 +205,7 @@ impl Config {
         }
         check_partitions(&self.scheduler_partitions()).map_err(|e| e.to_string())?;
         self.node.check_name()?;
+        self.node.check_features()?;
         self.credits.check()?;
         self.quota_filesystems()?;
         self.quotas.check_schedule()?;

@@ -28,6 +28,9 @@ pub struct NodeConfig {
     /// node, or a table by GPU type (`{ rtx3090 = 2 }`) [default: 1, no sharing].
     #[serde(default)]
     pub gpu_share: Option<GpuShare>,
+    /// Features of this node that jobs may ask for with `--constraint` (e.g. `["a100", "ib"]`).
+    #[serde(default)]
+    pub features: Vec<String>,
 }
 
 impl NodeConfig {
@@ -67,6 +70,27 @@ impl NodeConfig {
             ));
         }
         Ok(())
+    }
+
+    /// Each feature is a word `--constraint` can name.
+    pub(super) fn check_features(&self) -> Result<(), String> {
+        let bad: Vec<&str> = self
+            .features
+            .iter()
+            .filter(|f| {
+                f.is_empty()
+                    || !f.chars().all(|c| {
+                        c.is_alphanumeric() || matches!(c, '_' | '-' | '.' | ':' | '+' | '=')
+                    })
+            })
+            .map(String::as_str)
+            .collect();
+        if bad.is_empty() {
+            return Ok(());
+        }
+        Err(format!(
+            "[node] features {bad:?}: a feature is a word of letters, digits, '_', '-', '.', ':', '+' or '=', e.g. features = [\"a100\", \"ib\"]"
+        ))
     }
 
     /// `cpus` is not 0.

@@ -88,6 +88,7 @@ fn a_node_cannot_end_or_requeue_a_job_that_runs_on_another_node() {
             gpus: Vec::new(),
             cpus: 1,
             mem_mib: 1024,
+            features: vec![],
         },
         gpu_source: "none".into(),
         isolation: Default::default(),

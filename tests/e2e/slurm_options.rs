@@ -141,7 +141,7 @@ fn options_that_mean_nothing_here_are_accepted_with_one_line_each() {
     pool.start();
     pool.script(
         "site.sh",
-        "#!/bin/bash\n#SBATCH --comment=\"paper run\" -C \"a100&ib\" --get-user-env\n\
+        "#!/bin/bash\n#SBATCH --comment=\"paper run\" --get-user-env\n\
          #SBATCH -L matlab:1 --clusters=gpu\ntrue\n",
     );
     let out = pool.command(&["submit", "site.sh"]).output().unwrap();
@@ -149,12 +149,44 @@ fn options_that_mean_nothing_here_are_accepted_with_one_line_each() {
     let err = String::from_utf8_lossy(&out.stderr);
     has(
         &err,
+        &["--comment", "--get-user-env", "--licenses", "--clusters"],
+    );
+}
+
+#[test]
+fn constraint_nodelist_and_exclude_pick_among_the_nodes_and_refuse_what_is_not_there() {
+    let mut pool = Pool::new("2:a100");
+    pool.edit_config(|t| {
+        t.replace(
+            "# features = [\"a100\", \"ib\"]",
+            "features = [\"a100\", \"ib\"]",
+        )
+    });
+    pool.start();
+    let nodes: serde_json::Value = serde_json::from_str(&pool.ok(&["nodes", "--json"])).unwrap();
+    let node = s(&nodes[0], "name").to_string();
+    let id = pool.submit(&["-C", "a100&ib", "-w", &node, "--wrap", "true"]);
+    assert_eq!(s(&pool.wait_done(id, T), "state"), "COMPLETED");
+
+    let err = fails_stderr(
+        &pool,
+        &["submit", "--constraint=a100&h100", "--wrap", "true"],
+    );
+    has(&err, &["h100", "features here: a100 (", "ib ("]);
+    let err = fails_stderr(&pool, &["submit", "--nodelist=gn[7-8]", "--wrap", "true"]);
+    has(
+        &err,
         &[
-            "--comment",
-            "--constraint",
-            "--get-user-env",
-            "--licenses",
-            "--clusters",
+            "--nodelist names nodes that are not in the pool: gn7, gn8",
+            &node,
         ],
     );
+    let err = fails_stderr(&pool, &["submit", "-x", &node, "--wrap", "true"]);
+    has(
+        &err,
+        &["no node in partition normal matches --exclude", "hint:"],
+    );
+    let err = fails_stderr(&pool, &["submit", "-C", "a100*2", "--wrap", "true"]);
+    has(&err, &["node counts per feature"]);
+    assert_eq!(pool.history().len(), 1);
 }

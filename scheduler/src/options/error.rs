@@ -26,6 +26,17 @@ pub enum OptionError {
     /// Bad --array.
     #[error(transparent)]
     Array(#[from] crate::array::ArrayParseError),
+    /// Bad --constraint.
+    #[error(transparent)]
+    Constraint(#[from] crate::constraint::ConstraintError),
+    /// Bad --nodelist or --exclude.
+    #[error("{flag}: {error}")]
+    Hostlist {
+        /// The option.
+        flag: &'static str,
+        /// What is wrong.
+        error: crate::hostlist::HostlistError,
+    },
     /// Both spellings of a GPU request.
     #[error("--gres and --gpus both given: use one of them (e.g. --gpus 2)")]
     GresAndGpus,

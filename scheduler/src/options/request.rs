@@ -57,6 +57,8 @@ pub struct JobRequest {
     pub signal: Option<SignalSpec>,
     /// Append to the output files instead of truncating them (`--open-mode=append`).
     pub open_append: bool,
+    /// Which nodes it may run on.
+    pub nodes: crate::job::NodeRequest,
     /// Things accepted but worth telling the user.
     pub warnings: Vec<String>,
 }

@@ -2,9 +2,12 @@
 //! found reported together, and Slurm's resource arithmetic applied (per task, per GPU, per CPU).
 
 use crate::array::parse_array;
+use crate::constraint::Constraint;
 use crate::dependency::parse_dependencies;
 use crate::export::parse_export;
 use crate::gpu::{GpuRequest, parse_gpus, parse_gres};
+use crate::hostlist::expand;
+use crate::job::NodeRequest;
 use crate::options::slurm::parse_signal;
 use crate::options::{JobOptions, JobRequest, OptionError, check_name};
 use crate::time::parse_time_limit;
@@ -179,6 +182,33 @@ impl JobOptions {
                 false
             }
         };
+        let mut hosts = |flag: &'static str, text: &Option<String>| match text.as_deref() {
+            None => Vec::new(),
+            Some(t) if t.contains('/') => {
+                errors.push(OptionError::Unsupported(format!(
+                    "{flag} {t}: a file of node names is not read; list the nodes, e.g. {flag}=gn[1-2]"
+                )));
+                Vec::new()
+            }
+            Some(t) => expand(t).unwrap_or_else(|error| {
+                errors.push(OptionError::Hostlist { flag, error });
+                Vec::new()
+            }),
+        };
+        let nodelist = hosts("--nodelist", &s.nodelist);
+        let exclude = hosts("--exclude", &s.exclude);
+        let constraint = match s.constraint.as_deref().map(Constraint::parse).transpose() {
+            Ok(c) => c,
+            Err(e) => {
+                errors.push(e.into());
+                None
+            }
+        };
+        let mut take = |r: Result<(), OptionError>| {
+            if let Err(e) = r {
+                errors.push(e);
+            }
+        };
         let time_limit = match self.time.as_deref().map(parse_time_limit).transpose() {
             Ok(t) => t,
             Err(e) => {
@@ -217,6 +247,11 @@ impl JobOptions {
             env: self.env.clone(),
             signal,
             open_append,
+            nodes: NodeRequest {
+                constraint,
+                nodelist,
+                exclude,
+            },
             warnings,
         })
     }

@@ -33,17 +33,17 @@ pub struct SlurmOptions {
     /// Accepted for Slurm scripts; not kept
     #[arg(long, value_name = "TEXT", hide = true)]
     pub comment: Option<String>,
-    /// Node features; accepted and ignored until nodes declare features
-    #[arg(short = 'C', long, value_name = "LIST", hide = true)]
+    /// Node features the job needs: a100&ib (all), a100|h100 (any), [r1|r2] (the same on every node)
+    #[arg(short = 'C', long, value_name = "FEATURES")]
     pub constraint: Option<String>,
     /// Refused: labpool has no reservations yet
     #[arg(long, value_name = "NAME", hide = true)]
     pub reservation: Option<String>,
-    /// Nodes the job must run on; accepted and ignored for now (labpool places the job)
-    #[arg(short = 'w', long, value_name = "NODES", hide = true)]
+    /// Nodes the job must run on, as a host list: gn1,gn[3-4]
+    #[arg(short = 'w', long, value_name = "NODES")]
     pub nodelist: Option<String>,
-    /// Nodes the job must not run on; accepted and ignored for now (labpool places the job)
-    #[arg(short = 'x', long, value_name = "NODES", hide = true)]
+    /// Nodes the job must not run on, as a host list
+    #[arg(short = 'x', long, value_name = "NODES")]
     pub exclude: Option<String>,
     /// Licenses; accepted and ignored (labpool counts none)
     #[arg(short = 'L', long, value_name = "LIST", hide = true)]
@@ -102,17 +102,14 @@ impl SlurmOptions {
                 "--get-user-env ignored: the job gets the environment it was submitted from",
             ),
             noted(self.comment.is_some(), "--comment is not kept"),
-            self.constraint.as_ref().map(|c| {
-                format!("--constraint {c:?} ignored: no node declares features here yet")
-            }),
-            self.nodelist.as_ref().map(|n| {
-                format!("--nodelist {n:?} ignored for now: labpool picks the node (`labpool nodes` lists them)")
-            }),
-            self.exclude
-                .as_ref()
-                .map(|n| format!("--exclude {n:?} ignored for now: labpool picks the node")),
-            noted(self.licenses.is_some(), "--licenses ignored: labpool counts no licenses"),
-            noted(self.clusters.is_some(), "--clusters ignored: this pool is one cluster"),
+            noted(
+                self.licenses.is_some(),
+                "--licenses ignored: labpool counts no licenses",
+            ),
+            noted(
+                self.clusters.is_some(),
+                "--clusters ignored: this pool is one cluster",
+            ),
             self.begin
                 .as_ref()
                 .map(|b| format!("--begin {b:?} ignored for now: the job may start at once")),
@@ -235,6 +232,7 @@ mod tests {
             comment: Some("x".into()),
             licenses: Some("matlab".into()),
             begin: Some("now+1hour".into()),
+            nodelist: Some("gn1".into()),
             ..SlurmOptions::default()
         };
         assert_eq!(o.warnings().len(), 3);

@@ -4,11 +4,13 @@
 use super::Scheduler;
 use crate::admission::{AdmissionError, AdmitRequest, Admitted, NodeShape, explain_misfit};
 use crate::cache_view::NoCache;
-use crate::job::JobSpec;
+use crate::hostlist::compress;
+use crate::job::{JobSpec, NodeRequest};
 use crate::partition::Partition;
 use crate::placement::{Candidate, PlacementContext};
 use crate::profile::Profile;
 use crate::time::{TimeLimit, Timestamp};
+use std::collections::BTreeMap;
 
 impl Scheduler {
     fn partition(&self, name: &str) -> Option<&Partition> {
@@ -128,7 +130,9 @@ impl Scheduler {
                 });
             }
         }
+        self.check_node_request(part, req.nodes)?;
         let probe = JobSpec {
+            nodes: req.nodes.clone(),
             user: req.user.to_string(),
             account: account.clone(),
             partition: part.name.clone(),
@@ -173,6 +177,7 @@ impl Scheduler {
                 .nodes
                 .values()
                 .filter(|n| part.has_node(n.name()))
+                .filter(|n| req.nodes.allows(n.name(), &n.spec.features))
                 .map(|n| NodeShape {
                     name: n.name(),
                     gpu_types: n.spec.gpus.iter().map(|g| g.gpu_type.as_str()).collect(),
@@ -188,5 +193,88 @@ impl Scheduler {
             time_limit,
             account,
         })
+    }
+
+    /// Refuses `--nodelist`/`--exclude` names and `--constraint` features the pool does not
+    /// have (as Slurm does), and a combination no node of the partition matches.
+    fn check_node_request(
+        &self,
+        part: &Partition,
+        nodes: &NodeRequest,
+    ) -> Result<(), AdmissionError> {
+        if nodes.is_any() {
+            return Ok(());
+        }
+        let all: Vec<String> = self.nodes.keys().cloned().collect();
+        for (flag, names) in [
+            ("--nodelist", &nodes.nodelist),
+            ("--exclude", &nodes.exclude),
+        ] {
+            let unknown: Vec<String> = names
+                .iter()
+                .filter(|n| !self.nodes.contains_key(*n))
+                .cloned()
+                .collect();
+            if !unknown.is_empty() {
+                return Err(AdmissionError::UnknownNodes {
+                    flag,
+                    names: unknown,
+                    known: if all.is_empty() {
+                        "none".into()
+                    } else {
+                        compress(&all)
+                    },
+                });
+            }
+        }
+        if let Some(c) = &nodes.constraint {
+            let mut have: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+            for n in self.nodes.values() {
+                for f in &n.spec.features {
+                    have.entry(f).or_default().push(n.name().to_string());
+                }
+            }
+            let missing: Vec<String> = c
+                .features()
+                .into_iter()
+                .filter(|f| !have.contains_key(f))
+                .map(str::to_string)
+                .collect();
+            if !missing.is_empty() {
+                let known: Vec<String> = have
+                    .iter()
+                    .map(|(f, on)| format!("{f} ({})", compress(on)))
+                    .collect();
+                return Err(AdmissionError::UnknownFeatures {
+                    features: missing,
+                    known: if known.is_empty() {
+                        "none".into()
+                    } else {
+                        known.join(", ")
+                    },
+                });
+            }
+        }
+        let matches = self
+            .nodes
+            .values()
+            .any(|n| part.has_node(n.name()) && nodes.allows(n.name(), &n.spec.features));
+        if !matches {
+            let mut what = Vec::new();
+            if let Some(c) = &nodes.constraint {
+                what.push(format!("--constraint {c}"));
+            }
+            if !nodes.nodelist.is_empty() {
+                what.push(format!("--nodelist {}", compress(&nodes.nodelist)));
+            }
+            if !nodes.exclude.is_empty() {
+                what.push(format!("--exclude {}", compress(&nodes.exclude)));
+            }
+            return Err(AdmissionError::NoNodeMatches {
+                partition: part.name.clone(),
+                what: what.join(" with "),
+            });
+        }
+        Ok(())
     }
 }

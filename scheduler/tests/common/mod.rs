@@ -41,6 +41,7 @@ pub fn node(name: &str, gpus: &[&str], cpus: u32) -> NodeSpec {
             .collect(),
         cpus,
         mem_mib: 64 * 1024,
+        features: vec![],
     }
 }
 
@@ -86,6 +87,7 @@ pub fn req<'a>(user: &'a str, r: &'a Resources) -> AdmitRequest<'a> {
         partition: None,
         time_limit: None,
         resources: r,
+        nodes: &labpool_scheduler::job::ANY_NODE,
         emergency: false,
         count: 1,
     }

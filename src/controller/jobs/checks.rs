@@ -276,6 +276,7 @@ impl Engine {
             partition: req.partition.as_deref(),
             time_limit: req.time_limit,
             resources: &resources,
+            nodes: &req.nodes,
             emergency: req.emergency,
             count,
         };

@@ -342,6 +342,7 @@ fn job_from_row(r: &SqliteRow) -> Result<JobRow, DbError> {
             account: r.try_get("account")?,
             emergency: r.try_get::<i64, _>("emergency")? != 0,
             datasets: request.datasets.clone(),
+            nodes: request.nodes.clone(),
             dependencies: match &request.dependency {
                 Some(d) => parse_dependencies(d).map_err(|e| corrupt(e.to_string()))?,
                 None => Vec::new(),

@@ -160,6 +160,7 @@ impl Engine {
                 emergency: req.emergency,
                 datasets: req.datasets.clone(),
                 dependencies: a.dependencies.clone(),
+                nodes: req.nodes.clone(),
                 array: task.map(|t| ArrayTask {
                     array_id: JobId(array_id.unwrap_or(id)),
                     task: t,

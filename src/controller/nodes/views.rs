@@ -88,6 +88,7 @@ impl Engine {
                     last_seen: self.last_seen(n.name()).map(|t| crate::clock::rfc3339(t.0)),
                     load: self.heartbeat_of(n.name()).map(|b| b.load),
                     mem_available_mib: self.heartbeat_of(n.name()).map(|b| b.mem_available_mib),
+                    features: n.spec.features.clone(),
                 }
             })
             .collect()
