@@ -145,6 +145,8 @@ impl Labpool {
             no_requeue: false,
             signal: None,
             open_append: false,
+            hold: false,
+            begin_ms: None,
             nodes: Default::default(),
             idempotency_key: None,
             wrapped: false,

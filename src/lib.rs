@@ -8,6 +8,7 @@
 
 pub mod agent;
 pub mod api;
+pub mod begin;
 pub mod cli;
 pub mod client;
 pub mod clock;

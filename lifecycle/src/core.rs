@@ -246,6 +246,22 @@ impl<J: Tracked> Lifecycle<J> {
                     }
                 }
             }
+            Event::Hold { job, hold, by } => {
+                let Some(life) = self.pending(job) else {
+                    return out;
+                };
+                if life.hold == hold {
+                    return out;
+                }
+                let kind = hold.as_ref().map(|h| h.kind);
+                let t = Transition::Held {
+                    hold,
+                    by,
+                    time: now,
+                };
+                self.commit(job, t, &mut out);
+                out.push(Effect::HoldChanged { job, hold: kind });
+            }
             Event::NodeDown { node, reason } => {
                 let changes: Vec<(u64, Transition)> = self
                     .jobs

@@ -83,6 +83,16 @@ pub enum Event {
         /// Who.
         by: String,
     },
+    /// A waiting job is held (`Some`) or released (`None`) by `by`; the shell has checked
+    /// that `by` may.
+    Hold {
+        /// The job.
+        job: u64,
+        /// The hold, or `None` to release it.
+        hold: Option<crate::life::Hold>,
+        /// Who.
+        by: String,
+    },
     /// A node stopped answering.
     NodeDown {
         /// The node.
@@ -157,6 +167,13 @@ pub enum Effect {
         node: String,
         /// (job, attempt) it must be running.
         expected: Vec<(u64, u32)>,
+    },
+    /// The waiting job was held or released: the scheduler must know.
+    HoldChanged {
+        /// The job.
+        job: u64,
+        /// Its hold now.
+        hold: Option<labpool_scheduler::HoldBy>,
     },
     /// The job left the queue unplaced (cancelled while pending).
     Dequeue {

@@ -36,6 +36,6 @@ mod transition;
 
 pub use crate::core::{Lifecycle, Tracked};
 pub use event::{Effect, Event};
-pub use life::JobLife;
+pub use life::{Hold, JobLife};
 pub use rules::{Outcome, Readiness, Stale};
 pub use transition::{Placement, StageKind, Transition, gpu_list};

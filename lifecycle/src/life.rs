@@ -39,6 +39,17 @@ pub struct JobLife {
     pub isolation: Option<String>,
     /// False for `--no-requeue` jobs: they end NODE_FAIL with their node instead of waiting again.
     pub requeue: bool,
+    /// Who holds it, while it is held (`--hold`, `labpool hold`).
+    pub hold: Option<Hold>,
+}
+
+/// A hold on a waiting job: who put it, and so who may release it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Hold {
+    /// The user who held it.
+    pub by: String,
+    /// Its owner's hold, or an admin's.
+    pub kind: labpool_scheduler::HoldBy,
 }
 
 impl JobLife {
@@ -60,6 +71,7 @@ impl JobLife {
             stderr: None,
             isolation: None,
             requeue,
+            hold: None,
         }
     }
 
@@ -113,6 +125,7 @@ impl JobLife {
                 self.reason_detail = Some(detail.clone());
             }
             Transition::Noted { .. } => {}
+            Transition::Held { hold, .. } => self.hold = hold.clone(),
             Transition::CancelRequested { by, .. } => self.cancel_requested_by = Some(by.clone()),
             Transition::Requeued { code, detail, .. } => {
                 self.state = JobState::Pending;

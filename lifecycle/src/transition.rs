@@ -82,6 +82,15 @@ pub enum Transition {
         /// When, ms.
         time: i64,
     },
+    /// Held (`Some`) or released (`None`) while waiting.
+    Held {
+        /// The hold, or `None` for a release.
+        hold: Option<crate::life::Hold>,
+        /// Who released it, for a release.
+        by: String,
+        /// When, ms.
+        time: i64,
+    },
     /// Someone asked to stop the running job; kept so that a restarted controller still stops it.
     CancelRequested {
         /// Who.
@@ -152,6 +161,10 @@ impl Transition {
                 detail,
                 time,
             } => Some((event, detail.clone(), *time)),
+            Transition::Held { hold, by, time } => Some(match hold {
+                Some(h) => ("hold", format!("held by {}", h.by), *time),
+                None => ("release", format!("released by {by}"), *time),
+            }),
             Transition::CancelRequested { by, time } => {
                 Some(("cancel", format!("requested by {by}"), *time))
             }

@@ -151,6 +151,31 @@ pub struct JobSpec {
     /// Which nodes it may run on.
     #[serde(default)]
     pub nodes: NodeRequest,
+    /// Held (`--hold`, `labpool hold`): it waits until released, whatever else it waits for.
+    #[serde(default)]
+    pub hold: Option<HoldBy>,
+    /// It may not start before this time (`--begin`).
+    #[serde(default)]
+    pub begin: Option<Timestamp>,
+}
+
+/// Who holds a job, which says who may release it: its owner (or an admin), or only an admin.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum HoldBy {
+    /// Its owner held it (`--hold`, `labpool hold`); Slurm's `JobHeldUser`.
+    User,
+    /// An admin held another user's job; only an admin releases it. Slurm's `JobHeldAdmin`.
+    Admin,
+}
+
+impl HoldBy {
+    /// Slurm's reason word for a job held this way.
+    pub fn reason(self) -> &'static str {
+        match self {
+            HoldBy::User => "JobHeldUser",
+            HoldBy::Admin => "JobHeldAdmin",
+        }
+    }
 }
 
 /// Which nodes a job may run on, as it asked: `--constraint`, `--nodelist`, `--exclude`.

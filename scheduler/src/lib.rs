@@ -61,6 +61,6 @@ pub mod scheduler;
 pub mod script;
 pub mod time;
 
-pub use job::{Allocation, JobId, JobSpec, JobState, NodeRequest, Resources};
+pub use job::{Allocation, HoldBy, JobId, JobSpec, JobState, NodeRequest, Resources};
 pub use scheduler::{Decision, Scheduler};
 pub use time::{TimeLimit, Timestamp};

@@ -248,14 +248,14 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            msg.starts_with("line 3: #SBATCH --time=1:2:3:4: invalid time"),
+            msg.starts_with("line 3: #SBATCH --time=1:2:3:4: --time: invalid time"),
             "{msg}"
         );
         let msg = parse_script("#!/bin/sh\n\n#SBATCH --time=1:2:3:4\n")
             .unwrap_err()
             .to_string();
         assert!(
-            msg.starts_with("line 3: #SBATCH --time=1:2:3:4: invalid time"),
+            msg.starts_with("line 3: #SBATCH --time=1:2:3:4: --time: invalid time"),
             "{msg}"
         );
         assert!(

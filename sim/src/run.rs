@@ -372,6 +372,9 @@ fn apply(world: &mut World<'_>, sched: &mut Scheduler, effects: Vec<Effect>, now
                     end,
                 });
             }
+            Effect::HoldChanged { job, hold } => {
+                sched.set_hold(JobId(job), hold);
+            }
             Effect::Persist { .. }
             | Effect::Stage { .. }
             | Effect::Forget { .. }

@@ -109,6 +109,12 @@ pub struct SubmitRequest {
     /// Which nodes it may run on (`--constraint`, `--nodelist`, `--exclude`).
     #[serde(default)]
     pub nodes: labpool_scheduler::NodeRequest,
+    /// Submitted held by its owner (`--hold`): it waits until released.
+    #[serde(default)]
+    pub hold: bool,
+    /// Not to start before this time, ms since the epoch (`--begin`, read by the client).
+    #[serde(default)]
+    pub begin_ms: Option<i64>,
 }
 
 fn one() -> u32 {
@@ -176,6 +182,9 @@ pub struct JobView {
     pub signal: Option<i32>,
     /// Submit time.
     pub submit_time: String,
+    /// Not to start before this time (`--begin`).
+    #[serde(default)]
+    pub begin_time: Option<String>,
     /// Start time.
     pub start_time: Option<String>,
     /// End time.
@@ -473,7 +482,17 @@ pub struct CancelRequest {
     pub ids: Vec<String>,
 }
 
-/// What became of one job in a cancel.
+/// `POST /v1/jobs/hold`: hold or release waiting jobs.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HoldRequest {
+    /// Jobs: `12` (a job, or every task of array 12) or `12_3` (one task).
+    pub ids: Vec<String>,
+    /// Hold them (true) or release them (false).
+    pub hold: bool,
+}
+
+/// What became of one job in a cancel, hold or release.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct CancelOutcome {
     /// The job, as it was named.

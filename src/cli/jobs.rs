@@ -52,7 +52,7 @@ pub struct ShowArgs {
     pub json: bool,
 }
 
-/// `labpool cancel`.
+/// `labpool cancel`, `hold` and `release`.
 #[derive(Args, Debug)]
 pub struct CancelArgs {
     /// Job ids: N (a job, or a whole array), or ARRAY_TASK such as 12_3

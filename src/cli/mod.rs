@@ -68,6 +68,10 @@ pub enum Command {
     Show(ShowArgs),
     /// Cancel jobs
     Cancel(CancelArgs),
+    /// Hold waiting jobs: they stay queued but do not start until released
+    Hold(CancelArgs),
+    /// Release held jobs
+    Release(CancelArgs),
     /// Finished jobs: state, exit code, elapsed time, GPUs
     History(HistoryArgs),
     /// Nodes and their GPUs

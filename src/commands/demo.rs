@@ -205,6 +205,8 @@ async fn drive(
             no_requeue: false,
             signal: None,
             open_append: false,
+            hold: false,
+            begin_ms: None,
             nodes: Default::default(),
             idempotency_key: None,
             wrapped: false,

@@ -146,6 +146,7 @@ fn show_text(d: &JobDetail) -> String {
         ),
         ("time limit", limit),
         ("submitted", short_time(Some(&j.submit_time))),
+        ("not before", short_time(j.begin_time.as_deref())),
         ("started", short_time(j.start_time.as_deref())),
         ("ended", short_time(j.end_time.as_deref())),
         (
@@ -160,6 +161,9 @@ fn show_text(d: &JobDetail) -> String {
     ];
     let mut out = format!("Job {} ({})\n", j.id, j.name);
     for (k, v) in fields {
+        if k == "not before" && v == "-" {
+            continue;
+        }
         out.push_str(&format!("  {k:<11} {v}\n"));
     }
     out.push_str("Events");
@@ -190,8 +194,36 @@ pub async fn cancel(args: &CancelArgs, config: &Config) -> anyhow::Result<()> {
             },
         )
         .await?;
+    let failed = report_outcomes(&out);
+    if failed > 0 {
+        anyhow::bail!("{failed} of {} jobs not cancelled", out.len());
+    }
+    Ok(())
+}
+
+/// Runs `labpool hold` (`hold`) or `labpool release`. Fails when any job was left as it was.
+pub async fn hold(args: &CancelArgs, hold: bool, config: &Config) -> anyhow::Result<()> {
+    let out: Vec<CancelOutcome> = Client::new(&config.controller.socket)
+        .post(
+            "/v1/jobs/hold",
+            &crate::api::HoldRequest {
+                ids: args.ids.clone(),
+                hold,
+            },
+        )
+        .await?;
+    let failed = report_outcomes(&out);
+    if failed > 0 {
+        let verb = if hold { "held" } else { "released" };
+        anyhow::bail!("{failed} of {} jobs not {verb}", out.len());
+    }
+    Ok(())
+}
+
+/// Prints each outcome, successes on stdout and failures on stderr; returns the failures.
+fn report_outcomes(out: &[CancelOutcome]) -> usize {
     let mut failed = 0;
-    for o in &out {
+    for o in out {
         if o.ok {
             crate::out!("{}", o.message);
         } else {
@@ -199,10 +231,7 @@ pub async fn cancel(args: &CancelArgs, config: &Config) -> anyhow::Result<()> {
             failed += 1;
         }
     }
-    if failed > 0 {
-        anyhow::bail!("{failed} of {} jobs not cancelled", out.len());
-    }
-    Ok(())
+    failed
 }
 
 /// Runs `labpool history`.

@@ -80,6 +80,12 @@ pub fn build_request(
         .map(|w| format!("{label}: {w}"))
         .collect();
     let options = directives.options.overlay(args.options.clone());
+    let begin_ms = match options.slurm.begin.as_deref() {
+        Some(t) => crate::begin::parse_slurm_time("--begin", t, chrono::Local::now())
+            .map_err(|e| problems.push(e.to_string()))
+            .ok(),
+        None => None,
+    };
     let lines_failed = !problems.is_empty();
     let request = match options.resolve_all() {
         Ok(request) if !lines_failed => request,
@@ -141,6 +147,8 @@ pub fn build_request(
         signal: request.signal,
         open_append: request.open_append,
         nodes: request.nodes.clone(),
+        hold: request.hold,
+        begin_ms,
         idempotency_key: Some(format!(
             "{:016x}{:016x}",
             crate::transport::random_u64(),

@@ -111,6 +111,7 @@ fn migrator() -> Migrator {
             "storage probe",
             include_str!("../../migrations/0009_storage_probe.sql"),
         ),
+        migration(10, "hold", include_str!("../../migrations/0010_hold.sql")),
     ])
 }
 

@@ -65,6 +65,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/ping", get(ping))
         .route("/v1/jobs", get(list_jobs).post(submit))
         .route("/v1/jobs/cancel", post(cancel))
+        .route("/v1/jobs/hold", post(hold))
         .route("/v1/jobs/{id}", get(show_job))
         .route("/v1/history", get(history))
         .route("/v1/jobs/{id}/why", get(why))
@@ -194,6 +195,25 @@ async fn cancel(
     Ok(Json(
         ask(&state, |reply| Request::Cancel {
             ids: req.ids,
+            caller,
+            reply,
+        })
+        .await?,
+    ))
+}
+
+async fn hold(
+    State(state): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<Peer>,
+    body: Result<Json<api::HoldRequest>, JsonRejection>,
+) -> Result<Json<Vec<CancelOutcome>>, ApiError> {
+    let caller = caller(&state, &peer)?;
+    let Json(req) = body
+        .map_err(|e| ApiError::bad_request(format!("bad hold request: {}", e.body_text()), None))?;
+    Ok(Json(
+        ask(&state, |reply| Request::Hold {
+            ids: req.ids,
+            hold: req.hold,
             caller,
             reply,
         })

@@ -14,6 +14,7 @@ mod exclusivity;
 mod forged_reports;
 mod full_disk;
 mod history_pages;
+mod hold;
 mod isolation;
 mod lifecycle;
 mod node_faults;

@@ -255,7 +255,7 @@ impl Harness {
                     self.free(*job);
                     self.life.remove(*job);
                 }
-                Effect::Forget { .. } | Effect::Ignored { .. } => {}
+                Effect::Forget { .. } | Effect::Ignored { .. } | Effect::HoldChanged { .. } => {}
             }
         }
     }

@@ -12,7 +12,7 @@ pub enum OptionError {
     #[error(transparent)]
     Gpu(#[from] GpuParseError),
     /// Bad time limit.
-    #[error(transparent)]
+    #[error("--time: {0}")]
     Time(#[from] TimeParseError),
     /// Bad memory size.
     #[error(transparent)]

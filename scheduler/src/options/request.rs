@@ -57,6 +57,11 @@ pub struct JobRequest {
     pub signal: Option<SignalSpec>,
     /// Append to the output files instead of truncating them (`--open-mode=append`).
     pub open_append: bool,
+    /// Submitted held (`--hold`).
+    pub hold: bool,
+    /// Not to start before this time (`--begin`), as written: the client reads it in its own
+    /// time zone.
+    pub begin: Option<String>,
     /// Which nodes it may run on.
     pub nodes: crate::job::NodeRequest,
     /// Things accepted but worth telling the user.

@@ -159,12 +159,6 @@ impl JobOptions {
                 "--deadline {d}: labpool cannot promise a deadline yet; submit without it and give a --time"
             ))));
         }
-        if s.hold {
-            take(Err(OptionError::Unsupported(
-                "--hold: labpool has no hold and release yet; submit the job when it may run"
-                    .into(),
-            )));
-        }
         let signal = match s.signal.as_deref().map(parse_signal).transpose() {
             Ok(sig) => sig,
             Err(e) => {
@@ -247,6 +241,8 @@ impl JobOptions {
             env: self.env.clone(),
             signal,
             open_append,
+            hold: s.hold,
+            begin: s.begin.clone(),
             nodes: NodeRequest {
                 constraint,
                 nodelist,

@@ -57,14 +57,14 @@ pub struct SlurmOptions {
         hide = true
     )]
     pub clusters: Option<String>,
-    /// Start no earlier than TIME; accepted and ignored for now (the job is eligible at once)
-    #[arg(long, value_name = "TIME", hide = true)]
+    /// Start no earlier than TIME (now+1hour, 16:00, tomorrow, 2026-12-24T08:00)
+    #[arg(short = 'b', long, value_name = "TIME")]
     pub begin: Option<String>,
     /// Refused for now: labpool cannot promise a deadline
     #[arg(long, value_name = "TIME", hide = true)]
     pub deadline: Option<String>,
-    /// Refused for now: labpool has no hold and release yet
-    #[arg(short = 'H', long, hide = true)]
+    /// Submit the job held: it waits until `labpool release`
+    #[arg(short = 'H', long)]
     pub hold: bool,
 }
 
@@ -110,9 +110,6 @@ impl SlurmOptions {
                 self.clusters.is_some(),
                 "--clusters ignored: this pool is one cluster",
             ),
-            self.begin
-                .as_ref()
-                .map(|b| format!("--begin {b:?} ignored for now: the job may start at once")),
         ]
         .into_iter()
         .flatten()
@@ -235,7 +232,7 @@ mod tests {
             nodelist: Some("gn1".into()),
             ..SlurmOptions::default()
         };
-        assert_eq!(o.warnings().len(), 3);
+        assert_eq!(o.warnings().len(), 2);
         assert!(SlurmOptions::default().warnings().is_empty());
     }
 }

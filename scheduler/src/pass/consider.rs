@@ -2,7 +2,7 @@
 //! reservation when it waits for busy resources.
 
 use crate::cache_view::CacheView;
-use crate::job::{Allocation, JobId, JobSpec};
+use crate::job::{Allocation, HoldBy, JobId, JobSpec};
 use crate::limits::{Holdings, limit_reason};
 use crate::node::Node;
 use crate::placement::{PlacementContext, Rejections};
@@ -89,6 +89,28 @@ impl Scheduler {
             rejections: None,
             reservation: None,
         };
+        if let Some(hold) = job.hold {
+            let id = job.id.0;
+            let detail = match hold {
+                HoldBy::User => format!("held; `labpool release {id}` lets it run"),
+                HoldBy::Admin => {
+                    format!("held by an admin; an admin releases it with `labpool release {id}`")
+                }
+            };
+            return Some(note("hold", PendingReason::new(hold.reason(), detail)));
+        }
+        if let Some(begin) = job.begin
+            && begin > now
+        {
+            let reason = PendingReason::new(
+                "BeginTime",
+                format!(
+                    "may not start before its --begin time (`labpool show {}` says when)",
+                    job.id.0
+                ),
+            );
+            return Some(note("begin", reason));
+        }
         if let Some(reason) = self.dependency_reason(job) {
             return Some(note("dependency", reason));
         }

@@ -2,7 +2,7 @@
 //! finishing, requeueing, and what a running job owes in credits.
 
 use super::{RestoreError, Scheduler};
-use crate::job::{Allocation, JobId, JobSpec, JobState};
+use crate::job::{Allocation, HoldBy, JobId, JobSpec, JobState};
 use crate::time::Timestamp;
 
 impl Scheduler {
@@ -52,6 +52,28 @@ impl Scheduler {
         self.notes.remove(&job.id);
         self.running.insert(job.id, (job, alloc));
         Ok(())
+    }
+
+    /// Holds a waiting job (`Some`) or releases it (`None`). False when it is not waiting.
+    pub fn set_hold(&mut self, job: JobId, hold: Option<HoldBy>) -> bool {
+        match self.pending.get_mut(&job) {
+            Some(spec) => {
+                spec.hold = hold;
+                // Its reason is told again at the next pass, whatever it was.
+                self.reasons.remove(&job);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The earliest `--begin` time after `now` among waiting jobs: a pass is due then.
+    pub fn next_begin(&self, now: Timestamp) -> Option<Timestamp> {
+        self.pending
+            .values()
+            .filter_map(|j| j.begin)
+            .filter(|b| *b > now)
+            .min()
     }
 
     /// Removes a waiting job (cancelled). `None` when it was not waiting.

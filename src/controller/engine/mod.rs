@@ -24,7 +24,7 @@ use crate::identity::effective_uid;
 use crate::settings::Config;
 use labpool_lifecycle::{Event, Lifecycle};
 use labpool_scheduler::credits::Entry;
-use labpool_scheduler::{JobId, Scheduler};
+use labpool_scheduler::{JobId, Scheduler, Timestamp};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
@@ -189,8 +189,16 @@ impl Engine {
         node_check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             let mut ticked = false;
+            // A job's --begin time comes: a pass is due then, not at the next tick.
+            let now = self.clock.now_ms();
+            let begin = self.sched.next_begin(Timestamp(now));
+            let until_begin = Duration::from_millis(begin.map_or(0, |b| (b.0 - now).max(0) as u64));
             let first = tokio::select! {
                 _ = shutdown.wait_for(|stop| *stop) => break,
+                _ = tokio::time::sleep(until_begin), if begin.is_some() => {
+                    self.pass_need = PassNeed::Full;
+                    None
+                }
                 Some(r) = requests.recv() => Some(Item::Request(r)),
                 Some(r) = reports.recv() => Some(Item::Report(r)),
                 _ = tick.tick() => {
@@ -272,6 +280,15 @@ impl Engine {
                 }
                 Item::Request(Request::Cancel { ids, caller, reply }) => {
                     let out = self.cancel(&ids, &caller).await?;
+                    self.outbox.reply(reply, out);
+                }
+                Item::Request(Request::Hold {
+                    ids,
+                    hold,
+                    caller,
+                    reply,
+                }) => {
+                    let out = self.hold(&ids, hold, &caller).await?;
                     self.outbox.reply(reply, out);
                 }
                 Item::Request(Request::Nodes { reply }) => {

@@ -31,6 +31,17 @@ pub enum Request {
         /// Answer, one per id.
         reply: oneshot::Sender<Vec<CancelOutcome>>,
     },
+    /// Hold (`hold`) or release waiting jobs.
+    Hold {
+        /// Which, as named (`12`, `12_3`).
+        ids: Vec<String>,
+        /// Hold, or release.
+        hold: bool,
+        /// Who.
+        caller: Caller,
+        /// Answer, one per id.
+        reply: oneshot::Sender<Vec<CancelOutcome>>,
+    },
     /// Describe the nodes.
     Nodes {
         /// Answer.

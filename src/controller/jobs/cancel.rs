@@ -8,8 +8,8 @@ use labpool_lifecycle::Event;
 use labpool_scheduler::JobState;
 
 impl Engine {
-    /// The jobs a cancel names: `N` (a job, or every task of array N) or `A_T` (one task).
-    async fn resolve_ids(&self, name: &str) -> anyhow::Result<Result<Vec<u64>, String>> {
+    /// The jobs a cancel (or hold) names: `N` (a job, or every task of array N) or `A_T` (one task).
+    pub(crate) async fn resolve_ids(&self, name: &str) -> anyhow::Result<Result<Vec<u64>, String>> {
         if let Some((a, t)) = name.split_once('_') {
             let (Ok(a), Ok(t)) = (a.parse::<u64>(), t.parse::<u32>()) else {
                 return Ok(Err(format!(

@@ -104,7 +104,10 @@ impl Engine {
         for effect in effects {
             if matches!(
                 effect,
-                Effect::Release { .. } | Effect::Requeue { .. } | Effect::Dequeue { .. }
+                Effect::Release { .. }
+                    | Effect::Requeue { .. }
+                    | Effect::Dequeue { .. }
+                    | Effect::HoldChanged { .. }
             ) {
                 // Capacity or the queue changed.
                 self.pass_need = crate::controller::engine::PassNeed::Full;
@@ -147,6 +150,9 @@ impl Engine {
                     self.envs_ready.retain(|(j, _)| *j != job);
                 }
                 Effect::Release { job, was_staging } => self.release(job, was_staging),
+                Effect::HoldChanged { job, hold } => {
+                    self.sched.set_hold(JobId(job), hold);
+                }
                 Effect::Ignored {
                     job,
                     attempt,

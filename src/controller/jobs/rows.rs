@@ -75,6 +75,7 @@ impl JobRow {
             exit_code: self.exit_code,
             signal: self.signal,
             submit_time: rfc3339(self.spec.submit_time.0),
+            begin_time: self.spec.begin.map(|b| rfc3339(b.0)),
             start_time: self.start_time.map(rfc3339),
             end_time: self.end_time.map(rfc3339),
             elapsed_s: elapsed,
@@ -116,6 +117,8 @@ pub struct NewJob<'a> {
     pub account: Option<&'a str>,
     /// Array id (None for the first task, which becomes the array's id) and task index.
     pub array: Option<(Option<u64>, u32)>,
+    /// Held from the start (`--hold`).
+    pub hold: Option<labpool_lifecycle::Hold>,
 }
 
 /// One event in a job's life.
@@ -130,7 +133,7 @@ pub struct JobEvent {
 }
 
 const JOB_COLUMNS: &str = "id, name, user, uid, gid, partition, state, reason, reason_detail, gpus_requested, gpu_type, \
-     cpus, mem_mib, time_limit_s, node, gpus, exit_code, signal, submit_time, start_time, end_time, attempt, cancel_requested_by, stdout, stderr, request, account, emergency, array_id, array_task, isolation";
+     cpus, mem_mib, time_limit_s, node, gpus, exit_code, signal, submit_time, start_time, end_time, attempt, cancel_requested_by, stdout, stderr, request, account, emergency, array_id, array_task, isolation, hold";
 
 impl Db {
     /// Inserts a job, returning its id.
@@ -142,8 +145,8 @@ impl Db {
         let request = serde_json::to_string(r).expect("a request serialises");
         let row = sqlx::query(
             "INSERT INTO jobs (name, user, uid, gid, partition, state, gpus_requested, gpu_type, cpus, mem_mib, \
-             time_limit_s, submit_time, workdir, request, account, emergency, array_id, array_task) \
-             VALUES (?, ?, ?, ?, ?, 'PENDING', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+             time_limit_s, submit_time, workdir, request, account, emergency, array_id, array_task, hold) \
+             VALUES (?, ?, ?, ?, ?, 'PENDING', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
         )
         .bind(&r.name)
         .bind(job.user)
@@ -162,6 +165,7 @@ impl Db {
         .bind(r.emergency)
         .bind(job.array.and_then(|(a, _)| a).map(|a| a as i64))
         .bind(job.array.map(|(_, t)| t as i64))
+        .bind(super::store::hold_column(job.hold.as_ref()))
         .fetch_one(&mut **tx)
         .await?;
         let id: i64 = row.try_get(0)?;
@@ -172,12 +176,15 @@ impl Db {
                 .execute(&mut **tx)
                 .await?;
         }
-        let detail = if r.emergency {
-            Some("through the emergency lane")
-        } else {
-            None
-        };
-        Db::event(tx, id as u64, job.submit_time, "submit", detail).await?;
+        let mut detail = Vec::new();
+        if r.emergency {
+            detail.push("through the emergency lane".to_string());
+        }
+        if let Some(h) = &job.hold {
+            detail.push(format!("held by {}", h.by));
+        }
+        let detail = (!detail.is_empty()).then(|| detail.join("; "));
+        Db::event(tx, id as u64, job.submit_time, "submit", detail.as_deref()).await?;
         Ok(id as u64)
     }
 
@@ -319,7 +326,12 @@ fn job_from_row(r: &SqliteRow) -> Result<JobRow, DbError> {
         stderr: opt_path("stderr")?,
         isolation: r.try_get("isolation")?,
         requeue: !request.no_requeue,
+        hold: match r.try_get::<Option<String>, _>("hold")? {
+            Some(h) => Some(serde_json::from_str(&h).map_err(|e| corrupt(format!("hold: {e}")))?),
+            None => None,
+        },
     };
+    let held = life.hold.as_ref().map(|h| h.kind);
     Ok(JobRow {
         id: id as u64,
         uid: r.try_get::<i64, _>("uid")? as u32,
@@ -343,6 +355,8 @@ fn job_from_row(r: &SqliteRow) -> Result<JobRow, DbError> {
             emergency: r.try_get::<i64, _>("emergency")? != 0,
             datasets: request.datasets.clone(),
             nodes: request.nodes.clone(),
+            hold: held,
+            begin: request.begin_ms.map(Timestamp),
             dependencies: match &request.dependency {
                 Some(d) => parse_dependencies(d).map_err(|e| corrupt(e.to_string()))?,
                 None => Vec::new(),

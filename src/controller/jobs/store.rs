@@ -5,6 +5,11 @@ use crate::controller::db::{Db, DbError, gpu_column};
 use labpool_lifecycle::Transition;
 use sqlx::{Sqlite, Transaction};
 
+/// A hold as the `hold` column keeps it: JSON, or NULL when the job is not held.
+pub(super) fn hold_column(hold: Option<&labpool_lifecycle::Hold>) -> Option<String> {
+    hold.map(|h| serde_json::to_string(h).expect("a hold serialises"))
+}
+
 impl Db {
     /// Writes one change of `job`.
     pub async fn persist(
@@ -66,6 +71,13 @@ impl Db {
                     .await?;
             }
             Transition::Noted { .. } => {}
+            Transition::Held { hold, .. } => {
+                sqlx::query("UPDATE jobs SET hold = ? WHERE id = ?")
+                    .bind(hold_column(hold.as_ref()))
+                    .bind(id)
+                    .execute(&mut **tx)
+                    .await?;
+            }
             Transition::CancelRequested { by, .. } => {
                 sqlx::query("UPDATE jobs SET cancel_requested_by = ? WHERE id = ?")
                     .bind(by)

@@ -10,10 +10,10 @@ use crate::controller::jobs::checks::Accepted;
 use crate::controller::jobs::submit_keys::MAX_KEY;
 use crate::controller::jobs::{JobRow, NewJob};
 use crate::identity::Caller;
-use labpool_lifecycle::JobLife;
+use labpool_lifecycle::{Hold, JobLife};
 use labpool_scheduler::credits::{Entry, EntryKind};
 use labpool_scheduler::job::ArrayTask;
-use labpool_scheduler::{JobId, JobSpec, Resources, Timestamp};
+use labpool_scheduler::{HoldBy, JobId, JobSpec, Resources, Timestamp};
 use sqlx::{Sqlite, Transaction};
 use tokio::sync::oneshot;
 
@@ -133,6 +133,10 @@ impl Engine {
             None => vec![None],
         };
         let mut ids = Vec::with_capacity(task_list.len());
+        let hold = req.hold.then(|| Hold {
+            by: caller.user.clone(),
+            kind: HoldBy::User,
+        });
         for task in task_list {
             let array_id = ids.first().copied();
             let new = NewJob {
@@ -145,6 +149,7 @@ impl Engine {
                 submit_time: now,
                 account: a.account.as_deref(),
                 array: task.map(|t| (array_id, t)),
+                hold: hold.clone(),
             };
             let id = Db::insert_job(tx, &new).await?;
             ids.push(id);
@@ -161,6 +166,8 @@ impl Engine {
                 datasets: req.datasets.clone(),
                 dependencies: a.dependencies.clone(),
                 nodes: req.nodes.clone(),
+                hold: hold.as_ref().map(|h| h.kind),
+                begin: req.begin_ms.map(Timestamp),
                 array: task.map(|t| ArrayTask {
                     array_id: JobId(array_id.unwrap_or(id)),
                     task: t,
@@ -168,7 +175,8 @@ impl Engine {
                 }),
             };
             self.sched.enqueue(spec.clone());
-            let life = JobLife::pending(!req.no_requeue);
+            let mut life = JobLife::pending(!req.no_requeue);
+            life.hold = hold.clone();
             let row = JobRow {
                 id,
                 uid: caller.uid,
