@@ -147,6 +147,7 @@ impl Labpool {
             open_append: false,
             hold: false,
             begin_ms: None,
+            ntasks: 1,
             nodes: Default::default(),
             idempotency_key: None,
             wrapped: false,

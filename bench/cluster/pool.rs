@@ -206,6 +206,7 @@ impl Pool {
             open_append: false,
             hold: false,
             begin_ms: None,
+            ntasks: 1,
             nodes: Default::default(),
             idempotency_key: None,
             wrapped: false,

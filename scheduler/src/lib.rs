@@ -62,5 +62,5 @@ pub mod script;
 pub mod time;
 
 pub use job::{Allocation, HoldBy, JobId, JobSpec, JobState, NodeRequest, Resources};
-pub use scheduler::{Decision, Scheduler};
+pub use scheduler::{Decision, Prediction, Scheduler};
 pub use time::{TimeLimit, Timestamp};

@@ -25,6 +25,9 @@ use std::collections::BTreeMap;
 mod admit;
 mod invariants;
 mod jobs;
+mod test_only;
+
+pub use test_only::Prediction;
 
 /// What the scheduler decided for one job in a pass.
 #[derive(Debug, Clone, PartialEq, Eq)]

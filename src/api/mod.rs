@@ -9,6 +9,7 @@ pub mod data;
 pub mod envs;
 pub mod quotas;
 pub mod snapshots;
+pub mod test_only;
 
 use labpool_scheduler::node::NodeState;
 use labpool_scheduler::{JobState, TimeLimit};
@@ -115,6 +116,9 @@ pub struct SubmitRequest {
     /// Not to start before this time, ms since the epoch (`--begin`, read by the client).
     #[serde(default)]
     pub begin_ms: Option<i64>,
+    /// Tasks (`--ntasks`): what `srun` starts, and Slurm's `NumTasks`.
+    #[serde(default = "one")]
+    pub ntasks: u32,
 }
 
 fn one() -> u32 {

@@ -16,6 +16,15 @@ pub struct SubmitArgs {
     /// Print only the job id
     #[arg(long)]
     pub parsable: bool,
+    /// Check the job and say where and when it would start; queue nothing
+    #[arg(long)]
+    pub test_only: bool,
+    /// Wait for the job (every task of an array) to end, and exit with its exit code
+    #[arg(short = 'W', long, conflicts_with = "test_only")]
+    pub wait: bool,
+    /// With --test-only: print JSON (the resources the job would get, and its start)
+    #[arg(long, requires = "test_only")]
+    pub json: bool,
     /// The job script
     #[arg(value_name = "SCRIPT", required_unless_present = "wrap")]
     pub script: Option<PathBuf>,

@@ -207,6 +207,7 @@ async fn drive(
             open_append: false,
             hold: false,
             begin_ms: None,
+            ntasks: 1,
             nodes: Default::default(),
             idempotency_key: None,
             wrapped: false,

@@ -13,6 +13,7 @@ pub mod serve;
 pub mod sim;
 pub mod snapshots;
 pub mod submit;
+pub mod submit_modes;
 
 use crate::cli::{Cli, Command, PartitionCommand};
 use crate::settings::Config;

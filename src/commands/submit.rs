@@ -149,6 +149,7 @@ pub fn build_request(
         nodes: request.nodes.clone(),
         hold: request.hold,
         begin_ms,
+        ntasks: request.ntasks,
         idempotency_key: Some(format!(
             "{:016x}{:016x}",
             crate::transport::random_u64(),
@@ -288,7 +289,11 @@ pub async fn run(args: &SubmitArgs, config: &Config) -> anyhow::Result<()> {
     for w in warnings {
         eprintln!("warning: {w}");
     }
-    let submitted = post_with_retries(&Client::new(&config.controller.socket), &req).await?;
+    let client = Client::new(&config.controller.socket);
+    if args.test_only {
+        return super::submit_modes::test_only(&client, &req, args.json).await;
+    }
+    let submitted = post_with_retries(&client, &req).await?;
     for w in &submitted.warnings {
         eprintln!("warning: {w}");
     }
@@ -304,6 +309,12 @@ pub async fn run(args: &SubmitArgs, config: &Config) -> anyhow::Result<()> {
         );
     } else {
         crate::out!("Submitted job {}", submitted.job_id);
+    }
+    if args.wait {
+        let code = super::submit_modes::wait(&client, &submitted).await?;
+        if code != 0 {
+            std::process::exit(code);
+        }
     }
     Ok(())
 }

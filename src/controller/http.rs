@@ -66,6 +66,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/jobs", get(list_jobs).post(submit))
         .route("/v1/jobs/cancel", post(cancel))
         .route("/v1/jobs/hold", post(hold))
+        .route("/v1/jobs/test", post(test_only))
         .route("/v1/jobs/{id}", get(show_job))
         .route("/v1/history", get(history))
         .route("/v1/jobs/{id}/why", get(why))
@@ -200,6 +201,26 @@ async fn cancel(
         })
         .await?,
     ))
+}
+
+/// `POST /v1/jobs/test`: a submit's checks and its predicted start; nothing is queued.
+async fn test_only(
+    State(state): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<Peer>,
+    body: Result<Json<SubmitRequest>, JsonRejection>,
+) -> Result<Json<api::test_only::WouldStart>, ApiError> {
+    let caller = caller(&state, &peer)?;
+    let Json(mut req) = body.map_err(|e| {
+        ApiError::bad_request(format!("bad submit request: {}", e.body_text()), None)
+    })?;
+    crate::controller::jobs::checks::before_engine(&state, &mut req, &caller).await?;
+    let would = ask(&state, |reply| Request::TestOnly {
+        req: Box::new(req),
+        caller,
+        reply,
+    })
+    .await??;
+    Ok(Json(would))
 }
 
 async fn hold(

@@ -30,3 +30,4 @@ mod show_settings;
 mod slurm_options;
 mod snapshot_copy;
 mod snapshots;
+mod test_only;

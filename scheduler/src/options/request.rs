@@ -23,6 +23,8 @@ pub struct JobRequest {
     pub gpus: GpuRequest,
     /// CPU cores asked for.
     pub cpus: u32,
+    /// Tasks (`--ntasks`, or from `--ntasks-per-gpu`); 1 by default.
+    pub ntasks: u32,
     /// Memory asked for, MiB; 0 reserves none.
     pub mem_mib: u64,
     /// Time limit, if one was given.

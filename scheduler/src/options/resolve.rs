@@ -224,6 +224,7 @@ impl JobOptions {
             name: self.job_name.clone(),
             gpus,
             cpus,
+            ntasks,
             mem_mib,
             time_limit,
             output: self.output.clone(),

@@ -54,6 +54,7 @@ impl Item {
             self,
             Item::Request(
                 Request::Submit { .. }
+                    | Request::TestOnly { .. }
                     | Request::Nodes { .. }
                     | Request::Accounts { .. }
                     | Request::Credits { .. }
@@ -280,6 +281,10 @@ impl Engine {
                 }
                 Item::Request(Request::Cancel { ids, caller, reply }) => {
                     let out = self.cancel(&ids, &caller).await?;
+                    self.outbox.reply(reply, out);
+                }
+                Item::Request(Request::TestOnly { req, caller, reply }) => {
+                    let out = self.test_only(&req, &caller).await?;
                     self.outbox.reply(reply, out);
                 }
                 Item::Request(Request::Hold {

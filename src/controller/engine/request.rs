@@ -22,6 +22,15 @@ pub enum Request {
         /// Answer.
         reply: oneshot::Sender<Result<Submitted, ApiError>>,
     },
+    /// Check a job and predict its start, without queueing it (`--test-only`).
+    TestOnly {
+        /// The job.
+        req: Box<SubmitRequest>,
+        /// Who.
+        caller: Caller,
+        /// Answer.
+        reply: oneshot::Sender<Result<crate::api::test_only::WouldStart, ApiError>>,
+    },
     /// Cancel jobs.
     Cancel {
         /// Which, as named (`12`, `12_3`).

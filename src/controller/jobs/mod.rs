@@ -1,4 +1,4 @@
-//! Jobs in the controller: the checks a submit passes ([`checks`]), submits ([`submit`]), cancels ([`cancel`]), holds ([`hold`]), the launch of an attempt
+//! Jobs in the controller: the checks a submit passes ([`checks`]), submits ([`submit`]), cancels ([`cancel`]), holds ([`hold`]), `--test-only` ([`test_only`]), the launch of an attempt
 //! ([`launch`]), the shell around the lifecycle core ([`effects`]), the job rows ([`rows`]) and
 //! the SQL side of their transitions ([`store`]).
 
@@ -11,6 +11,7 @@ pub mod rows;
 pub mod store;
 pub mod submit;
 pub mod submit_keys;
+pub mod test_only;
 
 pub use effects::Outbox;
 pub use rows::{JobEvent, JobRow, NewJob};

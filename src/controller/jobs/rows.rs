@@ -136,6 +136,15 @@ const JOB_COLUMNS: &str = "id, name, user, uid, gid, partition, state, reason, r
      cpus, mem_mib, time_limit_s, node, gpus, exit_code, signal, submit_time, start_time, end_time, attempt, cancel_requested_by, stdout, stderr, request, account, emergency, array_id, array_task, isolation, hold";
 
 impl Db {
+    /// The id the next job will get (ids are never reused).
+    pub async fn next_job_id(&self) -> Result<u64, DbError> {
+        let seq: Option<i64> =
+            sqlx::query_scalar("SELECT seq FROM sqlite_sequence WHERE name = 'jobs'")
+                .fetch_optional(&self.pool)
+                .await?;
+        Ok(seq.unwrap_or(0) as u64 + 1)
+    }
+
     /// Inserts a job, returning its id.
     pub async fn insert_job(
         tx: &mut Transaction<'_, Sqlite>,

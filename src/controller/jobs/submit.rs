@@ -34,6 +34,34 @@ pub(crate) fn resources_of(req: &SubmitRequest) -> Resources {
     }
 }
 
+/// What the scheduler is told of a job that passed the checks.
+pub(crate) fn job_spec(
+    req: &SubmitRequest,
+    user: &str,
+    a: &Accepted,
+    id: JobId,
+    array: Option<ArrayTask>,
+    now: i64,
+) -> JobSpec {
+    JobSpec {
+        id,
+        name: req.name.clone(),
+        user: user.to_string(),
+        account: a.account.clone(),
+        partition: a.partition.clone(),
+        resources: resources_of(req),
+        time_limit: a.time_limit,
+        submit_time: Timestamp(now),
+        emergency: req.emergency,
+        datasets: req.datasets.clone(),
+        dependencies: a.dependencies.clone(),
+        nodes: req.nodes.clone(),
+        hold: req.hold.then_some(HoldBy::User),
+        begin: req.begin_ms.map(Timestamp),
+        array,
+    }
+}
+
 impl Engine {
     /// Queues a batch of submits in the batch's transaction, which the flush commits with
     /// their placements; the replies wait for that commit. Each is checked against the state
@@ -153,27 +181,12 @@ impl Engine {
             };
             let id = Db::insert_job(tx, &new).await?;
             ids.push(id);
-            let spec = JobSpec {
-                id: JobId(id),
-                name: req.name.clone(),
-                user: caller.user.clone(),
-                account: a.account.clone(),
-                partition: a.partition.clone(),
-                resources: resources_of(req),
-                time_limit: a.time_limit,
-                submit_time: Timestamp(now),
-                emergency: req.emergency,
-                datasets: req.datasets.clone(),
-                dependencies: a.dependencies.clone(),
-                nodes: req.nodes.clone(),
-                hold: hold.as_ref().map(|h| h.kind),
-                begin: req.begin_ms.map(Timestamp),
-                array: task.map(|t| ArrayTask {
-                    array_id: JobId(array_id.unwrap_or(id)),
-                    task: t,
-                    throttle: a.tasks.as_ref().and_then(|(_, th)| *th),
-                }),
-            };
+            let array = task.map(|t| ArrayTask {
+                array_id: JobId(array_id.unwrap_or(id)),
+                task: t,
+                throttle: a.tasks.as_ref().and_then(|(_, th)| *th),
+            });
+            let spec = job_spec(req, &caller.user, a, JobId(id), array, now);
             self.sched.enqueue(spec.clone());
             let mut life = JobLife::pending(!req.no_requeue);
             life.hold = hold.clone();
