@@ -1,4 +1,4 @@
-//! Job dependencies, as Slurm's `--dependency=afterok:N[:M],afterany:N`.
+//! Job dependencies, as Slurm's `--dependency=afterok:N[:M],afterany:N,singleton`.
 
 use crate::job::JobId;
 use serde::{Deserialize, Serialize};
@@ -39,11 +39,11 @@ impl fmt::Display for Dependency {
 /// Why a dependency list was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "invalid --dependency '{0}': write afterok:JOB[:JOB...], afterany:JOB or afternotok:JOB, comma-separated (e.g. afterok:12:13,afterany:9)"
+    "invalid --dependency '{0}': write afterok:JOB[:JOB...], afterany:JOB, afternotok:JOB or singleton, comma-separated (e.g. afterok:12:13,afterany:9)"
 )]
 pub struct DependencyParseError(pub String);
 
-/// Parses `afterok:12:13,afterany:9`.
+/// Parses `afterok:12:13,afterany:9`; `singleton` is read by [`wants_singleton`].
 ///
 /// ```
 /// use labpool_scheduler::dependency::{parse_dependencies, DependencyKind};
@@ -55,6 +55,9 @@ pub fn parse_dependencies(text: &str) -> Result<Vec<Dependency>, DependencyParse
     let err = || DependencyParseError(text.to_string());
     let mut out = Vec::new();
     for item in text.split(',') {
+        if item.trim().eq_ignore_ascii_case("singleton") {
+            continue;
+        }
         let mut parts = item.trim().split(':');
         let kind = match parts.next().map(str::to_ascii_lowercase).as_deref() {
             Some("afterok") => DependencyKind::AfterOk,
@@ -79,6 +82,13 @@ pub fn parse_dependencies(text: &str) -> Result<Vec<Dependency>, DependencyParse
     out.sort();
     out.dedup();
     Ok(out)
+}
+
+/// Whether a dependency list has `singleton`: the job waits until every earlier job of its
+/// user with the same name has ended.
+pub fn wants_singleton(text: &str) -> bool {
+    text.split(',')
+        .any(|item| item.trim().eq_ignore_ascii_case("singleton"))
 }
 
 /// Where a dependency stands.
@@ -129,5 +139,8 @@ mod tests {
         };
         assert_eq!(n.state(Some(false)), DependencyState::Satisfied);
         assert_eq!(d.to_string(), "afterok:5");
+        assert_eq!(parse_dependencies("singleton,afterok:5").unwrap().len(), 1);
+        assert!(parse_dependencies("singleton").unwrap().is_empty());
+        assert!(wants_singleton("afterok:5, Singleton") && !wants_singleton("afterok:5"));
     }
 }

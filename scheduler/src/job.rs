@@ -157,6 +157,10 @@ pub struct JobSpec {
     /// It may not start before this time (`--begin`).
     #[serde(default)]
     pub begin: Option<Timestamp>,
+    /// `--dependency=singleton`: it waits while an earlier job of its user with its name is
+    /// waiting or running.
+    #[serde(default)]
+    pub singleton: bool,
 }
 
 /// Who holds a job, which says who may release it: its owner (or an admin), or only an admin.

@@ -328,8 +328,25 @@ impl Scheduler {
                 }
             }
         }
+        if job.singleton
+            && let Some(earlier) = self.earlier_namesake(job)
+        {
+            waiting.push(format!("singleton (job {earlier} has its name)"));
+        }
         (!waiting.is_empty())
             .then(|| PendingReason::new("Dependency", format!("waits for {}", waiting.join(","))))
+    }
+
+    /// The first job before `job` of the same user and name that has not ended, for
+    /// `singleton`.
+    fn earlier_namesake(&self, job: &JobSpec) -> Option<JobId> {
+        let same = |j: &JobSpec| j.id < job.id && j.user == job.user && j.name == job.name;
+        let running = self.running.values().map(|(j, _)| j);
+        running
+            .chain(self.pending.values())
+            .filter(|j| same(j))
+            .map(|j| j.id)
+            .min()
     }
 
     /// Forgets outcomes no waiting job depends on, once there are many.

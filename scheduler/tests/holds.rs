@@ -1,4 +1,5 @@
-//! Jobs held back by what they asked for themselves: dependencies and array throttles.
+//! Jobs held back by what they asked for themselves: dependencies, singleton and array
+//! throttles.
 
 #[allow(dead_code)]
 mod common;
@@ -56,4 +57,39 @@ fn array_throttle_limits_running_tasks() {
     assert_eq!(code(&s, 12), "JobArrayTaskLimit");
     end(&mut s, 10, at(0.1));
     assert_eq!(ids(&s.schedule(at(0.1))), [12]);
+}
+
+#[test]
+fn singleton_runs_one_job_of_a_name_at_a_time_in_submit_order() {
+    let mut s = sched();
+    s.upsert_node(node("box", &["t4"; 4], 16)).unwrap();
+    let single = |id, user: &str, name: &str| JobSpec {
+        singleton: true,
+        name: name.into(),
+        ..job(id, user, 1, H)
+    };
+    s.enqueue(single(1, "u", "train"));
+    s.enqueue(single(2, "u", "train"));
+    s.enqueue(single(3, "u", "eval")); // another name
+    s.enqueue(single(4, "v", "train")); // another user
+    s.enqueue(single(5, "u", "train"));
+    assert_eq!(ids(&s.schedule(at(0.0))), [1, 3, 4]);
+    assert_eq!(
+        reason(&s, 2),
+        "Dependency (waits for singleton (job 1 has its name))"
+    );
+    // Job 5 waits for the earliest one not ended.
+    assert!(
+        reason(&s, 5).contains("job 1 has its name"),
+        "{}",
+        reason(&s, 5)
+    );
+    s.finish(JobId(1), JobState::Failed, at(0.5)).unwrap();
+    assert_eq!(ids(&s.schedule(at(0.5))), [2]);
+    assert!(
+        reason(&s, 5).contains("job 2 has its name"),
+        "{}",
+        reason(&s, 5)
+    );
+    s.check_invariants().unwrap();
 }

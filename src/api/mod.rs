@@ -116,6 +116,9 @@ pub struct SubmitRequest {
     /// Not to start before this time, ms since the epoch (`--begin`, read by the client).
     #[serde(default)]
     pub begin_ms: Option<i64>,
+    /// A note kept with the job (`--comment`), shown by `show`.
+    #[serde(default)]
+    pub comment: Option<String>,
     /// Tasks (`--ntasks`): what `srun` starts, and Slurm's `NumTasks`.
     #[serde(default = "one")]
     pub ntasks: u32,
@@ -189,6 +192,9 @@ pub struct JobView {
     /// Not to start before this time (`--begin`).
     #[serde(default)]
     pub begin_time: Option<String>,
+    /// Its `--comment`.
+    #[serde(default)]
+    pub comment: Option<String>,
     /// Start time.
     pub start_time: Option<String>,
     /// End time.

@@ -147,6 +147,7 @@ fn show_text(d: &JobDetail) -> String {
         ("time limit", limit),
         ("submitted", short_time(Some(&j.submit_time))),
         ("not before", short_time(j.begin_time.as_deref())),
+        ("comment", or_dash(j.comment.as_ref())),
         ("started", short_time(j.start_time.as_deref())),
         ("ended", short_time(j.end_time.as_deref())),
         (
@@ -161,7 +162,7 @@ fn show_text(d: &JobDetail) -> String {
     ];
     let mut out = format!("Job {} ({})\n", j.id, j.name);
     for (k, v) in fields {
-        if k == "not before" && v == "-" {
+        if matches!(k, "not before" | "comment") && v == "-" {
             continue;
         }
         out.push_str(&format!("  {k:<11} {v}\n"));

@@ -147,10 +147,33 @@ fn options_that_mean_nothing_here_are_accepted_with_one_line_each() {
     let out = pool.command(&["submit", "site.sh"]).output().unwrap();
     assert!(out.status.success(), "{out:?}");
     let err = String::from_utf8_lossy(&out.stderr);
+    has(&err, &["--get-user-env", "--licenses", "--clusters"]);
+    // The comment means something: it is kept with the job, and not warned about.
+    assert!(!err.contains("--comment"), "{err}");
+    assert_eq!(err.lines().count(), 3, "{err}");
+    let job = pool.job(1);
+    assert_eq!(s(&job, "comment"), "paper run", "{job:#}");
+    has(&pool.ok(&["show", "1"]), &["comment     paper run"]);
+}
+
+#[test]
+fn singleton_waits_for_the_earlier_job_of_its_name() {
+    let mut pool = Pool::new("2:a100");
+    pool.start();
+    let first = pool.submit(&["-J", "train", "--wrap", "sleep 30"]);
+    pool.wait_for(first, T, |j| s(j, "state") == "RUNNING");
+    let second = pool.submit(&["-J", "train", "--dependency=singleton", "--wrap", "true"]);
+    let other = pool.submit(&["-J", "eval", "--dependency=singleton", "--wrap", "true"]);
+    assert_eq!(s(&pool.wait_done(other, T), "state"), "COMPLETED");
+    let job = pool.job(second);
+    assert_eq!(s(&job, "state"), "PENDING", "{job:#}");
+    assert_eq!(s(&job, "reason"), "Dependency");
     has(
-        &err,
-        &["--comment", "--get-user-env", "--licenses", "--clusters"],
+        s(&job, "reason_detail"),
+        &[&format!("singleton (job {first} has its name)")],
     );
+    pool.ok(&["cancel", &first.to_string()]);
+    assert_eq!(s(&pool.wait_done(second, T), "state"), "COMPLETED");
 }
 
 #[test]

@@ -59,6 +59,8 @@ pub struct JobRequest {
     pub signal: Option<SignalSpec>,
     /// Append to the output files instead of truncating them (`--open-mode=append`).
     pub open_append: bool,
+    /// A note kept with the job (`--comment`).
+    pub comment: Option<String>,
     /// Submitted held (`--hold`).
     pub hold: bool,
     /// Not to start before this time (`--begin`), as written: the client reads it in its own

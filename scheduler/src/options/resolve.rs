@@ -243,6 +243,7 @@ impl JobOptions {
             signal,
             open_append,
             hold: s.hold,
+            comment: s.comment.clone(),
             begin: s.begin.clone(),
             nodes: NodeRequest {
                 constraint,

@@ -30,8 +30,8 @@ pub struct SlurmOptions {
     /// Accepted for Slurm scripts: the job already gets the environment it was submitted from
     #[arg(long = "get-user-env", value_name = "TIMEOUT", num_args = 0..=1, default_missing_value = "", hide = true)]
     pub get_user_env: Option<String>,
-    /// Accepted for Slurm scripts; not kept
-    #[arg(long, value_name = "TEXT", hide = true)]
+    /// A note kept with the job, shown by `labpool show`
+    #[arg(long, value_name = "TEXT")]
     pub comment: Option<String>,
     /// Node features the job needs: a100&ib (all), a100|h100 (any), [r1|r2] (the same on every node)
     #[arg(short = 'C', long, value_name = "FEATURES")]
@@ -101,7 +101,6 @@ impl SlurmOptions {
                 self.get_user_env.is_some(),
                 "--get-user-env ignored: the job gets the environment it was submitted from",
             ),
-            noted(self.comment.is_some(), "--comment is not kept"),
             noted(
                 self.licenses.is_some(),
                 "--licenses ignored: labpool counts no licenses",
@@ -226,13 +225,12 @@ mod tests {
     #[test]
     fn what_means_nothing_here_is_said_in_one_line_each() {
         let o = SlurmOptions {
-            comment: Some("x".into()),
             licenses: Some("matlab".into()),
             begin: Some("now+1hour".into()),
             nodelist: Some("gn1".into()),
             ..SlurmOptions::default()
         };
-        assert_eq!(o.warnings().len(), 2);
+        assert_eq!(o.warnings().len(), 1);
         assert!(SlurmOptions::default().warnings().is_empty());
     }
 }

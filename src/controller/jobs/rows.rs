@@ -6,7 +6,7 @@ use crate::clock::rfc3339;
 use crate::controller::db::{ACTIVE_STATES, Db, DbError};
 use labpool_lifecycle::{JobLife, Tracked};
 use labpool_scheduler::array::parse_array;
-use labpool_scheduler::dependency::parse_dependencies;
+use labpool_scheduler::dependency::{parse_dependencies, wants_singleton};
 use labpool_scheduler::job::ArrayTask;
 use labpool_scheduler::{JobId, JobSpec, JobState, Resources, TimeLimit, Timestamp};
 use sqlx::sqlite::SqliteRow;
@@ -76,6 +76,7 @@ impl JobRow {
             signal: self.signal,
             submit_time: rfc3339(self.spec.submit_time.0),
             begin_time: self.spec.begin.map(|b| rfc3339(b.0)),
+            comment: self.request.comment.clone(),
             start_time: self.start_time.map(rfc3339),
             end_time: self.end_time.map(rfc3339),
             elapsed_s: elapsed,
@@ -366,6 +367,7 @@ fn job_from_row(r: &SqliteRow) -> Result<JobRow, DbError> {
             nodes: request.nodes.clone(),
             hold: held,
             begin: request.begin_ms.map(Timestamp),
+            singleton: request.dependency.as_deref().is_some_and(wants_singleton),
             dependencies: match &request.dependency {
                 Some(d) => parse_dependencies(d).map_err(|e| corrupt(e.to_string()))?,
                 None => Vec::new(),

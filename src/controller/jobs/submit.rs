@@ -12,6 +12,7 @@ use crate::controller::jobs::{JobRow, NewJob};
 use crate::identity::Caller;
 use labpool_lifecycle::{Hold, JobLife};
 use labpool_scheduler::credits::{Entry, EntryKind};
+use labpool_scheduler::dependency::wants_singleton;
 use labpool_scheduler::job::ArrayTask;
 use labpool_scheduler::{HoldBy, JobId, JobSpec, Resources, Timestamp};
 use sqlx::{Sqlite, Transaction};
@@ -58,6 +59,7 @@ pub(crate) fn job_spec(
         nodes: req.nodes.clone(),
         hold: req.hold.then_some(HoldBy::User),
         begin: req.begin_ms.map(Timestamp),
+        singleton: req.dependency.as_deref().is_some_and(wants_singleton),
         array,
     }
 }
@@ -106,11 +108,14 @@ impl Engine {
             };
             let mut req = req;
             if !accepted.dependencies.is_empty() {
-                let list: Vec<String> = accepted
+                let mut list: Vec<String> = accepted
                     .dependencies
                     .iter()
                     .map(|d| d.to_string())
                     .collect();
+                if req.dependency.as_deref().is_some_and(wants_singleton) {
+                    list.push("singleton".into());
+                }
                 req.dependency = Some(list.join(","));
             }
             let ids = self.insert(&mut tx, &req, &caller, &accepted, now).await?;
