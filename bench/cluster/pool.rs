@@ -207,6 +207,7 @@ impl Pool {
             hold: false,
             begin_ms: None,
             ntasks: 1,
+            node_count: 1,
             comment: None,
             nodes: Default::default(),
             idempotency_key: None,

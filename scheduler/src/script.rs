@@ -46,7 +46,9 @@ pub enum ScriptError {
 #[command(
     no_binary_name = true,
     disable_help_flag = true,
-    disable_version_flag = true
+    disable_version_flag = true,
+    // As getopt_long, which sbatch uses: an unambiguous prefix names its option (`--err`).
+    infer_long_args = true
 )]
 struct DirectiveLine {
     #[command(flatten)]
@@ -132,7 +134,9 @@ fn gpu_spelling(o: &JobOptions) -> Option<&'static str> {
     if o.gres.is_some() {
         Some("--gres")
     } else if o.gpus.is_some() {
-        Some("--gpus/--gpus-per-node")
+        Some("--gpus")
+    } else if o.gpus_per_node.is_some() {
+        Some("--gpus-per-node")
     } else if o.slurm.gpus_per_task.is_some() {
         Some("--gpus-per-task")
     } else {
@@ -270,7 +274,7 @@ mod tests {
     fn common_slurm_lines_are_accepted() {
         let s = "#!/bin/sh\n#SBATCH -A lab --exclusive --gpus-per-node=2 --ntasks-per-node=4\n";
         let d = parse_script(s).unwrap();
-        assert_eq!(d.options.gpus.as_deref(), Some("2"));
+        assert_eq!(d.options.gpus_per_node.as_deref(), Some("2"));
         assert_eq!(d.options.resolve().unwrap().cpus, 4);
     }
 

@@ -119,9 +119,12 @@ pub struct SubmitRequest {
     /// A note kept with the job (`--comment`), shown by `show`.
     #[serde(default)]
     pub comment: Option<String>,
-    /// Tasks (`--ntasks`): what `srun` starts, and Slurm's `NumTasks`.
+    /// Tasks in all (`--ntasks`): what `srun` starts, and Slurm's `NumTasks`.
     #[serde(default = "one")]
     pub ntasks: u32,
+    /// Nodes (`--nodes`); `gpus`, `cpus` and `mem_mib` are each node's.
+    #[serde(default = "one")]
+    pub node_count: u32,
 }
 
 fn one() -> u32 {

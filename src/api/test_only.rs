@@ -25,13 +25,13 @@ pub struct WouldStart {
     pub nodes: u32,
     /// Tasks (Slurm's `NumTasks`).
     pub tasks: u32,
-    /// CPU cores (Slurm's `NumCPUs`).
+    /// CPU cores in all (Slurm's `NumCPUs`).
     pub cpus: u32,
-    /// GPUs.
+    /// GPUs in all.
     pub gpus: u32,
     /// GPU type, if one was asked for.
     pub gpu_type: Option<String>,
-    /// Memory reserved, MiB; 0 reserves none.
+    /// Memory reserved in all, MiB; 0 reserves none.
     pub mem_mib: u64,
     /// Time limit, seconds; None is unlimited.
     pub time_limit_s: Option<u64>,

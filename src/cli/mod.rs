@@ -59,6 +59,7 @@ pub enum Command {
     /// Run this node's agent: join the controller named under [agent] in the config
     Agent,
     /// Queue a job script (or a command with --wrap); #SBATCH and #LABPOOL lines are read
+    #[command(infer_long_args = true)]
     Submit(Box<SubmitArgs>),
     /// Jobs waiting and running
     Queue(QueueArgs),

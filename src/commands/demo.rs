@@ -208,6 +208,7 @@ async fn drive(
             hold: false,
             begin_ms: None,
             ntasks: 1,
+            node_count: 1,
             comment: None,
             nodes: Default::default(),
             idempotency_key: None,

@@ -150,6 +150,7 @@ pub fn build_request(
         hold: request.hold,
         begin_ms,
         ntasks: request.ntasks,
+        node_count: request.node_count,
         comment: request.comment.clone(),
         idempotency_key: Some(format!(
             "{:016x}{:016x}",

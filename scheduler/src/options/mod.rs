@@ -2,6 +2,7 @@
 //! lines in the script, and their resolution into a typed [`JobRequest`].
 
 mod error;
+mod ignored;
 mod pattern;
 mod request;
 mod resolve;
@@ -22,14 +23,12 @@ pub struct JobOptions {
     /// GPUs, Slurm style: gpu:N, gpu:TYPE:N or gpu:TYPE
     #[arg(long, value_name = "gpu[:TYPE]:N")]
     pub gres: Option<String>,
-    /// GPUs: N or TYPE:N (--gpus-per-node is the same, as a job runs on one node)
-    #[arg(
-        short = 'G',
-        long,
-        visible_alias = "gpus-per-node",
-        value_name = "[TYPE:]N"
-    )]
+    /// GPUs for the whole job: N or TYPE:N, spread evenly over its nodes
+    #[arg(short = 'G', long, value_name = "[TYPE:]N")]
     pub gpus: Option<String>,
+    /// GPUs on each node: N or TYPE:N
+    #[arg(long = "gpus-per-node", value_name = "[TYPE:]N")]
+    pub gpus_per_node: Option<String>,
     /// CPU cores for the job [default: 1]
     #[arg(short = 'c', long = "cpus-per-task", value_name = "N")]
     pub cpus_per_task: Option<u32>,
@@ -54,12 +53,15 @@ pub struct JobOptions {
     /// Environment: ALL, NONE, or NAME[=value] items [default: ALL]
     #[arg(long, value_name = "ALL|NONE|VARS")]
     pub export: Option<String>,
-    /// Nodes; labpool runs each job on one node, so only 1 is accepted
-    #[arg(short = 'N', long, value_name = "1")]
+    /// Nodes: N, or MIN-MAX (the job gets MIN) [default: as many as --ntasks-per-node needs, or 1]
+    #[arg(short = 'N', long, value_name = "N")]
     pub nodes: Option<String>,
-    /// Tasks; the job gets tasks x cpus-per-task cores (--ntasks-per-node is the same)
-    #[arg(short = 'n', long, alias = "ntasks-per-node", value_name = "N")]
+    /// Tasks; the job gets tasks x cpus-per-task cores
+    #[arg(short = 'n', long, value_name = "N")]
     pub ntasks: Option<u32>,
+    /// Tasks on each node: --ntasks is N x the nodes (or the nodes are --ntasks / N)
+    #[arg(long = "ntasks-per-node", value_name = "N")]
+    pub ntasks_per_node: Option<u32>,
     /// Accepted for Slurm scripts; labpool sends no mail
     #[arg(long = "mail-type", value_name = "TYPE", hide = true)]
     pub mail_type: Option<String>,
@@ -105,15 +107,35 @@ pub struct JobOptions {
     pub slurm: SlurmOptions,
 }
 
+/// `--nodes`: `N`, or `MIN-MAX`, of which a job gets MIN (labpool does not grow a job to
+/// what is free, as Slurm may).
+pub fn parse_node_count(text: &str) -> Result<u32, OptionError> {
+    let bad = || {
+        OptionError::Unsupported(format!(
+            "--nodes {text:?}: write a count (2) or a range (2-4), at least 1"
+        ))
+    };
+    let min = text.trim().split('-').next().unwrap_or_default();
+    match min.trim().parse::<u32>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(bad()),
+    }
+}
+
 impl JobOptions {
     /// Layers `over` on top of `self`: every option `over` sets wins.
     pub fn overlay(self, over: JobOptions) -> JobOptions {
         // --gres and --gpus are two spellings of one request: the upper layer's wins whole.
-        let over_gpus = over.gres.is_some() || over.gpus.is_some();
+        let over_gpus = over.gres.is_some() || over.gpus.is_some() || over.gpus_per_node.is_some();
         JobOptions {
             job_name: over.job_name.or(self.job_name),
             gres: if over_gpus { over.gres } else { self.gres },
             gpus: if over_gpus { over.gpus } else { self.gpus },
+            gpus_per_node: if over_gpus {
+                over.gpus_per_node
+            } else {
+                self.gpus_per_node
+            },
             cpus_per_task: over.cpus_per_task.or(self.cpus_per_task),
             mem: over.mem.or(self.mem),
             time: over.time.or(self.time),
@@ -124,6 +146,7 @@ impl JobOptions {
             export: over.export.or(self.export),
             nodes: over.nodes.or(self.nodes),
             ntasks: over.ntasks.or(self.ntasks),
+            ntasks_per_node: over.ntasks_per_node.or(self.ntasks_per_node),
             mail_type: over.mail_type.or(self.mail_type),
             mail_user: over.mail_user.or(self.mail_user),
             account: over.account.or(self.account),

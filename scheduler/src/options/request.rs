@@ -23,8 +23,11 @@ pub struct JobRequest {
     pub gpus: GpuRequest,
     /// CPU cores asked for.
     pub cpus: u32,
-    /// Tasks (`--ntasks`, or from `--ntasks-per-gpu`); 1 by default.
+    /// Tasks in all (`--ntasks`, or from `--ntasks-per-node` or `--ntasks-per-gpu`); 1 by
+    /// default.
     pub ntasks: u32,
+    /// Nodes; GPUs, cores and memory above are each node's.
+    pub node_count: u32,
     /// Memory asked for, MiB; 0 reserves none.
     pub mem_mib: u64,
     /// Time limit, if one was given.

@@ -8,6 +8,7 @@ use crate::export::parse_export;
 use crate::gpu::{GpuRequest, parse_gpus, parse_gres};
 use crate::hostlist::expand;
 use crate::job::NodeRequest;
+use crate::options::parse_node_count;
 use crate::options::slurm::parse_signal;
 use crate::options::{JobOptions, JobRequest, OptionError, check_name};
 use crate::time::parse_time_limit;
@@ -29,42 +30,84 @@ impl JobOptions {
                 errors.push(e);
             }
         };
-        // Tasks first: --gpus-per-task and --ntasks-per-gpu count on them.
+        // Nodes and tasks first: the per-node, per-task and per-GPU options count on them.
+        let nodes_given = match self.nodes.as_deref().map(parse_node_count).transpose() {
+            Ok(n) => n,
+            Err(e) => {
+                take(Err(e));
+                None
+            }
+        };
+        let per_node = self.ntasks_per_node.filter(|m| *m > 0);
         let ntasks_given = self.ntasks;
-        let mut ntasks = ntasks_given.unwrap_or(1);
-        let gpus = match (&self.gres, &self.gpus, &s.gpus_per_task) {
-            (Some(_), Some(_), _) => {
-                take(Err(OptionError::GresAndGpus));
-                GpuRequest::default()
-            }
-            (Some(_), _, Some(_)) | (_, Some(_), Some(_)) => {
-                take(Err(OptionError::Conflict(
-                    "--gpus-per-task and --gres/--gpus both ask for GPUs; keep one of them".into(),
-                )));
-                GpuRequest::default()
-            }
-            (Some(g), None, None) => parse_gres(g).unwrap_or_else(|e| {
-                take(Err(e.into()));
-                GpuRequest::default()
-            }),
-            (None, Some(g), None) => parse_gpus(g).unwrap_or_else(|e| {
-                take(Err(e.into()));
-                GpuRequest::default()
-            }),
-            (None, None, Some(g)) => match parse_gpus(g) {
-                Ok(per_task) => GpuRequest {
-                    count: per_task.count.saturating_mul(ntasks),
-                    gpu_type: per_task.gpu_type,
-                },
-                Err(e) => {
+        let mut ntasks = match (ntasks_given, per_node, nodes_given) {
+            (Some(n), _, _) => n,
+            (None, Some(m), n) => m.saturating_mul(n.unwrap_or(1)),
+            // -N 2 alone: one task per node, as sbatch counts them.
+            (None, None, Some(n)) => n,
+            (None, None, None) => 1,
+        };
+        let node_count = match (nodes_given, per_node) {
+            (Some(n), Some(m)) => n.max(ntasks.div_ceil(m)),
+            (Some(n), None) => n,
+            (None, Some(m)) => ntasks.div_ceil(m).max(1),
+            (None, None) => 1,
+        }
+        .max(1);
+        // The GPUs: per node (--gres, --gpus-per-node), or for the whole job (--gpus,
+        // --gpus-per-task), spread evenly over the nodes.
+        let spellings = [
+            self.gres.is_some(),
+            self.gpus.is_some(),
+            self.gpus_per_node.is_some(),
+            s.gpus_per_task.is_some(),
+        ];
+        let (gpus, gpus_total) = if spellings.iter().filter(|x| **x).count() > 1 {
+            take(Err(if self.gres.is_some() && self.gpus.is_some() {
+                OptionError::GresAndGpus
+            } else {
+                OptionError::Conflict(
+                    "--gres, --gpus, --gpus-per-node and --gpus-per-task each ask for GPUs; keep one of them"
+                        .into(),
+                )
+            }));
+            (GpuRequest::default(), 0)
+        } else {
+            let mut parsed = |r: Result<GpuRequest, _>| {
+                r.unwrap_or_else(|e: crate::gpu::GpuParseError| {
                     take(Err(e.into()));
                     GpuRequest::default()
-                }
-            },
-            (None, None, None) => GpuRequest::default(),
+                })
+            };
+            let per_node = |g: GpuRequest| {
+                let total = g.count.saturating_mul(node_count);
+                (g, total)
+            };
+            let per_job = |g: GpuRequest, total: u32| {
+                let count = total.div_ceil(node_count);
+                (GpuRequest { count, ..g }, total)
+            };
+            if let Some(g) = &self.gres {
+                per_node(parsed(parse_gres(g)))
+            } else if let Some(g) = &self.gpus_per_node {
+                per_node(parsed(parse_gpus(g)))
+            } else if let Some(g) = &self.gpus {
+                let g = parsed(parse_gpus(g));
+                let total = g.count;
+                per_job(g, total)
+            } else if let Some(g) = &s.gpus_per_task {
+                let g = parsed(parse_gpus(g));
+                let total = g.count.saturating_mul(ntasks);
+                per_job(g, total)
+            } else {
+                (GpuRequest::default(), 0)
+            }
         };
+        // Cores follow the tasks asked for; sbatch 22.05 does not multiply --cpus-per-task by
+        // the tasks --ntasks-per-gpu adds (4 GPUs, 1 task each, -c 16: 16 cores, not 64).
+        let cpu_tasks = ntasks;
         if let Some(per_gpu) = s.ntasks_per_gpu {
-            match (ntasks_given, gpus.count) {
+            match (ntasks_given, gpus_total) {
                 (Some(_), _) => take(Err(OptionError::Conflict(
                     "--ntasks and --ntasks-per-gpu both set the tasks; keep one of them".into(),
                 ))),
@@ -75,12 +118,10 @@ impl JobOptions {
         if self.gpu_share && gpus.count == 0 {
             take(Err(OptionError::GpuShareWithoutGpus));
         }
-        if let Some(nodes) = &self.nodes
-            && !matches!(nodes.trim(), "1" | "1-1")
-        {
-            take(Err(OptionError::MultiNode(nodes.clone())));
+        if node_count > 1 {
+            take(Err(OptionError::MultiNode(node_count.to_string())));
         }
-        let cpus = match (self.cpus_per_task, s.cpus_per_gpu) {
+        let cpus_total = match (self.cpus_per_task, s.cpus_per_gpu) {
             (Some(_), Some(_)) => {
                 take(Err(OptionError::Conflict(
                     "--cpus-per-task and --cpus-per-gpu both set the cores; keep one of them"
@@ -88,16 +129,18 @@ impl JobOptions {
                 )));
                 1
             }
-            (_, Some(_)) if gpus.count == 0 => {
+            (_, Some(_)) if gpus_total == 0 => {
                 take(Err(OptionError::NeedsGpus("--cpus-per-gpu")));
                 1
             }
-            (_, Some(per_gpu)) => per_gpu.saturating_mul(gpus.count),
-            (per_task, None) => per_task.unwrap_or(1).saturating_mul(ntasks),
+            (_, Some(per_gpu)) => per_gpu.saturating_mul(gpus_total),
+            (per_task, None) => per_task.unwrap_or(1).saturating_mul(cpu_tasks),
         };
-        if cpus == 0 || ntasks == 0 {
+        if cpus_total == 0 || ntasks == 0 {
             take(Err(OptionError::ZeroCpus));
         }
+        // What each node holds.
+        let cpus = cpus_total.div_ceil(node_count);
         let mem = |text: &str, errors: &mut Vec<OptionError>| match parse_mem_mib(text) {
             Ok(m) => m,
             Err(e) => {
@@ -149,6 +192,9 @@ impl JobOptions {
             take(check_name(name));
         }
         warnings.extend(s.warnings());
+        for refusal in s.refusals() {
+            take(Err(OptionError::Unsupported(refusal)));
+        }
         if let Some(r) = &s.reservation {
             take(Err(OptionError::Unsupported(format!(
                 "--reservation {r}: labpool has no reservations yet; submit without it"
@@ -225,6 +271,7 @@ impl JobOptions {
             gpus,
             cpus,
             ntasks,
+            node_count,
             mem_mib,
             time_limit,
             output: self.output.clone(),

@@ -66,6 +66,24 @@ pub struct SlurmOptions {
     /// Submit the job held: it waits until `labpool release`
     #[arg(short = 'H', long)]
     pub hold: bool,
+    /// Refused: jobs run as the user who submits them
+    #[arg(long, value_name = "USER", hide = true)]
+    pub uid: Option<String>,
+    /// Refused: jobs run with their submitter's groups
+    #[arg(long, value_name = "GROUP", hide = true)]
+    pub gid: Option<String>,
+    /// Refused: the environment comes from the submit (--export)
+    #[arg(long = "export-file", value_name = "FILE", hide = true)]
+    pub export_file: Option<String>,
+    /// Refused: a batch job reads no standard input
+    #[arg(short = 'i', long, value_name = "FILE", hide = true)]
+    pub input: Option<String>,
+    /// Refused: name the nodes with --nodelist
+    #[arg(short = 'F', long, value_name = "FILE", hide = true)]
+    pub nodefile: Option<String>,
+    /// The options that mean nothing here.
+    #[command(flatten)]
+    pub ignored: super::ignored::IgnoredOptions,
 }
 
 impl SlurmOptions {
@@ -90,6 +108,12 @@ impl SlurmOptions {
             begin: over.begin.or(self.begin),
             deadline: over.deadline.or(self.deadline),
             hold: over.hold || self.hold,
+            uid: over.uid.or(self.uid),
+            gid: over.gid.or(self.gid),
+            export_file: over.export_file.or(self.export_file),
+            input: over.input.or(self.input),
+            nodefile: over.nodefile.or(self.nodefile),
+            ignored: self.ignored.overlay(over.ignored),
         }
     }
 
@@ -108,6 +132,33 @@ impl SlurmOptions {
             noted(
                 self.clusters.is_some(),
                 "--clusters ignored: this pool is one cluster",
+            ),
+        ]
+        .into_iter()
+        .flatten()
+        .chain(self.ignored.warnings())
+        .collect()
+    }
+
+    /// Why each option given that labpool refuses is refused.
+    pub fn refusals(&self) -> Vec<String> {
+        let refused = |set: bool, text: &str| set.then(|| text.to_string());
+        [
+            refused(
+                self.uid.is_some() || self.gid.is_some(),
+                "--uid/--gid: a job runs as the user who submits it; submit as that user",
+            ),
+            refused(
+                self.export_file.is_some(),
+                "--export-file: the job gets the submit's environment; name variables with --export=NAME=VALUE",
+            ),
+            refused(
+                self.input.is_some(),
+                "--input: a batch job reads no standard input; have the script read the file",
+            ),
+            refused(
+                self.nodefile.is_some(),
+                "--nodefile: a file of node names is not read; list the nodes, e.g. --nodelist=gn[1-2]",
             ),
         ]
         .into_iter()

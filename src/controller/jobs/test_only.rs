@@ -35,12 +35,12 @@ impl Engine {
             reason_detail: p.reason.map(|r| r.detail),
             partition: accepted.partition,
             account: accepted.account,
-            nodes: 1,
+            nodes: req.node_count,
             tasks: req.ntasks,
-            cpus: req.cpus,
-            gpus: req.gpus,
+            cpus: req.cpus.saturating_mul(req.node_count),
+            gpus: req.gpus.saturating_mul(req.node_count),
             gpu_type: req.gpu_type.clone(),
-            mem_mib: req.mem_mib,
+            mem_mib: req.mem_mib.saturating_mul(u64::from(req.node_count)),
             time_limit_s: crate::api::limit_secs(accepted.time_limit),
         }))
     }
