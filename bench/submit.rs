@@ -149,6 +149,7 @@ impl Labpool {
             begin_ms: None,
             ntasks: 1,
             node_count: 1,
+            gpus_per_task: None,
             comment: None,
             nodes: Default::default(),
             idempotency_key: None,

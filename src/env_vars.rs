@@ -44,3 +44,5 @@ pub const LABPOOL_ACCOUNT: &str = "LABPOOL_ACCOUNT";
 pub const LABPOOL_DATASETS: &str = "LABPOOL_DATASETS";
 /// Set for a job with a time limit: the limit in seconds.
 pub const LABPOOL_TIME_LIMIT_S: &str = "LABPOOL_TIME_LIMIT_S";
+/// Set for a job: the file its `srun` steps are recorded in (one JSON record a line).
+pub const LABPOOL_STEPS: &str = "LABPOOL_STEPS";

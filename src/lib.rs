@@ -26,6 +26,7 @@ pub mod retry;
 pub mod schedule;
 pub mod settings;
 pub mod shim;
+pub mod slurm;
 pub mod socket;
 pub mod transport;
 pub mod webhook;
@@ -37,6 +38,15 @@ use std::process::ExitCode;
 /// Parses the command line, runs it, and maps the result to an exit code: 0 on success, 1 on
 /// an error (printed with its hint), 2 on a usage error.
 pub fn main() -> ExitCode {
+    let argv: Vec<String> = std::env::args_os()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    if let Some(code) = argv
+        .first()
+        .and_then(|argv0| slurm::personality(argv0, &argv[1..]))
+    {
+        return code;
+    }
     let cli = cli::Cli::parse();
     match commands::dispatch(cli) {
         Ok(()) => ExitCode::SUCCESS,

@@ -208,6 +208,7 @@ impl Pool {
             begin_ms: None,
             ntasks: 1,
             node_count: 1,
+            gpus_per_task: None,
             comment: None,
             nodes: Default::default(),
             idempotency_key: None,

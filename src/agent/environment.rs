@@ -65,7 +65,13 @@ pub fn job_environment(
         ("SLURMD_NODENAME", node.to_string()),
         ("SLURM_JOB_NUM_NODES", "1".to_string()),
         ("SLURM_NNODES", "1".to_string()),
-        ("SLURM_CPUS_PER_TASK", launch.cpus.to_string()),
+        (
+            "SLURM_CPUS_PER_TASK",
+            (launch.cpus / launch.ntasks.max(1)).max(1).to_string(),
+        ),
+        ("SLURM_NTASKS", launch.ntasks.to_string()),
+        ("SLURM_NPROCS", launch.ntasks.to_string()),
+        ("SLURM_TASKS_PER_NODE", launch.ntasks.to_string()),
         ("SLURM_CPUS_ON_NODE", launch.cpus.to_string()),
         ("SLURM_JOB_GPUS", gpus.clone()),
         ("SLURM_GPUS_ON_NODE", launch.gpus.len().to_string()),
@@ -107,6 +113,9 @@ pub fn job_environment(
             labpool_cache::registry::env_var(name),
             dir.display().to_string(),
         );
+    }
+    if let Some(g) = launch.gpus_per_task {
+        env.insert("SLURM_GPUS_PER_TASK".to_string(), g.to_string());
     }
     if let Some(t) = launch.time_limit_s {
         env.insert(

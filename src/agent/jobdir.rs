@@ -14,6 +14,8 @@
 //!                          a late shim sees it and exits without running anything
 //!     shim.log             the shim's own messages
 //!     user/script          the job's script, owned by the job's user (0700)
+//!     user/steps.jsonl     the job's `srun` steps, one JSON record a line, written by `srun`
+//!     bin/srun, bin/scontrol  links to labpool, first on the job's PATH
 //! ```
 //!
 //! Liveness is the lock, not a pid: a pid can be reused and a zombie still answers `kill 0`,
@@ -155,6 +157,34 @@ impl JobDir {
             nix::unistd::chown(&self.user_dir(), u, g)?;
         }
         Ok(())
+    }
+
+    /// `bin/`, with `srun` and `scontrol` linked to `exe`: first on the job's `PATH`.
+    pub fn link_commands(&self, exe: &Path) -> io::Result<PathBuf> {
+        let dir = self.path.join("bin");
+        std::fs::DirBuilder::new().mode(0o755).create(&dir)?;
+        for name in crate::slurm::JOB_COMMANDS {
+            std::os::unix::fs::symlink(exe, dir.join(name))?;
+        }
+        Ok(dir)
+    }
+
+    /// `user/steps.jsonl`: the job's `srun` steps, written by `srun` as the job's user.
+    pub fn steps_path(&self) -> PathBuf {
+        self.user_dir().join("steps.jsonl")
+    }
+
+    /// The steps recorded so far (none when there is no file). Read at most 1 MiB: the job's
+    /// user writes the file.
+    pub fn steps(&self) -> Vec<crate::api::steps::StepRecord> {
+        use std::io::Read;
+        let mut text = String::new();
+        let read =
+            File::open(self.steps_path()).and_then(|f| f.take(1 << 20).read_to_string(&mut text));
+        match read {
+            Ok(_) => crate::api::steps::read_steps(&text),
+            Err(_) => Vec::new(),
+        }
     }
 
     /// Makes `datasets/NAME` point at each dataset's cached version, and returns that

@@ -118,11 +118,13 @@ impl Executor {
     }
 
     fn ended(&self, job: u64, attempt: u32, outcome: Outcome) {
+        let steps = JobDir::new(&self.spool, job, attempt).steps();
         self.report(AgentReport::Ended {
             node: self.node.clone(),
             job,
             attempt,
             outcome,
+            steps,
         });
     }
 
@@ -285,7 +287,15 @@ impl Executor {
             .map(|d| (d.name.clone(), self.stager.cache().dir(&d.name, &d.version)))
             .collect();
         let links = dir.link_datasets(&cached)?;
-        let env = job_environment(launch, &self.node, &dir.key(), links.as_deref(), &cached);
+        let commands = dir.link_commands(&self.exe)?;
+        let mut env = job_environment(launch, &self.node, &dir.key(), links.as_deref(), &cached);
+        // `srun` and `scontrol` inside the job are labpool's, whatever else is installed.
+        let path = env.get("PATH").cloned().unwrap_or_default();
+        env.insert("PATH".into(), format!("{}:{path}", commands.display()));
+        env.insert(
+            crate::env_vars::LABPOOL_STEPS.into(),
+            dir.steps_path().display().to_string(),
+        );
         let command = self.job_command(launch, &dir, env)?;
         let spec = ShimSpec {
             job: launch.job,

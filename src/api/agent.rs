@@ -66,6 +66,16 @@ pub struct Launch {
     /// Append to the output files rather than truncate them (`--open-mode=append`).
     #[serde(default)]
     pub open_append: bool,
+    /// Tasks (`--ntasks`): what `srun` starts by default.
+    #[serde(default = "one")]
+    pub ntasks: u32,
+    /// `--gpus-per-task`: what `srun` gives each task by default.
+    #[serde(default)]
+    pub gpus_per_task: Option<u32>,
+}
+
+fn one() -> u32 {
+    1
 }
 
 /// A software environment as a node gets it.
@@ -241,6 +251,9 @@ pub enum AgentReport {
         attempt: u32,
         /// How.
         outcome: Outcome,
+        /// The `srun` steps it ran.
+        #[serde(default)]
+        steps: Vec<crate::api::steps::StepRecord>,
     },
     /// After a restart: this attempt is still running and is watched again.
     Adopted {

@@ -9,6 +9,7 @@ pub mod data;
 pub mod envs;
 pub mod quotas;
 pub mod snapshots;
+pub mod steps;
 pub mod test_only;
 
 use labpool_scheduler::node::NodeState;
@@ -125,6 +126,9 @@ pub struct SubmitRequest {
     /// Nodes (`--nodes`); `gpus`, `cpus` and `mem_mib` are each node's.
     #[serde(default = "one")]
     pub node_count: u32,
+    /// `--gpus-per-task`'s count, for `srun`'s binding.
+    #[serde(default)]
+    pub gpus_per_task: Option<u32>,
 }
 
 fn one() -> u32 {

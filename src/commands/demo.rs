@@ -209,6 +209,7 @@ async fn drive(
             begin_ms: None,
             ntasks: 1,
             node_count: 1,
+            gpus_per_task: None,
             comment: None,
             nodes: Default::default(),
             idempotency_key: None,

@@ -182,6 +182,28 @@ fn show_text(d: &JobDetail) -> String {
     for line in table(&["TIME", "EVENT", "DETAIL"], rows).lines() {
         out.push_str(&format!("\n  {line}"));
     }
+    if !d.steps.is_empty() {
+        out.push_str("\nSteps");
+        let rows = d
+            .steps
+            .iter()
+            .map(|s| {
+                let st = &s.step;
+                vec![
+                    format!("{}.{}", j.id, st.step),
+                    st.name.clone(),
+                    st.tasks.to_string(),
+                    st.nodes.join(","),
+                    format_elapsed(((st.end_ms - st.start_ms).max(0) / 1000) as u64),
+                    exit_text(Some(st.exit_code), st.signal),
+                ]
+            })
+            .collect();
+        let head = ["STEP", "COMMAND", "TASKS", "NODES", "ELAPSED", "EXIT"];
+        for line in table(&head, rows).lines() {
+            out.push_str(&format!("\n  {line}"));
+        }
+    }
     out
 }
 

@@ -151,6 +151,7 @@ pub fn build_request(
         begin_ms,
         ntasks: request.ntasks,
         node_count: request.node_count,
+        gpus_per_task: request.gpus_per_task,
         comment: request.comment.clone(),
         idempotency_key: Some(format!(
             "{:016x}{:016x}",

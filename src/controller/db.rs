@@ -112,6 +112,7 @@ fn migrator() -> Migrator {
             include_str!("../../migrations/0009_storage_probe.sql"),
         ),
         migration(10, "hold", include_str!("../../migrations/0010_hold.sql")),
+        migration(11, "steps", include_str!("../../migrations/0011_steps.sql")),
     ])
 }
 

@@ -260,6 +260,9 @@ pub struct JobDetail {
     pub job: JobView,
     /// Its life so far.
     pub events: Vec<JobEvent>,
+    /// Its `srun` steps, attempt by attempt.
+    #[serde(default)]
+    pub steps: Vec<crate::controller::jobs::steps::StepView>,
 }
 
 async fn show_job(
@@ -276,9 +279,11 @@ async fn show_job(
         )
     })?;
     let events = state.db.events(id).await?;
+    let steps = state.db.steps(id).await?;
     Ok(Json(JobDetail {
         job: row.view(now_ms()),
         events,
+        steps,
     }))
 }
 

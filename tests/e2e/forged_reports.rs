@@ -57,6 +57,16 @@ fn ended(node: &str, job: u64) -> AgentReport {
         job,
         attempt: 1,
         outcome: Outcome::decided(JobState::Completed, 0, "forged".into()),
+        steps: vec![labpool::api::steps::StepRecord {
+            step: 0,
+            name: "forged".into(),
+            tasks: 1,
+            nodes: vec![node.into()],
+            start_ms: 0,
+            end_ms: 0,
+            exit_code: 0,
+            signal: None,
+        }],
     }
 }
 
@@ -135,6 +145,11 @@ fn a_node_cannot_end_or_requeue_a_job_that_runs_on_another_node() {
     assert_eq!(j["state"], "RUNNING", "{j:#}");
     assert_eq!(j["attempt"], 1, "{j:#}");
     assert_eq!(j["node"], "node1", "{j:#}");
+    assert_eq!(
+        j["steps"],
+        serde_json::json!([]),
+        "forged steps were kept: {j:#}"
+    );
     let pid: i32 = crate::pool::read_line(&pid_file).trim().parse().unwrap();
     assert!(
         nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok(),

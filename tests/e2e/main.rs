@@ -32,4 +32,5 @@ mod slurm_options;
 mod slurm_peer;
 mod snapshot_copy;
 mod snapshots;
+mod srun;
 mod test_only;

@@ -28,6 +28,8 @@ pub struct JobRequest {
     pub ntasks: u32,
     /// Nodes; GPUs, cores and memory above are each node's.
     pub node_count: u32,
+    /// `--gpus-per-task`'s count: `srun` gives each task that many GPUs of its own.
+    pub gpus_per_task: Option<u32>,
     /// Memory asked for, MiB; 0 reserves none.
     pub mem_mib: u64,
     /// Time limit, if one was given.

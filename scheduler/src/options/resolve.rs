@@ -272,6 +272,11 @@ impl JobOptions {
             cpus,
             ntasks,
             node_count,
+            gpus_per_task: s
+                .gpus_per_task
+                .as_deref()
+                .and_then(|g| parse_gpus(g).ok())
+                .map(|g| g.count),
             mem_mib,
             time_limit,
             output: self.output.clone(),

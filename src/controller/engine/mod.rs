@@ -394,12 +394,25 @@ impl Engine {
                 job,
                 attempt,
                 outcome,
-            } => self.lifecycle(Event::Ended {
-                node,
-                job,
-                attempt,
-                outcome,
-            }),
+                steps,
+            } => {
+                let event = Event::Ended {
+                    node,
+                    job,
+                    attempt,
+                    outcome,
+                };
+                let effects = self.jobs.handle(event, self.clock.now_ms());
+                // Only the steps of an end the lifecycle took: a report from another node,
+                // or for an attempt that is over, says nothing true about them.
+                if !effects
+                    .iter()
+                    .any(|e| matches!(e, labpool_lifecycle::Effect::Ignored { .. }))
+                {
+                    self.outbox.steps(job, attempt, steps);
+                }
+                self.apply(effects);
+            }
             AgentReport::EnvStaged {
                 node,
                 job,

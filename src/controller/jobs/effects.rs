@@ -32,6 +32,7 @@ enum Order {
 pub struct Outbox {
     persist: Vec<(u64, Transition)>,
     job_datasets: Vec<(u64, Vec<(String, String)>)>,
+    steps: Vec<(u64, u32, Vec<crate::api::steps::StepRecord>)>,
     ledger: Vec<Entry>,
     orders: Vec<Order>,
     replies: Vec<Box<dyn FnOnce() + Send + Sync>>,
@@ -74,6 +75,13 @@ impl Outbox {
     /// The dataset versions an attempt was given, written with the batch.
     pub fn job_datasets(&mut self, job: u64, versions: Vec<(String, String)>) {
         self.job_datasets.push((job, versions));
+    }
+
+    /// The `srun` steps of an attempt that ended, written with the batch.
+    pub fn steps(&mut self, job: u64, attempt: u32, steps: Vec<crate::api::steps::StepRecord>) {
+        if !steps.is_empty() {
+            self.steps.push((job, attempt, steps));
+        }
     }
 
     /// The stage of an attempt's datasets or environment, sent after the batch's commit.
@@ -170,7 +178,8 @@ impl Engine {
         if open.is_some()
             || !(outbox.persist.is_empty()
                 && outbox.ledger.is_empty()
-                && outbox.job_datasets.is_empty())
+                && outbox.job_datasets.is_empty()
+                && outbox.steps.is_empty())
         {
             let mut tx = match open {
                 Some(tx) => tx,
@@ -181,6 +190,9 @@ impl Engine {
             }
             for (job, t) in &outbox.persist {
                 Db::persist(&mut tx, *job, t).await?;
+            }
+            for (job, attempt, steps) in &outbox.steps {
+                Db::insert_steps(&mut tx, *job, *attempt, steps).await?;
             }
             for e in &outbox.ledger {
                 Db::append_ledger(&mut tx, e).await?;

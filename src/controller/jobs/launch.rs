@@ -58,6 +58,8 @@ impl Engine {
             gpu_env: self.config.jobs.gpu_env(),
             signal: req.signal,
             open_append: req.open_append,
+            ntasks: req.ntasks,
+            gpus_per_task: req.gpus_per_task,
         };
         (alloc.node.clone(), launch)
     }

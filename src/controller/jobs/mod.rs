@@ -1,4 +1,4 @@
-//! Jobs in the controller: the checks a submit passes ([`checks`]), submits ([`submit`]), cancels ([`cancel`]), holds ([`hold`]), `--test-only` ([`test_only`]), the launch of an attempt
+//! Jobs in the controller: the checks a submit passes ([`checks`]), submits ([`submit`]), cancels ([`cancel`]), holds ([`hold`]), `srun` steps ([`steps`]), `--test-only` ([`test_only`]), the launch of an attempt
 //! ([`launch`]), the shell around the lifecycle core ([`effects`]), the job rows ([`rows`]) and
 //! the SQL side of their transitions ([`store`]).
 
@@ -8,6 +8,7 @@ pub mod effects;
 pub mod hold;
 pub mod launch;
 pub mod rows;
+pub mod steps;
 pub mod store;
 pub mod submit;
 pub mod submit_keys;

@@ -1,0 +1,80 @@
+//! The `srun` steps of a job's attempts: written with the batch that takes the attempt's end,
+//! read by `show`.
+
+use crate::api::steps::StepRecord;
+use crate::controller::db::{Db, DbError};
+use serde::{Deserialize, Serialize};
+use sqlx::{Row, Sqlite, Transaction};
+
+/// A step as `show` lists it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct StepView {
+    /// The attempt it belongs to.
+    pub attempt: u32,
+    /// The step as recorded.
+    #[serde(flatten)]
+    pub step: StepRecord,
+}
+
+impl Db {
+    /// Keeps an attempt's steps; a report sent twice writes them once.
+    pub async fn insert_steps(
+        tx: &mut Transaction<'_, Sqlite>,
+        job: u64,
+        attempt: u32,
+        steps: &[StepRecord],
+    ) -> Result<(), DbError> {
+        for s in steps {
+            sqlx::query(
+                "INSERT OR IGNORE INTO steps (job, attempt, step, name, tasks, nodes, start_time, end_time, exit_code, signal) \
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            )
+            .bind(job as i64)
+            .bind(attempt as i64)
+            .bind(s.step as i64)
+            .bind(&s.name)
+            .bind(s.tasks as i64)
+            .bind(s.nodes.join(","))
+            .bind(s.start_ms)
+            .bind(s.end_ms)
+            .bind(s.exit_code)
+            .bind(s.signal)
+            .execute(&mut **tx)
+            .await?;
+        }
+        Ok(())
+    }
+
+    /// A job's steps, attempt by attempt, in step order.
+    pub async fn steps(&self, job: u64) -> Result<Vec<StepView>, DbError> {
+        let rows = sqlx::query(
+            "SELECT attempt, step, name, tasks, nodes, start_time, end_time, exit_code, signal \
+             FROM steps WHERE job = ? ORDER BY attempt, step",
+        )
+        .bind(job as i64)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                let nodes: String = r.try_get("nodes")?;
+                Ok(StepView {
+                    attempt: r.try_get::<i64, _>("attempt")? as u32,
+                    step: StepRecord {
+                        step: r.try_get::<i64, _>("step")? as u32,
+                        name: r.try_get("name")?,
+                        tasks: r.try_get::<i64, _>("tasks")? as u32,
+                        nodes: nodes
+                            .split(',')
+                            .filter(|n| !n.is_empty())
+                            .map(str::to_string)
+                            .collect(),
+                        start_ms: r.try_get("start_time")?,
+                        end_ms: r.try_get("end_time")?,
+                        exit_code: r.try_get("exit_code")?,
+                        signal: r.try_get("signal")?,
+                    },
+                })
+            })
+            .collect()
+    }
+}

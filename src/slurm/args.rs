@@ -1,0 +1,220 @@
+//! `srun`'s command line as srun 22.05 reads it: options up to the first word that is not one,
+//! then the command and its arguments. The options that shape a step are kept; the rest of
+//! srun's options are accepted (they tune binding, MPI plugins or output) and named in one
+//! warning.
+
+/// srun's long options that take a value in the next word when not written `--opt=value`.
+const LONG_WITH_VALUE: &[&str] = &[
+    "account",
+    "acctg-freq",
+    "bb",
+    "bbf",
+    "bcast-exclude",
+    "begin",
+    "chdir",
+    "cluster-constraint",
+    "clusters",
+    "comment",
+    "constraint",
+    "core-spec",
+    "cores-per-socket",
+    "cpu-bind",
+    "cpu-freq",
+    "cpus-per-gpu",
+    "cpus-per-task",
+    "deadline",
+    "delay-boot",
+    "dependency",
+    "distribution",
+    "epilog",
+    "error",
+    "exclude",
+    "export",
+    "extra-node-info",
+    "gpu-bind",
+    "gpu-freq",
+    "gpus",
+    "gpus-per-node",
+    "gpus-per-socket",
+    "gpus-per-task",
+    "gres",
+    "gres-flags",
+    "het-group",
+    "input",
+    "job-name",
+    "jobid",
+    "licenses",
+    "mail-type",
+    "mail-user",
+    "mcs-label",
+    "mem",
+    "mem-bind",
+    "mem-per-cpu",
+    "mem-per-gpu",
+    "mincpus",
+    "mpi",
+    "nodelist",
+    "nodes",
+    "ntasks",
+    "ntasks-per-core",
+    "ntasks-per-gpu",
+    "ntasks-per-node",
+    "ntasks-per-socket",
+    "output",
+    "partition",
+    "power",
+    "priority",
+    "profile",
+    "prolog",
+    "qos",
+    "relative",
+    "reservation",
+    "signal",
+    "slurmd-debug",
+    "sockets-per-node",
+    "switches",
+    "task-epilog",
+    "task-prolog",
+    "thread-spec",
+    "threads",
+    "threads-per-core",
+    "time",
+    "time-min",
+    "tmp",
+    "wait",
+    "wckey",
+    "accel-bind",
+    "network",
+    "hint",
+];
+
+/// srun's short options that take a value.
+const SHORT_WITH_VALUE: &str = "ACDGJLMNSTWbcdeimnopqrtwx";
+
+/// What a step asks for.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct SrunArgs {
+    /// `-n`.
+    pub ntasks: Option<u32>,
+    /// `-N`.
+    pub nodes: Option<u32>,
+    /// `--ntasks-per-node`.
+    pub ntasks_per_node: Option<u32>,
+    /// `--gpus-per-task`: each task sees only its own GPUs.
+    pub gpus_per_task: Option<u32>,
+    /// `-l`: each output line starts with the task's rank.
+    pub label: bool,
+    /// `--pty`.
+    pub pty: bool,
+    /// `-w`: the nodes, as a host list.
+    pub nodelist: Option<String>,
+    /// Options read and not acted on.
+    pub ignored: Vec<String>,
+    /// The command and its arguments.
+    pub command: Vec<String>,
+}
+
+/// Reads `args` (without the program name).
+pub fn parse_srun(args: &[String]) -> Result<SrunArgs, String> {
+    let mut out = SrunArgs::default();
+    let mut i = 0;
+    while i < args.len() {
+        let word = &args[i];
+        if word == "--" {
+            i += 1;
+            break;
+        }
+        let (name, inline): (String, Option<String>) = if let Some(long) = word.strip_prefix("--") {
+            match long.split_once('=') {
+                Some((n, v)) => (n.to_string(), Some(v.to_string())),
+                None => (long.to_string(), None),
+            }
+        } else if let Some(short) = word.strip_prefix('-').filter(|s| !s.is_empty()) {
+            let c = short.chars().next().expect("not empty");
+            let rest = &short[c.len_utf8()..];
+            let inline = (!rest.is_empty()).then(|| rest.trim_start_matches('=').to_string());
+            (c.to_string(), inline)
+        } else {
+            break;
+        };
+        let takes_value = if name.len() == 1 {
+            SHORT_WITH_VALUE.contains(name.as_str())
+        } else {
+            LONG_WITH_VALUE.contains(&name.as_str())
+        };
+        let value = match (takes_value, inline) {
+            (true, Some(v)) => Some(v),
+            (true, None) => {
+                i += 1;
+                Some(
+                    args.get(i)
+                        .cloned()
+                        .ok_or_else(|| format!("{word} needs a value"))?,
+                )
+            }
+            (false, v) => v,
+        };
+        let number = |v: &Option<String>| -> Result<u32, String> {
+            let v = v.as_deref().unwrap_or_default();
+            // -N 2-4 asks for 2 at least.
+            v.split('-')
+                .next()
+                .and_then(|n| n.trim().parse().ok())
+                .ok_or_else(|| format!("{word}: '{v}' is not a count"))
+        };
+        match name.as_str() {
+            "n" | "ntasks" => out.ntasks = Some(number(&value)?),
+            "N" | "nodes" => out.nodes = Some(number(&value)?),
+            "ntasks-per-node" => out.ntasks_per_node = Some(number(&value)?),
+            "gpus-per-task" => {
+                // [TYPE:]N
+                let v = value.clone().unwrap_or_default();
+                let n = v.rsplit(':').next().unwrap_or_default().to_string();
+                out.gpus_per_task = Some(number(&Some(n))?);
+            }
+            "l" | "label" => out.label = true,
+            "pty" => out.pty = true,
+            "w" | "nodelist" => out.nodelist = value,
+            _ => out.ignored.push(format!(
+                "{}{name}",
+                if name.len() == 1 { "-" } else { "--" }
+            )),
+        }
+        i += 1;
+    }
+    out.command = args[i..].to_vec();
+    if out.command.is_empty() {
+        return Err("no command given: write `srun [OPTIONS] COMMAND [ARGS]`".to_string());
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(s: &str) -> Vec<String> {
+        s.split_whitespace().map(str::to_string).collect()
+    }
+
+    #[test]
+    fn options_then_the_command() {
+        let a = parse_srun(&args(
+            "-n 4 --gpus-per-task=a100:1 -l --mpi=pmix --cpu-bind cores python train.py -n 3",
+        ))
+        .unwrap();
+        assert_eq!(a.ntasks, Some(4));
+        assert_eq!(a.gpus_per_task, Some(1));
+        assert!(a.label);
+        assert_eq!(a.ignored, ["--mpi", "--cpu-bind"]);
+        assert_eq!(a.command, ["python", "train.py", "-n", "3"]);
+        let a = parse_srun(&args("-n2 -N1 --ntasks-per-node 2 -K1 hostname")).unwrap();
+        assert_eq!(
+            (a.ntasks, a.nodes, a.ntasks_per_node),
+            (Some(2), Some(1), Some(2))
+        );
+        assert_eq!(a.command, ["hostname"]);
+        assert!(parse_srun(&args("-n 2")).is_err());
+        assert!(parse_srun(&args("-n x true")).is_err());
+    }
+}

@@ -1,0 +1,230 @@
+//! `srun` inside a job: a step of `--ntasks` tasks over the job's allocation, each with Slurm's
+//! per-task variables (`SLURM_PROCID`, `SLURM_LOCALID`, `SLURM_NODEID`, `SLURM_STEP_ID`) and,
+//! with `--gpus-per-task`, only its own GPUs. The step is recorded in the job's steps file, so
+//! that `labpool show` lists it with its exit code. It needs no Slurm on the node.
+//!
+//! A job runs on one node, so every task runs here; a step asking for more nodes than the job
+//! has is refused with the reason.
+
+use super::args::parse_srun;
+use crate::api::steps::StepRecord;
+use crate::env_vars::{LABPOOL_GPUS, LABPOOL_JOB_ID, LABPOOL_NODE, LABPOOL_STEPS};
+use std::io::{BufRead, Write};
+use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
+use std::process::{Command, ExitCode, Stdio};
+
+/// Runs `srun ARGS`; the exit code is the highest of its tasks', as srun's.
+pub fn main(args: &[String]) -> ExitCode {
+    match run(args) {
+        Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),
+        Err(e) => {
+            eprintln!("srun: error: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn run(args: &[String]) -> Result<i32, String> {
+    let a = parse_srun(args)?;
+    let var = |k: &str| std::env::var(k).ok();
+    let Some(job) = var(LABPOOL_JOB_ID) else {
+        return Err(if a.pty {
+            "srun --pty outside a job: ask for an interactive session with `labpool submit` for now"
+                .into()
+        } else {
+            "srun runs steps inside a labpool job; submit the script with `labpool submit`".into()
+        });
+    };
+    if !a.ignored.is_empty() {
+        eprintln!(
+            "srun: warning: {} ignored: the step runs on the job's own cores and GPUs",
+            a.ignored.join(", ")
+        );
+    }
+    let node = var(LABPOOL_NODE).unwrap_or_default();
+    if a.nodes.is_some_and(|n| n > 1) {
+        return Err(format!(
+            "-N {}: job {job} has one node ({node}); run the step on it",
+            a.nodes.unwrap_or(1)
+        ));
+    }
+    let ntasks = a
+        .ntasks
+        .or(a.ntasks_per_node)
+        .or_else(|| var("SLURM_NTASKS").and_then(|n| n.parse().ok()))
+        .unwrap_or(1)
+        .max(1);
+    let gpus: Vec<String> = var(LABPOOL_GPUS)
+        .unwrap_or_default()
+        .split(',')
+        .filter(|g| !g.is_empty())
+        .map(str::to_string)
+        .collect();
+    // As in Slurm, a step takes the job's --gpus-per-task unless it gives its own.
+    let gpus_per_task = a
+        .gpus_per_task
+        .or_else(|| var("SLURM_GPUS_PER_TASK").and_then(|g| g.parse().ok()));
+    let per_task = gpu_share(gpus_per_task, ntasks, &gpus)?;
+    let steps = var(LABPOOL_STEPS);
+    let step = match &steps {
+        Some(path) => next_step_id(Path::new(path)).map_err(|e| format!("{path}: {e}"))?,
+        None => 0,
+    };
+    let start_ms = crate::clock::now_ms();
+    let mut children = Vec::new();
+    for rank in 0..ntasks {
+        let mut cmd = Command::new(&a.command[0]);
+        cmd.args(&a.command[1..])
+            .env("SLURM_PROCID", rank.to_string())
+            .env("SLURM_LOCALID", rank.to_string())
+            .env("SLURM_NODEID", "0")
+            .env("SLURM_STEP_ID", step.to_string())
+            .env("SLURM_STEPID", step.to_string())
+            .env("SLURM_STEP_NUM_TASKS", ntasks.to_string())
+            .env("SLURM_STEP_NUM_NODES", "1")
+            .env("SLURM_STEP_NODELIST", &node)
+            .env("SLURM_STEP_TASKS_PER_NODE", ntasks.to_string())
+            .env("SLURM_NTASKS", ntasks.to_string())
+            .env("SLURM_NPROCS", ntasks.to_string());
+        if let Some(mine) = per_task.as_ref().map(|p| p[rank as usize].join(",")) {
+            cmd.env("CUDA_VISIBLE_DEVICES", &mine)
+                .env("SLURM_STEP_GPUS", &mine);
+        }
+        if a.label {
+            cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+        }
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| format!("cannot run {}: {e}", a.command[0]))?;
+        let relays = if a.label {
+            let width = (ntasks - 1).to_string().len();
+            let out = child.stdout.take().map(|s| relay(s, rank, width, false));
+            let err = child.stderr.take().map(|s| relay(s, rank, width, true));
+            vec![out, err].into_iter().flatten().collect()
+        } else {
+            Vec::new()
+        };
+        children.push((child, relays));
+    }
+    let (mut worst, mut signal) = (0, None);
+    for (mut child, relays) in children {
+        let status = child.wait().map_err(|e| e.to_string())?;
+        for r in relays {
+            let _ = r.join();
+        }
+        let code = match (status.code(), status.signal()) {
+            (Some(c), _) => c,
+            (None, Some(s)) => {
+                signal.get_or_insert(s);
+                128 + s
+            }
+            (None, None) => 1,
+        };
+        worst = worst.max(code);
+    }
+    if let Some(path) = steps {
+        let record = StepRecord {
+            step,
+            name: a
+                .command
+                .iter()
+                .take(2)
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(" "),
+            tasks: ntasks,
+            nodes: vec![node],
+            start_ms,
+            end_ms: crate::clock::now_ms(),
+            exit_code: worst,
+            signal,
+        };
+        append_step(Path::new(&path), &record).map_err(|e| format!("{path}: {e}"))?;
+    }
+    Ok(worst)
+}
+
+/// Each task's GPUs with `--gpus-per-task`, in rank order; `None` when every task sees all.
+fn gpu_share(
+    per_task: Option<u32>,
+    ntasks: u32,
+    gpus: &[String],
+) -> Result<Option<Vec<Vec<String>>>, String> {
+    let Some(g) = per_task.filter(|g| *g > 0) else {
+        return Ok(None);
+    };
+    let need = (g * ntasks) as usize;
+    if need > gpus.len() {
+        return Err(format!(
+            "--gpus-per-task={g} with {ntasks} tasks needs {need} GPUs; the job has {} ({})",
+            gpus.len(),
+            if gpus.is_empty() {
+                "none".to_string()
+            } else {
+                gpus.join(",")
+            }
+        ));
+    }
+    Ok(Some(
+        gpus.chunks(g as usize)
+            .take(ntasks as usize)
+            .map(<[String]>::to_vec)
+            .collect(),
+    ))
+}
+
+/// Copies a task's output line by line, each prefixed with its rank (`-l`).
+fn relay(
+    stream: impl std::io::Read + Send + 'static,
+    rank: u32,
+    width: usize,
+    to_stderr: bool,
+) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stream)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let text = format!("{rank:>width$}: {line}\n");
+            let _ = if to_stderr {
+                std::io::stderr().write_all(text.as_bytes())
+            } else {
+                std::io::stdout().write_all(text.as_bytes())
+            };
+        }
+    })
+}
+
+/// Takes the next step id from `PATH.next` under a lock, so that steps started together
+/// (`srun a & srun b & wait`) get different ids.
+fn next_step_id(steps: &Path) -> std::io::Result<u32> {
+    let counter = steps.with_extension("next");
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&counter)?;
+    let mut lock = nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive)
+        .map_err(|(_, e)| std::io::Error::from(e))?;
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut *lock, &mut text)?;
+    let id: u32 = text.trim().parse().unwrap_or(0);
+    std::io::Seek::rewind(&mut *lock)?;
+    lock.set_len(0)?;
+    write!(lock, "{}", id + 1)?;
+    Ok(id)
+}
+
+/// Appends one record as a line; a line is written in one `write`, so concurrent steps do not
+/// interleave.
+fn append_step(steps: &Path, record: &StepRecord) -> std::io::Result<()> {
+    let mut line = serde_json::to_string(record).map_err(std::io::Error::other)?;
+    line.push('\n');
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(steps)?;
+    f.write_all(line.as_bytes())
+}

@@ -1,0 +1,77 @@
+//! `srun` inside a job: each step starts its tasks with Slurm's rank variables and, with
+//! `--gpus-per-task`, its own GPUs; `show` lists the steps with their exit codes. No Slurm is
+//! needed on the node: the job's `PATH` starts with labpool's `srun`.
+
+use crate::pool::{Pool, has, read_output, s};
+use std::time::Duration;
+
+const T: Duration = Duration::from_secs(30);
+
+#[test]
+fn srun_starts_ranked_tasks_on_their_own_gpus_and_show_lists_the_steps() {
+    let mut pool = Pool::new("4:a100");
+    pool.start();
+    pool.script(
+        "steps.sh",
+        "#!/bin/bash\n#SBATCH -n 3 --gpus-per-task=1 -o steps.out\n\
+         srun -l bash -c 'echo rank=$SLURM_PROCID local=$SLURM_LOCALID node=$SLURM_NODEID step=$SLURM_STEP_ID of=$SLURM_STEP_NUM_TASKS gpus=$CUDA_VISIBLE_DEVICES'\n\
+         srun -n 2 bash -c 'exit $((SLURM_PROCID + 3))'; echo second=$?\n\
+         srun --mpi=pmix -N 1 --cpu-bind=cores true\n\
+         echo nodes=$(scontrol show hostnames)\n\
+         srun -N 2 true; echo too-many=$?\n",
+    );
+    let id = pool.submit(&["steps.sh"]);
+    let job = pool.wait_done(id, T);
+    assert_eq!(s(&job, "state"), "COMPLETED", "{job:#}");
+    let out = read_output(&pool.work.join("steps.out"));
+    let node = s(&job, "node").to_string();
+    // Three ranks, each with one GPU of its own, labelled by rank (-l).
+    let mut gpus = Vec::new();
+    for rank in 0..3 {
+        let line = out
+            .lines()
+            .find(|l| l.starts_with(&format!("{rank}: rank={rank} ")))
+            .unwrap_or_else(|| panic!("no line of rank {rank} in:\n{out}"));
+        has(line, &[&format!("local={rank} node=0 step=0 of=3 gpus=")]);
+        gpus.push(line.rsplit("gpus=").next().unwrap().to_string());
+    }
+    gpus.sort();
+    gpus.dedup();
+    assert_eq!(gpus.len(), 3, "ranks shared GPUs: {out}");
+    assert!(gpus.iter().all(|g| !g.contains(',')), "{out}");
+    // The step's exit code is its highest task's; -N 2 on a one-node job is refused.
+    has(&out, &["second=4", &format!("nodes={node}"), "too-many=1"]);
+    has(&out, &["srun: warning: --mpi, --cpu-bind ignored"]);
+
+    let steps = job["steps"].as_array().unwrap();
+    let summary: Vec<(u64, u64, i64)> = steps
+        .iter()
+        .map(|st| {
+            (
+                st["step"].as_u64().unwrap(),
+                st["tasks"].as_u64().unwrap(),
+                st["exit_code"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(summary, [(0, 3, 0), (1, 2, 4), (2, 3, 0)], "{job:#}");
+    let show = pool.ok(&["show", &id.to_string()]);
+    has(&show, &["Steps", &format!("{id}.1"), "bash -c", "STEP"]);
+}
+
+#[test]
+fn srun_outside_a_job_says_where_it_works() {
+    let pool = Pool::new("1:a100");
+    let link = pool.dir.join("srun");
+    std::os::unix::fs::symlink(&pool.bin, &link).unwrap();
+    let out = std::process::Command::new(&link)
+        .args(["-n", "2", "hostname"])
+        .env_remove("LABPOOL_JOB_ID")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    has(
+        &String::from_utf8_lossy(&out.stderr),
+        &["srun: error: srun runs steps inside a labpool job"],
+    );
+}
