@@ -71,6 +71,11 @@ pub enum Command {
     Cancel(CancelArgs),
     /// Hold waiting jobs: they stay queued but do not start until released
     Hold(CancelArgs),
+    /// Link Slurm's command names (sbatch, squeue, scancel, sinfo, scontrol, srun) to labpool in DIR
+    InstallSlurmCommands {
+        /// Where to make the links (e.g. /usr/local/bin)
+        dir: std::path::PathBuf,
+    },
     /// Release held jobs
     Release(CancelArgs),
     /// Finished jobs: state, exit code, elapsed time, GPUs

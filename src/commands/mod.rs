@@ -30,6 +30,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<()> {
         Command::Init(args) => return init::run(args),
         Command::Sim(args) => return sim::run(args, cli.config.as_deref()),
         Command::Shim { dir } => return crate::shim::run(dir),
+        Command::InstallSlurmCommands { dir } => return crate::slurm::install_commands(dir),
         Command::Env {
             command: crate::cli::EnvCommand::BuildLocked { lock, dest },
         } => return envs::build_locked(lock, dest),
@@ -79,7 +80,11 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<()> {
             Command::Quota(args) => quotas::quota(args, &config).await,
             Command::Purge { command } => quotas::purge(command, &config).await,
             Command::Env { command } => envs::run(command, &config).await,
-            Command::Init(_) | Command::Shim { .. } | Command::Demo(_) | Command::Sim(_) => {
+            Command::Init(_)
+            | Command::Shim { .. }
+            | Command::Demo(_)
+            | Command::Sim(_)
+            | Command::InstallSlurmCommands { .. } => {
                 unreachable!("handled above")
             }
         }

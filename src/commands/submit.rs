@@ -284,8 +284,22 @@ async fn post_with_retries(client: &Client, req: &SubmitRequest) -> anyhow::Resu
     Ok(answer)
 }
 
+/// Whose words a submit answers in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Style {
+    /// `labpool submit`'s.
+    Labpool,
+    /// sbatch's: `Submitted batch job N`, and `--test-only`'s line on standard error.
+    Sbatch,
+}
+
 /// Runs `labpool submit`.
 pub async fn run(args: &SubmitArgs, config: &Config) -> anyhow::Result<()> {
+    submit_as(args, config, Style::Labpool).await
+}
+
+/// Submits, answering in `style`'s words.
+pub async fn submit_as(args: &SubmitArgs, config: &Config, style: Style) -> anyhow::Result<()> {
     let cwd = std::env::current_dir().context("cannot read the current directory")?;
     let env: BTreeMap<String, String> = std::env::vars().collect();
     let (req, warnings) = build_request(args, &cwd, &env)?;
@@ -294,7 +308,7 @@ pub async fn run(args: &SubmitArgs, config: &Config) -> anyhow::Result<()> {
     }
     let client = Client::new(&config.controller.socket);
     if args.test_only {
-        return super::submit_modes::test_only(&client, &req, args.json).await;
+        return super::submit_modes::test_only(&client, &req, args.json, style).await;
     }
     let submitted = post_with_retries(&client, &req).await?;
     for w in &submitted.warnings {
@@ -303,6 +317,8 @@ pub async fn run(args: &SubmitArgs, config: &Config) -> anyhow::Result<()> {
     let n = submitted.job_ids.len();
     if args.parsable {
         crate::out!("{}", submitted.job_id);
+    } else if style == Style::Sbatch {
+        crate::out!("Submitted batch job {}", submitted.job_id);
     } else if n > 1 {
         crate::out!(
             "Submitted array job {} ({n} tasks, job ids {}-{})",

@@ -9,8 +9,18 @@ use labpool_scheduler::JobState;
 use std::time::Duration;
 
 /// `--test-only`: prints sbatch's sentence (or JSON) and queues nothing.
-pub async fn test_only(client: &Client, req: &SubmitRequest, json: bool) -> anyhow::Result<()> {
+pub async fn test_only(
+    client: &Client,
+    req: &SubmitRequest,
+    json: bool,
+    style: super::submit::Style,
+) -> anyhow::Result<()> {
     let w: WouldStart = client.post("/v1/jobs/test", req).await?;
+    if style == super::submit::Style::Sbatch && !json {
+        // sbatch writes it on standard error.
+        eprintln!("sbatch: {}", would_start_text(&w));
+        return Ok(());
+    }
     crate::render::print(json, &w, would_start_text);
     Ok(())
 }

@@ -1,22 +1,165 @@
 //! Slurm's command names, for the habits people and scripts already have: the labpool binary
-//! called as `srun` or `scontrol` (through a link the agent puts first on each job's `PATH`)
-//! behaves as that command.
+//! called as `sbatch`, `squeue`, `scancel`, `sinfo`, `scontrol` or `srun` behaves as that
+//! command, for the options people use. Inside a job, the agent puts `srun` and `scontrol`
+//! first on the job's `PATH`; `labpool install-slurm-commands DIR` makes all the links for a
+//! login node.
 
 pub mod args;
+pub mod format;
+pub mod scancel;
 pub mod scontrol;
+pub mod sinfo;
+pub mod squeue;
 pub mod srun;
 
+use crate::client::Client;
+use crate::settings::Config;
+use clap::Parser;
 use std::process::ExitCode;
 
-/// Runs the personality the program was called by, if it is one: `srun`, `scontrol`.
-pub fn personality(argv0: &str, args: &[String]) -> Option<ExitCode> {
-    let name = std::path::Path::new(argv0).file_name()?.to_str()?;
-    match name {
-        "srun" => Some(srun::main(args)),
-        "scontrol" => Some(scontrol::main(args)),
-        _ => None,
-    }
-}
+/// The names `install-slurm-commands` links.
+pub const COMMANDS: [&str; 6] = ["sbatch", "squeue", "scancel", "sinfo", "scontrol", "srun"];
 
 /// The names a job's `PATH` links to labpool.
 pub const JOB_COMMANDS: [&str; 2] = ["srun", "scontrol"];
+
+/// Runs the personality the program was called by, if it is one.
+pub fn personality(argv0: &str, args: &[String]) -> Option<ExitCode> {
+    let name = std::path::Path::new(argv0).file_name()?.to_str()?;
+    let code = match name {
+        "srun" => srun::main(args),
+        "sbatch" => sbatch(args),
+        "squeue" => talk(name, |c| async move {
+            let a = squeue::SqueueArgs::try_parse_from(args)?;
+            squeue::squeue(&c, &a, &whoami()).await
+        }),
+        "scancel" => talk(name, |c| async move {
+            let a = scancel::ScancelArgs::try_parse_from(args)?;
+            scancel::scancel(&c, &a).await
+        }),
+        "sinfo" => talk(name, |c| async move {
+            let a = sinfo::SinfoArgs::try_parse_from(args)?;
+            sinfo::sinfo(&c, &a).await
+        }),
+        "scontrol" => talk(name, |c| async move { scontrol::scontrol(&c, args).await }),
+        _ => return None,
+    };
+    Some(code)
+}
+
+/// The config `$LABPOOL_CONFIG` names, else the default one (Slurm's commands take no
+/// `--config`).
+fn config() -> anyhow::Result<Config> {
+    let named = std::env::var_os(crate::env_vars::LABPOOL_CONFIG).map(std::path::PathBuf::from);
+    Ok(Config::locate(named.as_deref())?)
+}
+
+/// The caller's user name.
+fn whoami() -> String {
+    nix::unistd::User::from_uid(nix::unistd::geteuid())
+        .ok()
+        .flatten()
+        .map_or_else(|| nix::unistd::geteuid().to_string(), |u| u.name)
+}
+
+/// Runs `f` against the controller of the config in `$LABPOOL_CONFIG` (or the default
+/// place), prints what it returns, and maps an error to `NAME: error: ...` and exit code 1.
+fn talk<F, Fut>(name: &str, f: F) -> ExitCode
+where
+    F: FnOnce(Client) -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<String>>,
+{
+    let run = || -> anyhow::Result<String> {
+        let config = config()?;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        rt.block_on(f(Client::new(&config.controller.socket)))
+    };
+    match run() {
+        Ok(out) => {
+            if !out.is_empty() {
+                crate::out!("{out}");
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            if let Some(clap) = e.downcast_ref::<clap::Error>() {
+                let _ = clap.print();
+                return ExitCode::from(1);
+            }
+            for line in format!("{e:#}").lines() {
+                eprintln!("{name}: error: {line}");
+            }
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// `sbatch`: `labpool submit` with sbatch's words.
+fn sbatch(args: &[String]) -> ExitCode {
+    #[derive(Parser)]
+    #[command(name = "sbatch", no_binary_name = true, infer_long_args = true)]
+    struct Sbatch {
+        #[command(flatten)]
+        args: crate::cli::SubmitArgs,
+    }
+    let parsed = match Sbatch::try_parse_from(args) {
+        Ok(p) => p,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(1);
+        }
+    };
+    talk("sbatch", |_| async move {
+        let config = config()?;
+        crate::commands::submit::submit_as(
+            &parsed.args,
+            &config,
+            crate::commands::submit::Style::Sbatch,
+        )
+        .await?;
+        Ok(String::new())
+    })
+}
+
+/// `labpool install-slurm-commands DIR`: links each of Slurm's command names in `DIR` to this
+/// binary. A name already there that is not such a link is left alone, and said.
+pub fn install_commands(dir: &std::path::Path) -> anyhow::Result<()> {
+    let exe = std::env::current_exe()?;
+    std::fs::create_dir_all(dir)?;
+    let mut skipped = Vec::new();
+    for name in COMMANDS {
+        let link = dir.join(name);
+        match std::fs::read_link(&link) {
+            Ok(target) if target == exe => continue,
+            Ok(_) => std::fs::remove_file(&link)?,
+            Err(_) if link.exists() => {
+                skipped.push(link.display().to_string());
+                continue;
+            }
+            Err(_) => {}
+        }
+        std::os::unix::fs::symlink(&exe, &link)?;
+        crate::out!("{} -> {}", link.display(), exe.display());
+    }
+    if !skipped.is_empty() {
+        anyhow::bail!(
+            "left alone, as they are not links: {}\nhint: remove them, or pick another DIR",
+            skipped.join(", ")
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    #[test]
+    fn each_command_line_is_well_formed() {
+        super::squeue::SqueueArgs::command().debug_assert();
+        super::sinfo::SinfoArgs::command().debug_assert();
+        super::scancel::ScancelArgs::command().debug_assert();
+    }
+}

@@ -1,37 +1,184 @@
-//! `scontrol` for job scripts: `scontrol show hostnames [LIST]` expands a Slurm host list
-//! (default `$SLURM_JOB_NODELIST`), one name a line, as scripts use it to find their first
-//! node. Other subcommands are not here yet and say so.
+//! `scontrol`: `show hostnames` (what job scripts use), `show job`, `show node`, `hold` and
+//! `release`. `requeue` and `update` are not here yet and say so.
 
+use super::squeue::{slurm_mem, state_names};
+use crate::api::{CancelOutcome, HoldRequest, NodeView};
+use crate::client::Client;
+use crate::controller::http::JobDetail;
 use labpool_scheduler::hostlist::expand;
-use std::process::ExitCode;
 
-/// Runs `scontrol ARGS`.
-pub fn main(args: &[String]) -> ExitCode {
-    let words: Vec<&str> = args.iter().map(String::as_str).collect();
+/// Runs `scontrol WORDS`; returns what it prints.
+pub async fn scontrol(client: &Client, words: &[String]) -> anyhow::Result<String> {
+    let one_line = words.iter().any(|w| w == "-o" || w == "--oneliner");
+    let words: Vec<&str> = words
+        .iter()
+        .map(String::as_str)
+        .filter(|w| !matches!(*w, "-o" | "--oneliner"))
+        .collect();
     match words.as_slice() {
-        ["show", "hostnames" | "hostname", rest @ ..] => {
-            let list = match rest.first() {
-                Some(l) => l.to_string(),
-                None => std::env::var("SLURM_JOB_NODELIST").unwrap_or_default(),
-            };
-            match expand(&list) {
-                Ok(names) => {
-                    for n in names {
-                        crate::out!("{n}");
-                    }
-                    ExitCode::SUCCESS
-                }
-                Err(e) => {
-                    eprintln!("scontrol: error: {e}");
-                    ExitCode::from(1)
-                }
+        ["show", "hostnames" | "hostname", rest @ ..] => hostnames(rest.first().copied()),
+        ["show", "job", id] => {
+            let d: JobDetail = client.get(&format!("/v1/jobs/{id}")).await?;
+            Ok(show_job(&d, one_line))
+        }
+        ["show", "node", name] => {
+            let nodes: Vec<NodeView> = client.get("/v1/nodes").await?;
+            let n = nodes
+                .iter()
+                .find(|n| n.name == *name)
+                .ok_or_else(|| anyhow::anyhow!("Node {name} not found"))?;
+            Ok(show_node(n, one_line))
+        }
+        [verb @ ("hold" | "release" | "uhold"), ids @ ..] if !ids.is_empty() => {
+            let ids: Vec<String> = ids
+                .iter()
+                .flat_map(|i| i.split(','))
+                .map(str::to_string)
+                .collect();
+            let hold = *verb != "release";
+            let out: Vec<CancelOutcome> = client
+                .post("/v1/jobs/hold", &HoldRequest { ids, hold })
+                .await?;
+            let failed: Vec<String> = out
+                .iter()
+                .filter(|o| !o.ok)
+                .map(|o| o.message.clone())
+                .collect();
+            if failed.is_empty() {
+                Ok(String::new())
+            } else {
+                anyhow::bail!("{}", failed.join("\n"))
             }
         }
-        _ => {
-            eprintln!(
-                "scontrol: error: only `scontrol show hostnames` is here so far; use `labpool show`, `labpool hold` and `labpool release` for jobs"
-            );
-            ExitCode::from(1)
-        }
+        [verb @ ("requeue" | "update"), ..] => anyhow::bail!(
+            "`scontrol {verb}` is not here yet; cancel and submit again, or ask an admin"
+        ),
+        _ => anyhow::bail!(
+            "this scontrol knows `show hostnames [LIST]`, `show job ID`, `show node NAME`, `hold ID` and `release ID`"
+        ),
     }
+}
+
+fn hostnames(list: Option<&str>) -> anyhow::Result<String> {
+    let list = match list {
+        Some(l) => l.to_string(),
+        None => std::env::var("SLURM_JOB_NODELIST").unwrap_or_default(),
+    };
+    Ok(expand(&list)?.join("\n"))
+}
+
+/// `key=value` groups, one line each, indented as scontrol does (or all on one line with -o).
+fn layout(lines: Vec<Vec<(&str, String)>>, one_line: bool) -> String {
+    let lines: Vec<String> = lines
+        .into_iter()
+        .map(|l| {
+            l.into_iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect();
+    if one_line {
+        lines.join(" ")
+    } else {
+        lines.join("\n   ")
+    }
+}
+
+fn show_job(d: &JobDetail, one_line: bool) -> String {
+    let j = &d.job;
+    let time = |t: Option<&str>| {
+        t.and_then(crate::clock::parse_ms)
+            .map_or_else(|| "Unknown".to_string(), crate::clock::short)
+    };
+    let null = |v: Option<String>| v.unwrap_or_else(|| "(null)".into());
+    let gres = match j.gpus_requested {
+        0 => String::new(),
+        n => format!(",gres/gpu={n}"),
+    };
+    layout(
+        vec![
+            vec![("JobId", j.id.to_string()), ("JobName", j.name.clone())],
+            vec![("UserId", format!("{}({})", j.user, j.uid))],
+            vec![("Account", null(j.account.clone()))],
+            vec![
+                ("JobState", state_names(j.state).0.to_string()),
+                ("Reason", j.reason.clone().unwrap_or_else(|| "None".into())),
+                ("Dependency", null(j.dependency.clone())),
+            ],
+            vec![(
+                "ExitCode",
+                format!("{}:{}", j.exit_code.unwrap_or(0), j.signal.unwrap_or(0)),
+            )],
+            vec![
+                (
+                    "RunTime",
+                    super::format::slurm_elapsed(j.elapsed_s.unwrap_or(0)),
+                ),
+                ("TimeLimit", super::format::slurm_limit(j.time_limit_s)),
+            ],
+            vec![
+                ("SubmitTime", time(Some(&j.submit_time))),
+                ("StartTime", time(j.start_time.as_deref())),
+                ("EndTime", time(j.end_time.as_deref())),
+            ],
+            vec![
+                ("Partition", j.partition.clone()),
+                ("NodeList", null(j.node.clone())),
+            ],
+            vec![
+                ("NumNodes", "1".into()),
+                ("NumCPUs", j.cpus.to_string()),
+                ("NumTasks", "1".into()),
+            ],
+            vec![(
+                "TRES",
+                format!("cpu={},mem={},node=1{gres}", j.cpus, slurm_mem(j.mem_mib)),
+            )],
+            vec![("MinMemoryNode", slurm_mem(j.mem_mib))],
+            vec![("Comment", null(j.comment.clone()))],
+            vec![("WorkDir", j.workdir.display().to_string())],
+            vec![(
+                "StdOut",
+                null(j.stdout.as_ref().map(|p| p.display().to_string())),
+            )],
+        ],
+        one_line,
+    )
+}
+
+fn show_node(n: &NodeView, one_line: bool) -> String {
+    let state = format!("{:?}", n.state).to_ascii_uppercase();
+    let gres = match n.gpus.first() {
+        Some(g) => format!("gpu:{}:{}", g.gpu_type, n.gpus.len()),
+        None => "(null)".into(),
+    };
+    layout(
+        vec![
+            vec![("NodeName", n.name.clone())],
+            vec![
+                ("CPUAlloc", n.cpus_used.to_string()),
+                ("CPUTot", n.cpus.to_string()),
+            ],
+            vec![(
+                "AvailableFeatures",
+                if n.features.is_empty() {
+                    "(null)".into()
+                } else {
+                    n.features.join(",")
+                },
+            )],
+            vec![("Gres", gres)],
+            vec![
+                ("RealMemory", n.mem_mib.to_string()),
+                ("AllocMem", n.mem_used_mib.to_string()),
+            ],
+            vec![("State", state)],
+            vec![(
+                "Reason",
+                n.reason.clone().unwrap_or_else(|| "(null)".into()),
+            )],
+        ],
+        one_line,
+    )
 }

@@ -27,6 +27,7 @@ mod pool;
 mod quotas;
 mod recovery;
 mod show_settings;
+mod slurm_commands;
 mod slurm_differential;
 mod slurm_options;
 mod slurm_peer;

@@ -1,0 +1,88 @@
+//! `scancel`: jobs by id, or every job matching `-u`, `-t`, `-n`, `-p`, `-A` (your own, unless
+//! you are an admin). Like scancel it prints nothing when all went well.
+
+use crate::api::{CancelOutcome, CancelRequest, JobView};
+use crate::client::Client;
+
+/// scancel's options.
+#[derive(clap::Parser, Debug)]
+#[command(name = "scancel", no_binary_name = true, infer_long_args = true)]
+pub struct ScancelArgs {
+    /// Only this user's jobs
+    #[arg(short = 'u', long = "user")]
+    user: Option<String>,
+    /// Only jobs in this state (PENDING, RUNNING)
+    #[arg(short = 't', long = "state")]
+    state: Option<String>,
+    /// Only jobs of this name
+    #[arg(short = 'n', long = "name", alias = "jobname")]
+    name: Option<String>,
+    /// Only jobs in this partition
+    #[arg(short = 'p', long = "partition")]
+    partition: Option<String>,
+    /// Only jobs of this account
+    #[arg(short = 'A', long = "account")]
+    account: Option<String>,
+    /// Send a signal instead of cancelling (not here yet)
+    #[arg(short = 's', long = "signal")]
+    signal: Option<String>,
+    /// Job ids (12, or 12_3 for one array task)
+    ids: Vec<String>,
+}
+
+/// Runs scancel against the controller.
+pub async fn scancel(client: &Client, a: &ScancelArgs) -> anyhow::Result<String> {
+    if let Some(s) = &a.signal {
+        anyhow::bail!(
+            "--signal={s}: signalling a job is not here yet; scancel without it stops the job (TERM, then KILL)"
+        );
+    }
+    let filtered = a.user.is_some()
+        || a.state.is_some()
+        || a.name.is_some()
+        || a.partition.is_some()
+        || a.account.is_some();
+    let mut ids = a.ids.clone();
+    if filtered {
+        let jobs: Vec<JobView> = client.get("/v1/jobs").await?;
+        let is = |want: &Option<String>, v: &str| want.as_deref().is_none_or(|w| w == v);
+        ids.extend(
+            jobs.iter()
+                .filter(|j| {
+                    let (long, short) = super::squeue::state_names(j.state);
+                    let state = a.state.as_deref().map(str::to_ascii_uppercase);
+                    is(&a.user, &j.user)
+                        && state.as_deref().is_none_or(|s| s == long || s == short)
+                        && is(&a.name, &j.name)
+                        && is(&a.partition, &j.partition)
+                        && is(&a.account, j.account.as_deref().unwrap_or(""))
+                        && (a.ids.is_empty() || a.ids.contains(&j.id.to_string()))
+                })
+                .map(|j| j.id.to_string()),
+        );
+        if !a.ids.is_empty() {
+            ids.retain(|i| !a.ids.contains(i) || jobs.iter().any(|j| &j.id.to_string() == i));
+        }
+    }
+    if ids.is_empty() {
+        if !filtered {
+            anyhow::bail!("no job identification provided");
+        }
+        return Ok(String::new());
+    }
+    ids.sort();
+    ids.dedup();
+    let out: Vec<CancelOutcome> = client
+        .post("/v1/jobs/cancel", &CancelRequest { ids })
+        .await?;
+    let failed: Vec<String> = out
+        .iter()
+        .filter(|o| !o.ok)
+        .map(|o| format!("Kill job error on job id {}: {}", o.id, o.message))
+        .collect();
+    if failed.is_empty() {
+        Ok(String::new())
+    } else {
+        anyhow::bail!("{}", failed.join("\n"))
+    }
+}

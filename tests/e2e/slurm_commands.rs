@@ -1,0 +1,172 @@
+//! Slurm's command names: `labpool install-slurm-commands DIR` links sbatch, squeue, scancel,
+//! sinfo, scontrol and srun to labpool, and each prints what Slurm prints. Where the Slurm test
+//! cluster runs (as root), the same jobs go to both and `squeue -o "%i %u %T %b"` is compared.
+
+use crate::pool::{Pool, has, s};
+use crate::slurm_peer::slurm;
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::Duration;
+
+const T: Duration = Duration::from_secs(30);
+
+fn run(bin: &Path, name: &str, args: &[&str], pool: &Pool) -> Output {
+    Command::new(bin.join(name))
+        .args(args)
+        .env("LABPOOL_CONFIG", &pool.config)
+        .current_dir(&pool.work)
+        .output()
+        .unwrap()
+}
+
+fn text(o: &Output) -> String {
+    assert!(o.status.success(), "{o:?}");
+    String::from_utf8_lossy(&o.stdout).to_string()
+}
+
+/// The same two jobs in one system: one held, one running on a GPU.
+fn two_jobs(sbatch: &dyn Fn(&[&str]) -> String) -> (String, String) {
+    let held = sbatch(&["--hold", "--mem=1G", "--wrap", "sleep 60"]);
+    let running = sbatch(&[
+        "-J",
+        "trainjob",
+        "--gres=gpu:1",
+        "--mem=1G",
+        "--wrap",
+        "sleep 60",
+    ]);
+    (held, running)
+}
+
+#[test]
+fn slurm_command_names_print_what_slurm_prints() {
+    let mut pool = Pool::new("2:a100");
+    pool.start();
+    let bin = pool.dir.join("slurm-bin");
+    let out = pool.ok(&["install-slurm-commands", bin.to_str().unwrap()]);
+    has(&out, &["sbatch ->", "squeue ->", "srun ->"]);
+
+    let sbatch = |args: &[&str]| {
+        let out = text(&run(&bin, "sbatch", args, &pool));
+        let id = out
+            .trim()
+            .strip_prefix("Submitted batch job ")
+            .unwrap_or_else(|| panic!("{out}"));
+        id.to_string()
+    };
+    let (held, running) = two_jobs(&sbatch);
+    pool.wait_for(running.parse().unwrap(), T, |j| s(j, "state") == "RUNNING");
+
+    let default = text(&run(&bin, "squeue", &[], &pool));
+    let lines: Vec<&str> = default.lines().collect();
+    assert_eq!(
+        lines[0],
+        "             JOBID PARTITION     NAME     USER ST       TIME  NODES NODELIST(REASON)"
+    );
+    let me = nix::unistd::User::from_uid(nix::unistd::geteuid())
+        .unwrap()
+        .unwrap()
+        .name;
+    let user8: String = me.chars().take(8).collect();
+    assert_eq!(
+        lines[1],
+        format!("{held:>18}    normal     wrap {user8:>8} PD       0:00      1 (JobHeldUser)")
+    );
+    assert!(
+        lines[2].starts_with(&format!("{running:>18}    normal trainjob {user8:>8}  R ")),
+        "{default}"
+    );
+    let ours = text(&run(&bin, "squeue", &["-o", "%i %u %T %b"], &pool));
+    assert_eq!(
+        ours,
+        format!(
+            "JOBID USER STATE TRES_PER_NODE\n{held} {me} PENDING N/A\n{running} {me} RUNNING gres:gpu:1\n"
+        )
+    );
+    let only = text(&run(&bin, "squeue", &["-h", "-t", "R", "-o", "%i"], &pool));
+    assert_eq!(only.trim(), running);
+
+    // scontrol release, then scancel by name and by state; nothing printed on success.
+    assert_eq!(text(&run(&bin, "scontrol", &["release", &held], &pool)), "");
+    let job = pool.wait_for(held.parse().unwrap(), T, |j| s(j, "state") == "RUNNING");
+    assert_eq!(s(&job, "state"), "RUNNING");
+    let show = text(&run(&bin, "scontrol", &["show", "job", &running], &pool));
+    has(
+        &show,
+        &[
+            &format!("JobId={running} JobName=trainjob"),
+            "JobState=RUNNING",
+            "TRES=cpu=1,mem=1G,node=1,gres/gpu=1",
+        ],
+    );
+    assert_eq!(text(&run(&bin, "scancel", &["-n", "trainjob"], &pool)), "");
+    assert_eq!(
+        text(&run(&bin, "scancel", &["-t", "RUNNING", "-u", &me], &pool)),
+        ""
+    );
+    for id in [&held, &running] {
+        assert_eq!(
+            s(&pool.wait_done(id.parse().unwrap(), T), "state"),
+            "CANCELLED"
+        );
+    }
+    let bad = run(&bin, "scancel", &["99"], &pool);
+    assert_eq!(bad.status.code(), Some(1));
+    has(
+        &String::from_utf8_lossy(&bad.stderr),
+        &["scancel: error: Kill job error on job id 99: no job 99"],
+    );
+
+    let info = text(&run(&bin, "sinfo", &[], &pool));
+    let first: Vec<&str> = info.lines().collect();
+    assert_eq!(
+        first[0],
+        "PARTITION AVAIL  TIMELIMIT  NODES  STATE NODELIST"
+    );
+    assert!(
+        first
+            .iter()
+            .any(|l| l.starts_with("normal*      up 7-00:00:00      1   idle ")),
+        "{info}"
+    );
+
+    // The same two jobs through the real Slurm: squeue's fields read alike.
+    let Some(conf) = slurm("slurm_command_names_print_what_slurm_prints") else {
+        return;
+    };
+    let slurm_run = |name: &str, args: &[&str]| {
+        Command::new(name)
+            .args(args)
+            .env("SLURM_CONF", &conf)
+            .current_dir("/tmp")
+            .output()
+            .unwrap()
+    };
+    let sb = |args: &[&str]| {
+        let out = text(&slurm_run("sbatch", args));
+        out.trim()
+            .strip_prefix("Submitted batch job ")
+            .unwrap()
+            .to_string()
+    };
+    let (h, r) = two_jobs(&sb);
+    let wait_running = std::time::Instant::now();
+    let theirs = loop {
+        let out = text(&slurm_run(
+            "squeue",
+            &["-j", &format!("{h},{r}"), "-o", "%i %u %T %b"],
+        ));
+        if out.contains("RUNNING") || wait_running.elapsed() > T {
+            break out;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let _ = slurm_run("scancel", &[&h, &r]);
+    let theirs = theirs
+        .replace(&format!("{h} "), "HELD ")
+        .replace(&format!("{r} "), "RUN ");
+    let ours = ours
+        .replace(&format!("{held} "), "HELD ")
+        .replace(&format!("{running} "), "RUN ");
+    assert_eq!(ours, theirs, "labpool:\n{ours}\nSlurm:\n{theirs}");
+}
