@@ -1,11 +1,12 @@
 //! Slurm's command names, for the habits people and scripts already have: the labpool binary
-//! called as `sbatch`, `squeue`, `scancel`, `sinfo`, `scontrol` or `srun` behaves as that
+//! called as `sbatch`, `squeue`, `scancel`, `sinfo`, `sacct`, `scontrol` or `srun` behaves as that
 //! command, for the options people use. Inside a job, the agent puts `srun` and `scontrol`
 //! first on the job's `PATH`; `labpool install-slurm-commands DIR` makes all the links for a
 //! login node.
 
 pub mod args;
 pub mod format;
+pub mod sacct;
 pub mod scancel;
 pub mod scontrol;
 pub mod sinfo;
@@ -18,7 +19,9 @@ use clap::Parser;
 use std::process::ExitCode;
 
 /// The names `install-slurm-commands` links.
-pub const COMMANDS: [&str; 6] = ["sbatch", "squeue", "scancel", "sinfo", "scontrol", "srun"];
+pub const COMMANDS: [&str; 7] = [
+    "sbatch", "squeue", "scancel", "sinfo", "sacct", "scontrol", "srun",
+];
 
 /// The names a job's `PATH` links to labpool.
 pub const JOB_COMMANDS: [&str; 2] = ["srun", "scontrol"];
@@ -36,6 +39,10 @@ pub fn personality(argv0: &str, args: &[String]) -> Option<ExitCode> {
         "scancel" => talk(name, |c| async move {
             let a = scancel::ScancelArgs::try_parse_from(args)?;
             scancel::scancel(&c, &a).await
+        }),
+        "sacct" => talk(name, |c| async move {
+            let a = sacct::SacctArgs::try_parse_from(args)?;
+            sacct::sacct(&c, &a, &whoami()).await
         }),
         "sinfo" => talk(name, |c| async move {
             let a = sinfo::SinfoArgs::try_parse_from(args)?;
@@ -161,5 +168,6 @@ mod tests {
         super::squeue::SqueueArgs::command().debug_assert();
         super::sinfo::SinfoArgs::command().debug_assert();
         super::scancel::ScancelArgs::command().debug_assert();
+        super::sacct::SacctArgs::command().debug_assert();
     }
 }

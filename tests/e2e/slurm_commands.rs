@@ -170,3 +170,49 @@ fn slurm_command_names_print_what_slurm_prints() {
         .replace(&format!("{running} "), "RUN ");
     assert_eq!(ours, theirs, "labpool:\n{ours}\nSlurm:\n{theirs}");
 }
+
+#[test]
+fn sacct_lists_the_job_its_batch_step_and_its_srun_steps() {
+    let mut pool = Pool::new("1:a100");
+    pool.start();
+    let bin = pool.dir.join("slurm-bin");
+    pool.ok(&["install-slurm-commands", bin.to_str().unwrap()]);
+    pool.script(
+        "steps.sh",
+        "#!/bin/bash\nsrun -n 2 true\nsrun false\nexit 0\n",
+    );
+    let id = pool.submit(&["steps.sh"]);
+    assert_eq!(s(&pool.wait_done(id, T), "state"), "COMPLETED");
+    let out = text(&run(
+        &bin,
+        "sacct",
+        &[
+            "-j",
+            &id.to_string(),
+            "-P",
+            "--format=JobID,JobName,State,ExitCode,NTasks",
+        ],
+        &pool,
+    ));
+    assert_eq!(
+        out,
+        format!(
+            "JobID|JobName|State|ExitCode|NTasks\n{id}|steps.sh|COMPLETED|0:0|\n{id}.batch|batch|COMPLETED|0:0|1\n{id}.0|true|COMPLETED|0:0|2\n{id}.1|false|FAILED|1:0|1\n"
+        )
+    );
+    let table = text(&run(&bin, "sacct", &["-X"], &pool));
+    let lines: Vec<&str> = table.lines().collect();
+    assert_eq!(
+        lines[0],
+        "JobID           JobName  Partition    Account  AllocCPUS      State ExitCode"
+    );
+    assert_eq!(
+        lines[1],
+        "------------ ---------- ---------- ---------- ---------- ---------- --------"
+    );
+    assert!(
+        lines[2].starts_with(&format!("{id:<12}   steps.sh     normal")),
+        "{table}"
+    );
+    assert_eq!(lines.len(), 3, "{table}");
+}

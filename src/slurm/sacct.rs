@@ -1,0 +1,266 @@
+//! `sacct`, as Slurm prints it: jobs that ran or run (today's by default), each with its
+//! `.batch` line and its `srun` steps unless `-X`, `--format` fields with `%WIDTH`,
+//! `--parsable`/`--parsable2`, `-n`, `-j`, `-u`, `-a`, `-S`/`-E`.
+
+use super::format::{slurm_elapsed, slurm_limit};
+use super::squeue::{slurm_mem, state_names};
+use crate::api::JobView;
+use crate::api::steps::StepRecord;
+use crate::client::Client;
+use crate::controller::http::JobDetail;
+
+const DEFAULT: &str = "JobID,JobName,Partition,Account,AllocCPUS,State,ExitCode";
+
+/// sacct's options.
+#[derive(clap::Parser, Debug)]
+#[command(name = "sacct", no_binary_name = true, infer_long_args = true)]
+pub struct SacctArgs {
+    /// Only these jobs (comma-separated)
+    #[arg(short = 'j', long = "jobs")]
+    jobs: Option<String>,
+    /// Only these users' jobs
+    #[arg(short = 'u', long = "user")]
+    users: Option<String>,
+    /// Every user's jobs
+    #[arg(short = 'a', long = "allusers")]
+    all: bool,
+    /// Jobs that ended at or after this time [default: today 00:00]
+    #[arg(short = 'S', long = "starttime")]
+    start: Option<String>,
+    /// Jobs that started before this time [default: now]
+    #[arg(short = 'E', long = "endtime")]
+    end: Option<String>,
+    /// The fields: JobID,JobName%30,State…
+    #[arg(short = 'o', long = "format")]
+    format: Option<String>,
+    /// Allocations only, not their steps
+    #[arg(short = 'X', long = "allocations")]
+    allocations: bool,
+    /// No header
+    #[arg(short = 'n', long = "noheader")]
+    noheader: bool,
+    /// Fields between `|`, one after the last
+    #[arg(short = 'p', long = "parsable")]
+    parsable: bool,
+    /// Fields between `|`
+    #[arg(short = 'P', long = "parsable2")]
+    parsable2: bool,
+}
+
+/// One line: a job, its batch step, or one of its steps.
+enum Row<'a> {
+    Job(&'a JobView),
+    Batch(&'a JobView),
+    Step(&'a JobView, &'a StepRecord),
+}
+
+/// Runs sacct against the controller; returns what it prints.
+pub async fn sacct(client: &Client, a: &SacctArgs, me: &str) -> anyhow::Result<String> {
+    let now = chrono::Local::now();
+    let when = |t: &Option<String>, default: i64| -> anyhow::Result<i64> {
+        Ok(match t {
+            Some(t) => crate::begin::parse_slurm_time("--starttime", t, now)?,
+            None => default,
+        })
+    };
+    let midnight = now
+        .date_naive()
+        .and_hms_opt(0, 0, 0)
+        .and_then(|d| d.and_local_timezone(chrono::Local).earliest())
+        .map_or(0, |d| d.timestamp_millis());
+    let (from, to) = (when(&a.start, midnight)?, when(&a.end, i64::MAX)?);
+    let user = if a.all || a.users.is_some() {
+        None
+    } else {
+        Some(me.to_string())
+    };
+    let mut jobs: Vec<JobView> = client.get("/v1/jobs").await?;
+    jobs.extend(client.history(user.clone(), Some(from), 100_000).await?);
+    let list = |s: &Option<String>| -> Option<Vec<String>> {
+        s.as_ref()
+            .map(|v| v.split(',').map(|x| x.trim().to_string()).collect())
+    };
+    let (ids, users) = (list(&a.jobs), list(&a.users).or(user.map(|u| vec![u])));
+    let ms = |t: Option<&str>| t.and_then(crate::clock::parse_ms);
+    jobs.retain(|j| {
+        ids.as_ref()
+            .is_none_or(|s| s.contains(&j.id.to_string()) || s.contains(&j.display_id()))
+            && users.as_ref().is_none_or(|s| s.contains(&j.user))
+            && ms(Some(&j.submit_time)).is_some_and(|t| t <= to)
+    });
+    jobs.sort_by_key(|j| j.id);
+    jobs.dedup_by_key(|j| j.id);
+    let mut details = Vec::new();
+    if !a.allocations {
+        for j in &jobs {
+            let d: JobDetail = client.get(&format!("/v1/jobs/{}", j.id)).await?;
+            details.push(d.steps.into_iter().map(|s| s.step).collect::<Vec<_>>());
+        }
+    }
+    let fields: Vec<(String, Option<usize>)> = a
+        .format
+        .as_deref()
+        .unwrap_or(DEFAULT)
+        .split(',')
+        .map(|f| match f.split_once('%') {
+            Some((n, w)) => (n.trim().to_ascii_lowercase(), w.parse().ok()),
+            None => (f.trim().to_ascii_lowercase(), None),
+        })
+        .collect();
+    let mut rows = Vec::new();
+    for (i, j) in jobs.iter().enumerate() {
+        rows.push(Row::Job(j));
+        if !a.allocations && j.start_time.is_some() {
+            rows.push(Row::Batch(j));
+            rows.extend(details[i].iter().map(|s| Row::Step(j, s)));
+        }
+    }
+    let parsable = a.parsable || a.parsable2;
+    let line = |cells: Vec<String>| -> String {
+        if parsable {
+            let mut l = cells.join("|");
+            if a.parsable {
+                l.push('|');
+            }
+            l
+        } else {
+            let padded: Vec<String> = cells
+                .iter()
+                .zip(&fields)
+                .map(|(c, (name, w))| {
+                    let w = w.unwrap_or(default_width(name));
+                    let cut: String = c.chars().take(w).collect();
+                    if name == "jobid" {
+                        format!("{cut:<w$}")
+                    } else {
+                        format!("{cut:>w$}")
+                    }
+                })
+                .collect();
+            padded.join(" ")
+        }
+    };
+    let mut out = Vec::new();
+    if !a.noheader {
+        out.push(line(fields.iter().map(|(n, _)| header(n)).collect()));
+        if !parsable {
+            out.push(line(
+                fields
+                    .iter()
+                    .map(|(n, w)| "-".repeat(w.unwrap_or(if n == "jobid" { 12 } else { 10 })))
+                    .collect(),
+            ));
+        }
+    }
+    for r in &rows {
+        out.push(line(fields.iter().map(|(n, _)| value(r, n)).collect()));
+    }
+    Ok(out
+        .join("\n")
+        .lines()
+        .map(str::trim_end)
+        .collect::<Vec<_>>()
+        .join("\n"))
+}
+
+/// sacct's column width for a field given without `%WIDTH`.
+fn default_width(name: &str) -> usize {
+    match name {
+        "jobid" => 12,
+        "exitcode" => 8,
+        _ => 10,
+    }
+}
+
+fn header(name: &str) -> String {
+    const NAMES: &[&str] = &[
+        "JobID",
+        "JobIDRaw",
+        "JobName",
+        "Partition",
+        "Account",
+        "AllocCPUS",
+        "State",
+        "ExitCode",
+        "Elapsed",
+        "Start",
+        "End",
+        "Submit",
+        "NodeList",
+        "User",
+        "Timelimit",
+        "ReqMem",
+        "AllocTRES",
+        "NNodes",
+        "NTasks",
+        "Comment",
+        "WorkDir",
+    ];
+    NAMES
+        .iter()
+        .find(|n| n.eq_ignore_ascii_case(name))
+        .map_or_else(|| name.to_string(), |n| n.to_string())
+}
+
+fn value(r: &Row<'_>, name: &str) -> String {
+    let j = match r {
+        Row::Job(j) | Row::Batch(j) | Row::Step(j, _) => j,
+    };
+    let time = |t: Option<&str>| {
+        t.and_then(crate::clock::parse_ms)
+            .map_or_else(|| "Unknown".to_string(), crate::clock::short)
+    };
+    let exit = format!("{}:{}", j.exit_code.unwrap_or(0), j.signal.unwrap_or(0));
+    let state = state_names(j.state).0.to_string();
+    match (r, name) {
+        (Row::Job(j), "jobid") => j.display_id(),
+        (Row::Batch(j), "jobid") => format!("{}.batch", j.display_id()),
+        (Row::Step(j, s), "jobid") => format!("{}.{}", j.display_id(), s.step),
+        (_, "jobidraw") => j.id.to_string(),
+        (Row::Job(j), "jobname") => j.name.clone(),
+        (Row::Batch(_), "jobname") => "batch".into(),
+        (Row::Step(_, s), "jobname") => s.name.split_whitespace().next().unwrap_or("").into(),
+        (Row::Job(j), "partition") => j.partition.clone(),
+        (_, "account") => j.account.clone().unwrap_or_default(),
+        (Row::Step(_, s), "state") => {
+            if s.exit_code == 0 {
+                "COMPLETED".into()
+            } else {
+                "FAILED".into()
+            }
+        }
+        (_, "state") => state,
+        (Row::Step(_, s), "exitcode") => {
+            format!("{}:{}", s.exit_code.min(255), s.signal.unwrap_or(0))
+        }
+        (_, "exitcode") => exit,
+        (_, "alloccpus") => j.cpus.to_string(),
+        (Row::Step(_, s), "elapsed") => {
+            slurm_elapsed(((s.end_ms - s.start_ms).max(0) / 1000) as u64)
+        }
+        (_, "elapsed") => slurm_elapsed(j.elapsed_s.unwrap_or(0)),
+        (Row::Step(_, s), "start") => crate::clock::short(s.start_ms),
+        (Row::Step(_, s), "end") => crate::clock::short(s.end_ms),
+        (_, "start") => time(j.start_time.as_deref()),
+        (_, "end") => time(j.end_time.as_deref()),
+        (_, "submit") => time(Some(&j.submit_time)),
+        (_, "nodelist") => j.node.clone().unwrap_or_else(|| "None assigned".into()),
+        (Row::Job(j), "user") => j.user.clone(),
+        (Row::Job(j), "timelimit") => slurm_limit(j.time_limit_s),
+        (Row::Job(j), "reqmem") => slurm_mem(j.mem_mib),
+        (Row::Job(j), "alloctres") => match j.gpus_requested {
+            0 => format!("cpu={},mem={},node=1", j.cpus, slurm_mem(j.mem_mib)),
+            g => format!(
+                "cpu={},gres/gpu={g},mem={},node=1",
+                j.cpus,
+                slurm_mem(j.mem_mib)
+            ),
+        },
+        (_, "nnodes") => "1".into(),
+        (Row::Step(_, s), "ntasks") => s.tasks.to_string(),
+        (Row::Batch(_), "ntasks") => "1".into(),
+        (Row::Job(j), "comment") => j.comment.clone().unwrap_or_default(),
+        (Row::Job(j), "workdir") => j.workdir.display().to_string(),
+        _ => String::new(),
+    }
+}
