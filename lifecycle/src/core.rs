@@ -62,6 +62,21 @@ impl<J: Tracked> Lifecycle<J> {
         self.jobs.get(&id)
     }
 
+    /// Changes the shell's own data of a tracked job (its spec, its request); its lifecycle
+    /// fields change only through transitions.
+    pub fn update_record(&mut self, id: u64, f: impl FnOnce(&mut J)) -> bool {
+        match self.jobs.get_mut(&id) {
+            Some(j) => {
+                let life = j.life().clone();
+                f(j);
+                debug_assert!(*j.life() == life, "a record update changed the lifecycle");
+                *j.life_mut() = life;
+                true
+            }
+            None => false,
+        }
+    }
+
     /// True when the job is tracked.
     pub fn contains(&self, id: u64) -> bool {
         self.jobs.contains_key(&id)

@@ -509,6 +509,26 @@ pub struct HoldRequest {
     pub hold: bool,
 }
 
+/// `POST /v1/jobs/update`: new values for a waiting job; what is not given stays.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateRequest {
+    /// The job.
+    pub id: u64,
+    /// A new time limit, in any of Slurm's forms.
+    #[serde(default)]
+    pub time_limit: Option<String>,
+    /// A new partition.
+    #[serde(default)]
+    pub partition: Option<String>,
+    /// New dependencies (`afterok:12`, `singleton`; empty for none).
+    #[serde(default)]
+    pub dependency: Option<String>,
+    /// A node count (only 1 is accepted).
+    #[serde(default)]
+    pub nodes: Option<String>,
+}
+
 /// What became of one job in a cancel, hold or release.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct CancelOutcome {

@@ -69,6 +69,22 @@ pub struct CancelArgs {
     pub ids: Vec<String>,
 }
 
+/// `labpool update`.
+#[derive(Args, Debug)]
+pub struct UpdateArgs {
+    /// Job id
+    pub id: u64,
+    /// New time limit (as --time)
+    #[arg(short = 't', long, value_name = "TIME")]
+    pub time: Option<String>,
+    /// New partition
+    #[arg(short = 'p', long, value_name = "NAME")]
+    pub partition: Option<String>,
+    /// New dependencies (afterok:12, singleton; "" for none)
+    #[arg(short = 'd', long, value_name = "DEPS")]
+    pub dependency: Option<String>,
+}
+
 /// `labpool history`.
 #[derive(Args, Debug)]
 pub struct HistoryArgs {

@@ -17,7 +17,7 @@ pub use datasets::{CacheCommand, DatasetCommand};
 pub use demo::{DemoArgs, SimArgs};
 pub use envs::EnvCommand;
 pub use init::InitArgs;
-pub use jobs::{CancelArgs, HistoryArgs, QueueArgs, ShowArgs, SubmitArgs};
+pub use jobs::{CancelArgs, HistoryArgs, QueueArgs, ShowArgs, SubmitArgs, UpdateArgs};
 pub use nodes::{NodeCommand, PartitionCommand};
 pub use policy::{AccountCommand, CreditsArgs, CreditsCommand, QosCommand};
 pub use quotas::{LimitArgs, PurgeCommand, QuotaArgs, QuotaCommand};
@@ -69,6 +69,8 @@ pub enum Command {
     Show(ShowArgs),
     /// Cancel jobs
     Cancel(CancelArgs),
+    /// Change a waiting job: its time limit, partition or dependencies
+    Update(UpdateArgs),
     /// Hold waiting jobs: they stay queued but do not start until released
     Hold(CancelArgs),
     /// Link Slurm's command names (sbatch, squeue, scancel, sinfo, scontrol, srun) to labpool in DIR

@@ -243,6 +243,22 @@ pub async fn hold(args: &CancelArgs, hold: bool, config: &Config) -> anyhow::Res
     Ok(())
 }
 
+/// Runs `labpool update`.
+pub async fn update(args: &crate::cli::UpdateArgs, config: &Config) -> anyhow::Result<()> {
+    let req = crate::api::UpdateRequest {
+        id: args.id,
+        time_limit: args.time.clone(),
+        partition: args.partition.clone(),
+        dependency: args.dependency.clone(),
+        nodes: None,
+    };
+    let out: String = Client::new(&config.controller.socket)
+        .post("/v1/jobs/update", &req)
+        .await?;
+    crate::out!("{out}");
+    Ok(())
+}
+
 /// Prints each outcome, successes on stdout and failures on stderr; returns the failures.
 fn report_outcomes(out: &[CancelOutcome]) -> usize {
     let mut failed = 0;

@@ -67,6 +67,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/jobs/cancel", post(cancel))
         .route("/v1/jobs/hold", post(hold))
         .route("/v1/jobs/test", post(test_only))
+        .route("/v1/jobs/update", post(update))
         .route("/v1/jobs/{id}", get(show_job))
         .route("/v1/history", get(history))
         .route("/v1/jobs/{id}/why", get(why))
@@ -201,6 +202,20 @@ async fn cancel(
         })
         .await?,
     ))
+}
+
+/// `POST /v1/jobs/update`: new values for a waiting job.
+async fn update(
+    State(state): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<Peer>,
+    body: Result<Json<api::UpdateRequest>, JsonRejection>,
+) -> Result<Json<String>, ApiError> {
+    let caller = caller(&state, &peer)?;
+    let Json(req) = body.map_err(|e| {
+        ApiError::bad_request(format!("bad update request: {}", e.body_text()), None)
+    })?;
+    let out = ask(&state, |reply| Request::Update { req, caller, reply }).await??;
+    Ok(Json(out))
 }
 
 /// `POST /v1/jobs/test`: a submit's checks and its predicted start; nothing is queued.

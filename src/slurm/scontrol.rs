@@ -1,5 +1,5 @@
-//! `scontrol`: `show hostnames` (what job scripts use), `show job`, `show node`, `hold` and
-//! `release`. `requeue` and `update` are not here yet and say so.
+//! `scontrol`: `show hostnames` (what job scripts use), `show job`, `show node`, `hold`,
+//! `release` and `update JobId=…`. `requeue` is not here yet and says so.
 
 use super::squeue::{slurm_mem, state_names};
 use crate::api::{CancelOutcome, HoldRequest, NodeView};
@@ -50,13 +50,45 @@ pub async fn scontrol(client: &Client, words: &[String]) -> anyhow::Result<Strin
                 anyhow::bail!("{}", failed.join("\n"))
             }
         }
-        [verb @ ("requeue" | "update"), ..] => anyhow::bail!(
-            "`scontrol {verb}` is not here yet; cancel and submit again, or ask an admin"
-        ),
+        ["update", pairs @ ..] => update(client, pairs).await,
+        ["requeue", ..] => {
+            anyhow::bail!("`scontrol requeue` is not here yet; cancel the job and submit it again")
+        }
         _ => anyhow::bail!(
             "this scontrol knows `show hostnames [LIST]`, `show job ID`, `show node NAME`, `hold ID` and `release ID`"
         ),
     }
+}
+
+/// `scontrol update JobId=12 TimeLimit=2:00:00 Partition=debug NumNodes=1 Dependency=afterok:11`.
+async fn update(client: &Client, pairs: &[&str]) -> anyhow::Result<String> {
+    let mut req = crate::api::UpdateRequest::default();
+    let mut id = None;
+    let mut unknown = Vec::new();
+    for pair in pairs {
+        let Some((key, value)) = pair.split_once('=') else {
+            unknown.push(pair.to_string());
+            continue;
+        };
+        let value = Some(value.to_string());
+        match key.to_ascii_lowercase().as_str() {
+            "jobid" => id = value.and_then(|v| v.parse::<u64>().ok()),
+            "timelimit" => req.time_limit = value,
+            "partition" => req.partition = value,
+            "dependency" => req.dependency = value,
+            "numnodes" => req.nodes = value,
+            _ => unknown.push(pair.to_string()),
+        }
+    }
+    if !unknown.is_empty() {
+        anyhow::bail!(
+            "update {}: this scontrol updates JobId=, TimeLimit=, Partition=, NumNodes= and Dependency=",
+            unknown.join(" ")
+        );
+    }
+    req.id = id.ok_or_else(|| anyhow::anyhow!("give the job as JobId=N"))?;
+    let _: String = client.post("/v1/jobs/update", &req).await?;
+    Ok(String::new())
 }
 
 fn hostnames(list: Option<&str>) -> anyhow::Result<String> {

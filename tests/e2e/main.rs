@@ -35,3 +35,4 @@ mod snapshot_copy;
 mod snapshots;
 mod srun;
 mod test_only;
+mod update;

@@ -67,6 +67,29 @@ impl Scheduler {
         }
     }
 
+    /// Changes a waiting job's partition, time limit and dependencies (`labpool update`,
+    /// `scontrol update`), already admitted by the caller. False when it is not waiting.
+    pub fn update_pending(
+        &mut self,
+        job: JobId,
+        partition: String,
+        time_limit: crate::time::TimeLimit,
+        dependencies: Vec<crate::dependency::Dependency>,
+        singleton: bool,
+    ) -> bool {
+        let Some(spec) = self.pending.get_mut(&job) else {
+            return false;
+        };
+        spec.partition = partition;
+        spec.time_limit = time_limit;
+        spec.dependencies = dependencies;
+        spec.singleton = singleton;
+        self.reasons.remove(&job);
+        // What the last pass booked counted the old shape.
+        self.memo = None;
+        true
+    }
+
     /// The earliest `--begin` time after `now` among waiting jobs: a pass is due then.
     pub fn next_begin(&self, now: Timestamp) -> Option<Timestamp> {
         self.pending

@@ -40,6 +40,15 @@ pub enum Request {
         /// Answer, one per id.
         reply: oneshot::Sender<Vec<CancelOutcome>>,
     },
+    /// Change a waiting job.
+    Update {
+        /// What to change.
+        req: crate::api::UpdateRequest,
+        /// Who.
+        caller: Caller,
+        /// Answer: what changed.
+        reply: oneshot::Sender<Result<String, ApiError>>,
+    },
     /// Hold (`hold`) or release waiting jobs.
     Hold {
         /// Which, as named (`12`, `12_3`).

@@ -33,6 +33,7 @@ pub struct Outbox {
     persist: Vec<(u64, Transition)>,
     job_datasets: Vec<(u64, Vec<(String, String)>)>,
     steps: Vec<(u64, u32, Vec<crate::api::steps::StepRecord>)>,
+    spec_updates: Vec<super::update::SpecUpdate>,
     ledger: Vec<Entry>,
     orders: Vec<Order>,
     replies: Vec<Box<dyn FnOnce() + Send + Sync>>,
@@ -82,6 +83,11 @@ impl Outbox {
         if !steps.is_empty() {
             self.steps.push((job, attempt, steps));
         }
+    }
+
+    /// A waiting job's new spec, written with the batch.
+    pub fn spec_update(&mut self, u: super::update::SpecUpdate) {
+        self.spec_updates.push(u);
     }
 
     /// The stage of an attempt's datasets or environment, sent after the batch's commit.
@@ -179,7 +185,8 @@ impl Engine {
             || !(outbox.persist.is_empty()
                 && outbox.ledger.is_empty()
                 && outbox.job_datasets.is_empty()
-                && outbox.steps.is_empty())
+                && outbox.steps.is_empty()
+                && outbox.spec_updates.is_empty())
         {
             let mut tx = match open {
                 Some(tx) => tx,
@@ -190,6 +197,9 @@ impl Engine {
             }
             for (job, t) in &outbox.persist {
                 Db::persist(&mut tx, *job, t).await?;
+            }
+            for u in &outbox.spec_updates {
+                Db::update_spec(&mut tx, u).await?;
             }
             for (job, attempt, steps) in &outbox.steps {
                 Db::insert_steps(&mut tx, *job, *attempt, steps).await?;

@@ -1,4 +1,4 @@
-//! Jobs in the controller: the checks a submit passes ([`checks`]), submits ([`submit`]), cancels ([`cancel`]), holds ([`hold`]), `srun` steps ([`steps`]), `--test-only` ([`test_only`]), the launch of an attempt
+//! Jobs in the controller: the checks a submit passes ([`checks`]), submits ([`submit`]), cancels ([`cancel`]), holds ([`hold`]), `srun` steps ([`steps`]), `--test-only` ([`test_only`]), updates ([`update`]), the launch of an attempt
 //! ([`launch`]), the shell around the lifecycle core ([`effects`]), the job rows ([`rows`]) and
 //! the SQL side of their transitions ([`store`]).
 
@@ -13,6 +13,7 @@ pub mod store;
 pub mod submit;
 pub mod submit_keys;
 pub mod test_only;
+pub mod update;
 
 pub use effects::Outbox;
 pub use rows::{JobEvent, JobRow, NewJob};
