@@ -188,7 +188,10 @@ impl<J: Tracked> Lifecycle<J> {
                             time: now,
                         };
                         self.commit(job, t, &mut out);
-                        out.push(Effect::Requeue { job });
+                        out.push(Effect::Requeue {
+                            job,
+                            charged: false,
+                        });
                     }
                     None => {
                         self.commit(job, rules::stage_failed(why, now), &mut out);
@@ -207,11 +210,9 @@ impl<J: Tracked> Lifecycle<J> {
             } => {
                 match rules::report_ended(self.life(job), &node, attempt, outcome) {
                     Ok(t) => {
-                        self.commit(job, t, &mut out);
-                        out.push(Effect::Release {
-                            job,
-                            was_staging: false,
-                        });
+                        // A report's end that waits again is a requeue asked for: it ran.
+                        let charged = matches!(t, Transition::Requeued { .. });
+                        self.end_or_requeue(job, t, charged, &mut out)
                     }
                     Err(why) => out.push(Effect::Ignored {
                         job,
@@ -224,7 +225,7 @@ impl<J: Tracked> Lifecycle<J> {
             }
             Event::NeverStarted { node, job, attempt } => {
                 match rules::report_never_started(self.life(job), &node, attempt, now) {
-                    Ok(t) => self.end_or_requeue(job, t, &mut out),
+                    Ok(t) => self.end_or_requeue(job, t, false, &mut out),
                     Err(why @ Stale::OtherNode { .. }) => out.push(Effect::Ignored {
                         job,
                         attempt,
@@ -261,6 +262,20 @@ impl<J: Tracked> Lifecycle<J> {
                     }
                 }
             }
+            Event::Requeue { job, by } => {
+                // Only a running attempt that no cancel is stopping; the shell says why not.
+                let Some(life) = self.life(job).filter(|l| {
+                    l.state == JobState::Running
+                        && l.cancel_requested_by.is_none()
+                        && l.requeue_requested_by.is_none()
+                }) else {
+                    return out;
+                };
+                let (node, attempt) = (life.node.clone().unwrap_or_default(), life.attempt);
+                let t = Transition::RequeueRequested { by, time: now };
+                self.commit(job, t, &mut out);
+                out.push(Effect::Kill { job, attempt, node });
+            }
             Event::Hold { job, hold, by } => {
                 let Some(life) = self.pending(job) else {
                     return out;
@@ -287,7 +302,7 @@ impl<J: Tracked> Lifecycle<J> {
                     .collect();
                 self.down.insert(node, reason);
                 for (job, t) in changes {
-                    self.end_or_requeue(job, t, &mut out);
+                    self.end_or_requeue(job, t, false, &mut out);
                 }
             }
             Event::NodeUp { node } => {
@@ -377,7 +392,7 @@ impl<J: Tracked> Lifecycle<J> {
         });
     }
 
-    fn end_or_requeue(&mut self, job: u64, t: Transition, out: &mut Vec<Effect>) {
+    fn end_or_requeue(&mut self, job: u64, t: Transition, charged: bool, out: &mut Vec<Effect>) {
         let terminal = t.is_terminal();
         self.commit(job, t, out);
         out.push(if terminal {
@@ -386,7 +401,7 @@ impl<J: Tracked> Lifecycle<J> {
                 was_staging: false,
             }
         } else {
-            Effect::Requeue { job }
+            Effect::Requeue { job, charged }
         });
     }
 }

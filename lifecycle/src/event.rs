@@ -83,6 +83,14 @@ pub enum Event {
         /// Who.
         by: String,
     },
+    /// A running job is to be stopped and wait again as a new attempt; the shell has checked
+    /// that `by` may.
+    Requeue {
+        /// The job.
+        job: u64,
+        /// Who.
+        by: String,
+    },
     /// A waiting job is held (`Some`) or released (`None`) by `by`; the shell has checked
     /// that `by` may.
     Hold {
@@ -184,6 +192,9 @@ pub enum Effect {
     Requeue {
         /// The job.
         job: u64,
+        /// The attempt ran and is charged for the time it held its GPUs (a requeue its owner or
+        /// an admin asked for); an attempt lost with its node, or never started, is not.
+        charged: bool,
     },
     /// The job ended: its GPUs are free, its time is charged, and the shell drops its record
     /// (with [`crate::Lifecycle::remove`]) once done with it.

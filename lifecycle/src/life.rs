@@ -41,6 +41,8 @@ pub struct JobLife {
     pub requeue: bool,
     /// Who holds it, while it is held (`--hold`, `labpool hold`).
     pub hold: Option<Hold>,
+    /// Who asked for the running attempt to be requeued, until it is.
+    pub requeue_requested_by: Option<String>,
 }
 
 /// A hold on a waiting job: who put it, and so who may release it.
@@ -72,6 +74,7 @@ impl JobLife {
             isolation: None,
             requeue,
             hold: None,
+            requeue_requested_by: None,
         }
     }
 
@@ -127,7 +130,9 @@ impl JobLife {
             Transition::Noted { .. } => {}
             Transition::Held { hold, .. } => self.hold = hold.clone(),
             Transition::CancelRequested { by, .. } => self.cancel_requested_by = Some(by.clone()),
+            Transition::RequeueRequested { by, .. } => self.requeue_requested_by = Some(by.clone()),
             Transition::Requeued { code, detail, .. } => {
+                self.requeue_requested_by = None;
                 self.state = JobState::Pending;
                 self.node = None;
                 self.gpus.clear();
@@ -161,5 +166,6 @@ impl JobLife {
         self.exit_code = None;
         self.signal = None;
         self.cancel_requested_by = None;
+        self.requeue_requested_by = None;
     }
 }

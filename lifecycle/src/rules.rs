@@ -183,6 +183,14 @@ pub fn report_ended(
     outcome: Outcome,
 ) -> Result<Transition, Stale> {
     let life = reported_by_its_node(life, node, attempt)?;
+    // A requeue asked for waits again, whatever the attempt's end; a cancel wins over it.
+    if let (Some(by), None) = (&life.requeue_requested_by, &life.cancel_requested_by) {
+        return Ok(Transition::Requeued {
+            code: "Requeued".into(),
+            detail: format!("requeued by {by}"),
+            time: outcome.end_time_ms,
+        });
+    }
     Ok(ended(outcome, life.cancel_requested_by.as_deref()))
 }
 
@@ -305,7 +313,7 @@ pub enum Recovery {
         node: String,
         /// Which attempt.
         attempt: u32,
-        /// A cancel asked for before the restart.
+        /// A cancel or requeue asked for before the restart.
         kill: bool,
     },
 }
@@ -318,7 +326,7 @@ pub fn recover(life: &JobLife) -> Recovery {
         _ => Recovery::Adopt {
             node: life.node.clone().unwrap_or_default(),
             attempt: life.attempt,
-            kill: life.cancel_requested_by.is_some(),
+            kill: life.cancel_requested_by.is_some() || life.requeue_requested_by.is_some(),
         },
     }
 }

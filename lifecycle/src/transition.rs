@@ -91,6 +91,14 @@ pub enum Transition {
         /// When, ms.
         time: i64,
     },
+    /// Someone asked to requeue the running job (`labpool requeue`): once its attempt has
+    /// stopped it waits again, as a new attempt; kept so that a restarted controller still does.
+    RequeueRequested {
+        /// Who.
+        by: String,
+        /// When, ms.
+        time: i64,
+    },
     /// Someone asked to stop the running job; kept so that a restarted controller still stops it.
     CancelRequested {
         /// Who.
@@ -165,6 +173,9 @@ impl Transition {
                 Some(h) => ("hold", format!("held by {}", h.by), *time),
                 None => ("release", format!("released by {by}"), *time),
             }),
+            Transition::RequeueRequested { by, time } => {
+                Some(("requeue", format!("requested by {by}"), *time))
+            }
             Transition::CancelRequested { by, time } => {
                 Some(("cancel", format!("requested by {by}"), *time))
             }

@@ -318,3 +318,54 @@ fn pending_reasons_are_written_only_when_they_change() {
     assert_eq!(h.event(wait()).len(), 1);
     assert!(h.event(wait()).is_empty());
 }
+
+#[test]
+fn requeue_kills_the_attempt_then_queues_the_job_again_and_a_cancel_wins() {
+    let mut h = Harness::new(1, 2);
+    let a = h.submit(true);
+    let b = h.submit(true);
+    assert!(h.place(a, "n0", 1, Harness::ready()));
+    assert!(h.place(b, "n0", 1, Harness::ready()));
+    h.now += 30_000;
+    for job in [a, b] {
+        let out = h.event(Event::Requeue {
+            job,
+            by: "alice".into(),
+        });
+        assert!(
+            out.iter().any(|e| matches!(e, Effect::Kill { .. })),
+            "{out:?}"
+        );
+    }
+    // A second requeue while the first is under way changes nothing.
+    assert!(
+        h.event(Event::Requeue {
+            job: a,
+            by: "alice".into()
+        })
+        .is_empty()
+    );
+    h.event(Event::Cancel {
+        job: b,
+        by: "root".into(),
+    });
+    h.flush("n0");
+    let l = &h.store[&a];
+    assert_eq!(l.state, JobState::Pending);
+    assert_eq!(l.reason_detail.as_deref(), Some("requeued by alice"));
+    assert_eq!(
+        h.requeue_charges[&a],
+        vec![30_000],
+        "charged for the time it ran"
+    );
+    assert_eq!(h.store[&b].state, JobState::Cancelled);
+    assert!(h.place(a, "n0", 1, Harness::ready()));
+    assert_eq!(h.attempt_of(a).0, 2);
+    h.now += 10_000;
+    h.finish("n0", a, 2, JobState::Completed);
+    h.check().unwrap();
+    // Each attempt is charged once, for the time it ran.
+    assert_eq!(h.ledger[&a], vec![10_000]);
+    assert_eq!(h.requeue_charges[&a], vec![30_000]);
+    h.all_ended_once().unwrap();
+}

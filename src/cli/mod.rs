@@ -71,6 +71,8 @@ pub enum Command {
     Cancel(CancelArgs),
     /// Change a waiting job: its time limit, partition or dependencies
     Update(UpdateArgs),
+    /// Stop running jobs and queue them again under the same ids
+    Requeue(CancelArgs),
     /// Hold waiting jobs: they stay queued but do not start until released
     Hold(CancelArgs),
     /// Link Slurm's command names (sbatch, squeue, scancel, sinfo, scontrol, srun) to labpool in DIR

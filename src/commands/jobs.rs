@@ -243,6 +243,23 @@ pub async fn hold(args: &CancelArgs, hold: bool, config: &Config) -> anyhow::Res
     Ok(())
 }
 
+/// Runs `labpool requeue`. Fails when any job was not requeued.
+pub async fn requeue(args: &CancelArgs, config: &Config) -> anyhow::Result<()> {
+    let out: Vec<CancelOutcome> = Client::new(&config.controller.socket)
+        .post(
+            "/v1/jobs/requeue",
+            &CancelRequest {
+                ids: args.ids.clone(),
+            },
+        )
+        .await?;
+    let failed = report_outcomes(&out);
+    if failed > 0 {
+        anyhow::bail!("{failed} of {} jobs not requeued", out.len());
+    }
+    Ok(())
+}
+
 /// Runs `labpool update`.
 pub async fn update(args: &crate::cli::UpdateArgs, config: &Config) -> anyhow::Result<()> {
     let req = crate::api::UpdateRequest {

@@ -63,6 +63,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<()> {
             Command::Show(args) => jobs::show(args, &config).await,
             Command::Cancel(args) => jobs::cancel(args, &config).await,
             Command::Update(args) => jobs::update(args, &config).await,
+            Command::Requeue(args) => jobs::requeue(args, &config).await,
             Command::Hold(args) => jobs::hold(args, true, &config).await,
             Command::Release(args) => jobs::hold(args, false, &config).await,
             Command::History(args) => jobs::history(args, &config).await,

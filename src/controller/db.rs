@@ -113,6 +113,11 @@ fn migrator() -> Migrator {
         ),
         migration(10, "hold", include_str!("../../migrations/0010_hold.sql")),
         migration(11, "steps", include_str!("../../migrations/0011_steps.sql")),
+        migration(
+            12,
+            "requeue",
+            include_str!("../../migrations/0012_requeue.sql"),
+        ),
     ])
 }
 

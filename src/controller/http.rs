@@ -68,6 +68,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/jobs/hold", post(hold))
         .route("/v1/jobs/test", post(test_only))
         .route("/v1/jobs/update", post(update))
+        .route("/v1/jobs/requeue", post(requeue))
         .route("/v1/jobs/{id}", get(show_job))
         .route("/v1/history", get(history))
         .route("/v1/jobs/{id}/why", get(why))
@@ -202,6 +203,25 @@ async fn cancel(
         })
         .await?,
     ))
+}
+
+/// `POST /v1/jobs/requeue`: stop running jobs and queue them again.
+async fn requeue(
+    State(state): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<Peer>,
+    body: Result<Json<CancelRequest>, JsonRejection>,
+) -> Result<Json<Vec<CancelOutcome>>, ApiError> {
+    let caller = caller(&state, &peer)?;
+    let Json(req) = body.map_err(|e| {
+        ApiError::bad_request(format!("bad requeue request: {}", e.body_text()), None)
+    })?;
+    let out = ask(&state, |reply| Request::Requeue {
+        ids: req.ids,
+        caller,
+        reply,
+    })
+    .await?;
+    Ok(Json(out))
 }
 
 /// `POST /v1/jobs/update`: new values for a waiting job.

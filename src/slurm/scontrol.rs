@@ -1,5 +1,5 @@
 //! `scontrol`: `show hostnames` (what job scripts use), `show job`, `show node`, `hold`,
-//! `release` and `update JobId=…`. `requeue` is not here yet and says so.
+//! `release`, `requeue` and `update JobId=…`.
 
 use super::squeue::{slurm_mem, state_names};
 use crate::api::{CancelOutcome, HoldRequest, NodeView};
@@ -51,11 +51,28 @@ pub async fn scontrol(client: &Client, words: &[String]) -> anyhow::Result<Strin
             }
         }
         ["update", pairs @ ..] => update(client, pairs).await,
-        ["requeue", ..] => {
-            anyhow::bail!("`scontrol requeue` is not here yet; cancel the job and submit it again")
+        ["requeue", ids @ ..] if !ids.is_empty() => {
+            let ids = ids
+                .iter()
+                .flat_map(|i| i.split(','))
+                .map(str::to_string)
+                .collect();
+            let out: Vec<CancelOutcome> = client
+                .post("/v1/jobs/requeue", &crate::api::CancelRequest { ids })
+                .await?;
+            let failed: Vec<String> = out
+                .iter()
+                .filter(|o| !o.ok)
+                .map(|o| o.message.clone())
+                .collect();
+            if failed.is_empty() {
+                Ok(String::new())
+            } else {
+                anyhow::bail!("{}", failed.join("\n"))
+            }
         }
         _ => anyhow::bail!(
-            "this scontrol knows `show hostnames [LIST]`, `show job ID`, `show node NAME`, `hold ID` and `release ID`"
+            "this scontrol knows `show hostnames [LIST]`, `show job ID`, `show node NAME`, `hold ID`, `release ID`, `requeue ID` and `update JobId=ID ...`"
         ),
     }
 }

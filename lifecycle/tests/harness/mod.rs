@@ -42,6 +42,10 @@ pub struct Harness {
     pub ledger: BTreeMap<u64, Vec<i64>>,
     /// The clock, ms.
     pub now: i64,
+    /// GPU-milliseconds of requeued attempts, until the requeue says whether they are charged.
+    ran: BTreeMap<u64, i64>,
+    /// Charges of requeued attempts (a requeue asked for), per job: GPU-milliseconds.
+    pub requeue_charges: BTreeMap<u64, Vec<i64>>,
     next_id: u64,
 }
 
@@ -66,6 +70,8 @@ impl Harness {
             ends: BTreeMap::new(),
             ledger: BTreeMap::new(),
             now: 1_000_000,
+            ran: BTreeMap::new(),
+            requeue_charges: BTreeMap::new(),
             next_id: 1,
         }
     }
@@ -208,6 +214,10 @@ impl Harness {
                     let started = rec.start_time;
                     let gpus = rec.gpus.len() as i64;
                     rec.apply(transition);
+                    if let (Transition::Requeued { time, .. }, Some(start)) = (transition, started)
+                    {
+                        self.ran.insert(*job, gpus * (time - start));
+                    }
                     if let Transition::Ended { time, .. } = transition {
                         *self.ends.entry(*job).or_default() += 1;
                         if let Some(start) = started {
@@ -250,7 +260,14 @@ impl Harness {
                     n.running.retain(|a| keep.contains(a));
                     n.staging.clear();
                 }
-                Effect::Requeue { job } => self.free(*job),
+                Effect::Requeue { job, charged } => {
+                    let ran = self.ran.remove(job);
+                    if *charged {
+                        let ran = ran.expect("a charged requeue ran");
+                        self.requeue_charges.entry(*job).or_default().push(ran);
+                    }
+                    self.free(*job)
+                }
                 Effect::Release { job, .. } | Effect::Dequeue { job } => {
                     self.free(*job);
                     self.life.remove(*job);

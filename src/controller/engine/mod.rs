@@ -283,6 +283,10 @@ impl Engine {
                     let out = self.cancel(&ids, &caller).await?;
                     self.outbox.reply(reply, out);
                 }
+                Item::Request(Request::Requeue { ids, caller, reply }) => {
+                    let out = self.requeue(&ids, &caller).await?;
+                    self.outbox.reply(reply, out);
+                }
                 Item::Request(Request::Update { req, caller, reply }) => {
                     let out = self.update(&req, &caller).await?;
                     self.outbox.reply(reply, out);

@@ -49,6 +49,15 @@ pub enum Request {
         /// Answer: what changed.
         reply: oneshot::Sender<Result<String, ApiError>>,
     },
+    /// Requeue running jobs.
+    Requeue {
+        /// Which, as named.
+        ids: Vec<String>,
+        /// Who.
+        caller: Caller,
+        /// Answer, one per job.
+        reply: oneshot::Sender<Vec<CancelOutcome>>,
+    },
     /// Hold (`hold`) or release waiting jobs.
     Hold {
         /// Which, as named (`12`, `12_3`).

@@ -158,7 +158,10 @@ impl Engine {
                     self.sched.remove_pending(JobId(job));
                     self.jobs.remove(job);
                 }
-                Effect::Requeue { job } => {
+                Effect::Requeue { job, charged } => {
+                    if charged {
+                        self.charge_requeued(job);
+                    }
                     self.sched.requeue(JobId(job));
                     self.data.job_versions.remove(&job);
                     self.envs_ready.retain(|(j, _)| *j != job);
@@ -264,6 +267,40 @@ impl Engine {
         let (node, launch) = self.launch(row, &alloc, stdout, stderr, !staged);
         self.outbox
             .order(&node, AgentOrder::Start(Box::new(launch)));
+    }
+
+    /// A requeued attempt that ran is charged for the time it held its GPUs, as an end is.
+    fn charge_requeued(&mut self, job: u64) {
+        let Some((spec, alloc)) = self
+            .sched
+            .running()
+            .find(|(j, _)| j.id == JobId(job))
+            .map(|(j, a)| (j.clone(), a.clone()))
+        else {
+            return;
+        };
+        let end = Timestamp(self.clock.now_ms());
+        let charge = self.sched.charge_for(&alloc, end);
+        tracing::debug!(job, charge, "a requeued attempt is charged");
+        if charge <= 0.0 {
+            return;
+        }
+        let held = labpool_units::format_elapsed(end.secs_since(alloc.start));
+        let entry = Entry {
+            time: end,
+            user: spec.user.clone(),
+            kind: EntryKind::Charge,
+            amount: charge,
+            job: Some(job),
+            note: Some(format!(
+                "{} GPUs on {} for {held}, then requeued",
+                alloc.gpus.len(),
+                alloc.node
+            )),
+        };
+        self.ledger.push(entry.clone());
+        self.outbox.ledger([entry]);
+        self.refresh_balance(&spec.user);
     }
 
     /// An ended job lets go of its GPUs and is charged for the time it held them.

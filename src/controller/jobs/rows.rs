@@ -134,7 +134,7 @@ pub struct JobEvent {
 }
 
 const JOB_COLUMNS: &str = "id, name, user, uid, gid, partition, state, reason, reason_detail, gpus_requested, gpu_type, \
-     cpus, mem_mib, time_limit_s, node, gpus, exit_code, signal, submit_time, start_time, end_time, attempt, cancel_requested_by, stdout, stderr, request, account, emergency, array_id, array_task, isolation, hold";
+     cpus, mem_mib, time_limit_s, node, gpus, exit_code, signal, submit_time, start_time, end_time, attempt, cancel_requested_by, stdout, stderr, request, account, emergency, array_id, array_task, isolation, hold, requeue_requested_by";
 
 impl Db {
     /// The id the next job will get (ids are never reused).
@@ -336,6 +336,7 @@ fn job_from_row(r: &SqliteRow) -> Result<JobRow, DbError> {
         stderr: opt_path("stderr")?,
         isolation: r.try_get("isolation")?,
         requeue: !request.no_requeue,
+        requeue_requested_by: r.try_get("requeue_requested_by")?,
         hold: match r.try_get::<Option<String>, _>("hold")? {
             Some(h) => Some(serde_json::from_str(&h).map_err(|e| corrupt(format!("hold: {e}")))?),
             None => None,

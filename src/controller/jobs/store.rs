@@ -78,6 +78,13 @@ impl Db {
                     .execute(&mut **tx)
                     .await?;
             }
+            Transition::RequeueRequested { by, .. } => {
+                sqlx::query("UPDATE jobs SET requeue_requested_by = ? WHERE id = ?")
+                    .bind(by)
+                    .bind(id)
+                    .execute(&mut **tx)
+                    .await?;
+            }
             Transition::CancelRequested { by, .. } => {
                 sqlx::query("UPDATE jobs SET cancel_requested_by = ? WHERE id = ?")
                     .bind(by)
@@ -87,7 +94,7 @@ impl Db {
             }
             Transition::Requeued { code, detail, .. } => {
                 sqlx::query(
-                    "UPDATE jobs SET state = 'PENDING', reason = ?, reason_detail = ?, node = NULL, gpus = '', start_time = NULL WHERE id = ?",
+                    "UPDATE jobs SET state = 'PENDING', reason = ?, reason_detail = ?, node = NULL, gpus = '', start_time = NULL, requeue_requested_by = NULL WHERE id = ?",
                 )
                 .bind(code)
                 .bind(detail)

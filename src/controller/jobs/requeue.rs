@@ -1,0 +1,83 @@
+//! Requeues (`labpool requeue`, `scontrol requeue`): a running job is stopped (TERM, then KILL)
+//! and waits again under the same id, as a new attempt charged only for the time it ran.
+//! A job submitted with `--no-requeue` is not requeued.
+
+use crate::api::CancelOutcome;
+use crate::controller::engine::Engine;
+use crate::identity::Caller;
+use labpool_lifecycle::Event;
+use labpool_scheduler::JobState;
+
+impl Engine {
+    /// Requeues the jobs `names` names, one outcome per name.
+    pub(crate) async fn requeue(
+        &mut self,
+        names: &[String],
+        caller: &Caller,
+    ) -> anyhow::Result<Vec<CancelOutcome>> {
+        let mut out = Vec::new();
+        for name in names {
+            let reply = |ok: bool, message: String| CancelOutcome {
+                id: name.clone(),
+                ok,
+                message,
+            };
+            let ids = match self.resolve_ids(name).await? {
+                Ok(ids) => ids,
+                Err(message) => {
+                    out.push(reply(false, message));
+                    continue;
+                }
+            };
+            for id in ids {
+                let outcome = match self.requeue_one(id, caller).await? {
+                    Ok(m) => reply(true, m),
+                    Err(m) => reply(false, m),
+                };
+                out.push(outcome);
+            }
+        }
+        Ok(out)
+    }
+
+    async fn requeue_one(
+        &mut self,
+        id: u64,
+        caller: &Caller,
+    ) -> anyhow::Result<Result<String, String>> {
+        let Some(row) = self.jobs.job(id) else {
+            return Ok(Err(match self.db.job(id).await? {
+                Some(r) => format!("job {id} already ended ({}); submit it again", r.state),
+                None => format!("no job {id}"),
+            }));
+        };
+        if row.uid != caller.uid && !caller.admin {
+            return Ok(Err(format!(
+                "job {id} belongs to {}; you ({}) may requeue only your own jobs",
+                row.spec.user, caller.user
+            )));
+        }
+        if row.request.no_requeue {
+            return Ok(Err(format!(
+                "job {id} was submitted with --no-requeue; cancel it instead"
+            )));
+        }
+        if row.state != JobState::Running {
+            return Ok(Err(format!(
+                "job {id} is {}; only a running job can be requeued",
+                row.state
+            )));
+        }
+        if row.cancel_requested_by.is_some() || row.requeue_requested_by.is_some() {
+            return Ok(Err(format!("job {id} is already being stopped")));
+        }
+        let grace = labpool_units::format_duration(self.config.controller.kill_grace);
+        self.lifecycle(Event::Requeue {
+            job: id,
+            by: caller.user.clone(),
+        });
+        Ok(Ok(format!(
+            "job {id} is being requeued (TERM, then KILL after {grace}); it then waits again"
+        )))
+    }
+}
