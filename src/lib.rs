@@ -24,6 +24,7 @@ pub mod progress;
 pub mod render;
 pub mod retry;
 pub mod schedule;
+pub mod session;
 pub mod settings;
 pub mod shim;
 pub mod slurm;

@@ -69,6 +69,24 @@ pub struct CancelArgs {
     pub ids: Vec<String>,
 }
 
+/// `labpool run`.
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// Options, as srun and sbatch spell them.
+    #[command(flatten)]
+    pub options: JobOptions,
+    /// Give the command a terminal: an interactive session
+    #[arg(long)]
+    pub pty: bool,
+    /// The command [default: your shell]
+    #[arg(
+        value_name = "COMMAND",
+        trailing_var_arg = true,
+        allow_hyphen_values = true
+    )]
+    pub command: Vec<String>,
+}
+
 /// `labpool update`.
 #[derive(Args, Debug)]
 pub struct UpdateArgs {

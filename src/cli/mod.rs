@@ -17,7 +17,7 @@ pub use datasets::{CacheCommand, DatasetCommand};
 pub use demo::{DemoArgs, SimArgs};
 pub use envs::EnvCommand;
 pub use init::InitArgs;
-pub use jobs::{CancelArgs, HistoryArgs, QueueArgs, ShowArgs, SubmitArgs, UpdateArgs};
+pub use jobs::{CancelArgs, HistoryArgs, QueueArgs, RunArgs, ShowArgs, SubmitArgs, UpdateArgs};
 pub use nodes::{NodeCommand, PartitionCommand};
 pub use policy::{AccountCommand, CreditsArgs, CreditsCommand, QosCommand};
 pub use quotas::{LimitArgs, PurgeCommand, QuotaArgs, QuotaCommand};
@@ -69,6 +69,22 @@ pub enum Command {
     Show(ShowArgs),
     /// Cancel jobs
     Cancel(CancelArgs),
+    /// An interactive session: a shell (or COMMAND) on a terminal inside a job (--pty)
+    #[command(infer_long_args = true)]
+    Run(Box<RunArgs>),
+    /// Hosts an interactive session inside its job (started by `labpool run`)
+    #[command(hide = true)]
+    SessionHost {
+        /// The Unix socket the client attaches to.
+        #[arg(long)]
+        socket: std::path::PathBuf,
+        /// End the session after this long without input.
+        #[arg(long, value_parser = labpool_units::parse_duration)]
+        idle: std::time::Duration,
+        /// The command [default: $SHELL].
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        command: Vec<String>,
+    },
     /// Change a waiting job: its time limit, partition or dependencies
     Update(UpdateArgs),
     /// Stop running jobs and queue them again under the same ids

@@ -9,6 +9,7 @@ pub mod jobs;
 pub mod nodes;
 pub mod policy;
 pub mod quotas;
+pub mod run;
 pub mod serve;
 pub mod sim;
 pub mod snapshots;
@@ -31,6 +32,13 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<()> {
         Command::Sim(args) => return sim::run(args, cli.config.as_deref()),
         Command::Shim { dir } => return crate::shim::run(dir),
         Command::InstallSlurmCommands { dir } => return crate::slurm::install_commands(dir),
+        Command::SessionHost {
+            socket,
+            idle,
+            command,
+        } => {
+            std::process::exit(crate::session::host::run(socket, *idle, command));
+        }
         Command::Env {
             command: crate::cli::EnvCommand::BuildLocked { lock, dest },
         } => return envs::build_locked(lock, dest),
@@ -63,6 +71,10 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<()> {
             Command::Show(args) => jobs::show(args, &config).await,
             Command::Cancel(args) => jobs::cancel(args, &config).await,
             Command::Update(args) => jobs::update(args, &config).await,
+            Command::Run(args) => {
+                let code = run::run(args, &config).await?;
+                std::process::exit(code);
+            }
             Command::Requeue(args) => jobs::requeue(args, &config).await,
             Command::Hold(args) => jobs::hold(args, true, &config).await,
             Command::Release(args) => jobs::hold(args, false, &config).await,
@@ -86,7 +98,8 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<()> {
             | Command::Shim { .. }
             | Command::Demo(_)
             | Command::Sim(_)
-            | Command::InstallSlurmCommands { .. } => {
+            | Command::InstallSlurmCommands { .. }
+            | Command::SessionHost { .. } => {
                 unreachable!("handled above")
             }
         }

@@ -40,6 +40,13 @@ pub struct JobsConfig {
     /// built-in defaults (memory growth, async allocator, PCI bus order); an empty value drops
     /// a default.
     pub gpu_env: BTreeMap<String, String>,
+    /// An interactive session (`labpool run --pty`) that gets no input for this long is
+    /// stopped, with a notice, and its GPUs go back to the pool.
+    #[serde(
+        deserialize_with = "super::values::de_duration",
+        serialize_with = "super::values::ser_duration"
+    )]
+    pub interactive_idle: std::time::Duration,
 }
 
 impl Default for JobsConfig {
@@ -49,6 +56,7 @@ impl Default for JobsConfig {
             isolation: IsolationMode::Auto,
             device_filter: labpool_isolation::DeviceFilter::Auto,
             gpu_env: BTreeMap::new(),
+            interactive_idle: std::time::Duration::from_secs(3600),
         }
     }
 }

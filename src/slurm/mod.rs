@@ -24,7 +24,7 @@ pub const COMMANDS: [&str; 7] = [
 ];
 
 /// The names a job's `PATH` links to labpool.
-pub const JOB_COMMANDS: [&str; 2] = ["srun", "scontrol"];
+pub const JOB_COMMANDS: [&str; 3] = ["srun", "scontrol", "labpool"];
 
 /// Runs the personality the program was called by, if it is one.
 pub fn personality(argv0: &str, args: &[String]) -> Option<ExitCode> {

@@ -9,6 +9,7 @@
 use super::args::parse_srun;
 use crate::api::steps::StepRecord;
 use crate::env_vars::{LABPOOL_GPUS, LABPOOL_JOB_ID, LABPOOL_NODE, LABPOOL_STEPS};
+use clap::Parser;
 use std::io::{BufRead, Write};
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
@@ -29,12 +30,17 @@ fn run(args: &[String]) -> Result<i32, String> {
     let a = parse_srun(args)?;
     let var = |k: &str| std::env::var(k).ok();
     let Some(job) = var(LABPOOL_JOB_ID) else {
-        return Err(if a.pty {
-            "srun --pty outside a job: ask for an interactive session with `labpool submit` for now"
-                .into()
-        } else {
-            "srun runs steps inside a labpool job; submit the script with `labpool submit`".into()
-        });
+        if a.pty {
+            // `srun --pty bash` from a login shell: an interactive session.
+            let mut argv = vec!["labpool".to_string(), "run".to_string()];
+            argv.extend(args.iter().cloned());
+            let cli = crate::cli::Cli::try_parse_from(argv).map_err(|e| e.to_string())?;
+            crate::commands::dispatch(cli).map_err(|e| format!("{e:#}"))?;
+            return Ok(0);
+        }
+        return Err(
+            "srun runs steps inside a labpool job; submit the script with `labpool submit`, or ask for a shell with `srun --pty bash`".into(),
+        );
     };
     if !a.ignored.is_empty() {
         eprintln!(

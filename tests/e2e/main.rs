@@ -15,6 +15,7 @@ mod forged_reports;
 mod full_disk;
 mod history_pages;
 mod hold;
+mod interactive;
 mod isolation;
 mod lifecycle;
 mod node_faults;

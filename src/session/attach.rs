@@ -1,0 +1,173 @@
+//! The client side of a session: queue the job, wait for it to start, and join this terminal
+//! to its shell (raw mode, so keys and screens pass through), until the shell ends.
+
+use crate::api::{CancelRequest, JobView, SubmitRequest, Submitted};
+use crate::client::Client;
+use crate::controller::http::JobDetail;
+use labpool_scheduler::JobState;
+use nix::sys::termios::{SetArg, Termios, cfmakeraw, tcgetattr, tcsetattr};
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::time::{Duration, Instant};
+
+/// How long a started session's socket may take to appear.
+const SOCKET_WITHIN: Duration = Duration::from_secs(30);
+
+/// Puts the terminal back as it was, however the session ends.
+struct RawMode(Option<Termios>);
+
+impl RawMode {
+    fn enter() -> RawMode {
+        let stdin = std::io::stdin();
+        let Ok(saved) = tcgetattr(&stdin) else {
+            return RawMode(None); // not a terminal: bytes pass as they are
+        };
+        let mut raw = saved.clone();
+        cfmakeraw(&mut raw);
+        let _ = tcsetattr(&stdin, SetArg::TCSANOW, &raw);
+        RawMode(Some(saved))
+    }
+}
+
+impl Drop for RawMode {
+    fn drop(&mut self) {
+        if let Some(saved) = &self.0 {
+            let _ = tcsetattr(std::io::stdin(), SetArg::TCSANOW, saved);
+        }
+    }
+}
+
+nix::ioctl_read_bad!(tiocgwinsz, nix::libc::TIOCGWINSZ, nix::pty::Winsize);
+
+/// This terminal's size, or 24x80.
+fn window() -> (u16, u16) {
+    let mut w = nix::pty::Winsize {
+        ws_row: 0,
+        ws_col: 0,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: TIOCGWINSZ fills the struct it is given.
+    match unsafe { tiocgwinsz(0, &mut w) } {
+        Ok(_) if w.ws_row > 0 => (w.ws_row, w.ws_col),
+        _ => (24, 80),
+    }
+}
+
+/// Queues `req` (a session host script), waits for it, and attaches; returns the shell's exit
+/// code. Ctrl-C while it waits cancels the job.
+pub async fn attach(
+    client: &Client,
+    req: &SubmitRequest,
+    socket: &std::path::Path,
+) -> anyhow::Result<i32> {
+    let submitted: Submitted = client.post("/v1/jobs", req).await?;
+    let id = submitted.job_id;
+    let job = tokio::select! {
+        j = wait_started(client, id) => j?,
+        _ = tokio::signal::ctrl_c() => {
+            let _: serde_json::Value = client
+                .post("/v1/jobs/cancel", &CancelRequest { ids: vec![id.to_string()] })
+                .await?;
+            anyhow::bail!("job {id} cancelled before it started");
+        }
+    };
+    if job.state != JobState::Running {
+        anyhow::bail!(
+            "job {id} ended {} before the session began{}",
+            job.state,
+            job.reason_detail
+                .map(|d| format!(": {d}"))
+                .unwrap_or_default()
+        );
+    }
+    let t0 = Instant::now();
+    let stream = loop {
+        match UnixStream::connect(socket) {
+            Ok(s) => break s,
+            Err(e) if t0.elapsed() > SOCKET_WITHIN => {
+                anyhow::bail!(
+                    "job {id} runs on {} but its session is not reachable here ({}: {e}); sessions join a terminal on the machine the job runs on",
+                    job.node.unwrap_or_default(),
+                    socket.display()
+                )
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    };
+    eprintln!(
+        "labpool: job {id} on {} with GPUs {}",
+        job.node.as_deref().unwrap_or("?"),
+        if job.gpus.is_empty() {
+            "none".to_string()
+        } else {
+            crate::render::gpu_list(&job.gpus)
+        }
+    );
+    relay(stream)?;
+    // The shell has ended: so does the job.
+    let t0 = Instant::now();
+    loop {
+        let d: JobDetail = client.get(&format!("/v1/jobs/{id}")).await?;
+        if !matches!(
+            d.job.state,
+            JobState::Pending | JobState::Staging | JobState::Running
+        ) {
+            return Ok(d.job.exit_code.unwrap_or(0));
+        }
+        if t0.elapsed() > Duration::from_secs(10) {
+            return Ok(0);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Waits until job `id` runs or ends, saying once that it waits.
+async fn wait_started(client: &Client, id: u64) -> anyhow::Result<JobView> {
+    let t0 = Instant::now();
+    let mut told = false;
+    let mut every = Duration::from_millis(50);
+    loop {
+        let d: JobDetail = client.get(&format!("/v1/jobs/{id}")).await?;
+        if !matches!(d.job.state, JobState::Pending | JobState::Staging) {
+            return Ok(d.job);
+        }
+        if !told && t0.elapsed() > Duration::from_secs(2) {
+            eprintln!(
+                "labpool: job {id} is waiting ({}); Ctrl-C cancels it",
+                d.job.reason.as_deref().unwrap_or("queued")
+            );
+            told = true;
+        }
+        tokio::time::sleep(every).await;
+        every = (every * 2).min(Duration::from_millis(500));
+    }
+}
+
+/// Joins this terminal to the session until the session closes the socket.
+fn relay(stream: UnixStream) -> anyhow::Result<()> {
+    let (rows, cols) = window();
+    let mut to_host = stream.try_clone()?;
+    to_host.write_all(format!("{rows} {cols}\n").as_bytes())?;
+    let _raw = RawMode::enter();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 1024];
+        let mut stdin = std::io::stdin();
+        while let Ok(n) = stdin.read(&mut buf) {
+            if n == 0 || to_host.write_all(&buf[..n]).is_err() {
+                break;
+            }
+        }
+    });
+    let mut from_host = stream;
+    let mut stdout = std::io::stdout();
+    let mut buf = [0u8; 4096];
+    while let Ok(n) = from_host.read(&mut buf) {
+        if n == 0 {
+            break;
+        }
+        stdout.write_all(&buf[..n])?;
+        stdout.flush()?;
+    }
+    Ok(())
+}

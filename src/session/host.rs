@@ -1,0 +1,186 @@
+//! The job side of a session: a shell on a pseudo-terminal, served to one client on a Unix
+//! socket. The client first sends `ROWS COLS\n`, then the terminal's bytes both ways.
+
+use nix::pty::{OpenptyResult, Winsize, openpty};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::net::UnixListener;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::time::{Duration, Instant};
+
+/// How long the host waits for its client to connect.
+const ATTACH_WITHIN: Duration = Duration::from_secs(120);
+
+/// Serves `command` on `socket`; ends it after `idle` without input. The exit code is the
+/// shell's.
+pub fn run(socket: &Path, idle: Duration, command: &[String]) -> i32 {
+    match serve(socket, idle, command) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("labpool session: {e}");
+            1
+        }
+    }
+}
+
+fn now_ms() -> i64 {
+    crate::clock::now_ms()
+}
+
+fn serve(socket: &Path, idle: Duration, command: &[String]) -> std::io::Result<i32> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    if let Some(dir) = socket.parent() {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)?;
+    }
+    let _ = std::fs::remove_file(socket);
+    let listener = UnixListener::bind(socket)?;
+    std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o600))?;
+    listener.set_nonblocking(true)?;
+    let t0 = Instant::now();
+    let stream = loop {
+        match listener.accept() {
+            Ok((s, _)) => break s,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                if t0.elapsed() > ATTACH_WITHIN {
+                    let _ = std::fs::remove_file(socket);
+                    return Err(std::io::Error::other(
+                        "no terminal attached; the session ends",
+                    ));
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(e) => return Err(e),
+        }
+    };
+    let _ = std::fs::remove_file(socket);
+    stream.set_nonblocking(false)?;
+    let mut reader = BufReader::new(stream.try_clone()?);
+    let mut first = String::new();
+    reader.read_line(&mut first)?;
+    let mut size = first
+        .split_whitespace()
+        .filter_map(|n| n.parse::<u16>().ok());
+    let winsize = Winsize {
+        ws_row: size.next().unwrap_or(24),
+        ws_col: size.next().unwrap_or(80),
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    let OpenptyResult { master, slave } =
+        openpty(Some(&winsize), None).map_err(std::io::Error::from)?;
+    let mut child = spawn_on(&slave, command)?;
+    drop(slave);
+    let last_input = Arc::new(AtomicI64::new(now_ms()));
+    let closed = Arc::new(AtomicBool::new(false));
+    // The client's bytes to the shell.
+    {
+        let mut to_shell = std::fs::File::from(master.try_clone()?);
+        let (last, closed) = (last_input.clone(), closed.clone());
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            loop {
+                match reader.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => {
+                        last.store(now_ms(), Ordering::Relaxed);
+                        if to_shell.write_all(&buf[..n]).is_err() {
+                            break;
+                        }
+                    }
+                }
+            }
+            closed.store(true, Ordering::Relaxed);
+        });
+    }
+    // The shell's bytes to the client.
+    let mut to_client = stream.try_clone()?;
+    let relay = {
+        let mut from_shell = std::fs::File::from(master);
+        let mut out = stream.try_clone()?;
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            // EIO once the shell and everything on its terminal are gone.
+            while let Ok(n) = from_shell.read(&mut buf) {
+                if n == 0 || out.write_all(&buf[..n]).is_err() {
+                    break;
+                }
+            }
+        })
+    };
+    let pgid = nix::unistd::Pid::from_raw(child.id() as i32);
+    let hang_up = |sig| {
+        let _ = nix::sys::signal::killpg(pgid, sig);
+    };
+    loop {
+        if let Some(status) = child.try_wait()? {
+            let _ = relay.join();
+            return Ok(status.code().unwrap_or(1));
+        }
+        if closed.load(Ordering::Relaxed) {
+            // The terminal is gone: so is the session.
+            hang_up(nix::sys::signal::Signal::SIGHUP);
+            std::thread::sleep(Duration::from_millis(500));
+            hang_up(nix::sys::signal::Signal::SIGKILL);
+            let _ = child.wait();
+            return Ok(129);
+        }
+        let quiet = now_ms() - last_input.load(Ordering::Relaxed);
+        if quiet > idle.as_millis() as i64 {
+            let notice = format!(
+                "\r\nlabpool: this session had no input for {}; it ends now and its GPUs go back to the pool\r\n",
+                labpool_units::format_duration(idle)
+            );
+            let _ = to_client.write_all(notice.as_bytes());
+            hang_up(nix::sys::signal::Signal::SIGHUP);
+            std::thread::sleep(Duration::from_millis(500));
+            hang_up(nix::sys::signal::Signal::SIGKILL);
+            let _ = child.wait();
+            return Ok(0);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Starts `command` with the terminal `slave` as its controlling terminal and standard streams.
+fn spawn_on(slave: &OwnedFd, command: &[String]) -> std::io::Result<std::process::Child> {
+    let shell = std::env::var("SHELL").unwrap_or_else(|_| "/bin/sh".into());
+    let (program, args) = match command.split_first() {
+        Some((p, a)) => (p.clone(), a.to_vec()),
+        None => (shell, Vec::new()),
+    };
+    let fd = slave.as_raw_fd();
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .stdin(slave.try_clone()?)
+        .stdout(slave.try_clone()?)
+        .stderr(slave.try_clone()?);
+    // SAFETY: setsid and ioctl are async-signal-safe; nothing else runs between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            nix::unistd::setsid()?;
+            if libc_tiocsctty(fd) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    cmd.spawn()
+}
+
+nix::ioctl_write_int_bad!(tiocsctty, nix::libc::TIOCSCTTY);
+
+/// Makes `fd` the calling process's controlling terminal.
+fn libc_tiocsctty(fd: i32) -> i32 {
+    // SAFETY: TIOCSCTTY on a terminal descriptor this process holds.
+    match unsafe { tiocsctty(fd, 0) } {
+        Ok(_) => 0,
+        Err(_) => -1,
+    }
+}

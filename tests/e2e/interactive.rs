@@ -1,0 +1,167 @@
+//! Interactive sessions, driven through a pseudo-terminal as a person would: `labpool run
+//! --pty bash` gives a shell inside a job on the interactive partition, with its GPUs; exiting
+//! frees them; a killed terminal ends the job; an idle session is stopped with a notice.
+
+use crate::pool::{Pool, s};
+use nix::pty::{OpenptyResult, openpty};
+use std::io::{Read, Write};
+use std::os::fd::OwnedFd;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+const T: Duration = Duration::from_secs(30);
+
+/// A terminal the test types into, with the session client on its other end.
+struct Terminal {
+    master: std::fs::File,
+    seen: mpsc::Receiver<Vec<u8>>,
+    text: String,
+    client: Child,
+}
+
+impl Terminal {
+    fn open(pool: &Pool, args: &[&str]) -> Terminal {
+        Terminal::open_with(pool, &pool.bin, args)
+    }
+
+    fn open_with(pool: &Pool, program: &std::path::Path, args: &[&str]) -> Terminal {
+        let OpenptyResult { master, slave } = openpty(None, None).unwrap();
+        let io = |fd: &OwnedFd| Stdio::from(fd.try_clone().unwrap());
+        let client = Command::new(program)
+            .args(args)
+            .env("LABPOOL_CONFIG", &pool.config)
+            .env("SHELL", "/bin/bash")
+            .env("PS1", "$ ")
+            .current_dir(&pool.work)
+            .stdin(io(&slave))
+            .stdout(io(&slave))
+            .stderr(io(&slave))
+            .spawn()
+            .unwrap();
+        drop(slave);
+        let mut reader = std::fs::File::from(master.try_clone().unwrap());
+        let (tx, seen) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = reader.read(&mut buf) {
+                if n == 0 || tx.send(buf[..n].to_vec()).is_err() {
+                    break;
+                }
+            }
+        });
+        Terminal {
+            master: std::fs::File::from(master),
+            seen,
+            text: String::new(),
+            client,
+        }
+    }
+
+    fn type_line(&mut self, line: &str) {
+        self.master
+            .write_all(format!("{line}\n").as_bytes())
+            .unwrap();
+    }
+
+    /// Waits until the screen shows `what`.
+    fn expect(&mut self, what: &str) {
+        let t0 = Instant::now();
+        while !self.text.contains(what) {
+            assert!(
+                t0.elapsed() < T,
+                "no {what:?} on the terminal:\n{}",
+                self.text
+            );
+            if let Ok(bytes) = self.seen.recv_timeout(Duration::from_millis(100)) {
+                self.text.push_str(&String::from_utf8_lossy(&bytes));
+            }
+        }
+    }
+
+    fn exit_code(&mut self) -> Option<i32> {
+        let t0 = Instant::now();
+        loop {
+            if let Some(status) = self.client.try_wait().unwrap() {
+                return status.code();
+            }
+            assert!(t0.elapsed() < T, "the client did not exit:\n{}", self.text);
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+fn free_gpus(pool: &Pool) -> u64 {
+    let nodes: serde_json::Value = serde_json::from_str(&pool.ok(&["nodes", "--json"])).unwrap();
+    nodes[0]["gpus_free"].as_u64().unwrap()
+}
+
+#[test]
+fn a_session_sees_its_gpus_and_exiting_frees_them() {
+    let mut pool = Pool::new("2:a100");
+    pool.start();
+    let mut term = Terminal::open(&pool, &["run", "--pty", "-G", "1", "bash", "--norc"]);
+    term.expect("labpool: job 1 on ");
+    // The shell's prompt: typing before it may be dropped as the shell sets its terminal up.
+    term.expect("$ ");
+    term.type_line("echo GPUS=[$CUDA_VISIBLE_DEVICES] in $SLURM_JOB_PARTITION; tty");
+    term.expect("GPUS=[0] in interactive");
+    term.expect("/dev/pts/");
+    let job = pool.job(1);
+    assert_eq!(
+        (s(&job, "state"), s(&job, "partition")),
+        ("RUNNING", "interactive")
+    );
+    assert_eq!(free_gpus(&pool), 1);
+    term.type_line("exit 3");
+    assert_eq!(term.exit_code(), Some(3));
+    let job = pool.wait_done(1, T);
+    assert_eq!(job["exit_code"], 3, "{job:#}");
+    assert_eq!(free_gpus(&pool), 2);
+}
+
+#[test]
+fn a_killed_terminal_ends_the_session_and_its_job() {
+    let mut pool = Pool::new("1:a100");
+    pool.start();
+    let mut term = Terminal::open(&pool, &["run", "--pty", "--gpus", "1", "bash", "--norc"]);
+    term.type_line("echo ready-$SLURM_JOB_ID");
+    term.expect("ready-1");
+    term.client.kill().unwrap();
+    let job = pool.wait_done(1, T);
+    assert_ne!(s(&job, "state"), "RUNNING");
+    assert_eq!(free_gpus(&pool), 1);
+}
+
+#[test]
+fn an_idle_session_is_stopped_with_a_notice() {
+    let mut pool = Pool::new("1:a100");
+    pool.edit_config(|t| t.replacen("[jobs]\n", "[jobs]\ninteractive_idle = \"2s\"\n", 1));
+    pool.start();
+    let mut term = Terminal::open(&pool, &["run", "--pty", "bash", "--norc"]);
+    term.type_line("echo started");
+    term.expect("started");
+    let t0 = Instant::now();
+    term.expect("this session had no input for 2s; it ends now");
+    assert!(t0.elapsed() >= Duration::from_millis(1500));
+    assert_eq!(term.exit_code(), Some(0));
+    assert_eq!(s(&pool.wait_done(1, T), "state"), "COMPLETED");
+}
+
+#[test]
+fn srun_pty_from_a_login_shell_is_a_session_too() {
+    let mut pool = Pool::new("1:a100");
+    pool.start();
+    let bin = pool.dir.join("slurm-bin");
+    pool.ok(&["install-slurm-commands", bin.to_str().unwrap()]);
+    let mut term = Terminal::open_with(
+        &pool,
+        &bin.join("srun"),
+        &["--pty", "-t", "10", "bash", "--norc"],
+    );
+    term.expect("$ ");
+    term.type_line("echo limit=$LABPOOL_TIME_LIMIT_S; exit");
+    term.expect("limit=600");
+    assert_eq!(term.exit_code(), Some(0));
+    assert_eq!(s(&pool.wait_done(1, T), "state"), "COMPLETED");
+}
