@@ -9,6 +9,22 @@ use labpool_cluster::{ClusterKey, Head, Signature, Verifier};
 use labpool_snapshots::index::Index;
 use labpool_snapshots::pack::{decode_checked, parse_trailer};
 
+/// What Slurm users type outside scripts: `srun`'s command line, `--begin` times, `squeue` and
+/// `sinfo` formats, host lists.
+pub fn slurm(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let words: Vec<String> = text.split_whitespace().map(str::to_string).collect();
+    let _ = labpool::slurm::args::parse_srun(&words);
+    let _ = labpool::begin::parse_slurm_time_at("--begin", text, 1_800_000_000_000);
+    let pieces = labpool::slurm::format::parse_format(text);
+    let _ = labpool::slurm::format::render(&pieces, |c| c.to_string());
+    if let Ok(names) = labpool_scheduler::hostlist::expand(text) {
+        let _ = labpool_scheduler::hostlist::compress(&names);
+    }
+}
+
 /// `#SBATCH` and `#LABPOOL` lines of a job script, and every option they carry.
 pub fn script(data: &[u8]) {
     if let Ok(text) = std::str::from_utf8(data) {

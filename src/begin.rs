@@ -83,6 +83,14 @@ pub fn parse_slurm_time(
     Err(err())
 }
 
+/// [`parse_slurm_time`] against `now_ms` (ms since the epoch) instead of a clock reading.
+pub fn parse_slurm_time_at(flag: &'static str, text: &str, now_ms: i64) -> Result<i64, BeginError> {
+    let now = DateTime::from_timestamp_millis(now_ms)
+        .unwrap_or_default()
+        .with_timezone(&Local);
+    parse_slurm_time(flag, text, now)
+}
+
 /// `+N[unit]` after `now` (or nothing: now itself).
 fn relative(rest: &str, now: DateTime<Local>) -> Option<i64> {
     let base = now.timestamp_millis();
@@ -135,6 +143,9 @@ fn time_of_day(t: &str) -> Option<NaiveTime> {
 
 /// `MMDD[YY]`, `MM/DD[/YY]` or `MM.DD[.YY]`; a two-digit year is 20YY.
 fn month_day(t: &str, this_year: i32) -> Option<NaiveDate> {
+    if !t.is_ascii() {
+        return None;
+    }
     let nums: Vec<&str> = if t.contains('/') {
         t.split('/').collect()
     } else if t.contains('.') {

@@ -5,12 +5,15 @@
 //! RFC 3339.
 
 pub mod agent;
+pub mod changes;
 pub mod data;
 pub mod envs;
 pub mod quotas;
 pub mod snapshots;
 pub mod steps;
 pub mod test_only;
+
+pub use changes::{HoldRequest, UpdateRequest};
 
 use labpool_scheduler::node::NodeState;
 use labpool_scheduler::{JobState, TimeLimit};
@@ -497,36 +500,6 @@ pub struct WhyView {
 pub struct CancelRequest {
     /// Jobs to cancel: `12` (a job, or every task of array 12) or `12_3` (one task).
     pub ids: Vec<String>,
-}
-
-/// `POST /v1/jobs/hold`: hold or release waiting jobs.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct HoldRequest {
-    /// Jobs: `12` (a job, or every task of array 12) or `12_3` (one task).
-    pub ids: Vec<String>,
-    /// Hold them (true) or release them (false).
-    pub hold: bool,
-}
-
-/// `POST /v1/jobs/update`: new values for a waiting job; what is not given stays.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct UpdateRequest {
-    /// The job.
-    pub id: u64,
-    /// A new time limit, in any of Slurm's forms.
-    #[serde(default)]
-    pub time_limit: Option<String>,
-    /// A new partition.
-    #[serde(default)]
-    pub partition: Option<String>,
-    /// New dependencies (`afterok:12`, `singleton`; empty for none).
-    #[serde(default)]
-    pub dependency: Option<String>,
-    /// A node count (only 1 is accepted).
-    #[serde(default)]
-    pub nodes: Option<String>,
 }
 
 /// What became of one job in a cancel, hold or release.

@@ -2,6 +2,10 @@
 //! text. A width pads the value (on the left with `.`, else on the right) and, as Slurm does,
 //! cuts a longer value to the width. Headers are the fields' names in capitals.
 
+/// The widest field: a wider one (`%99999999i`) is cut to this, so a typo cannot ask for
+/// gigabytes of padding.
+pub const MAX_WIDTH: usize = 1024;
+
 /// One piece of a format.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Piece {
@@ -51,7 +55,7 @@ pub fn parse_format(text: &str) -> Vec<Piece> {
         }
         out.push(Piece::Field {
             letter,
-            width: digits.parse().ok(),
+            width: digits.parse().ok().map(|w: usize| w.min(MAX_WIDTH)),
             right,
         });
     }
@@ -123,6 +127,10 @@ mod tests {
             _ => "root".into(),
         });
         assert_eq!(line, "    42 train|root%");
+        let wide = render(&parse_format("%99999999999999999999i"), |_| "1".into());
+        assert_eq!(wide.len(), 1, "padding on the right is trimmed");
+        let wide = render(&parse_format("%.99999999i"), |_| "1".into());
+        assert_eq!(wide.len(), MAX_WIDTH);
         assert_eq!(slurm_elapsed(5), "0:05");
         assert_eq!(slurm_elapsed(3723), "1:02:03");
         assert_eq!(slurm_elapsed(2 * 86_400 + 3 * 3600 + 245), "2-03:04:05");

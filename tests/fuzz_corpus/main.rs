@@ -18,7 +18,7 @@ use std::path::Path;
 type Target = fn(&[u8]);
 
 /// Each target by name, as `fuzz/fuzz_targets/NAME.rs` runs it.
-const TARGETS: [(&str, Target); 10] = [
+const TARGETS: [(&str, Target); 11] = [
     ("script", targets::script),
     ("config", targets::config),
     ("api", targets::api),
@@ -29,6 +29,7 @@ const TARGETS: [(&str, Target); 10] = [
     ("index", targets::index),
     ("lock", targets::lock),
     ("units", targets::units),
+    ("slurm", targets::slurm),
 ];
 
 fn inputs(dir: &Path) -> Vec<std::path::PathBuf> {
