@@ -119,41 +119,9 @@ impl Labpool {
 
     fn request(&self, gpus: u32, command: &str) -> SubmitRequest {
         SubmitRequest {
-            name: "bench".into(),
-            script: format!("#!/bin/sh\n{command}\n"),
-            args: Vec::new(),
-            workdir: self.dir.path().to_path_buf(),
             output: Some("/dev/null".into()),
-            error: None,
-            gpus,
-            gpu_type: None,
-            cpus: 1,
-            mem_mib: 0,
-            time_limit: None,
-            partition: None,
             environment: [("PATH".to_string(), "/usr/bin:/bin".to_string())].into(),
-            umask: 0o022,
-            account: None,
-            emergency: false,
-            datasets: Vec::new(),
-            dependency: None,
-            array: None,
-            env: None,
-            env_id: None,
-            env_kind: None,
-            gpu_share: false,
-            no_requeue: false,
-            signal: None,
-            open_append: false,
-            hold: false,
-            begin_ms: None,
-            ntasks: 1,
-            node_count: 1,
-            gpus_per_task: None,
-            comment: None,
-            nodes: Default::default(),
-            idempotency_key: None,
-            wrapped: false,
+            ..SubmitRequest::command("bench", command, self.dir.path(), gpus)
         }
     }
 

@@ -178,41 +178,10 @@ impl Pool {
 
     fn array_request(&self, n: usize) -> SubmitRequest {
         SubmitRequest {
-            name: "bench".into(),
-            script: "#!/bin/sh\ntrue\n".into(),
-            args: Vec::new(),
-            workdir: self.dir.path().join("work"),
             output: Some("/dev/null".into()),
-            error: None,
-            gpus: 1,
-            gpu_type: None,
-            cpus: 1,
-            mem_mib: 0,
-            time_limit: None,
-            partition: None,
             environment: [("PATH".to_string(), "/usr/bin:/bin".to_string())].into(),
-            umask: 0o022,
-            account: None,
-            emergency: false,
-            datasets: Vec::new(),
-            dependency: None,
             array: Some(format!("0-{}", n - 1)),
-            env: None,
-            env_id: None,
-            env_kind: None,
-            gpu_share: false,
-            no_requeue: false,
-            signal: None,
-            open_append: false,
-            hold: false,
-            begin_ms: None,
-            ntasks: 1,
-            node_count: 1,
-            gpus_per_task: None,
-            comment: None,
-            nodes: Default::default(),
-            idempotency_key: None,
-            wrapped: false,
+            ..SubmitRequest::command("bench", "true", &self.dir.path().join("work"), 1)
         }
     }
 

@@ -9,6 +9,7 @@ pub mod changes;
 pub mod data;
 pub mod envs;
 pub mod quotas;
+mod request_new;
 pub mod snapshots;
 pub mod steps;
 pub mod test_only;

@@ -177,43 +177,12 @@ async fn drive(
     );
     for j in &jobs {
         let req = SubmitRequest {
-            name: j.name.to_string(),
-            script: format!("#!/bin/sh\n{}\n", j.command),
-            args: Vec::new(),
-            workdir: dir.to_path_buf(),
             output: Some("%x-%j.out".to_string()),
-            error: None,
-            gpus: j.gpus,
-            gpu_type: None,
-            cpus: 1,
-            mem_mib: 0,
             time_limit: j.time_limit,
-            partition: None,
             environment: std::env::vars()
                 .filter(|(k, _)| k == crate::env_vars::PATH || k == crate::env_vars::HOME)
                 .collect(),
-            umask: 0o022,
-            account: None,
-            emergency: false,
-            datasets: Vec::new(),
-            dependency: None,
-            array: None,
-            env: None,
-            env_id: None,
-            env_kind: None,
-            gpu_share: false,
-            no_requeue: false,
-            signal: None,
-            open_append: false,
-            hold: false,
-            begin_ms: None,
-            ntasks: 1,
-            node_count: 1,
-            gpus_per_task: None,
-            comment: None,
-            nodes: Default::default(),
-            idempotency_key: None,
-            wrapped: false,
+            ..SubmitRequest::command(j.name, &j.command, dir, j.gpus)
         };
         let s: Submitted = client.post("/v1/jobs", &req).await?;
         let plural = if j.gpus == 1 { " " } else { "s" };

@@ -186,23 +186,32 @@ async fn submit(
     Ok(Json(submitted))
 }
 
+/// The jobs a request names (`{"ids": [...]}`), asked of the engine as `make` builds it.
+async fn for_ids(
+    state: &AppState,
+    peer: &Peer,
+    body: Result<Json<CancelRequest>, JsonRejection>,
+    what: &str,
+    make: impl FnOnce(Vec<String>, Caller, tokio::sync::oneshot::Sender<Vec<CancelOutcome>>) -> Request,
+) -> Result<Json<Vec<CancelOutcome>>, ApiError> {
+    let caller = caller(state, peer)?;
+    let Json(req) = body.map_err(|e| {
+        ApiError::bad_request(format!("bad {what} request: {}", e.body_text()), None)
+    })?;
+    Ok(Json(
+        ask(state, |reply| make(req.ids, caller, reply)).await?,
+    ))
+}
+
 async fn cancel(
     State(state): State<AppState>,
     ConnectInfo(peer): ConnectInfo<Peer>,
     body: Result<Json<CancelRequest>, JsonRejection>,
 ) -> Result<Json<Vec<CancelOutcome>>, ApiError> {
-    let caller = caller(&state, &peer)?;
-    let Json(req) = body.map_err(|e| {
-        ApiError::bad_request(format!("bad cancel request: {}", e.body_text()), None)
-    })?;
-    Ok(Json(
-        ask(&state, |reply| Request::Cancel {
-            ids: req.ids,
-            caller,
-            reply,
-        })
-        .await?,
-    ))
+    for_ids(&state, &peer, body, "cancel", |ids, caller, reply| {
+        Request::Cancel { ids, caller, reply }
+    })
+    .await
 }
 
 /// `POST /v1/jobs/requeue`: stop running jobs and queue them again.
@@ -211,17 +220,10 @@ async fn requeue(
     ConnectInfo(peer): ConnectInfo<Peer>,
     body: Result<Json<CancelRequest>, JsonRejection>,
 ) -> Result<Json<Vec<CancelOutcome>>, ApiError> {
-    let caller = caller(&state, &peer)?;
-    let Json(req) = body.map_err(|e| {
-        ApiError::bad_request(format!("bad requeue request: {}", e.body_text()), None)
-    })?;
-    let out = ask(&state, |reply| Request::Requeue {
-        ids: req.ids,
-        caller,
-        reply,
+    for_ids(&state, &peer, body, "requeue", |ids, caller, reply| {
+        Request::Requeue { ids, caller, reply }
     })
-    .await?;
-    Ok(Json(out))
+    .await
 }
 
 /// `POST /v1/jobs/update`: new values for a waiting job.

@@ -30,46 +30,18 @@ pub async fn scontrol(client: &Client, words: &[String]) -> anyhow::Result<Strin
             Ok(show_node(n, one_line))
         }
         [verb @ ("hold" | "release" | "uhold"), ids @ ..] if !ids.is_empty() => {
-            let ids: Vec<String> = ids
-                .iter()
-                .flat_map(|i| i.split(','))
-                .map(str::to_string)
-                .collect();
-            let hold = *verb != "release";
-            let out: Vec<CancelOutcome> = client
-                .post("/v1/jobs/hold", &HoldRequest { ids, hold })
-                .await?;
-            let failed: Vec<String> = out
-                .iter()
-                .filter(|o| !o.ok)
-                .map(|o| o.message.clone())
-                .collect();
-            if failed.is_empty() {
-                Ok(String::new())
-            } else {
-                anyhow::bail!("{}", failed.join("\n"))
-            }
+            let body = HoldRequest {
+                ids: split_ids(ids),
+                hold: *verb != "release",
+            };
+            post_ids(client, "/v1/jobs/hold", &body).await
         }
         ["update", pairs @ ..] => update(client, pairs).await,
         ["requeue", ids @ ..] if !ids.is_empty() => {
-            let ids = ids
-                .iter()
-                .flat_map(|i| i.split(','))
-                .map(str::to_string)
-                .collect();
-            let out: Vec<CancelOutcome> = client
-                .post("/v1/jobs/requeue", &crate::api::CancelRequest { ids })
-                .await?;
-            let failed: Vec<String> = out
-                .iter()
-                .filter(|o| !o.ok)
-                .map(|o| o.message.clone())
-                .collect();
-            if failed.is_empty() {
-                Ok(String::new())
-            } else {
-                anyhow::bail!("{}", failed.join("\n"))
-            }
+            let body = crate::api::CancelRequest {
+                ids: split_ids(ids),
+            };
+            post_ids(client, "/v1/jobs/requeue", &body).await
         }
         _ => anyhow::bail!(
             "this scontrol knows `show hostnames [LIST]`, `show job ID`, `show node NAME`, `hold ID`, `release ID`, `requeue ID` and `update JobId=ID ...`"
@@ -106,6 +78,34 @@ async fn update(client: &Client, pairs: &[&str]) -> anyhow::Result<String> {
     req.id = id.ok_or_else(|| anyhow::anyhow!("give the job as JobId=N"))?;
     let _: String = client.post("/v1/jobs/update", &req).await?;
     Ok(String::new())
+}
+
+/// `12,13 14` → each id.
+fn split_ids(words: &[&str]) -> Vec<String> {
+    words
+        .iter()
+        .flat_map(|w| w.split(','))
+        .map(str::to_string)
+        .collect()
+}
+
+/// Posts a request about jobs; silent when every job was acted on, else each refusal.
+async fn post_ids(
+    client: &Client,
+    path: &str,
+    body: &impl serde::Serialize,
+) -> anyhow::Result<String> {
+    let out: Vec<CancelOutcome> = client.post(path, body).await?;
+    let failed: Vec<String> = out
+        .iter()
+        .filter(|o| !o.ok)
+        .map(|o| o.message.clone())
+        .collect();
+    if failed.is_empty() {
+        Ok(String::new())
+    } else {
+        anyhow::bail!("{}", failed.join("\n"))
+    }
 }
 
 fn hostnames(list: Option<&str>) -> anyhow::Result<String> {

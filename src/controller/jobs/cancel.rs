@@ -42,22 +42,34 @@ impl Engine {
         }))
     }
 
+    /// Each name with the jobs it names, or the answer that says why it names none.
+    pub(crate) async fn resolve_names(
+        &self,
+        names: &[String],
+    ) -> anyhow::Result<Vec<(String, Result<Vec<u64>, CancelOutcome>)>> {
+        let mut out = Vec::new();
+        for name in names {
+            let ids = self
+                .resolve_ids(name)
+                .await?
+                .map_err(|message| outcome(name, false, message));
+            out.push((name.clone(), ids));
+        }
+        Ok(out)
+    }
+
     pub(crate) async fn cancel(
         &mut self,
         names: &[String],
         caller: &Caller,
     ) -> anyhow::Result<Vec<CancelOutcome>> {
         let mut out = Vec::new();
-        for name in names {
-            let reply = |ok: bool, message: String| CancelOutcome {
-                id: name.clone(),
-                ok,
-                message,
-            };
-            let ids = match self.resolve_ids(name).await? {
+        for (name, ids) in self.resolve_names(names).await? {
+            let reply = |ok: bool, message: String| outcome(&name, ok, message);
+            let ids = match ids {
                 Ok(ids) => ids,
-                Err(message) => {
-                    out.push(reply(false, message));
+                Err(refused) => {
+                    out.push(refused);
                     continue;
                 }
             };
@@ -105,7 +117,7 @@ impl Engine {
                 });
             }
             if array {
-                if done.is_empty() && !out.iter().any(|o| &o.id == name) {
+                if done.is_empty() && !out.iter().any(|o| o.id == name) {
                     out.push(reply(
                         false,
                         format!("array {name} has no tasks left to cancel"),
@@ -118,5 +130,14 @@ impl Engine {
             }
         }
         Ok(out)
+    }
+}
+
+/// One name's answer in a cancel, hold, release or requeue.
+pub(crate) fn outcome(name: &str, ok: bool, message: String) -> CancelOutcome {
+    CancelOutcome {
+        id: name.to_string(),
+        ok,
+        message,
     }
 }

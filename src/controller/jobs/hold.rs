@@ -4,6 +4,7 @@
 
 use crate::api::CancelOutcome;
 use crate::controller::engine::Engine;
+use crate::controller::jobs::cancel::outcome;
 use crate::identity::Caller;
 use labpool_lifecycle::{Event, Hold};
 use labpool_scheduler::{HoldBy, JobState};
@@ -18,16 +19,12 @@ impl Engine {
     ) -> anyhow::Result<Vec<CancelOutcome>> {
         let verb = if hold { "held" } else { "released" };
         let mut out = Vec::new();
-        for name in names {
-            let reply = |ok: bool, message: String| CancelOutcome {
-                id: name.clone(),
-                ok,
-                message,
-            };
-            let ids = match self.resolve_ids(name).await? {
+        for (name, ids) in self.resolve_names(names).await? {
+            let reply = |ok: bool, message: String| outcome(&name, ok, message);
+            let ids = match ids {
                 Ok(ids) => ids,
-                Err(message) => {
-                    out.push(reply(false, message));
+                Err(refused) => {
+                    out.push(refused);
                     continue;
                 }
             };

@@ -4,6 +4,7 @@
 
 use crate::api::CancelOutcome;
 use crate::controller::engine::Engine;
+use crate::controller::jobs::cancel::outcome;
 use crate::identity::Caller;
 use labpool_lifecycle::Event;
 use labpool_scheduler::JobState;
@@ -16,25 +17,20 @@ impl Engine {
         caller: &Caller,
     ) -> anyhow::Result<Vec<CancelOutcome>> {
         let mut out = Vec::new();
-        for name in names {
-            let reply = |ok: bool, message: String| CancelOutcome {
-                id: name.clone(),
-                ok,
-                message,
-            };
-            let ids = match self.resolve_ids(name).await? {
+        for (name, ids) in self.resolve_names(names).await? {
+            let ids = match ids {
                 Ok(ids) => ids,
-                Err(message) => {
-                    out.push(reply(false, message));
+                Err(refused) => {
+                    out.push(refused);
                     continue;
                 }
             };
             for id in ids {
-                let outcome = match self.requeue_one(id, caller).await? {
-                    Ok(m) => reply(true, m),
-                    Err(m) => reply(false, m),
-                };
-                out.push(outcome);
+                let answer = self.requeue_one(id, caller).await?;
+                out.push(match answer {
+                    Ok(m) => outcome(&name, true, m),
+                    Err(m) => outcome(&name, false, m),
+                });
             }
         }
         Ok(out)
