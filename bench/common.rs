@@ -120,3 +120,36 @@ pub fn rsync_transferred(stats: &str) -> u64 {
         .map(|v| v.replace(',', "").parse().unwrap_or(0))
         .unwrap_or(0)
 }
+
+/// A labpool pool for a benchmark: `labpool init` with 2 virtual GPUs in a fresh directory
+/// under /tmp (`prefix`), a 1 s kill grace, the config's text passed through `edit`, and
+/// `labpool serve` started with its output in `serve.out`. Returns the directory, the config
+/// and the server; the caller waits for it to answer.
+pub fn start_labpool(
+    bin: &std::path::Path,
+    prefix: &str,
+    edit: impl FnOnce(String) -> String,
+) -> (tempfile::TempDir, std::path::PathBuf, std::process::Child) {
+    let dir = tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir_in("/tmp")
+        .unwrap();
+    run(std::process::Command::new(bin)
+        .args(["init", "--virtual-gpus", "2:rtx4090", "--dir"])
+        .arg(dir.path()));
+    let config = dir.path().join("labpool.toml");
+    let text = std::fs::read_to_string(&config)
+        .unwrap()
+        .replace("kill_grace = \"30s\"", "kill_grace = \"1s\"");
+    std::fs::write(&config, edit(text)).unwrap();
+    let log = std::fs::File::create(dir.path().join("serve.out")).unwrap();
+    let server = std::process::Command::new(bin)
+        .arg("serve")
+        .env("LABPOOL_CONFIG", &config)
+        .env("LABPOOL_LOG", "warn")
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    (dir, config, server)
+}

@@ -20,7 +20,7 @@
 
 #[path = "common.rs"]
 mod common;
-use common::{bench_base, env_num, median, run, scratch_dir};
+use common::{bench_base, env_num, median, run, scratch_dir, start_labpool};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -93,34 +93,17 @@ struct Labpool {
 impl Labpool {
     fn start() -> Labpool {
         let bin = PathBuf::from(env!("CARGO_BIN_EXE_labpool"));
-        let dir = tempfile::Builder::new()
-            .prefix("lp-bench-srun-")
-            .tempdir_in("/tmp")
-            .unwrap();
-        run(Command::new(&bin)
-            .args(["init", "--virtual-gpus", "2:rtx4090", "--dir"])
-            .arg(dir.path()));
-        let config = dir.path().join("labpool.toml");
         // The node's cores raised to 8: the job asks for 4, and this machine may have 2.
-        let text: Vec<String> = std::fs::read_to_string(&config)
-            .unwrap()
-            .replace("kill_grace = \"30s\"", "kill_grace = \"1s\"")
-            .lines()
-            .map(|l| match l.starts_with("cpus = ") {
-                true => "cpus = 8".to_string(),
-                false => l.to_string(),
-            })
-            .collect();
-        std::fs::write(&config, text.join("\n") + "\n").unwrap();
-        let log = std::fs::File::create(dir.path().join("serve.out")).unwrap();
-        let server = Command::new(&bin)
-            .arg("serve")
-            .env("LABPOOL_CONFIG", &config)
-            .env("LABPOOL_LOG", "warn")
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .unwrap();
+        let (dir, config, server) = start_labpool(&bin, "lp-bench-srun-", |text| {
+            let lines: Vec<String> = text
+                .lines()
+                .map(|l| match l.starts_with("cpus = ") {
+                    true => "cpus = 8".to_string(),
+                    false => l.to_string(),
+                })
+                .collect();
+            lines.join("\n") + "\n"
+        });
         let lp = Labpool {
             bin,
             dir,

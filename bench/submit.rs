@@ -62,34 +62,7 @@ struct Labpool {
 impl Labpool {
     fn start() -> Labpool {
         let bin = PathBuf::from(env!("CARGO_BIN_EXE_labpool"));
-        let dir = tempfile::Builder::new()
-            .prefix("lp-bench-")
-            .tempdir_in("/tmp")
-            .unwrap();
-        let out = Command::new(&bin)
-            .args(["init", "--virtual-gpus", "2:rtx4090", "--dir"])
-            .arg(dir.path())
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let config = dir.path().join("labpool.toml");
-        let text = std::fs::read_to_string(&config)
-            .unwrap()
-            .replace("kill_grace = \"30s\"", "kill_grace = \"1s\"");
-        std::fs::write(&config, text).unwrap();
-        let log = std::fs::File::create(dir.path().join("serve.out")).unwrap();
-        let server = Command::new(&bin)
-            .arg("serve")
-            .env("LABPOOL_CONFIG", &config)
-            .env("LABPOOL_LOG", "warn")
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .unwrap();
+        let (dir, config, server) = common::start_labpool(&bin, "lp-bench-", |text| text);
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
