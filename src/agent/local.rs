@@ -85,6 +85,12 @@ impl Executor {
             match order {
                 AgentOrder::Start(launch) => self.start(*launch),
                 AgentOrder::Kill { job, attempt } => self.kill(job, attempt),
+                AgentOrder::Signal {
+                    job,
+                    attempt,
+                    signal,
+                    target,
+                } => self.signal(job, attempt, signal, target),
                 AgentOrder::Adopt { expected } => self.adopt(expected),
                 AgentOrder::Stage(order) => self.stager.stage(*order),
                 AgentOrder::Verify { request, sources } => self.stager.verify(request, sources),
@@ -403,6 +409,31 @@ impl Executor {
             }
             None => tracing::warn!(job, attempt, "kill for an attempt this node is not running"),
         }
+    }
+
+    /// Sends `signal` to the attempt's batch shell, its other processes, or all of them.
+    fn signal(&self, job: u64, attempt: u32, signal: i32, target: crate::api::SignalTarget) {
+        use crate::api::SignalTarget;
+        use nix::sys::signal::Signal;
+        let dir = JobDir::new(&self.spool, job, attempt);
+        let (Ok(sig), Some(started)) = (Signal::try_from(signal), dir.started()) else {
+            tracing::warn!(
+                job,
+                attempt,
+                signal,
+                "signal for an attempt not running here"
+            );
+            return;
+        };
+        let shell = nix::unistd::Pid::from_raw(started.pgid);
+        let sent = match target {
+            SignalTarget::Batch => usize::from(nix::sys::signal::kill(shell, sig).is_ok()),
+            SignalTarget::Steps => {
+                crate::agent::procs::signal_job_processes(&dir.key(), sig, &[shell])
+            }
+            SignalTarget::All => crate::agent::procs::signal_job_processes(&dir.key(), sig, &[]),
+        };
+        tracing::info!(job, attempt, %sig, sent, "signal sent");
     }
 
     fn adopt(&self, expected: Vec<(u64, u32)>) {

@@ -200,6 +200,17 @@ pub enum AgentOrder {
         /// Attempt.
         attempt: u32,
     },
+    /// Send a signal to this running attempt's processes (`scancel --signal`).
+    Signal {
+        /// Job.
+        job: u64,
+        /// Attempt.
+        attempt: u32,
+        /// The signal's number.
+        signal: i32,
+        /// Which processes.
+        target: crate::api::SignalTarget,
+    },
     /// After a controller restart: these attempts should be running here. Report each, and
     /// stop any other that is.
     Adopt {

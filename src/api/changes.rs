@@ -32,3 +32,27 @@ pub struct UpdateRequest {
     #[serde(default)]
     pub nodes: Option<String>,
 }
+
+/// Which of a running job's processes a signal goes to (scancel's `-b` and `-f`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SignalTarget {
+    /// Every process of the job but the batch shell: its steps (scancel's default).
+    Steps,
+    /// The batch shell alone (`-b`).
+    Batch,
+    /// Every process of the job (`-f`).
+    All,
+}
+
+/// `POST /v1/jobs/signal`: send a signal to running jobs, which go on running.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SignalRequest {
+    /// Jobs: `12` (a job, or every task of array 12) or `12_3`.
+    pub ids: Vec<String>,
+    /// The signal's number.
+    pub signal: i32,
+    /// Which processes.
+    pub target: SignalTarget,
+}

@@ -14,7 +14,7 @@ pub mod snapshots;
 pub mod steps;
 pub mod test_only;
 
-pub use changes::{HoldRequest, UpdateRequest};
+pub use changes::{HoldRequest, SignalRequest, SignalTarget, UpdateRequest};
 
 use labpool_scheduler::node::NodeState;
 use labpool_scheduler::{JobState, TimeLimit};

@@ -103,6 +103,44 @@ pub struct UpdateArgs {
     pub dependency: Option<String>,
 }
 
+/// `labpool cancel`: stop jobs, or (`--signal`) send them a signal.
+#[derive(Args, Debug)]
+pub struct CancelJobArgs {
+    /// The jobs.
+    #[command(flatten)]
+    pub jobs: CancelArgs,
+    /// Send this signal (USR1, SIGTERM, 10) instead of cancelling; the job goes on running
+    #[arg(short = 's', long, value_name = "SIG")]
+    pub signal: Option<String>,
+    /// With --signal: to the batch shell alone [default: every process of the job but it]
+    #[arg(short = 'b', long, requires = "signal", conflicts_with = "full")]
+    pub batch: bool,
+    /// With --signal: to every process of the job, the batch shell included
+    #[arg(short = 'f', long, requires = "signal")]
+    pub full: bool,
+}
+
+impl CancelJobArgs {
+    /// The signal request, when `--signal` was given.
+    pub fn signal_request(&self) -> anyhow::Result<Option<crate::api::SignalRequest>> {
+        let Some(text) = &self.signal else {
+            return Ok(None);
+        };
+        let spec = labpool_scheduler::options::parse_signal(text)
+            .map_err(|e| anyhow::anyhow!("{}", e.replace("--signal", "--signal (scancel -s)")))?;
+        let target = match (self.batch, self.full) {
+            (true, _) => crate::api::SignalTarget::Batch,
+            (_, true) => crate::api::SignalTarget::All,
+            _ => crate::api::SignalTarget::Steps,
+        };
+        Ok(Some(crate::api::SignalRequest {
+            ids: self.jobs.ids.clone(),
+            signal: spec.signal,
+            target,
+        }))
+    }
+}
+
 /// `labpool history`.
 #[derive(Args, Debug)]
 pub struct HistoryArgs {

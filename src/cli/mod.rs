@@ -17,7 +17,9 @@ pub use datasets::{CacheCommand, DatasetCommand};
 pub use demo::{DemoArgs, SimArgs};
 pub use envs::EnvCommand;
 pub use init::InitArgs;
-pub use jobs::{CancelArgs, HistoryArgs, QueueArgs, RunArgs, ShowArgs, SubmitArgs, UpdateArgs};
+pub use jobs::{
+    CancelArgs, CancelJobArgs, HistoryArgs, QueueArgs, RunArgs, ShowArgs, SubmitArgs, UpdateArgs,
+};
 pub use nodes::{NodeCommand, PartitionCommand};
 pub use policy::{AccountCommand, CreditsArgs, CreditsCommand, QosCommand};
 pub use quotas::{LimitArgs, PurgeCommand, QuotaArgs, QuotaCommand};
@@ -67,8 +69,8 @@ pub enum Command {
     Why(ShowArgs),
     /// One job in detail, with its history of events
     Show(ShowArgs),
-    /// Cancel jobs
-    Cancel(CancelArgs),
+    /// Cancel jobs, or send them a signal (--signal)
+    Cancel(CancelJobArgs),
     /// An interactive session: a shell (or COMMAND) on a terminal inside a job (--pty)
     #[command(infer_long_args = true)]
     Run(Box<RunArgs>),

@@ -207,19 +207,22 @@ fn show_text(d: &JobDetail) -> String {
     out
 }
 
-/// Runs `labpool cancel`. Fails when any job could not be cancelled.
-pub async fn cancel(args: &CancelArgs, config: &Config) -> anyhow::Result<()> {
-    let out: Vec<CancelOutcome> = Client::new(&config.controller.socket)
-        .post(
-            "/v1/jobs/cancel",
-            &CancelRequest {
-                ids: args.ids.clone(),
-            },
-        )
-        .await?;
+/// Runs `labpool cancel`, or with `--signal` sends the signal. Fails when any job was not
+/// acted on.
+pub async fn cancel(args: &crate::cli::CancelJobArgs, config: &Config) -> anyhow::Result<()> {
+    let client = Client::new(&config.controller.socket);
+    let (out, verb): (Vec<CancelOutcome>, &str) = match args.signal_request()? {
+        Some(req) => (client.post("/v1/jobs/signal", &req).await?, "signalled"),
+        None => {
+            let req = CancelRequest {
+                ids: args.jobs.ids.clone(),
+            };
+            (client.post("/v1/jobs/cancel", &req).await?, "cancelled")
+        }
+    };
     let failed = report_outcomes(&out);
     if failed > 0 {
-        anyhow::bail!("{failed} of {} jobs not cancelled", out.len());
+        anyhow::bail!("{failed} of {} jobs not {verb}", out.len());
     }
     Ok(())
 }

@@ -69,6 +69,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/jobs/test", post(test_only))
         .route("/v1/jobs/update", post(update))
         .route("/v1/jobs/requeue", post(requeue))
+        .route("/v1/jobs/signal", post(signal))
         .route("/v1/jobs/{id}", get(show_job))
         .route("/v1/history", get(history))
         .route("/v1/jobs/{id}/why", get(why))
@@ -224,6 +225,21 @@ async fn requeue(
         Request::Requeue { ids, caller, reply }
     })
     .await
+}
+
+/// `POST /v1/jobs/signal`: a signal to running jobs, which go on running.
+async fn signal(
+    State(state): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<Peer>,
+    body: Result<Json<api::SignalRequest>, JsonRejection>,
+) -> Result<Json<Vec<CancelOutcome>>, ApiError> {
+    let caller = caller(&state, &peer)?;
+    let Json(req) = body.map_err(|e| {
+        ApiError::bad_request(format!("bad signal request: {}", e.body_text()), None)
+    })?;
+    Ok(Json(
+        ask(&state, |reply| Request::Signal { req, caller, reply }).await?,
+    ))
 }
 
 /// `POST /v1/jobs/update`: new values for a waiting job.

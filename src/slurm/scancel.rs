@@ -1,7 +1,7 @@
 //! `scancel`: jobs by id, or every job matching `-u`, `-t`, `-n`, `-p`, `-A` (your own, unless
 //! you are an admin). Like scancel it prints nothing when all went well.
 
-use crate::api::{CancelOutcome, CancelRequest, JobView};
+use crate::api::{CancelOutcome, CancelRequest, JobView, SignalRequest, SignalTarget};
 use crate::client::Client;
 
 /// scancel's options.
@@ -23,20 +23,21 @@ pub struct ScancelArgs {
     /// Only jobs of this account
     #[arg(short = 'A', long = "account")]
     account: Option<String>,
-    /// Send a signal instead of cancelling (not here yet)
+    /// Send this signal instead of cancelling; the job goes on running
     #[arg(short = 's', long = "signal")]
     signal: Option<String>,
+    /// With --signal: the batch shell alone
+    #[arg(short = 'b', long = "batch")]
+    batch: bool,
+    /// With --signal: every process of the job, the batch shell included
+    #[arg(short = 'f', long = "full")]
+    full: bool,
     /// Job ids (12, or 12_3 for one array task)
     ids: Vec<String>,
 }
 
 /// Runs scancel against the controller.
 pub async fn scancel(client: &Client, a: &ScancelArgs) -> anyhow::Result<String> {
-    if let Some(s) = &a.signal {
-        anyhow::bail!(
-            "--signal={s}: signalling a job is not here yet; scancel without it stops the job (TERM, then KILL)"
-        );
-    }
     let filtered = a.user.is_some()
         || a.state.is_some()
         || a.name.is_some()
@@ -72,9 +73,28 @@ pub async fn scancel(client: &Client, a: &ScancelArgs) -> anyhow::Result<String>
     }
     ids.sort();
     ids.dedup();
-    let out: Vec<CancelOutcome> = client
-        .post("/v1/jobs/cancel", &CancelRequest { ids })
-        .await?;
+    let out: Vec<CancelOutcome> = match &a.signal {
+        Some(s) => {
+            let spec =
+                labpool_scheduler::options::parse_signal(s).map_err(|e| anyhow::anyhow!(e))?;
+            let target = match (a.batch, a.full) {
+                (true, _) => SignalTarget::Batch,
+                (_, true) => SignalTarget::All,
+                _ => SignalTarget::Steps,
+            };
+            let req = SignalRequest {
+                ids,
+                signal: spec.signal,
+                target,
+            };
+            client.post("/v1/jobs/signal", &req).await?
+        }
+        None => {
+            client
+                .post("/v1/jobs/cancel", &CancelRequest { ids })
+                .await?
+        }
+    };
     let failed: Vec<String> = out
         .iter()
         .filter(|o| !o.ok)

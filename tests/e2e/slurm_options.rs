@@ -213,3 +213,47 @@ fn constraint_nodelist_and_exclude_pick_among_the_nodes_and_refuse_what_is_not_t
     has(&err, &["node counts per feature"]);
     assert_eq!(pool.history().len(), 1);
 }
+
+#[test]
+fn a_signal_reaches_the_steps_or_the_batch_shell_and_the_job_goes_on() {
+    let mut pool = Pool::new("1:a100");
+    pool.start();
+    pool.script(
+        "traps.sh",
+        "#!/bin/bash\n#SBATCH -o traps.out\n\
+         trap 'echo shell-got-usr1' USR1\n\
+         sh -c 'trap \"echo step-got-usr2\" USR2; while [ ! -e stop ]; do sleep 0.1; done' &\n\
+         while [ ! -e stop ]; do sleep 0.1; done; wait; echo done\n",
+    );
+    let id = pool.submit(&["traps.sh"]);
+    pool.wait_for(id, T, |j| s(j, "state") == "RUNNING");
+    std::thread::sleep(Duration::from_millis(500));
+    let out = pool.ok(&["cancel", "--signal", "USR2", &id.to_string()]);
+    has(
+        &out,
+        &[&format!(
+            "job {id}: SIGUSR2 sent to its processes but the batch shell"
+        )],
+    );
+    let bin = pool.dir.join("slurm-bin");
+    pool.ok(&["install-slurm-commands", bin.to_str().unwrap()]);
+    let status = std::process::Command::new(bin.join("scancel"))
+        .args(["-b", "-s", "USR1", &id.to_string()])
+        .env("LABPOOL_CONFIG", &pool.config)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    std::thread::sleep(Duration::from_millis(800));
+    assert_eq!(
+        s(&pool.job(id), "state"),
+        "RUNNING",
+        "a signal does not end the job"
+    );
+    std::fs::write(pool.work.join("stop"), "").unwrap();
+    assert_eq!(s(&pool.wait_done(id, T), "state"), "COMPLETED");
+    let out = read_output(&pool.work.join("traps.out"));
+    has(&out, &["step-got-usr2", "shell-got-usr1", "done"]);
+    assert!(!out.contains("shell-got-usr2"), "{out}");
+    let err = fails_stderr(&pool, &["cancel", "--signal", "USR1", &id.to_string()]);
+    has(&err, &[&format!("job {id} is not running")]);
+}

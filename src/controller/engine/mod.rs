@@ -55,6 +55,7 @@ impl Item {
             Item::Request(
                 Request::Submit { .. }
                     | Request::TestOnly { .. }
+                    | Request::Signal { .. }
                     | Request::Nodes { .. }
                     | Request::Accounts { .. }
                     | Request::Credits { .. }
@@ -281,6 +282,10 @@ impl Engine {
                 }
                 Item::Request(Request::Cancel { ids, caller, reply }) => {
                     let out = self.cancel(&ids, &caller).await?;
+                    self.outbox.reply(reply, out);
+                }
+                Item::Request(Request::Signal { req, caller, reply }) => {
+                    let out = self.signal(&req, &caller).await?;
                     self.outbox.reply(reply, out);
                 }
                 Item::Request(Request::Requeue { ids, caller, reply }) => {

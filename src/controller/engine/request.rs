@@ -49,6 +49,15 @@ pub enum Request {
         /// Answer: what changed.
         reply: oneshot::Sender<Result<String, ApiError>>,
     },
+    /// Signal running jobs.
+    Signal {
+        /// Which jobs, the signal, and to which processes.
+        req: crate::api::SignalRequest,
+        /// Who.
+        caller: Caller,
+        /// Answer, one per job.
+        reply: oneshot::Sender<Vec<CancelOutcome>>,
+    },
     /// Requeue running jobs.
     Requeue {
         /// Which, as named.

@@ -1,4 +1,4 @@
-//! Jobs in the controller: the checks a submit passes ([`checks`]), submits ([`submit`]), cancels ([`cancel`]), holds ([`hold`]), requeues ([`requeue`]), `srun` steps ([`steps`]), `--test-only` ([`test_only`]), updates ([`update`]), the launch of an attempt
+//! Jobs in the controller: the checks a submit passes ([`checks`]), submits ([`submit`]), cancels ([`cancel`]), holds ([`hold`]), requeues ([`requeue`]), signals ([`signal`]), `srun` steps ([`steps`]), `--test-only` ([`test_only`]), updates ([`update`]), the launch of an attempt
 //! ([`launch`]), the shell around the lifecycle core ([`effects`]), the job rows ([`rows`]) and
 //! the SQL side of their transitions ([`store`]).
 
@@ -9,6 +9,7 @@ pub mod hold;
 pub mod launch;
 pub mod requeue;
 pub mod rows;
+pub mod signal;
 pub mod steps;
 pub mod store;
 pub mod submit;

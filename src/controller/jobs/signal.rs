@@ -1,0 +1,67 @@
+//! Signals to running jobs (`labpool cancel --signal`, `scancel --signal`): the node sends the
+//! signal to the job's steps, its batch shell, or both; the job goes on running, and what it
+//! does with the signal is its own affair (a checkpoint, a log rotation).
+
+use crate::api::agent::AgentOrder;
+use crate::api::{CancelOutcome, SignalRequest, SignalTarget};
+use crate::controller::engine::Engine;
+use crate::controller::jobs::cancel::outcome;
+use crate::identity::Caller;
+use labpool_scheduler::JobState;
+
+impl Engine {
+    /// Sends the signal to each job `req` names that runs; one outcome per job.
+    pub(crate) async fn signal(
+        &mut self,
+        req: &SignalRequest,
+        caller: &Caller,
+    ) -> anyhow::Result<Vec<CancelOutcome>> {
+        let name = nix::sys::signal::Signal::try_from(req.signal)
+            .map(|s| s.as_str().to_string())
+            .unwrap_or_else(|_| req.signal.to_string());
+        let whom = match req.target {
+            SignalTarget::Steps => "its processes but the batch shell",
+            SignalTarget::Batch => "its batch shell",
+            SignalTarget::All => "all its processes",
+        };
+        let mut out = Vec::new();
+        for (id_name, ids) in self.resolve_names(&req.ids).await? {
+            let ids = match ids {
+                Ok(ids) => ids,
+                Err(refused) => {
+                    out.push(refused);
+                    continue;
+                }
+            };
+            for id in ids {
+                let answer = match self.jobs.job(id) {
+                    None => Err(format!("job {id} is not running")),
+                    Some(row) if row.uid != caller.uid && !caller.admin => Err(format!(
+                        "job {id} belongs to {}; you ({}) may signal only your own jobs",
+                        row.spec.user, caller.user
+                    )),
+                    Some(row) if row.state != JobState::Running => Err(format!(
+                        "job {id} is {}; only a running job can be signalled",
+                        row.state
+                    )),
+                    Some(row) => {
+                        let order = AgentOrder::Signal {
+                            job: id,
+                            attempt: row.attempt,
+                            signal: req.signal,
+                            target: req.target,
+                        };
+                        let node = row.node.clone().unwrap_or_default();
+                        self.outbox.order(&node, order);
+                        Ok(format!("job {id}: {name} sent to {whom} on {node}"))
+                    }
+                };
+                out.push(match answer {
+                    Ok(m) => outcome(&id_name, true, m),
+                    Err(m) => outcome(&id_name, false, m),
+                });
+            }
+        }
+        Ok(out)
+    }
+}
