@@ -262,6 +262,20 @@ impl<J: Tracked> Lifecycle<J> {
                     }
                 }
             }
+            Event::Expire { job, detail } => {
+                if self.pending(job).is_none() {
+                    return out;
+                }
+                let t = Transition::Ended {
+                    state: JobState::Deadline,
+                    exit_code: None,
+                    signal: None,
+                    detail: Some(detail),
+                    time: now,
+                };
+                self.commit(job, t, &mut out);
+                out.push(Effect::Dequeue { job });
+            }
             Event::Requeue { job, by } => {
                 // Only a running attempt that no cancel is stopping; the shell says why not.
                 let Some(life) = self.life(job).filter(|l| {

@@ -83,6 +83,14 @@ pub enum Event {
         /// Who.
         by: String,
     },
+    /// The scheduler took a waiting job out of the queue: it could no longer end before its
+    /// `--deadline`.
+    Expire {
+        /// The job.
+        job: u64,
+        /// Why, in words.
+        detail: String,
+    },
     /// A running job is to be stopped and wait again as a new attempt; the shell has checked
     /// that `by` may.
     Requeue {

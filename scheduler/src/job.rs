@@ -41,11 +41,13 @@ pub enum JobState {
     NodeFail,
     /// Killed for exceeding its memory limit.
     OutOfMemory,
+    /// Left the queue unstarted: it could no longer end before its `--deadline`.
+    Deadline,
 }
 
 impl JobState {
     /// Every state, in lifecycle order.
-    pub const ALL: [JobState; 9] = [
+    pub const ALL: [JobState; 10] = [
         JobState::Pending,
         JobState::Staging,
         JobState::Running,
@@ -55,6 +57,7 @@ impl JobState {
         JobState::Timeout,
         JobState::NodeFail,
         JobState::OutOfMemory,
+        JobState::Deadline,
     ];
 
     /// The Slurm word for this state.
@@ -69,6 +72,7 @@ impl JobState {
             JobState::Timeout => "TIMEOUT",
             JobState::NodeFail => "NODE_FAIL",
             JobState::OutOfMemory => "OUT_OF_MEMORY",
+            JobState::Deadline => "DEADLINE",
         }
     }
 
@@ -157,6 +161,10 @@ pub struct JobSpec {
     /// It may not start before this time (`--begin`).
     #[serde(default)]
     pub begin: Option<Timestamp>,
+    /// It must end by this time (`--deadline`): once its time limit no longer fits before
+    /// it, the job leaves the queue unstarted, as DEADLINE.
+    #[serde(default)]
+    pub deadline: Option<Timestamp>,
     /// `--dependency=singleton`: it waits while an earlier job of its user with its name is
     /// waiting or running.
     #[serde(default)]

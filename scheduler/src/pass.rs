@@ -46,6 +46,7 @@ impl Scheduler {
     pub fn schedule_with(&mut self, now: Timestamp, cache: &dyn CacheView) -> Vec<Decision> {
         self.last_pass = Some(now);
         self.full_passes += 1;
+        let expired = self.expire(now);
         let nodes: Vec<&Node> = self.node_order.iter().map(|n| &self.nodes[n]).collect();
         let (index, mut profiles) = starting_profiles(&nodes, now);
         let mut held = Holdings::default();
@@ -78,7 +79,7 @@ impl Scheduler {
                 notes.insert(id, note);
             }
         }
-        let mut decisions = Vec::new();
+        let mut decisions = expired;
         if let Some(horizon) = self.policy.placement.prefetch_horizon_s {
             decisions.extend(self.prefetches(
                 now,
@@ -119,6 +120,22 @@ impl Scheduler {
         });
         self.prune_outcomes();
         decisions
+    }
+
+    /// Takes out of the queue the jobs that can no longer end before their `--deadline`.
+    fn expire(&mut self, now: Timestamp) -> Vec<Decision> {
+        let late: Vec<JobId> = self
+            .pending
+            .values()
+            .filter(|j| j.deadline.is_some_and(|d| now.plus_limit(j.time_limit) > d))
+            .map(|j| j.id)
+            .collect();
+        late.into_iter()
+            .map(|job| {
+                self.remove_pending(job);
+                Decision::Expire { job }
+            })
+            .collect()
     }
 
     /// The waits whose reason changed since the last pass told it.

@@ -49,6 +49,12 @@ pub enum Decision {
         /// Why.
         reason: PendingReason,
     },
+    /// The waiting job can no longer end before its `--deadline`: it has left the queue and
+    /// ends DEADLINE. The scheduler no longer counts it.
+    Expire {
+        /// The job.
+        job: JobId,
+    },
     /// Stage a dataset on the node a waiting job is expected to start on, so that it finds its
     /// data there. Emitted every pass while it applies; the consumer ignores repeats.
     Prefetch {

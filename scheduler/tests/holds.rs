@@ -7,7 +7,7 @@ mod common;
 use common::*;
 use labpool_scheduler::dependency::parse_dependencies;
 use labpool_scheduler::job::ArrayTask;
-use labpool_scheduler::{JobId, JobSpec, JobState};
+use labpool_scheduler::{Decision, JobId, JobSpec, JobState, Timestamp};
 
 #[test]
 fn dependencies_hold_jobs_until_met() {
@@ -91,5 +91,30 @@ fn singleton_runs_one_job_of_a_name_at_a_time_in_submit_order() {
         "{}",
         reason(&s, 5)
     );
+    s.check_invariants().unwrap();
+}
+
+#[test]
+fn a_job_leaves_the_queue_once_its_limit_no_longer_fits_before_its_deadline() {
+    let mut s = sched();
+    s.upsert_node(node("box", &["t4"; 1], 16)).unwrap();
+    s.enqueue(job(1, "u", 1, 2 * H));
+    assert_eq!(ids(&s.schedule(at(0.0))), [1]);
+    // One hour of work, due by 1.5 h: it must start by 0.5 h, but the GPU is busy until 2 h.
+    s.enqueue(JobSpec {
+        deadline: Some(at(1.5)),
+        ..job(2, "u", 1, H)
+    });
+    assert!(
+        s.schedule(at(0.25))
+            .iter()
+            .all(|d| !matches!(d, Decision::Expire { .. }))
+    );
+    assert_eq!(code(&s, 2), "Resources");
+    // A pass is due the moment it can no longer fit.
+    assert_eq!(s.next_begin(at(0.25)), Some(Timestamp(at(0.5).0 + 1)));
+    let d = s.schedule(Timestamp(at(0.5).0 + 1));
+    assert_eq!(d, [Decision::Expire { job: JobId(2) }]);
+    assert!(s.job(JobId(2)).is_none());
     s.check_invariants().unwrap();
 }

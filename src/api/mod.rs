@@ -121,6 +121,9 @@ pub struct SubmitRequest {
     /// Not to start before this time, ms since the epoch (`--begin`, read by the client).
     #[serde(default)]
     pub begin_ms: Option<i64>,
+    /// To end by this time, ms since the epoch (`--deadline`, read by the client).
+    #[serde(default)]
+    pub deadline_ms: Option<i64>,
     /// A note kept with the job (`--comment`), shown by `show`.
     #[serde(default)]
     pub comment: Option<String>,

@@ -37,6 +37,7 @@ impl SubmitRequest {
             open_append: false,
             hold: false,
             begin_ms: None,
+            deadline_ms: None,
             ntasks: 1,
             node_count: 1,
             gpus_per_task: None,

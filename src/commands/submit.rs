@@ -86,6 +86,12 @@ pub fn build_request(
             .ok(),
         None => None,
     };
+    let deadline_ms = match options.slurm.deadline.as_deref() {
+        Some(t) => crate::begin::parse_slurm_time("--deadline", t, chrono::Local::now())
+            .map_err(|e| problems.push(e.to_string()))
+            .ok(),
+        None => None,
+    };
     let lines_failed = !problems.is_empty();
     let request = match options.resolve_all() {
         Ok(request) if !lines_failed => request,
@@ -149,6 +155,7 @@ pub fn build_request(
         nodes: request.nodes.clone(),
         hold: request.hold,
         begin_ms,
+        deadline_ms,
         ntasks: request.ntasks,
         node_count: request.node_count,
         gpus_per_task: request.gpus_per_task,

@@ -127,6 +127,7 @@ pub fn state_names(s: JobState) -> (&'static str, &'static str) {
         JobState::Timeout => ("TIMEOUT", "TO"),
         JobState::NodeFail => ("NODE_FAIL", "NF"),
         JobState::OutOfMemory => ("OUT_OF_MEMORY", "OOM"),
+        JobState::Deadline => ("DEADLINE", "DL"),
     }
 }
 

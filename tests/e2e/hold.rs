@@ -184,3 +184,53 @@ fn whoami() -> String {
         .unwrap()
         .name
 }
+
+#[test]
+fn a_job_that_can_no_longer_meet_its_deadline_ends_deadline_unstarted() {
+    let mut pool = Pool::new("1:a100");
+    pool.start();
+    let busy = pool.submit(&["--gpus", "1", "--wrap", "sleep 60"]);
+    pool.wait_for(busy, T, |j| s(j, "state") == "RUNNING");
+    // A minute of work due in 64 s: it must start within 4 s, and the GPU stays busy.
+    let t0 = Instant::now();
+    let id = pool.submit(&[
+        "--gpus",
+        "1",
+        "-t",
+        "1",
+        "--deadline",
+        "now+64",
+        "--wrap",
+        "true",
+    ]);
+    let job = pool.wait_done(id, T);
+    assert_eq!(s(&job, "state"), "DEADLINE", "{job:#}");
+    assert!(job["start_time"].is_null());
+    has(
+        s(&job, "reason_detail"),
+        &["no longer fits before its --deadline"],
+    );
+    // Expired when it no longer fit, not at the 30 s tick.
+    assert!(t0.elapsed() < Duration::from_secs(12), "{:?}", t0.elapsed());
+    // One that could never make it is refused at submit.
+    let err = crate::pool::fails_stderr(
+        &pool,
+        &[
+            "submit",
+            "-t",
+            "10",
+            "--deadline",
+            "now+60",
+            "--wrap",
+            "true",
+        ],
+    );
+    has(
+        &err,
+        &[
+            "cannot end by then",
+            "hint: give a later --deadline or a shorter --time",
+        ],
+    );
+    pool.ok(&["cancel", &busy.to_string()]);
+}

@@ -200,11 +200,6 @@ impl JobOptions {
                 "--reservation {r}: labpool has no reservations yet; submit without it"
             ))));
         }
-        if let Some(d) = &s.deadline {
-            take(Err(OptionError::Unsupported(format!(
-                "--deadline {d}: labpool cannot promise a deadline yet; submit without it and give a --time"
-            ))));
-        }
         let signal = match s.signal.as_deref().map(parse_signal).transpose() {
             Ok(sig) => sig,
             Err(e) => {

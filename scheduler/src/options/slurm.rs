@@ -60,8 +60,8 @@ pub struct SlurmOptions {
     /// Start no earlier than TIME (now+1hour, 16:00, tomorrow, 2026-12-24T08:00)
     #[arg(short = 'b', long, value_name = "TIME")]
     pub begin: Option<String>,
-    /// Refused for now: labpool cannot promise a deadline
-    #[arg(long, value_name = "TIME", hide = true)]
+    /// End by TIME: once the time limit no longer fits before it, the job leaves the queue (DEADLINE)
+    #[arg(long, value_name = "TIME")]
     pub deadline: Option<String>,
     /// Submit the job held: it waits until `labpool release`
     #[arg(short = 'H', long)]

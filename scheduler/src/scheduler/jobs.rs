@@ -90,11 +90,21 @@ impl Scheduler {
         true
     }
 
-    /// The earliest `--begin` time after `now` among waiting jobs: a pass is due then.
+    /// The earliest time after `now` a pass is due for a waiting job's sake: its `--begin`
+    /// time, or the last moment its time limit still fits before its `--deadline`.
     pub fn next_begin(&self, now: Timestamp) -> Option<Timestamp> {
+        let last_start = |j: &JobSpec| {
+            let d = j.deadline?;
+            let crate::time::TimeLimit::Seconds(s) = j.time_limit else {
+                return None;
+            };
+            let limit = s as i64 * 1000;
+            Some(Timestamp(d.0 - limit + 1))
+        };
         self.pending
             .values()
-            .filter_map(|j| j.begin)
+            .flat_map(|j| [j.begin, last_start(j)])
+            .flatten()
             .filter(|b| *b > now)
             .min()
     }

@@ -33,6 +33,16 @@ impl Engine {
                 Decision::Start {
                     job, allocation, ..
                 } => self.place(job.0, allocation),
+                Decision::Expire { job } => {
+                    let detail = match self.jobs.job(job.0).and_then(|r| r.request.deadline_ms) {
+                        Some(d) => format!(
+                            "its time limit no longer fits before its --deadline ({}); it never started",
+                            crate::clock::short(d)
+                        ),
+                        None => "its --deadline could no longer be met".to_string(),
+                    };
+                    self.lifecycle(Event::Expire { job: job.0, detail })
+                }
                 Decision::Wait { job, reason } => self.lifecycle(Event::Waiting {
                     job: job.0,
                     code: reason.code,

@@ -284,6 +284,30 @@ impl Engine {
             Ok(a) => a,
             Err(e) => return Ok(Err(ApiError::bad_request(e.to_string(), e.hint()))),
         };
+        if let Some(deadline) = req.deadline_ms {
+            let now = self.clock.now_ms();
+            let start = req.begin_ms.unwrap_or(now).max(now);
+            let limit = crate::api::limit_secs(admitted.time_limit);
+            let end = limit.map(|s| start + s as i64 * 1000);
+            if end.is_none_or(|e| e > deadline) {
+                let when = crate::clock::short(deadline);
+                let limit = limit.map_or_else(
+                    || "UNLIMITED".to_string(),
+                    |s| labpool_units::format_duration(std::time::Duration::from_secs(s)),
+                );
+                return bad(
+                    format!(
+                        "--deadline {when}: the job's time limit ({limit}) cannot end by then, even if it started now{}",
+                        if req.begin_ms.is_some() {
+                            " (or at its --begin time)"
+                        } else {
+                            ""
+                        }
+                    ),
+                    Some("give a later --deadline or a shorter --time"),
+                );
+            }
+        }
         if req.emergency && self.summary(&caller.user).tokens_left == 0 {
             let (_, _, _, reset) = month_of(self.clock.now_ms());
             let e = NoTokens {

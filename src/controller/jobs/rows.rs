@@ -368,6 +368,7 @@ fn job_from_row(r: &SqliteRow) -> Result<JobRow, DbError> {
             nodes: request.nodes.clone(),
             hold: held,
             begin: request.begin_ms.map(Timestamp),
+            deadline: request.deadline_ms.map(Timestamp),
             singleton: request.dependency.as_deref().is_some_and(wants_singleton),
             dependencies: match &request.dependency {
                 Some(d) => parse_dependencies(d).map_err(|e| corrupt(e.to_string()))?,

@@ -59,6 +59,7 @@ pub(crate) fn job_spec(
         nodes: req.nodes.clone(),
         hold: req.hold.then_some(HoldBy::User),
         begin: req.begin_ms.map(Timestamp),
+        deadline: req.deadline_ms.map(Timestamp),
         singleton: req.dependency.as_deref().is_some_and(wants_singleton),
         array,
     }
