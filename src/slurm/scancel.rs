@@ -95,9 +95,12 @@ pub async fn scancel(client: &Client, a: &ScancelArgs) -> anyhow::Result<String>
                 .await?
         }
     };
+    // A job a filter chose that ended meanwhile (a cancel already under way) is no error:
+    // it is gone, as asked.
     let failed: Vec<String> = out
         .iter()
         .filter(|o| !o.ok)
+        .filter(|o| a.ids.contains(&o.id) || !o.message.contains("already ended"))
         .map(|o| format!("Kill job error on job id {}: {}", o.id, o.message))
         .collect();
     if failed.is_empty() {

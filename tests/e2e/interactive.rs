@@ -125,6 +125,7 @@ fn a_killed_terminal_ends_the_session_and_its_job() {
     let mut pool = Pool::new("1:a100");
     pool.start();
     let mut term = Terminal::open(&pool, &["run", "--pty", "--gpus", "1", "bash", "--norc"]);
+    term.expect("$ ");
     term.type_line("echo ready-$SLURM_JOB_ID");
     term.expect("ready-1");
     term.client.kill().unwrap();
@@ -139,6 +140,7 @@ fn an_idle_session_is_stopped_with_a_notice() {
     pool.edit_config(|t| t.replacen("[jobs]\n", "[jobs]\ninteractive_idle = \"2s\"\n", 1));
     pool.start();
     let mut term = Terminal::open(&pool, &["run", "--pty", "bash", "--norc"]);
+    term.expect("$ ");
     term.type_line("echo started");
     term.expect("started");
     let t0 = Instant::now();

@@ -222,12 +222,17 @@ fn a_signal_reaches_the_steps_or_the_batch_shell_and_the_job_goes_on() {
         "traps.sh",
         "#!/bin/bash\n#SBATCH -o traps.out\n\
          trap 'echo shell-got-usr1' USR1\n\
-         sh -c 'trap \"echo step-got-usr2\" USR2; while [ ! -e stop ]; do sleep 0.1; done' &\n\
+         sh -c 'trap \"echo step-got-usr2\" USR2; touch step-ready; while [ ! -e stop ]; do sleep 0.1; done' &\n\
          while [ ! -e stop ]; do sleep 0.1; done; wait; echo done\n",
     );
     let id = pool.submit(&["traps.sh"]);
     pool.wait_for(id, T, |j| s(j, "state") == "RUNNING");
-    std::thread::sleep(Duration::from_millis(500));
+    // Both traps are set once the step says so (the shell's comes first).
+    let t0 = std::time::Instant::now();
+    while !pool.work.join("step-ready").exists() {
+        assert!(t0.elapsed() < T, "the step never started");
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let out = pool.ok(&["cancel", "--signal", "USR2", &id.to_string()]);
     has(
         &out,
