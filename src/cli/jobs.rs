@@ -69,8 +69,8 @@ pub struct CancelArgs {
     pub ids: Vec<String>,
 }
 
-/// `labpool run`.
-#[derive(Args, Debug)]
+/// `labpool run` and `labpool alloc`.
+#[derive(Args, Debug, Clone)]
 pub struct RunArgs {
     /// Options, as srun and sbatch spell them.
     #[command(flatten)]

@@ -74,6 +74,9 @@ pub enum Command {
     /// An interactive session: a shell (or COMMAND) on a terminal inside a job (--pty)
     #[command(infer_long_args = true)]
     Run(Box<RunArgs>),
+    /// An allocation: a shell inside a job whose `srun` runs steps on it (salloc)
+    #[command(infer_long_args = true)]
+    Alloc(Box<RunArgs>),
     /// Hosts an interactive session inside its job (started by `labpool run`)
     #[command(hide = true)]
     SessionHost {

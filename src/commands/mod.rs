@@ -75,6 +75,13 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<()> {
                 let code = run::run(args, &config).await?;
                 std::process::exit(code);
             }
+            Command::Alloc(args) => {
+                // salloc's shell: a session inside the allocation, where srun runs steps.
+                let mut args = args.clone();
+                args.pty = true;
+                let code = run::run(&args, &config).await?;
+                std::process::exit(code);
+            }
             Command::Requeue(args) => jobs::requeue(args, &config).await,
             Command::Hold(args) => jobs::hold(args, true, &config).await,
             Command::Release(args) => jobs::hold(args, false, &config).await,

@@ -19,8 +19,8 @@ use clap::Parser;
 use std::process::ExitCode;
 
 /// The names `install-slurm-commands` links.
-pub const COMMANDS: [&str; 7] = [
-    "sbatch", "squeue", "scancel", "sinfo", "sacct", "scontrol", "srun",
+pub const COMMANDS: [&str; 8] = [
+    "sbatch", "squeue", "scancel", "sinfo", "sacct", "scontrol", "srun", "salloc",
 ];
 
 /// The names a job's `PATH` links to labpool.
@@ -32,6 +32,23 @@ pub fn personality(argv0: &str, args: &[String]) -> Option<ExitCode> {
     let code = match name {
         "srun" => srun::main(args),
         "sbatch" => sbatch(args),
+        "salloc" => {
+            let mut argv = vec!["labpool".to_string(), "alloc".to_string()];
+            argv.extend(args.iter().cloned());
+            match crate::cli::Cli::try_parse_from(argv) {
+                Ok(cli) => match crate::commands::dispatch(cli) {
+                    Ok(()) => ExitCode::SUCCESS,
+                    Err(e) => {
+                        eprintln!("salloc: error: {e:#}");
+                        ExitCode::from(1)
+                    }
+                },
+                Err(e) => {
+                    let _ = e.print();
+                    ExitCode::from(1)
+                }
+            }
+        }
         "squeue" => talk(name, |c| async move {
             let a = squeue::SqueueArgs::try_parse_from(args)?;
             squeue::squeue(&c, &a, &whoami()).await

@@ -167,3 +167,25 @@ fn srun_pty_from_a_login_shell_is_a_session_too() {
     assert_eq!(term.exit_code(), Some(0));
     assert_eq!(s(&pool.wait_done(1, T), "state"), "COMPLETED");
 }
+
+#[test]
+fn salloc_gives_a_shell_whose_srun_runs_steps_on_the_allocation() {
+    let mut pool = Pool::new("2:a100");
+    pool.start();
+    let bin = pool.dir.join("slurm-bin");
+    pool.ok(&["install-slurm-commands", bin.to_str().unwrap()]);
+    let mut term = Terminal::open_with(
+        &pool,
+        &bin.join("salloc"),
+        &["-n", "2", "--gpus-per-task", "1", "bash", "--norc"],
+    );
+    term.expect("$ ");
+    term.type_line("srun bash -c 'echo rank=$SLURM_PROCID gpu=$CUDA_VISIBLE_DEVICES'");
+    term.expect("rank=0 gpu=0");
+    term.expect("rank=1 gpu=1");
+    term.type_line("exit");
+    assert_eq!(term.exit_code(), Some(0));
+    let job = pool.wait_done(1, T);
+    assert_eq!((s(&job, "name"), s(&job, "state")), ("bash", "COMPLETED"));
+    assert_eq!(job["steps"][0]["tasks"], 2, "{job:#}");
+}
