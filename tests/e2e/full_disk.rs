@@ -57,14 +57,26 @@ fn a_job_whose_spool_fills_up_while_it_runs_ends_with_its_true_state() {
     pool.edit_config(|t| t.replace("[node]\n", &format!("[node]\nspool_dir = \"{at}\"\n")));
     pool.start();
     let flag = pool.work.join("go");
+    let started = pool.work.join("started");
     let job = pool.submit(&[
         "--wrap",
         &format!(
-            "while [ ! -e {} ]; do sleep 0.1; done; exit 0",
+            "touch {}; while [ ! -e {} ]; do sleep 0.1; done; exit 0",
+            started.display(),
             flag.display()
         ),
     ]);
     pool.wait_for(job, Duration::from_secs(20), |j| j["state"] == "RUNNING");
+    // The script itself runs (RUNNING is said as the node is told to start it): only now is
+    // the spool filled.
+    let t0 = std::time::Instant::now();
+    while !started.exists() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "the script never ran"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let filler = spool.fill();
     std::fs::write(&flag, "").unwrap();
     let done = pool.wait_done(job, Duration::from_secs(30));
