@@ -68,6 +68,7 @@ fn cluster(pending: u64) -> Scheduler {
                 "normal".into()
             },
             resources: Resources {
+                nodes: 1,
                 gpus,
                 gpu_type: if i.is_multiple_of(3) {
                     Some(["a100", "v100", "rtx4090", "t4"][(i % 4) as usize].into())

@@ -226,6 +226,20 @@ pub enum AdmissionError {
         /// Its MiB.
         most: u64,
     },
+    /// A gang asks for more nodes than can ever take its per-node request.
+    #[error(
+        "job asks for {requested} nodes but only {count} in partition {partition} can take what it asks of each node: {fit}"
+    )]
+    TooFewNodes {
+        /// The partition.
+        partition: String,
+        /// Nodes asked for.
+        requested: u32,
+        /// The nodes that could, compressed.
+        fit: String,
+        /// How many they are.
+        count: u32,
+    },
     /// Each limit is met by some node, but no single node meets all.
     #[error("no single node in partition {partition} has {gpus} GPUs, {cpus} CPUs and {} of memory together", format_mib(*.mem_mib))]
     NoNodeFitsAll {
@@ -303,6 +317,9 @@ impl AdmissionError {
             AdmissionError::NoNodeFitsAll { .. } => {
                 "`labpool nodes` shows what each node has".to_string()
             }
+            AdmissionError::TooFewNodes { count, .. } => format!(
+                "ask for at most -N {count}, or for less on each node (--gpus-per-node, -c, --mem)"
+            ),
         })
     }
 }

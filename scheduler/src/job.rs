@@ -106,9 +106,13 @@ impl FromStr for JobState {
     }
 }
 
-/// The resources a job holds while it runs, all on one node.
+/// The resources a job holds while it runs, on each of its nodes.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Resources {
+    /// Nodes (`--nodes`); 0 reads as 1. A job on several nodes is a gang: it holds the
+    /// resources below on every one of them, and they all start together or not at all.
+    #[serde(default = "one")]
+    pub nodes: u32,
     /// GPUs.
     pub gpus: u32,
     /// GPU type, lower case; `None` takes any.
@@ -123,6 +127,17 @@ pub struct Resources {
     /// without it takes its GPUs whole: no other job, sharing or not, holds them meanwhile.
     #[serde(default)]
     pub gpu_share: bool,
+}
+
+fn one() -> u32 {
+    1
+}
+
+impl Resources {
+    /// How many nodes the job runs on, at least 1.
+    pub fn node_count(&self) -> u32 {
+        self.nodes.max(1)
+    }
 }
 
 /// What the scheduler knows of a job: enough to place it, nothing about how it runs.
@@ -236,12 +251,13 @@ pub struct ArrayTask {
     pub throttle: Option<u32>,
 }
 
-/// Where a running job is, and what it holds there.
+/// Where a running job is, and what it holds there. A gang's first node (the one its batch
+/// script runs on, rank 0's) is `node`; the others are in `others`, in node order.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Allocation {
     /// When it started.
     pub start: Timestamp,
-    /// Node name.
+    /// Node name: the job's only node, or its gang's first.
     pub node: String,
     /// GPU indexes on that node, as NVML numbers them.
     pub gpus: Vec<u32>,
@@ -253,6 +269,74 @@ pub struct Allocation {
     /// than the GPUs whole; other sharing jobs may hold the same GPUs.
     #[serde(default)]
     pub shared: bool,
+    /// A gang's other nodes, with what it holds on each (the same cores and memory as on
+    /// `node`, GPUs by their own indexes).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub others: Vec<NodeShare>,
+    /// The TCP ports leased to the job on all of its nodes (`MASTER_PORT` is the first), never
+    /// leased to another running job at the same time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ports: Option<PortBlock>,
+}
+
+/// What a job holds on one node of its allocation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeShare {
+    /// Node name.
+    pub node: String,
+    /// GPU indexes on that node.
+    pub gpus: Vec<u32>,
+    /// CPU cores held there.
+    pub cpus: u32,
+    /// Memory held there, MiB.
+    pub mem_mib: u64,
+}
+
+/// A run of TCP ports: `first`, `first + 1`, … `first + count - 1`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PortBlock {
+    /// The first port.
+    pub first: u16,
+    /// How many.
+    pub count: u16,
+}
+
+impl PortBlock {
+    /// One past the last port, as a wider number so that a block ending at 65535 fits.
+    pub fn end(&self) -> u32 {
+        self.first as u32 + self.count as u32
+    }
+}
+
+impl Allocation {
+    /// Every node of the allocation with what the job holds there, the first node first.
+    pub fn shares(&self) -> Vec<NodeShare> {
+        let mut all = vec![NodeShare {
+            node: self.node.clone(),
+            gpus: self.gpus.clone(),
+            cpus: self.cpus,
+            mem_mib: self.mem_mib,
+        }];
+        all.extend(self.others.iter().cloned());
+        all
+    }
+
+    /// The names of its nodes, the first node first.
+    pub fn node_names(&self) -> Vec<&str> {
+        std::iter::once(self.node.as_str())
+            .chain(self.others.iter().map(|s| s.node.as_str()))
+            .collect()
+    }
+
+    /// GPUs held over all of its nodes.
+    pub fn gpu_count(&self) -> usize {
+        self.gpus.len() + self.others.iter().map(|s| s.gpus.len()).sum::<usize>()
+    }
+
+    /// True when it holds something on `node`.
+    pub fn is_on(&self, node: &str) -> bool {
+        self.node == node || self.others.iter().any(|s| s.node == node)
+    }
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 //! `share = N` (N > 1) may be held by up to N jobs that asked for `--gpu-share` at once, and by
 //! no whole holder meanwhile. A GPU with `share = 1` (the default) is never shared.
 
-use crate::job::{Allocation, JobId};
+use crate::job::{JobId, NodeShare};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -248,23 +248,24 @@ impl Node {
         self.spec.mem_mib.saturating_sub(self.mem_used)
     }
 
-    /// Records `job` as holding `alloc`. The caller has checked that it fits.
-    pub(crate) fn hold(&mut self, job: JobId, alloc: &Allocation) {
-        for g in &alloc.gpus {
-            if alloc.shared {
+    /// Records `job` as holding `part` of its allocation (shared GPUs when `shared`). The
+    /// caller has checked that it fits.
+    pub(crate) fn hold(&mut self, job: JobId, part: &NodeShare, shared: bool) {
+        for g in &part.gpus {
+            if shared {
                 self.gpu_sharers.entry(*g).or_default().insert(job);
             } else {
                 self.gpu_owner.insert(*g, job);
             }
         }
-        self.cpus_used += alloc.cpus;
-        self.mem_used += alloc.mem_mib;
+        self.cpus_used += part.cpus;
+        self.mem_used += part.mem_mib;
     }
 
-    /// Frees what `job` held under `alloc`.
-    pub(crate) fn release(&mut self, job: JobId, alloc: &Allocation) {
-        for g in &alloc.gpus {
-            if alloc.shared {
+    /// Frees what `job` held here under `part`.
+    pub(crate) fn release(&mut self, job: JobId, part: &NodeShare, shared: bool) {
+        for g in &part.gpus {
+            if shared {
                 if let Some(jobs) = self.gpu_sharers.get_mut(g) {
                     jobs.remove(&job);
                     if jobs.is_empty() {
@@ -275,8 +276,8 @@ impl Node {
                 self.gpu_owner.remove(g);
             }
         }
-        self.cpus_used = self.cpus_used.saturating_sub(alloc.cpus);
-        self.mem_used = self.mem_used.saturating_sub(alloc.mem_mib);
+        self.cpus_used = self.cpus_used.saturating_sub(part.cpus);
+        self.mem_used = self.mem_used.saturating_sub(part.mem_mib);
     }
 
     /// Cores and memory in use, for invariant checks.

@@ -18,7 +18,7 @@
 
 use crate::cache_view::{CacheView, NoCache};
 use crate::dependency::DependencyState;
-use crate::job::{Allocation, JobId, JobSpec};
+use crate::job::{Allocation, JobId, JobSpec, NodeShare};
 use crate::limits::Holdings;
 use crate::node::Node;
 use crate::placement::{PlacementContext, need_on};
@@ -30,6 +30,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 mod appended;
 mod consider;
+mod gang;
 mod order;
 
 pub(crate) use appended::PassMemo;
@@ -52,13 +53,15 @@ impl Scheduler {
         let mut held = Holdings::default();
         for (job, alloc) in self.running.values() {
             held.add(job);
-            if let Some(&i) = index.get(alloc.node.as_str()) {
-                // A job past its limit is about to be killed; until then its GPUs stay held.
-                let end = alloc
-                    .start
-                    .plus_limit(job.time_limit)
-                    .max(Timestamp(now.0 + 1));
-                profiles[i].release(end, capacity_of(alloc));
+            // A job past its limit is about to be killed; until then its GPUs stay held.
+            let end = alloc
+                .start
+                .plus_limit(job.time_limit)
+                .max(Timestamp(now.0 + 1));
+            for part in alloc.shares() {
+                if let Some(&i) = index.get(part.node.as_str()) {
+                    profiles[i].release(end, capacity_of(&part, alloc.shared));
+                }
             }
         }
         let mut state = PassState {
@@ -95,10 +98,7 @@ impl Scheduler {
         let considered = started.is_empty().then_some(notes.len());
         for (id, allocation, stage) in started {
             let job = self.pending.remove(&id).expect("a started job was pending");
-            self.nodes
-                .get_mut(&allocation.node)
-                .expect("placed on a known node")
-                .hold(id, &allocation);
+            self.hold_nodes(id, &allocation);
             self.reasons.remove(&id);
             self.running.insert(id, (job, allocation.clone()));
             decisions.push(Decision::Start {
@@ -169,25 +169,35 @@ impl Scheduler {
         let expected_end =
             |job: &JobSpec, start: Timestamp| self.runtimes.expected_end(job, start, now);
         for (job, alloc) in self.running.values() {
-            if let Some(&i) = index.get(alloc.node.as_str()) {
-                profiles[i].release(
-                    expected_end(job, alloc.start).max(Timestamp(now.0 + 1)),
-                    capacity_of(alloc),
-                );
+            for part in alloc.shares() {
+                if let Some(&i) = index.get(part.node.as_str()) {
+                    profiles[i].release(
+                        expected_end(job, alloc.start).max(Timestamp(now.0 + 1)),
+                        capacity_of(&part, alloc.shared),
+                    );
+                }
             }
         }
         for (id, alloc, _) in started {
-            let i = index[alloc.node.as_str()];
-            profiles[i].take(
-                now,
-                expected_end(&self.pending[id], now),
-                capacity_of(alloc),
-            );
+            for part in alloc.shares() {
+                let i = index[part.node.as_str()];
+                profiles[i].take(
+                    now,
+                    expected_end(&self.pending[id], now),
+                    capacity_of(&part, alloc.shared),
+                );
+            }
         }
         let mut out = Vec::new();
         let limit = now.plus_secs(horizon);
+        let mut seen = BTreeSet::new();
         for (id, _, _) in reservations {
             let job = &self.pending[id];
+            // A gang's datasets are not staged ahead (see `labpool submit`): one node's
+            // prediction would say little about where the gang lands.
+            if job.resources.node_count() > 1 || !seen.insert(*id) {
+                continue;
+            }
             let Some(partition) = self.partitions.iter().find(|p| p.name == job.partition) else {
                 continue;
             };
@@ -238,18 +248,22 @@ impl Scheduler {
         out
     }
 
-    /// Books the earliest time and node at which `job` fits for its whole time limit.
+    /// Books the earliest time and node at which `job` fits for its whole time limit; for a
+    /// gang, the earliest time at which enough nodes fit at once, and all of them.
     fn reserve(
         &self,
         job: &JobSpec,
         nodes: &[&Node],
         profiles: &mut [Profile],
         ctx: &PlacementContext<'_>,
-    ) -> Option<(usize, Timestamp)> {
+    ) -> Option<(Vec<usize>, Timestamp)> {
         let duration = match job.time_limit {
             TimeLimit::Unlimited => None,
             TimeLimit::Seconds(s) => Some((s as i64).saturating_mul(1000)),
         };
+        if job.resources.node_count() > 1 {
+            return self.reserve_gang(job, nodes, profiles, ctx);
+        }
         let mut best: Option<(Timestamp, usize, Capacity)> = None;
         for (i, node) in nodes.iter().enumerate() {
             let candidate = crate::placement::Candidate {
@@ -267,7 +281,7 @@ impl Scheduler {
         }
         let (at, i, taken) = best?;
         profiles[i].take(at, at.plus_limit(job.time_limit), taken);
-        Some((i, at))
+        Some((vec![i], at))
     }
 
     /// Why a job may not run under its account, when that changed after it was submitted: the
@@ -397,16 +411,17 @@ fn starting_profiles<'n>(
     (index, profiles)
 }
 
-/// What `alloc` holds, as an amount: its GPUs whole, or one share slot of each.
-fn capacity_of(alloc: &Allocation) -> Capacity {
+/// What `part` of an allocation holds on its node, as an amount: its GPUs whole, or one share
+/// slot of each when `shared`.
+fn capacity_of(part: &NodeShare, shared: bool) -> Capacity {
     let mut c = Capacity {
-        gpus: alloc.gpus.iter().fold(0u64, |m, g| m | (1u64 << g)),
-        cpus: alloc.cpus as i64,
-        mem: alloc.mem_mib as i64,
+        gpus: part.gpus.iter().fold(0u64, |m, g| m | (1u64 << g)),
+        cpus: part.cpus as i64,
+        mem: part.mem_mib as i64,
         ..Capacity::default()
     };
-    if alloc.shared {
-        for g in &alloc.gpus {
+    if shared {
+        for g in &part.gpus {
             c.shared[*g as usize] = 1;
         }
     }

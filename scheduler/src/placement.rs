@@ -286,6 +286,9 @@ pub struct Rejections {
     pub considered: usize,
     /// Nodes that passed every filter.
     pub fit: usize,
+    /// Nodes the job needs at once (a gang needs more than 1); 0 reads as 1.
+    #[serde(default)]
+    pub needed: usize,
     /// (stage name, nodes it rejected), for stages that rejected any.
     pub by_stage: Vec<(String, usize)>,
     /// Indexes (in the pass's node order) of nodes that failed only at a busy-resource stage
@@ -310,12 +313,15 @@ impl Rejections {
             .iter()
             .map(|(s, n)| format!("{n} {s}"))
             .collect();
-        format!(
-            "{}/{} nodes fit: {}",
-            self.fit,
-            self.considered,
-            parts.join(", ")
-        )
+        let needs = match self.needed {
+            0 | 1 => String::new(),
+            n => format!(" (the job needs {n} at once)"),
+        };
+        let mut text = format!("{}/{} nodes fit{needs}", self.fit, self.considered);
+        if !parts.is_empty() {
+            text.push_str(&format!(": {}", parts.join(", ")));
+        }
+        text
     }
 }
 
@@ -338,9 +344,28 @@ impl Chain {
         profiles: &[Profile],
         ctx: &PlacementContext<'_>,
     ) -> Result<Choice, Rejections> {
-        let mut rejections = Rejections::default();
+        self.place_gang_in(job, 1, nodes, profiles, ctx)
+            .map(|mut all| all.remove(0))
+    }
+
+    /// Runs the chain for a job on `count` nodes at once (a gang): the `count` best nodes that
+    /// pass every filter, in node order, or the rejection counts when fewer than `count` do.
+    /// Ranking is by score, ties to the earlier node, so `count` = 1 picks the single best.
+    pub fn place_gang_in(
+        &self,
+        job: &JobSpec,
+        count: usize,
+        nodes: &[&Node],
+        profiles: &[Profile],
+        ctx: &PlacementContext<'_>,
+    ) -> Result<Vec<Choice>, Rejections> {
+        let count = count.max(1);
+        let mut rejections = Rejections {
+            needed: count,
+            ..Rejections::default()
+        };
         let mut counts = vec![0usize; self.filters.len()];
-        let mut best: Option<(Vec<i64>, usize)> = None;
+        let mut fits: Vec<(Vec<i64>, usize)> = Vec::new();
         for (i, (node, profile)) in nodes.iter().zip(profiles).enumerate() {
             let c = Candidate { node, profile };
             rejections.considered += 1;
@@ -354,29 +379,36 @@ impl Chain {
                 }
                 None => {
                     rejections.fit += 1;
-                    if self.scorers.is_empty() {
-                        best = Some((Vec::new(), i));
-                        break;
-                    }
                     let score: Vec<i64> =
                         self.scorers.iter().map(|s| s.score(job, &c, ctx)).collect();
-                    // Strictly greater: ties keep the earlier node, so the order decides.
-                    if best.as_ref().is_none_or(|(b, _)| score > *b) {
-                        best = Some((score, i));
+                    fits.push((score, i));
+                    // First fit: with no scorer, the earliest nodes win.
+                    if self.scorers.is_empty() && fits.len() == count {
+                        break;
                     }
                 }
             }
         }
-        if let Some((_, i)) = best {
-            let taken = profiles[i]
-                .fits(
-                    ctx.now,
-                    ctx.end_if_started_now(job),
-                    &need_on(job, nodes[i]),
-                )
-                .expect("the reserved filter passed");
-            let gpus = (0..64).filter(|b| taken.gpus & (1u64 << b) != 0).collect();
-            return Ok(Choice { index: i, gpus });
+        if fits.len() >= count {
+            // Best first; the sort is stable, so ties keep node order.
+            fits.sort_by(|a, b| b.0.cmp(&a.0));
+            fits.truncate(count);
+            fits.sort_by_key(|(_, i)| *i);
+            let choices = fits
+                .into_iter()
+                .map(|(_, i)| {
+                    let taken = profiles[i]
+                        .fits(
+                            ctx.now,
+                            ctx.end_if_started_now(job),
+                            &need_on(job, nodes[i]),
+                        )
+                        .expect("the reserved filter passed");
+                    let gpus = (0..64).filter(|b| taken.gpus & (1u64 << b) != 0).collect();
+                    Choice { index: i, gpus }
+                })
+                .collect();
+            return Ok(choices);
         }
         rejections.by_stage = self
             .filters

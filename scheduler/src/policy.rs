@@ -255,6 +255,16 @@ pub struct PlacementPolicy {
     pub prefetch_horizon_s: Option<u64>,
     /// Seed for the order nodes are tried in, for ties; `None` keeps name order.
     pub node_order_seed: Option<u64>,
+    /// The TCP ports leased to jobs (`MASTER_PORT` and the rest of a job's block), first and
+    /// last; keep other services out of this range.
+    #[serde(default = "default_ports")]
+    pub ports: (u16, u16),
+}
+
+/// The ports leased to jobs unless configured: below Linux's default ephemeral range
+/// (32768-60999), so the kernel never picks one of them as a client's source port.
+pub fn default_ports() -> (u16, u16) {
+    (20000, 29999)
 }
 
 impl Default for PlacementPolicy {
@@ -265,6 +275,7 @@ impl Default for PlacementPolicy {
             max_reservations: 100,
             prefetch_horizon_s: Some(1800),
             node_order_seed: None,
+            ports: default_ports(),
         }
     }
 }

@@ -253,6 +253,11 @@ impl Profile {
         Some(taken)
     }
 
+    /// The times from now at which what is free changes, now first.
+    pub fn changes(&self) -> impl Iterator<Item = Timestamp> + '_ {
+        self.segments.iter().map(|s| s.from)
+    }
+
     /// The earliest time from now at which `need` fits for `duration_ms` (`None`: for ever),
     /// with the GPUs it would take; `None` when it never does.
     pub fn earliest(&self, need: &Need, duration_ms: Option<i64>) -> Option<(Timestamp, Capacity)> {

@@ -50,6 +50,8 @@ fn restore_refuses_conflicts() {
         cpus: 1,
         mem_mib: 0,
         shared: false,
+        others: Vec::new(),
+        ports: None,
     };
     let e = s.restore_running(spec.clone(), alloc.clone()).unwrap_err();
     assert!(

@@ -204,6 +204,8 @@ fn a_sharer_joins_a_node_with_sharers_before_breaking_a_whole_gpu() {
         cpus: 1,
         mem_mib: 0,
         shared: true,
+        others: Vec::new(),
+        ports: None,
     };
     s.restore_running(share_job(1, 1, H), alloc).unwrap();
     submit(&mut s, 2, share_res(1), None);
@@ -226,6 +228,8 @@ fn restore_respects_share_slots() {
         cpus: 1,
         mem_mib: 0,
         shared: true,
+        others: Vec::new(),
+        ports: None,
     };
     s.restore_running(share_job(1, 1, H), shared(0)).unwrap();
     s.restore_running(share_job(2, 1, H), shared(0)).unwrap();

@@ -158,6 +158,7 @@ fn scheduler_policy(input: &SimInput, policy: SimPolicy) -> Policy {
             max_reservations: 64,
             prefetch_horizon_s: policy.stages_ahead().then_some(horizon_s),
             node_order_seed: Some(seed),
+            ..PlacementPolicy::default()
         },
     }
 }

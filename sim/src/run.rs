@@ -158,6 +158,7 @@ pub fn simulate(input: &SimInput, policy: SimPolicy) -> Result<SimReport, SimErr
                 user: j.user.clone(),
                 partition: "sim".into(),
                 resources: Resources {
+                    nodes: 1,
                     gpus: j.gpus,
                     gpu_type: gpu_type_for(j, &input.cluster),
                     cpus: 1,

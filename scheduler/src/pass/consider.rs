@@ -2,7 +2,7 @@
 //! reservation when it waits for busy resources.
 
 use crate::cache_view::CacheView;
-use crate::job::{Allocation, HoldBy, JobId, JobSpec};
+use crate::job::{Allocation, HoldBy, JobId, JobSpec, NodeShare};
 use crate::limits::{Holdings, limit_reason};
 use crate::node::Node;
 use crate::placement::{PlacementContext, Rejections};
@@ -16,6 +16,7 @@ use crate::time::{TimeLimit, Timestamp};
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Shape {
     partition: String,
+    nodes: u32,
     gpus: u32,
     gpu_type: Option<String>,
     share: bool,
@@ -29,6 +30,7 @@ impl Shape {
         let r = &job.resources;
         Shape {
             partition: job.partition.clone(),
+            nodes: r.node_count(),
             gpus: r.gpus,
             gpu_type: r.gpu_type.clone(),
             share: r.gpu_share,
@@ -42,6 +44,7 @@ impl Shape {
     fn is_of(&self, job: &JobSpec) -> bool {
         let r = &job.resources;
         self.gpus == r.gpus
+            && self.nodes == r.node_count()
             && self.cpus == r.cpus
             && self.mem_mib == r.mem_mib
             && self.share == r.gpu_share
@@ -149,29 +152,61 @@ impl Scheduler {
             now,
             cache,
         };
-        match self.chain.place_in(job, nodes, &state.profiles, &ctx) {
-            Ok(choice) => {
-                let node = nodes[choice.index];
+        let count = r.node_count() as usize;
+        match self
+            .chain
+            .place_gang_in(job, count, nodes, &state.profiles, &ctx)
+        {
+            Ok(choices) => {
+                let parts: Vec<NodeShare> = choices
+                    .into_iter()
+                    .map(|choice| {
+                        let node = nodes[choice.index];
+                        state.profiles[choice.index].take(
+                            now,
+                            now.plus_limit(job.time_limit),
+                            super::capacity_of(
+                                &NodeShare {
+                                    node: String::new(),
+                                    gpus: choice.gpus.clone(),
+                                    cpus: r.cpus,
+                                    mem_mib: r.mem_mib,
+                                },
+                                r.gpu_share && r.gpus > 0,
+                            ),
+                        );
+                        NodeShare {
+                            node: node.name().to_string(),
+                            gpus: choice.gpus,
+                            cpus: r.cpus,
+                            mem_mib: r.mem_mib,
+                        }
+                    })
+                    .collect();
+                let leased: Vec<_> = state.started.iter().map(|(_, a, _)| a.ports).collect();
+                let mut parts = parts.into_iter();
+                let first = parts.next().expect("a placement has a node");
                 let allocation = Allocation {
                     start: now,
-                    node: node.name().to_string(),
-                    gpus: choice.gpus,
+                    node: first.node,
+                    gpus: first.gpus,
                     cpus: r.cpus,
                     mem_mib: r.mem_mib,
                     shared: r.gpu_share && r.gpus > 0,
+                    others: parts.collect(),
+                    ports: self.lease_ports(r.cpus, &leased),
                 };
-                state.profiles[choice.index].take(
-                    now,
-                    now.plus_limit(job.time_limit),
-                    super::capacity_of(&allocation),
-                );
                 state.held.add(job);
-                let stage: Vec<String> = job
-                    .datasets
-                    .iter()
-                    .filter(|d| cache.cached_bytes(node.name(), d) == 0)
-                    .cloned()
-                    .collect();
+                // A gang's datasets are read from their shared source (see `labpool submit`).
+                let stage: Vec<String> = if count > 1 {
+                    Vec::new()
+                } else {
+                    job.datasets
+                        .iter()
+                        .filter(|d| cache.cached_bytes(&allocation.node, d) == 0)
+                        .cloned()
+                        .collect()
+                };
                 state.started.push((id, allocation, stage));
                 None
             }
@@ -190,20 +225,23 @@ impl Scheduler {
                     .map(|(j, i, _)| (nodes[*i].name().to_string(), j.0))
                     .collect();
                 let mut reason = PendingReason::from_rejections(&rejections, &holders);
-                if let Some((i, at)) = reservation {
-                    // The node, not the time: a time relative to now would change the
+                let reserved = reservation.map(|(on, at)| {
+                    let names: Vec<String> =
+                        on.iter().map(|i| nodes[*i].name().to_string()).collect();
+                    (on, crate::hostlist::compress(&names), at)
+                });
+                if let Some((on, names, at)) = &reserved {
+                    // The nodes, not the time: a time relative to now would change the
                     // reason (and rewrite it) on every pass. `why` shows the time.
-                    reason
-                        .detail
-                        .push_str(&format!("; reserved on {}", nodes[i].name()));
-                    state.reservations.push((id, i, at));
+                    reason.detail.push_str(&format!("; reserved on {names}"));
+                    state.reservations.extend(on.iter().map(|i| (id, *i, *at)));
                 } else {
                     state
                         .failed_shapes
                         .push((Shape::of(job), reason.clone(), rejections.clone()));
                 }
                 let mut n = note("placement", reason);
-                n.reservation = reservation.map(|(i, at)| (nodes[i].name().to_string(), at));
+                n.reservation = reserved.map(|(_, names, at)| (names, at));
                 n.rejections = Some(rejections);
                 Some(n)
             }

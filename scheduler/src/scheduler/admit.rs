@@ -94,13 +94,18 @@ impl Scheduler {
                 account: account.clone().unwrap_or_else(|| "no account".to_string()),
             });
         }
+        // A gang's GPUs count over all of its nodes.
+        let total_gpus = req
+            .resources
+            .gpus
+            .saturating_mul(req.resources.node_count());
         if let Some(max) = part.max_gpus_per_job
-            && req.resources.gpus > max
+            && total_gpus > max
         {
             return Err(AdmissionError::PartitionGpuCap {
                 partition: part.name.clone(),
                 max,
-                requested: req.resources.gpus,
+                requested: total_gpus,
             });
         }
         let time_limit = match (req.time_limit, part.max_time) {
@@ -121,11 +126,11 @@ impl Scheduler {
                 TimeLimit::Unlimited => true,
                 TimeLimit::Seconds(s) => s > c.emergency_max_time_s,
             };
-            if req.resources.gpus > c.emergency_max_gpus || too_long {
+            if total_gpus > c.emergency_max_gpus || too_long {
                 return Err(AdmissionError::EmergencyTooBig {
                     max_gpus: c.emergency_max_gpus,
                     max_time: TimeLimit::Seconds(c.emergency_max_time_s),
-                    gpus: req.resources.gpus,
+                    gpus: total_gpus,
                     time: time_limit,
                 });
             }
@@ -161,18 +166,32 @@ impl Scheduler {
             now: Timestamp(0),
             cache: &NoCache,
         };
-        let fits = self.nodes.values().any(|node| {
-            let profile = Profile::new(Timestamp(0), node.free_capacity());
-            self.chain.statically_fits(
-                &probe,
-                &Candidate {
-                    node,
-                    profile: &profile,
-                },
-                &ctx,
-            )
-        });
-        if !fits {
+        let fitting: Vec<String> = self
+            .nodes
+            .values()
+            .filter(|node| {
+                let profile = Profile::new(Timestamp(0), node.free_capacity());
+                self.chain.statically_fits(
+                    &probe,
+                    &Candidate {
+                        node,
+                        profile: &profile,
+                    },
+                    &ctx,
+                )
+            })
+            .map(|n| n.name().to_string())
+            .collect();
+        let needed = req.resources.node_count();
+        if !fitting.is_empty() && (fitting.len() as u32) < needed {
+            return Err(AdmissionError::TooFewNodes {
+                partition: part.name.clone(),
+                requested: needed,
+                fit: compress(&fitting),
+                count: fitting.len() as u32,
+            });
+        }
+        if fitting.is_empty() {
             let shapes: Vec<NodeShape<'_>> = self
                 .nodes
                 .values()

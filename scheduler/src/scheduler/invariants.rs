@@ -13,8 +13,19 @@ impl Scheduler {
             if self.pending.contains_key(id) {
                 return Err(format!("job {id} is both pending and running"));
             }
-            if !self.nodes.contains_key(&alloc.node) {
-                return Err(format!("job {id} runs on unknown node {}", alloc.node));
+            for name in alloc.node_names() {
+                if !self.nodes.contains_key(name) {
+                    return Err(format!("job {id} runs on unknown node {name}"));
+                }
+            }
+            let mut names = alloc.node_names();
+            names.sort_unstable();
+            names.dedup();
+            if names.len() != alloc.others.len() + 1 {
+                return Err(format!(
+                    "job {id} holds a node twice: {:?}",
+                    alloc.node_names()
+                ));
             }
         }
         for node in self.nodes.values() {
@@ -24,14 +35,16 @@ impl Scheduler {
             let mut whole: BTreeMap<u32, JobId> = BTreeMap::new();
             let mut sharers: BTreeMap<u32, Vec<JobId>> = BTreeMap::new();
             let mut gpus: BTreeSet<(u32, JobId)> = BTreeSet::new();
-            for (id, (_, alloc)) in self
-                .running
-                .iter()
-                .filter(|(_, (_, a))| a.node == node.name())
-            {
-                cpus += alloc.cpus;
-                mem += alloc.mem_mib;
-                for g in &alloc.gpus {
+            let parts = self.running.iter().flat_map(|(id, (_, a))| {
+                a.shares()
+                    .into_iter()
+                    .filter(|p| p.node == node.name())
+                    .map(move |p| (id, a.shared, p))
+            });
+            for (id, shared, part) in parts {
+                cpus += part.cpus;
+                mem += part.mem_mib;
+                for g in &part.gpus {
                     let Some(device) = node.spec.gpus.iter().find(|d| d.index == *g) else {
                         return Err(format!(
                             "job {id} holds GPU {g} that {} does not have",
@@ -41,7 +54,7 @@ impl Scheduler {
                     if !gpus.insert((*g, *id)) {
                         return Err(format!("job {id} holds GPU {g} on {} twice", node.name()));
                     }
-                    if alloc.shared {
+                    if shared {
                         let on = sharers.entry(*g).or_default();
                         on.push(*id);
                         if on.len() as u32 > device.share.max(1) {

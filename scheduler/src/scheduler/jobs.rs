@@ -2,7 +2,7 @@
 //! finishing, requeueing, and what a running job owes in credits.
 
 use super::{RestoreError, Scheduler};
-use crate::job::{Allocation, HoldBy, JobId, JobSpec, JobState};
+use crate::job::{Allocation, HoldBy, JobId, JobSpec, JobState, NodeShare};
 use crate::time::Timestamp;
 
 impl Scheduler {
@@ -16,15 +16,38 @@ impl Scheduler {
     /// where one of its GPUs is held whole or already has `share` sharers (a lone sharer is put
     /// back even on a GPU whose `share` was lowered to 1 since, and holds it alone).
     pub fn restore_running(&mut self, job: JobSpec, alloc: Allocation) -> Result<(), RestoreError> {
+        let parts = alloc.shares();
+        for part in &parts {
+            self.check_restorable(job.id, part, alloc.shared)?;
+        }
+        for part in &parts {
+            if let Some(node) = self.nodes.get_mut(&part.node) {
+                node.hold(job.id, part, alloc.shared);
+            }
+        }
+        self.pending.remove(&job.id);
+        self.reasons.remove(&job.id);
+        self.notes.remove(&job.id);
+        self.running.insert(job.id, (job, alloc));
+        Ok(())
+    }
+
+    /// Why `part` of a reloaded job's allocation cannot be held again, if it cannot.
+    fn check_restorable(
+        &self,
+        job: JobId,
+        part: &NodeShare,
+        shared: bool,
+    ) -> Result<(), RestoreError> {
         let err = |problem: String| RestoreError {
-            job: job.id,
-            node: alloc.node.clone(),
+            job,
+            node: part.node.clone(),
             problem,
         };
-        let Some(node) = self.nodes.get_mut(&alloc.node) else {
+        let Some(node) = self.nodes.get(&part.node) else {
             return Err(err("the node is not known".to_string()));
         };
-        for g in &alloc.gpus {
+        for g in &part.gpus {
             let Some(device) = node.spec.gpus.iter().find(|d| d.index == *g) else {
                 return Err(err(format!("GPU {g} no longer exists there")));
             };
@@ -32,13 +55,13 @@ impl Scheduler {
                 return Err(err(format!("GPU {g} is already held by job {other}")));
             }
             let sharers: Vec<String> = node.gpu_sharers(*g).map(|j| j.to_string()).collect();
-            if !alloc.shared && !sharers.is_empty() {
+            if !shared && !sharers.is_empty() {
                 return Err(err(format!(
                     "GPU {g} is already shared by jobs {}",
                     sharers.join(", ")
                 )));
             }
-            if alloc.shared && sharers.len() as u32 >= device.share.max(1) {
+            if shared && sharers.len() as u32 >= device.share.max(1) {
                 return Err(err(format!(
                     "GPU {g} already has {} sharing jobs ({}), its share",
                     sharers.len(),
@@ -46,12 +69,25 @@ impl Scheduler {
                 )));
             }
         }
-        node.hold(job.id, &alloc);
-        self.pending.remove(&job.id);
-        self.reasons.remove(&job.id);
-        self.notes.remove(&job.id);
-        self.running.insert(job.id, (job, alloc));
         Ok(())
+    }
+
+    /// Frees, on each of its nodes, what `job` held under `alloc`.
+    pub(crate) fn release_nodes(&mut self, job: JobId, alloc: &Allocation) {
+        for part in alloc.shares() {
+            if let Some(node) = self.nodes.get_mut(&part.node) {
+                node.release(job, &part, alloc.shared);
+            }
+        }
+    }
+
+    /// Records, on each of its nodes, that `job` holds `alloc`.
+    pub(crate) fn hold_nodes(&mut self, job: JobId, alloc: &Allocation) {
+        for part in alloc.shares() {
+            if let Some(node) = self.nodes.get_mut(&part.node) {
+                node.hold(job, &part, alloc.shared);
+            }
+        }
     }
 
     /// Holds a waiting job (`Some`) or releases it (`None`). False when it is not waiting.
@@ -127,10 +163,8 @@ impl Scheduler {
         end: Timestamp,
     ) -> Option<(JobSpec, Allocation)> {
         let (spec, alloc) = self.running.remove(&job)?;
-        if let Some(node) = self.nodes.get_mut(&alloc.node) {
-            node.release(job, &alloc);
-        }
-        let gpu_seconds = alloc.gpus.len() as f64 * end.secs_since(alloc.start) as f64;
+        self.release_nodes(job, &alloc);
+        let gpu_seconds = alloc.gpu_count() as f64 * end.secs_since(alloc.start) as f64;
         self.usage.add(
             &spec.user,
             gpu_seconds,
@@ -144,17 +178,18 @@ impl Scheduler {
     /// What a job owes for its allocated time up to `end`: for each GPU, hours held times the
     /// weight of that GPU's type.
     pub fn charge_for(&self, alloc: &Allocation, end: Timestamp) -> f64 {
-        let node = self.nodes.get(&alloc.node);
         let secs = end.secs_since(alloc.start);
         alloc
-            .gpus
+            .shares()
             .iter()
-            .map(|g| {
-                let ty = node
-                    .and_then(|n| n.spec.gpus.iter().find(|d| d.index == *g))
-                    .map_or("", |d| d.gpu_type.as_str());
-                self.policy.credits.charge(1, ty, secs)
+            .flat_map(|part| {
+                let node = self.nodes.get(&part.node);
+                part.gpus.iter().map(move |g| {
+                    node.and_then(|n| n.spec.gpus.iter().find(|d| d.index == *g))
+                        .map_or("", |d| d.gpu_type.as_str())
+                })
             })
+            .map(|ty| self.policy.credits.charge(1, ty, secs))
             .fold(0.0, |total, c| total + c)
     }
 
@@ -185,9 +220,7 @@ impl Scheduler {
         let Some((spec, alloc)) = self.running.remove(&job) else {
             return false;
         };
-        if let Some(node) = self.nodes.get_mut(&alloc.node) {
-            node.release(job, &alloc);
-        }
+        self.release_nodes(job, &alloc);
         self.pending.insert(job, spec);
         true
     }

@@ -15,7 +15,7 @@ use crate::time::Timestamp;
 pub struct Prediction {
     /// When: now, or the start of the reservation the pass made for it.
     pub start: Option<Timestamp>,
-    /// On which node, when known.
+    /// On which node (a gang's nodes, in Slurm's compressed form), when known.
     pub node: Option<String>,
     /// Why it would not start now, when it would not.
     pub reason: Option<PendingReason>,
@@ -63,7 +63,13 @@ impl Scheduler {
             {
                 return Prediction {
                     start: Some(now),
-                    node: Some(allocation.node.clone()),
+                    node: Some(crate::hostlist::compress(
+                        &allocation
+                            .node_names()
+                            .iter()
+                            .map(|n| n.to_string())
+                            .collect::<Vec<_>>(),
+                    )),
                     reason: None,
                 };
             }

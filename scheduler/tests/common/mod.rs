@@ -64,6 +64,7 @@ pub fn sched() -> Scheduler {
 
 pub fn res(gpus: u32, ty: Option<&str>) -> Resources {
     Resources {
+        nodes: 1,
         gpus,
         gpu_type: ty.map(str::to_string),
         cpus: 1,

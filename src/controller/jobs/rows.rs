@@ -354,6 +354,7 @@ fn job_from_row(r: &SqliteRow) -> Result<JobRow, DbError> {
             user: r.try_get("user")?,
             partition: r.try_get("partition")?,
             resources: Resources {
+                nodes: 1,
                 gpus: r.try_get::<i64, _>("gpus_requested")? as u32,
                 gpu_type: r.try_get("gpu_type")?,
                 cpus: r.try_get::<i64, _>("cpus")? as u32,
