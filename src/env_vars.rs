@@ -46,3 +46,10 @@ pub const LABPOOL_DATASETS: &str = "LABPOOL_DATASETS";
 pub const LABPOOL_TIME_LIMIT_S: &str = "LABPOOL_TIME_LIMIT_S";
 /// Set for a job: the file its `srun` steps are recorded in (one JSON record a line).
 pub const LABPOOL_STEPS: &str = "LABPOOL_STEPS";
+/// A multi-node job's gang file (nodes, hosts, tasks per node, secret), private to its user;
+/// `srun` reads it.
+pub const LABPOOL_GANG: &str = "LABPOOL_GANG";
+/// An MPI hostfile (`host slots=N` lines) for the job's nodes.
+pub const LABPOOL_HOSTFILE: &str = "LABPOOL_HOSTFILE";
+/// The ports leased to the job, `FIRST-LAST`: `MASTER_PORT` is the first.
+pub const LABPOOL_PORTS: &str = "LABPOOL_PORTS";

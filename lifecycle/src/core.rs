@@ -107,7 +107,7 @@ impl<J: Tracked> Lifecycle<J> {
         self.jobs
             .iter()
             .map(|(id, j)| (*id, j.life()))
-            .filter(|(_, l)| l.state == JobState::Running && l.node.as_deref() == Some(node))
+            .filter(|(_, l)| l.state == JobState::Running && l.is_on(node))
             .map(|(id, l)| (id, l.attempt))
             .collect()
     }
@@ -208,11 +208,43 @@ impl<J: Tracked> Lifecycle<J> {
                 attempt,
                 outcome,
             } => {
+                if let Some(life) = self
+                    .life(job)
+                    .filter(|l| l.is_current(attempt, JobState::Running))
+                    .filter(|l| l.node.as_deref() != Some(&node) && l.is_on(&node))
+                {
+                    // A part of a gang ended on its own: the job stops on all of its nodes,
+                    // and ends as its batch node reports it.
+                    let head = life.node.clone().unwrap_or_default();
+                    let kills = kill_parts(life, job, &node);
+                    let note = Transition::Noted {
+                        event: "gang-part-ended".into(),
+                        detail: format!(
+                            "its part on node {node} ended ({}); the job is stopped on all of its nodes",
+                            outcome.state
+                        ),
+                        time: now,
+                    };
+                    self.commit(job, note, &mut out);
+                    out.extend(
+                        kills
+                            .into_iter()
+                            .filter(|e| matches!(e, Effect::Kill { node: n, .. } if *n == head)),
+                    );
+                    out.push(Effect::Forget { job, attempt, node });
+                    return out;
+                }
+                let parts = self
+                    .life(job)
+                    .map(|l| kill_parts(l, job, &node))
+                    .unwrap_or_default();
                 match rules::report_ended(self.life(job), &node, attempt, outcome) {
                     Ok(t) => {
                         // A report's end that waits again is a requeue asked for: it ran.
                         let charged = matches!(t, Transition::Requeued { .. });
-                        self.end_or_requeue(job, t, charged, &mut out)
+                        self.end_or_requeue(job, t, charged, &mut out);
+                        // The batch script ended: the gang's other nodes stop its steps.
+                        out.extend(parts);
                     }
                     Err(why) => out.push(Effect::Ignored {
                         job,
@@ -257,8 +289,10 @@ impl<J: Tracked> Lifecycle<J> {
                         node,
                         attempt,
                     } => {
+                        let parts = kill_parts(life, job, &node);
                         self.commit(job, request, &mut out);
                         out.push(Effect::Kill { job, attempt, node });
+                        out.extend(parts);
                     }
                 }
             }
@@ -286,9 +320,11 @@ impl<J: Tracked> Lifecycle<J> {
                     return out;
                 };
                 let (node, attempt) = (life.node.clone().unwrap_or_default(), life.attempt);
+                let parts = kill_parts(life, job, &node);
                 let t = Transition::RequeueRequested { by, time: now };
                 self.commit(job, t, &mut out);
                 out.push(Effect::Kill { job, attempt, node });
+                out.extend(parts);
             }
             Event::Hold { job, hold, by } => {
                 let Some(life) = self.pending(job) else {
@@ -307,16 +343,24 @@ impl<J: Tracked> Lifecycle<J> {
                 out.push(Effect::HoldChanged { job, hold: kind });
             }
             Event::NodeDown { node, reason } => {
-                let changes: Vec<(u64, Transition)> = self
+                let changes: Vec<(u64, Transition, Vec<Effect>)> = self
                     .jobs
                     .iter()
                     .filter_map(|(id, j)| {
-                        Some((*id, rules::node_down(j.life(), &node, &reason, now)?))
+                        let t = rules::node_down(j.life(), &node, &reason, now)?;
+                        // A gang's running parts on its nodes still up are stopped; the part
+                        // on the lost node is killed when it rejoins (the fence).
+                        let parts = match j.life().state {
+                            JobState::Running => kill_parts(j.life(), *id, &node),
+                            _ => Vec::new(),
+                        };
+                        Some((*id, t, parts))
                     })
                     .collect();
                 self.down.insert(node, reason);
-                for (job, t) in changes {
+                for (job, t, parts) in changes {
                     self.end_or_requeue(job, t, false, &mut out);
+                    out.extend(parts);
                 }
             }
             Event::NodeUp { node } => {
@@ -338,22 +382,30 @@ impl<J: Tracked> Lifecycle<J> {
                 expected: self.expected_on(node),
             })
             .collect();
+        let adopting: Vec<String> = out
+            .iter()
+            .filter_map(|e| match e {
+                Effect::Adopt { node, .. } => Some(node.clone()),
+                _ => None,
+            })
+            .collect();
         for (id, j) in &self.jobs {
             if let Recovery::Adopt {
-                node,
                 attempt,
                 kill: true,
+                ..
             } = rules::recover(j.life())
                 && j.life().state == JobState::Running
-                && out
-                    .iter()
-                    .any(|e| matches!(e, Effect::Adopt { node: n, .. } if *n == node))
             {
-                out.push(Effect::Kill {
-                    job: *id,
-                    attempt,
-                    node,
-                });
+                for node in j.life().nodes() {
+                    if adopting.contains(&node) {
+                        out.push(Effect::Kill {
+                            job: *id,
+                            attempt,
+                            node,
+                        });
+                    }
+                }
             }
         }
         out
@@ -418,4 +470,18 @@ impl<J: Tracked> Lifecycle<J> {
             Effect::Requeue { job, charged }
         });
     }
+}
+
+/// The kills of a gang's running attempt on each of its nodes but `except`: a gang stops on
+/// all of its nodes together. None for a job on one node.
+fn kill_parts(life: &JobLife, job: u64, except: &str) -> Vec<Effect> {
+    life.nodes()
+        .into_iter()
+        .filter(|n| n != except)
+        .map(|node| Effect::Kill {
+            job,
+            attempt: life.attempt,
+            node,
+        })
+        .collect()
 }

@@ -17,6 +17,8 @@
 //!     gpus: vec![0],
 //!     stdout: "/home/a/out".into(),
 //!     stderr: "/home/a/out".into(),
+//!     others: vec![],
+//!     ports: None,
 //! };
 //! let ready = Readiness::Ready { isolation: "cgroup v2".into() };
 //! let effects = life.handle(Event::Placed { job: 7, placement, ready }, 1_000);

@@ -17,6 +17,10 @@ pub struct JobLife {
     pub node: Option<String>,
     /// The GPUs it holds there.
     pub gpus: Vec<u32>,
+    /// A gang's other nodes, with what it holds on each, while placed.
+    pub others: Vec<labpool_scheduler::NodeShare>,
+    /// The ports leased to it, while placed.
+    pub ports: Option<labpool_scheduler::PortBlock>,
     /// Reason word.
     pub reason: Option<String>,
     /// Reason detail.
@@ -62,6 +66,8 @@ impl JobLife {
             attempt: 0,
             node: None,
             gpus: Vec::new(),
+            others: Vec::new(),
+            ports: None,
             reason: None,
             reason_detail: None,
             exit_code: None,
@@ -81,6 +87,20 @@ impl JobLife {
     /// True while `attempt` is this job's attempt on its node and the job is in `state`.
     pub fn is_current(&self, attempt: u32, state: JobState) -> bool {
         self.attempt == attempt && self.state == state
+    }
+
+    /// Every node it is placed on, the batch node first; none while it waits.
+    pub fn nodes(&self) -> Vec<String> {
+        self.node
+            .iter()
+            .cloned()
+            .chain(self.others.iter().map(|s| s.node.clone()))
+            .collect()
+    }
+
+    /// True when it is placed on `node`, as its batch node or one of its gang's.
+    pub fn is_on(&self, node: &str) -> bool {
+        self.node.as_deref() == Some(node) || self.others.iter().any(|s| s.node == node)
     }
 
     /// True once it has ended.
@@ -136,6 +156,8 @@ impl JobLife {
                 self.state = JobState::Pending;
                 self.node = None;
                 self.gpus.clear();
+                self.others.clear();
+                self.ports = None;
                 self.start_time = None;
                 self.reason = Some(code.clone());
                 self.reason_detail = Some(detail.clone());
@@ -160,6 +182,8 @@ impl JobLife {
     fn place(&mut self, p: &crate::transition::Placement) {
         self.node = Some(p.node.clone());
         self.gpus = p.gpus.clone();
+        self.others = p.others.clone();
+        self.ports = p.ports;
         self.stdout = Some(p.stdout.clone());
         self.stderr = Some(p.stderr.clone());
         self.end_time = None;

@@ -91,6 +91,8 @@ pub fn staged(life: &JobLife, next: Readiness, time: i64) -> Transition {
                 gpus: life.gpus.clone(),
                 stdout: life.stdout.clone().unwrap_or_default(),
                 stderr: life.stderr.clone().unwrap_or_default(),
+                others: life.others.clone(),
+                ports: life.ports,
             },
             isolation,
             time,
@@ -269,9 +271,18 @@ pub fn cancel(life: &JobLife, by: &str, time: i64) -> CancelPlan {
 /// is requeued (its attempt fenced), ends CANCELLED when a cancel was pending, or ends
 /// NODE_FAIL when it may not be requeued. `None` for a job not placed there.
 pub fn node_down(life: &JobLife, node: &str, reason: &str, time: i64) -> Option<Transition> {
-    if life.node.as_deref() != Some(node) || life.state == JobState::Pending || life.is_terminal() {
+    if !life.is_on(node) || life.state == JobState::Pending || life.is_terminal() {
         return None;
     }
+    // A gang loses all of its nodes with one: it is never left running on a part.
+    let reason = &if life.others.is_empty() {
+        reason.to_string()
+    } else {
+        format!(
+            "{reason}; it is one of the job's {} nodes, so the job stops on all of them",
+            life.others.len() + 1
+        )
+    };
     let requeue = |detail: String| Transition::Requeued {
         code: "NodeFail".into(),
         detail,

@@ -36,6 +36,20 @@ pub struct Placement {
     pub stdout: PathBuf,
     /// Standard error file.
     pub stderr: PathBuf,
+    /// A gang's other nodes, with what it holds on each; empty for a job on one node. The
+    /// batch script runs on `node`; the others run its `srun` steps.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub others: Vec<labpool_scheduler::NodeShare>,
+    /// The TCP ports leased to it on its nodes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ports: Option<labpool_scheduler::PortBlock>,
+}
+
+impl Placement {
+    /// Every node it was placed on, the batch node first.
+    pub fn nodes(&self) -> impl Iterator<Item = &str> {
+        std::iter::once(self.node.as_str()).chain(self.others.iter().map(|s| s.node.as_str()))
+    }
 }
 
 /// A job's state change. Each variant is one row update and, except [`Transition::Waiting`],

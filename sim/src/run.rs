@@ -250,6 +250,8 @@ pub fn simulate(input: &SimInput, policy: SimPolicy) -> Result<SimReport, SimErr
                         gpus: allocation.gpus,
                         stdout: Default::default(),
                         stderr: Default::default(),
+                        others: allocation.others,
+                        ports: allocation.ports,
                     };
                     let event = Event::Placed {
                         job: job.0,

@@ -150,16 +150,11 @@ impl Executor {
             .iter()
             .find(|d| !self.stager.cache().is_complete(&d.name, &d.version))
         {
-            let outcome = Outcome {
-                state: JobState::Failed,
-                exit_code: None,
-                signal: None,
-                end_time_ms: now_ms(),
-                reason: Some(format!(
-                    "dataset {}@{} is no longer complete in this node's cache; submit the job again",
-                    d.name, d.version
-                )),
-            };
+            let why = format!(
+                "dataset {}@{} is no longer complete in this node's cache; submit the job again",
+                d.name, d.version
+            );
+            let outcome = Outcome::decided(JobState::Failed, now_ms(), why);
             self.stager.release(job, attempt);
             self.ended(job, attempt, outcome);
             return;
@@ -189,13 +184,8 @@ impl Executor {
             }
             Err(e) => {
                 tracing::error!(job, attempt, "cannot start job: {e}");
-                let outcome = Outcome {
-                    state: JobState::Failed,
-                    exit_code: None,
-                    signal: None,
-                    end_time_ms: now_ms(),
-                    reason: Some(format!("the node could not start the job: {e}")),
-                };
+                let why = format!("the node could not start the job: {e}");
+                let outcome = Outcome::decided(JobState::Failed, now_ms(), why);
                 self.ended(job, attempt, outcome);
             }
         }
@@ -302,7 +292,14 @@ impl Executor {
             crate::env_vars::LABPOOL_STEPS.into(),
             dir.steps_path().display().to_string(),
         );
-        let command = self.job_command(launch, &dir, env)?;
+        let command = match crate::agent::gang::prepare(launch, &dir, &self.exe, &mut env)? {
+            Some(program) => labpool_envs::activate::Command {
+                program,
+                args: Vec::new(),
+                env,
+            },
+            None => self.job_command(launch, &dir, env)?,
+        };
         let spec = ShimSpec {
             job: launch.job,
             attempt: launch.attempt,

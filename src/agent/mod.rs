@@ -4,6 +4,7 @@
 pub mod copy_host;
 pub mod daemon;
 pub mod environment;
+pub mod gang;
 pub mod jobdir;
 pub mod local;
 pub mod node;

@@ -72,6 +72,12 @@ pub struct Launch {
     /// `--gpus-per-task`: what `srun` gives each task by default.
     #[serde(default)]
     pub gpus_per_task: Option<u32>,
+    /// The ports leased to the job on its nodes: `MASTER_PORT` is the first.
+    #[serde(default)]
+    pub ports: Option<labpool_scheduler::PortBlock>,
+    /// The job's nodes when it has several (a gang), and which of them this order is for.
+    #[serde(default)]
+    pub gang: Option<crate::api::gang::Gang>,
 }
 
 fn one() -> u32 {

@@ -112,6 +112,7 @@ isolation = "auto"
 # device_filter = "auto"   # cgroup-v1 (devices.deny) or bpf (cgroup v2); auto: v1 where mounted
 # gpu_env = {{ TF_GPU_ALLOCATOR = "" }}   # change or drop ("") a default variable
 # interactive_idle = "1h"   # a `labpool run --pty` session with no input this long is stopped
+# ports = "20000-29999"     # leased to jobs: MASTER_PORT, the step launcher, one per task
 
 # Software environments (labpool env create NAME --file requirements.txt; submit --env NAME).
 # Builds live at the same path on every node (Python environments are not relocatable);

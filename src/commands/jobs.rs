@@ -18,10 +18,14 @@ fn short_time(rfc: Option<&str>) -> String {
 }
 
 fn gpus_asked(j: &JobView) -> String {
-    match (&j.gpu_type, j.gpus_requested) {
+    let each = match (&j.gpu_type, j.gpus_requested) {
         (_, 0) => "0".to_string(),
         (Some(t), n) => format!("{n}:{t}"),
         (None, n) => n.to_string(),
+    };
+    match j.node_count {
+        0 | 1 => each,
+        n => format!("{each} on each of {n} nodes"),
     }
 }
 
@@ -31,17 +35,31 @@ fn gpus_line(j: &JobView) -> String {
     match (j.gpus_requested, j.gpus.as_slice()) {
         (0, _) => "none asked".to_string(),
         (_, []) => format!("{} asked{shared}; none held yet", gpus_asked(j)),
-        (_, held) => format!(
-            "{} asked{shared}; holds GPU {} on {}",
-            gpus_asked(j),
-            gpu_list(held),
-            or_dash(j.node.as_ref())
-        ),
+        (_, held) => {
+            let mut on = vec![format!(
+                "GPU {} on {}",
+                gpu_list(held),
+                or_dash(j.node.as_ref())
+            )];
+            on.extend(
+                j.others
+                    .iter()
+                    .map(|s| format!("GPU {} on {}", gpu_list(&s.gpus), s.node)),
+            );
+            format!("{} asked{shared}; holds {}", gpus_asked(j), on.join(", "))
+        }
     }
 }
 
 fn where_or_why(j: &JobView) -> String {
     match (&j.node, &j.reason) {
+        (Some(_), _) if j.state == JobState::Running && !j.others.is_empty() => {
+            format!(
+                "{} [{} nodes]",
+                j.nodelist().unwrap_or_default(),
+                j.node_count
+            )
+        }
         (Some(node), _) if j.state == JobState::Running => {
             format!("{node} [{}]", gpu_list(&j.gpus))
         }
@@ -125,7 +143,7 @@ fn show_text(d: &JobDetail) -> String {
         ("state", j.state.to_string()),
         ("reason", reason),
         ("partition", j.partition.clone()),
-        ("node", or_dash(j.node.as_ref())),
+        ("node", or_dash(j.nodelist().as_ref())),
         ("gpus", gpus_line(j)),
         (
             "env",

@@ -118,6 +118,7 @@ fn migrator() -> Migrator {
             "requeue",
             include_str!("../../migrations/0012_requeue.sql"),
         ),
+        migration(13, "gang", include_str!("../../migrations/0013_gang.sql")),
     ])
 }
 

@@ -47,6 +47,10 @@ pub struct JobsConfig {
         serialize_with = "super::values::ser_duration"
     )]
     pub interactive_idle: std::time::Duration,
+    /// The TCP ports leased to jobs, `FIRST-LAST`: each running job gets a block of them, the
+    /// same on all of its nodes (`MASTER_PORT`, its steps' launcher, one per task), never
+    /// leased to another job at the same time. Keep other services out of this range.
+    pub ports: String,
 }
 
 impl Default for JobsConfig {
@@ -57,6 +61,7 @@ impl Default for JobsConfig {
             device_filter: labpool_isolation::DeviceFilter::Auto,
             gpu_env: BTreeMap::new(),
             interactive_idle: std::time::Duration::from_secs(3600),
+            ports: "20000-29999".to_string(),
         }
     }
 }
@@ -78,8 +83,29 @@ impl JobsConfig {
         env
     }
 
-    /// `gpu_env` does not touch `CUDA_VISIBLE_DEVICES` and its keys are variable names.
+    /// `ports` as (first, last).
+    pub fn port_range(&self) -> Result<(u16, u16), String> {
+        let bad = || {
+            format!(
+                "[jobs] ports = {:?}: write FIRST-LAST, such as \"20000-29999\", with 1024 <= FIRST < LAST <= 65535",
+                self.ports
+            )
+        };
+        let (a, b) = self.ports.split_once('-').ok_or_else(bad)?;
+        let (a, b): (u16, u16) = (
+            a.trim().parse().map_err(|_| bad())?,
+            b.trim().parse().map_err(|_| bad())?,
+        );
+        if a < 1024 || a >= b {
+            return Err(bad());
+        }
+        Ok((a, b))
+    }
+
+    /// `gpu_env` does not touch `CUDA_VISIBLE_DEVICES` and its keys are variable names; `ports`
+    /// is a range.
     pub(super) fn check(&self) -> Result<(), String> {
+        self.port_range()?;
         for k in self.gpu_env.keys() {
             if k == "CUDA_VISIBLE_DEVICES" || k.is_empty() || k.contains('=') {
                 return Err(format!(

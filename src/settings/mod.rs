@@ -234,6 +234,11 @@ impl Config {
             weights: self.priority.to_weights(),
             placement: PlacementPolicy {
                 prefetch_horizon_s: Some(self.cache.prefetch_horizon.as_secs()).filter(|s| *s > 0),
+                // Checked when the config is read.
+                ports: self
+                    .jobs
+                    .port_range()
+                    .unwrap_or(labpool_scheduler::policy::default_ports()),
                 ..PlacementPolicy::default()
             },
         }

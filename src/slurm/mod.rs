@@ -12,6 +12,9 @@ pub mod scontrol;
 pub mod sinfo;
 pub mod squeue;
 pub mod srun;
+pub mod step_host;
+pub mod step_plan;
+mod step_remote;
 
 use crate::client::Client;
 use crate::settings::Config;
@@ -31,6 +34,7 @@ pub fn personality(argv0: &str, args: &[String]) -> Option<ExitCode> {
     let name = std::path::Path::new(argv0).file_name()?.to_str()?;
     let code = match name {
         "srun" => srun::main(args),
+        crate::agent::gang::STEP_HOST => step_host::main(),
         "sbatch" => sbatch(args),
         "salloc" => {
             let mut argv = vec!["labpool".to_string(), "alloc".to_string()];

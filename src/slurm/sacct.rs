@@ -244,7 +244,7 @@ fn value(r: &Row<'_>, name: &str) -> String {
         (_, "start") => time(j.start_time.as_deref()),
         (_, "end") => time(j.end_time.as_deref()),
         (_, "submit") => time(Some(&j.submit_time)),
-        (_, "nodelist") => j.node.clone().unwrap_or_else(|| "None assigned".into()),
+        (_, "nodelist") => j.nodelist().unwrap_or_else(|| "None assigned".into()),
         (Row::Job(j), "user") => j.user.clone(),
         (Row::Job(j), "timelimit") => slurm_limit(j.time_limit_s),
         (Row::Job(j), "reqmem") => slurm_mem(j.mem_mib),

@@ -173,16 +173,21 @@ fn show_job(d: &JobDetail, one_line: bool) -> String {
             ],
             vec![
                 ("Partition", j.partition.clone()),
-                ("NodeList", null(j.node.clone())),
+                ("NodeList", null(j.nodelist())),
             ],
             vec![
-                ("NumNodes", "1".into()),
-                ("NumCPUs", j.cpus.to_string()),
-                ("NumTasks", "1".into()),
+                ("NumNodes", j.node_count.to_string()),
+                ("NumCPUs", (j.cpus * j.node_count).to_string()),
+                ("NumTasks", j.ntasks.to_string()),
             ],
             vec![(
                 "TRES",
-                format!("cpu={},mem={},node=1{gres}", j.cpus, slurm_mem(j.mem_mib)),
+                format!(
+                    "cpu={},mem={},node={}{gres}",
+                    j.cpus * j.node_count,
+                    slurm_mem(j.mem_mib * u64::from(j.node_count)),
+                    j.node_count
+                ),
             )],
             vec![("MinMemoryNode", slurm_mem(j.mem_mib))],
             vec![("Comment", null(j.comment.clone()))],

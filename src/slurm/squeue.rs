@@ -209,7 +209,7 @@ fn field(
             (n, Some(t)) => format!("gres:gpu:{t}:{n}"),
             (n, None) => format!("gres:gpu:{n}"),
         },
-        'N' => j.node.clone().filter(|_| running).unwrap_or_default(),
+        'N' => j.nodelist().filter(|_| running).unwrap_or_default(),
         'R' => match (&j.node, running) {
             (Some(n), true) => n.clone(),
             _ => format!("({})", j.reason.as_deref().unwrap_or("None")),

@@ -3,13 +3,21 @@
 //! with `--gpus-per-task`, only its own GPUs. The step is recorded in the job's steps file, so
 //! that `labpool show` lists it with its exit code. It needs no Slurm on the node.
 //!
-//! A job runs on one node, so every task runs here; a step asking for more nodes than the job
-//! has is refused with the reason.
+//! Tasks on the job's own node run here; on a multi-node job's other nodes, each node's step
+//! launcher runs them (see [`crate::api::gang`]), and their output comes back here. A step
+//! asking for more nodes than the job has is refused with the reason.
 
 use super::args::parse_srun;
+use super::step_plan::{StepAsk, plan};
+use super::step_remote;
+use crate::api::gang::{Gang, StepRequest, TaskEnv};
 use crate::api::steps::StepRecord;
-use crate::env_vars::{LABPOOL_GPUS, LABPOOL_JOB_ID, LABPOOL_NODE, LABPOOL_STEPS};
+use crate::env_vars::{
+    LABPOOL_GANG, LABPOOL_GPUS, LABPOOL_JOB_ID, LABPOOL_NODE, LABPOOL_PORTS, LABPOOL_STEPS,
+};
 use clap::Parser;
+use labpool_scheduler::hostlist::compress;
+use std::collections::BTreeMap;
 use std::io::{BufRead, Write};
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
@@ -49,69 +57,116 @@ fn run(args: &[String]) -> Result<i32, String> {
         );
     }
     let node = var(LABPOOL_NODE).unwrap_or_default();
-    if a.nodes.is_some_and(|n| n > 1) {
-        return Err(format!(
-            "-N {}: job {job} has one node ({node}); run the step on it",
-            a.nodes.unwrap_or(1)
-        ));
-    }
-    let ntasks = a
-        .ntasks
-        .or(a.ntasks_per_node)
-        .or_else(|| var("SLURM_NTASKS").and_then(|n| n.parse().ok()))
-        .unwrap_or(1)
-        .max(1);
-    let gpus: Vec<String> = var(LABPOOL_GPUS)
-        .unwrap_or_default()
-        .split(',')
-        .filter(|g| !g.is_empty())
-        .map(str::to_string)
-        .collect();
+    let gang: Option<Gang> = match var(LABPOOL_GANG) {
+        Some(path) => {
+            let text = std::fs::read_to_string(&path).map_err(|e| format!("{path}: {e}"))?;
+            Some(serde_json::from_str(&text).map_err(|e| format!("{path}: {e}"))?)
+        }
+        None => None,
+    };
+    let names: Vec<String> = match &gang {
+        Some(g) => g.nodes.iter().map(|n| n.name.clone()).collect(),
+        None => vec![node.clone()],
+    };
+    let here = gang.as_ref().map_or(0, |g| g.index as usize);
+    let plan = plan(
+        names.len(),
+        StepAsk {
+            ntasks: a.ntasks,
+            nodes: a.nodes,
+            per_node: a.ntasks_per_node,
+            job_ntasks: var("SLURM_NTASKS")
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(1),
+        },
+    )
+    .map_err(|e| format!("{e} (job {job} runs on {})", compress(&names)))?;
+    let ntasks = plan.ntasks;
+    let node_gpus = |i: usize| -> Vec<String> {
+        match &gang {
+            Some(g) if i != here => g.nodes[i].gpus.iter().map(u32::to_string).collect(),
+            _ => var(LABPOOL_GPUS)
+                .unwrap_or_default()
+                .split(',')
+                .filter(|g| !g.is_empty())
+                .map(str::to_string)
+                .collect(),
+        }
+    };
     // As in Slurm, a step takes the job's --gpus-per-task unless it gives its own.
     let gpus_per_task = a
         .gpus_per_task
         .or_else(|| var("SLURM_GPUS_PER_TASK").and_then(|g| g.parse().ok()));
-    let per_task = gpu_share(gpus_per_task, ntasks, &gpus)?;
+    let mut per_task: BTreeMap<u32, Vec<String>> = BTreeMap::new();
+    for (i, ranks) in &plan.nodes {
+        if let Some(split) = gpu_share(gpus_per_task, ranks.len() as u32, &node_gpus(*i))
+            .map_err(|e| format!("on node {}: {e}", names[*i]))?
+        {
+            per_task.extend(ranks.iter().copied().zip(split));
+        }
+    }
     let steps = var(LABPOOL_STEPS);
     let step = match &steps {
         Some(path) => next_step_id(Path::new(path)).map_err(|e| format!("{path}: {e}"))?,
         None => 0,
     };
+    let ports = var(LABPOOL_PORTS).and_then(|p| p.split('-').next()?.parse::<u16>().ok());
+    let mut task_env = plan.task_env(step, &names, gang.as_ref(), ports);
+    let label = a.label.then(|| (ntasks - 1).to_string().len());
     let start_ms = crate::clock::now_ms();
+    let mut remote = Vec::new();
     let mut children = Vec::new();
-    for rank in 0..ntasks {
-        let mut cmd = Command::new(&a.command[0]);
-        cmd.args(&a.command[1..])
-            .env("SLURM_PROCID", rank.to_string())
-            .env("SLURM_LOCALID", rank.to_string())
-            .env("SLURM_NODEID", "0")
-            .env("SLURM_STEP_ID", step.to_string())
-            .env("SLURM_STEPID", step.to_string())
-            .env("SLURM_STEP_NUM_TASKS", ntasks.to_string())
-            .env("SLURM_STEP_NUM_NODES", "1")
-            .env("SLURM_STEP_NODELIST", &node)
-            .env("SLURM_STEP_TASKS_PER_NODE", ntasks.to_string())
-            .env("SLURM_NTASKS", ntasks.to_string())
-            .env("SLURM_NPROCS", ntasks.to_string());
-        if let Some(mine) = per_task.as_ref().map(|p| p[rank as usize].join(",")) {
-            cmd.env("CUDA_VISIBLE_DEVICES", &mine)
-                .env("SLURM_STEP_GPUS", &mine);
+    for (i, ranks) in &plan.nodes {
+        if *i != here {
+            let g = gang.as_ref().expect("other nodes only in a gang");
+            let request = StepRequest {
+                secret: g.secret.clone(),
+                step,
+                argv: a.command.clone(),
+                cwd: std::env::current_dir()
+                    .map(|d| d.display().to_string())
+                    .unwrap_or_else(|_| "/".into()),
+                env: std::env::vars().collect(),
+                tasks: ranks
+                    .iter()
+                    .map(|r| TaskEnv {
+                        rank: *r,
+                        env: task_env.remove(r).unwrap_or_default(),
+                        gpus: per_task.get(r).cloned(),
+                    })
+                    .collect(),
+            };
+            let (name, host) = (g.nodes[*i].name.clone(), g.nodes[*i].host.clone());
+            let port = ports.ok_or("the job has no leased ports to reach its other nodes on")? + 1;
+            remote.push(std::thread::spawn(move || {
+                step_remote::run(&name, &host, port, &request, label)
+            }));
+            continue;
         }
-        if a.label {
-            cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+        for rank in ranks {
+            let mut cmd = Command::new(&a.command[0]);
+            cmd.args(&a.command[1..])
+                .envs(task_env.remove(rank).unwrap_or_default());
+            if let Some(mine) = per_task.get(rank).map(|p| p.join(",")) {
+                cmd.env("CUDA_VISIBLE_DEVICES", &mine)
+                    .env("SLURM_STEP_GPUS", &mine);
+            }
+            if a.label {
+                cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+            }
+            let mut child = cmd
+                .spawn()
+                .map_err(|e| format!("cannot run {}: {e}", a.command[0]))?;
+            let relays = match label {
+                Some(width) => {
+                    let out = child.stdout.take().map(|s| relay(s, *rank, width, false));
+                    let err = child.stderr.take().map(|s| relay(s, *rank, width, true));
+                    vec![out, err].into_iter().flatten().collect()
+                }
+                None => Vec::new(),
+            };
+            children.push((child, relays));
         }
-        let mut child = cmd
-            .spawn()
-            .map_err(|e| format!("cannot run {}: {e}", a.command[0]))?;
-        let relays = if a.label {
-            let width = (ntasks - 1).to_string().len();
-            let out = child.stdout.take().map(|s| relay(s, rank, width, false));
-            let err = child.stderr.take().map(|s| relay(s, rank, width, true));
-            vec![out, err].into_iter().flatten().collect()
-        } else {
-            Vec::new()
-        };
-        children.push((child, relays));
     }
     let (mut worst, mut signal) = (0, None);
     for (mut child, relays) in children {
@@ -129,6 +184,25 @@ fn run(args: &[String]) -> Result<i32, String> {
         };
         worst = worst.max(code);
     }
+    for r in remote {
+        match r
+            .join()
+            .map_err(|_| "a remote step thread panicked".to_string())?
+        {
+            Ok(codes) => {
+                for (_, code, sig) in codes {
+                    worst = worst.max(code);
+                    if let Some(s) = sig {
+                        signal.get_or_insert(s);
+                    }
+                }
+            }
+            Err(e) => {
+                eprintln!("srun: error: {e}");
+                worst = worst.max(1);
+            }
+        }
+    }
     if let Some(path) = steps {
         let record = StepRecord {
             step,
@@ -140,7 +214,7 @@ fn run(args: &[String]) -> Result<i32, String> {
                 .collect::<Vec<_>>()
                 .join(" "),
             tasks: ntasks,
-            nodes: vec![node],
+            nodes: plan.nodes.iter().map(|(i, _)| names[*i].clone()).collect(),
             start_ms,
             end_ms: crate::clock::now_ms(),
             exit_code: worst,

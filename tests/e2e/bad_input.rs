@@ -105,7 +105,10 @@ fn bad_submissions_are_refused_with_the_fix_and_change_nothing() {
     assert_eq!(code, 2);
 
     let (_, err) = fails(&pool, &["submit", "--nodes", "2", "--wrap", "true"]);
-    has(&err, &["runs each job on one node"]);
+    has(
+        &err,
+        &["job asks for 2 nodes but only 1 in partition", "-N 1"],
+    );
 
     let (_, err) = fails(&pool, &["show", "999"]);
     has(&err, &["no job 999", "hint:"]);

@@ -1,86 +1,11 @@
 //! Faults across nodes: a link cut between real network namespaces, and a controller killed
 //! with -9 under a load of 1,000 jobs on 3 agents.
 
+use crate::netns::Netns;
 use crate::nodes::Cluster;
 use crate::pool::{have_root, have_tool};
 use std::collections::BTreeMap;
-use std::process::Command;
 use std::time::{Duration, Instant};
-
-/// A network namespace joined to the host by a veth pair, removed when dropped.
-struct Netns {
-    name: String,
-    host_if: String,
-    host_ip: String,
-    ns_ip: String,
-}
-
-fn ip(args: &[&str]) {
-    let out = Command::new("ip").args(args).output().unwrap();
-    assert!(
-        out.status.success(),
-        "ip {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-impl Netns {
-    fn new() -> Netns {
-        let id = std::process::id() % 100_000;
-        let net = std::process::id() % 200 + 20;
-        let n = Netns {
-            name: format!("lpt{id}"),
-            host_if: format!("lpa{id}"),
-            host_ip: format!("10.213.{net}.1"),
-            ns_ip: format!("10.213.{net}.2"),
-        };
-        let ns_if = format!("lpb{id}");
-        let _ = Command::new("ip").args(["netns", "del", &n.name]).output();
-        ip(&["netns", "add", &n.name]);
-        ip(&[
-            "link", "add", &n.host_if, "type", "veth", "peer", "name", &ns_if,
-        ]);
-        ip(&["link", "set", &ns_if, "netns", &n.name]);
-        ip(&[
-            "addr",
-            "add",
-            &format!("{}/24", n.host_ip),
-            "dev",
-            &n.host_if,
-        ]);
-        ip(&["link", "set", &n.host_if, "up"]);
-        let ns_addr = format!("{}/24", n.ns_ip);
-        for args in [
-            ["addr", "add", ns_addr.as_str(), "dev", ns_if.as_str()].as_slice(),
-            &["link", "set", ns_if.as_str(), "up"],
-            &["link", "set", "lo", "up"],
-        ] {
-            let mut all = vec!["netns", "exec", n.name.as_str(), "ip"];
-            all.extend_from_slice(args);
-            ip(&all);
-        }
-        n
-    }
-
-    fn cut(&self) {
-        ip(&["link", "set", &self.host_if, "down"]);
-    }
-
-    fn restore(&self) {
-        ip(&["link", "set", &self.host_if, "up"]);
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        let _ = Command::new("ip")
-            .args(["netns", "del", &self.name])
-            .output();
-        let _ = Command::new("ip")
-            .args(["link", "del", &self.host_if])
-            .output();
-    }
-}
 
 /// One agent in a network namespace, reached over a veth pair. Its link is cut: it goes DOWN
 /// with the reason, its requeueable job runs again on the other node and its `--no-requeue`

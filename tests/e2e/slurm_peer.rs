@@ -39,7 +39,7 @@ pub struct SlurmView {
     pub accepted: bool,
     /// `--test-only`'s stderr.
     pub said: String,
-    /// Nodes (TRES `node=`).
+    /// Nodes, from `--test-only` ("on nodes gn[1-4]").
     pub nodes: u64,
     /// `NumTasks`.
     pub tasks: u64,
@@ -108,12 +108,15 @@ pub fn slurm_view(conf: &Path, dir: &Path, file: &str) -> SlurmView {
             .and_then(|v| v.split('-').next().and_then(|n| n.parse().ok()))
             .unwrap_or_else(|| panic!("{file}: no {key} in {line}"))
     };
-    let tres = field("TRES").unwrap_or_default();
-    let nodes = tres
-        .split(',')
-        .find_map(|kv| kv.strip_prefix("node="))
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(1);
+    // The nodes `--test-only` would start it on: a held job's TRES counts only those asked
+    // with -N, not those that --ntasks with --ntasks-per-node imply (32 tasks, 8 a node: 4).
+    let nodes = said
+        .split(" on nodes ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|list| labpool_scheduler::hostlist::expand(list).ok())
+        .map(|names| names.len() as u64)
+        .unwrap_or_else(|| panic!("{file}: no node list in {said:?}"));
     let tasks = num("NumTasks");
     let per = |key: &str| field(key).as_deref().and_then(gpu_count);
     let gpus = per("TresPerNode").map(|g| g * nodes).unwrap_or(0)

@@ -118,6 +118,8 @@ impl Harness {
             gpus: free,
             stdout: format!("/out/{job}").into(),
             stderr: format!("/out/{job}").into(),
+            others: Vec::new(),
+            ports: None,
         };
         self.event(Event::Placed {
             job,

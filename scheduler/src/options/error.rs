@@ -43,11 +43,12 @@ pub enum OptionError {
     /// Zero CPUs.
     #[error("--cpus-per-task and --ntasks must be at least 1")]
     ZeroCpus,
-    /// More than one node.
+    /// A multi-node job with datasets or an environment to stage, which is not done on several
+    /// nodes yet.
     #[error(
-        "--nodes {0}: labpool runs each job on one node; ask for more GPUs on that node instead (e.g. --gpus 4)"
+        "--nodes {0} with {1}: labpool does not yet stage {1} onto each node of a multi-node job; read the data from its shared path (`labpool dataset list` shows it) and activate the environment in the script, or run on one node"
     )]
-    MultiNode(String),
+    MultiNode(u32, &'static str),
     /// `--gpu-share` on a job that asks for no GPU.
     #[error("--gpu-share shares GPUs, but the job asks for none: add --gpus 1 (or --gres=gpu:1)")]
     GpuShareWithoutGpus,

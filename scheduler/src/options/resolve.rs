@@ -118,8 +118,11 @@ impl JobOptions {
         if self.gpu_share && gpus.count == 0 {
             take(Err(OptionError::GpuShareWithoutGpus));
         }
-        if node_count > 1 {
-            take(Err(OptionError::MultiNode(node_count.to_string())));
+        if node_count > 1 && !self.datasets.is_empty() {
+            take(Err(OptionError::MultiNode(node_count, "--dataset")));
+        }
+        if node_count > 1 && self.env.is_some() {
+            take(Err(OptionError::MultiNode(node_count, "--env")));
         }
         let cpus_total = match (self.cpus_per_task, s.cpus_per_gpu) {
             (Some(_), Some(_)) => {

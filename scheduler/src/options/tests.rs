@@ -36,9 +36,20 @@ fn resolve_defaults_and_errors() {
     assert_eq!(both.resolve(), Err(OptionError::GresAndGpus));
     let multi = JobOptions {
         nodes: Some("2".into()),
+        ntasks_per_node: Some(4),
         ..Default::default()
     };
-    assert!(matches!(multi.resolve(), Err(OptionError::MultiNode(_))));
+    let r = multi.resolve().unwrap();
+    assert_eq!((r.node_count, r.ntasks), (2, 8));
+    let staged = JobOptions {
+        nodes: Some("2".into()),
+        datasets: vec!["imagenet".into()],
+        ..Default::default()
+    };
+    assert_eq!(
+        staged.resolve().unwrap_err(),
+        OptionError::MultiNode(2, "--dataset")
+    );
     let tasks = JobOptions {
         ntasks: Some(2),
         cpus_per_task: Some(4),

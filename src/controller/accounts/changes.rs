@@ -194,7 +194,7 @@ impl Engine {
         let mut in_use: BTreeMap<&str, u32> = BTreeMap::new();
         for (job, alloc) in self.sched.running() {
             if let Some(a) = &job.account {
-                *in_use.entry(a).or_default() += alloc.gpus.len() as u32;
+                *in_use.entry(a).or_default() += alloc.gpu_count() as u32;
             }
         }
         AccountsView {

@@ -97,6 +97,8 @@ impl Engine {
             gpus: allocation.gpus,
             stdout,
             stderr,
+            others: allocation.others,
+            ports: allocation.ports,
         };
         self.lifecycle(Event::Placed {
             job,

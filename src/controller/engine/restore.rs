@@ -59,8 +59,8 @@ impl Engine {
                     cpus: row.spec.resources.cpus,
                     mem_mib: row.spec.resources.mem_mib,
                     shared: row.spec.resources.gpu_share && !row.gpus.is_empty(),
-                    others: Vec::new(),
-                    ports: None,
+                    others: row.others.clone(),
+                    ports: row.ports,
                 };
                 if let Err(e) = self.sched.restore_running(row.spec.clone(), alloc) {
                     // Its node or GPUs are gone from the configuration: it cannot be re-adopted.

@@ -265,8 +265,10 @@ impl Engine {
         let stdout = row.stdout.clone().unwrap_or_default();
         let stderr = row.stderr.clone().unwrap_or_default();
         let (node, launch) = self.launch(row, &alloc, stdout, stderr, !staged);
-        self.outbox
-            .order(&node, AgentOrder::Start(Box::new(launch)));
+        for (node, launch) in self.gang_launches(node, launch, &alloc) {
+            self.outbox
+                .order(&node, AgentOrder::Start(Box::new(launch)));
+        }
     }
 
     /// A requeued attempt that ran is charged for the time it held its GPUs, as an end is.
@@ -294,8 +296,8 @@ impl Engine {
             job: Some(job),
             note: Some(format!(
                 "{} GPUs on {} for {held}, then requeued",
-                alloc.gpus.len(),
-                alloc.node
+                alloc.gpu_count(),
+                alloc_nodes(&alloc)
             )),
         };
         self.ledger.push(entry.clone());
@@ -321,7 +323,11 @@ impl Engine {
             let charge = self.sched.charge_for(alloc, end);
             if charge > 0.0 {
                 let held = labpool_units::format_elapsed(end.secs_since(alloc.start));
-                let note = format!("{} GPUs on {} for {held}", alloc.gpus.len(), alloc.node);
+                let note = format!(
+                    "{} GPUs on {} for {held}",
+                    alloc.gpu_count(),
+                    alloc_nodes(alloc)
+                );
                 entries.push(Entry {
                     time: end,
                     user: user.clone(),
@@ -359,4 +365,10 @@ impl Engine {
         self.refresh_balance(&user);
         tracing::info!(job, state = %row.state, exit_code = ?row.exit_code, "job ended");
     }
+}
+
+/// An allocation's nodes as a ledger note names them: `gpu1`, or `gn[1-2]`.
+fn alloc_nodes(alloc: &labpool_scheduler::Allocation) -> String {
+    let names: Vec<String> = alloc.node_names().iter().map(|n| n.to_string()).collect();
+    labpool_scheduler::hostlist::compress(&names)
 }

@@ -4,6 +4,7 @@
 //! never stalls the engine loop, and a node's view of its users is the one that counts.
 
 use crate::api::agent::{ArrayEnv, Launch};
+use crate::api::gang::{Gang, GangNode, block_tasks};
 use crate::controller::engine::Engine;
 use crate::controller::jobs::JobRow;
 use labpool_scheduler::Allocation;
@@ -60,7 +61,77 @@ impl Engine {
             open_append: req.open_append,
             ntasks: req.ntasks,
             gpus_per_task: req.gpus_per_task,
+            ports: alloc.ports,
+            gang: None,
         };
         (alloc.node.clone(), launch)
+    }
+
+    /// The launch orders of a job's attempt, one per node: for a gang, each node is told of
+    /// all of them and which one it is; its other nodes run the step launcher, not the
+    /// script, and write no output file (the script's output is the first node's).
+    pub(crate) fn gang_launches(
+        &self,
+        node: String,
+        launch: Launch,
+        alloc: &Allocation,
+    ) -> Vec<(String, Launch)> {
+        if alloc.others.is_empty() {
+            return vec![(node, launch)];
+        }
+        let nodes: Vec<GangNode> = alloc
+            .shares()
+            .into_iter()
+            .map(|s| GangNode {
+                host: self.node_host(&s.node),
+                name: s.node,
+                gpus: s.gpus,
+            })
+            .collect();
+        let secret = format!(
+            "{:016x}{:016x}",
+            crate::transport::random_u64(),
+            crate::transport::random_u64()
+        );
+        let tasks_per_node = block_tasks(launch.ntasks, nodes.len() as u32);
+        nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| {
+                let mut l = launch.clone();
+                l.gpus = n.gpus.clone();
+                if i > 0 {
+                    l.stdout = PathBuf::from("/dev/null");
+                    l.stderr = PathBuf::from("/dev/null");
+                    l.open_append = true;
+                    l.datasets.clear();
+                }
+                l.gang = Some(Gang {
+                    nodes: nodes.clone(),
+                    index: i as u32,
+                    tasks_per_node: tasks_per_node.clone(),
+                    secret: secret.clone(),
+                });
+                (n.name.clone(), l)
+            })
+            .collect()
+    }
+
+    /// The address other nodes reach `node` at: its agent's host, or, for the controller's
+    /// own node, the host of `[controller] listen` (the node's name when that is a wildcard).
+    fn node_host(&self, node: &str) -> String {
+        let host = |addr: &str| -> String {
+            addr.rsplit_once(':')
+                .map_or(addr, |(h, _)| h)
+                .trim_matches(['[', ']'])
+                .to_string()
+        };
+        if let Some(r) = self.remote.get(node) {
+            return host(&r.address);
+        }
+        match self.config.controller.listen.as_deref().map(host) {
+            Some(h) if !h.is_empty() && h != "0.0.0.0" && h != "::" => h,
+            _ => node.to_string(),
+        }
     }
 }

@@ -67,6 +67,9 @@ impl JobRow {
             reason_detail: self.reason_detail.clone(),
             node: self.node.clone(),
             gpus: self.gpus.clone(),
+            others: self.others.clone(),
+            node_count: self.request.node_count.max(1),
+            ntasks: self.request.ntasks.max(1),
             gpus_requested: self.spec.resources.gpus,
             gpu_type: self.spec.resources.gpu_type.clone(),
             cpus: self.spec.resources.cpus,
@@ -134,7 +137,7 @@ pub struct JobEvent {
 }
 
 const JOB_COLUMNS: &str = "id, name, user, uid, gid, partition, state, reason, reason_detail, gpus_requested, gpu_type, \
-     cpus, mem_mib, time_limit_s, node, gpus, exit_code, signal, submit_time, start_time, end_time, attempt, cancel_requested_by, stdout, stderr, request, account, emergency, array_id, array_task, isolation, hold, requeue_requested_by";
+     cpus, mem_mib, time_limit_s, node, gpus, exit_code, signal, submit_time, start_time, end_time, attempt, cancel_requested_by, stdout, stderr, request, account, emergency, array_id, array_task, isolation, hold, requeue_requested_by, others, ports";
 
 impl Db {
     /// The id the next job will get (ids are never reused).
@@ -341,6 +344,14 @@ fn job_from_row(r: &SqliteRow) -> Result<JobRow, DbError> {
             Some(h) => Some(serde_json::from_str(&h).map_err(|e| corrupt(format!("hold: {e}")))?),
             None => None,
         },
+        others: match r.try_get::<Option<String>, _>("others")? {
+            Some(o) => serde_json::from_str(&o).map_err(|e| corrupt(format!("others: {e}")))?,
+            None => Vec::new(),
+        },
+        ports: match r.try_get::<Option<String>, _>("ports")? {
+            Some(p) => Some(serde_json::from_str(&p).map_err(|e| corrupt(format!("ports: {e}")))?),
+            None => None,
+        },
     };
     let held = life.hold.as_ref().map(|h| h.kind);
     Ok(JobRow {
@@ -354,7 +365,7 @@ fn job_from_row(r: &SqliteRow) -> Result<JobRow, DbError> {
             user: r.try_get("user")?,
             partition: r.try_get("partition")?,
             resources: Resources {
-                nodes: 1,
+                nodes: request.node_count.max(1),
                 gpus: r.try_get::<i64, _>("gpus_requested")? as u32,
                 gpu_type: r.try_get("gpu_type")?,
                 cpus: r.try_get::<i64, _>("cpus")? as u32,

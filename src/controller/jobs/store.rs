@@ -10,6 +10,16 @@ pub(super) fn hold_column(hold: Option<&labpool_lifecycle::Hold>) -> Option<Stri
     hold.map(|h| serde_json::to_string(h).expect("a hold serialises"))
 }
 
+/// A placement's gang nodes and leased ports as their columns keep them: JSON, or NULL.
+fn placement_columns(p: &labpool_lifecycle::Placement) -> (Option<String>, Option<String>) {
+    let others = (!p.others.is_empty())
+        .then(|| serde_json::to_string(&p.others).expect("node shares serialise"));
+    let ports = p
+        .ports
+        .map(|b| serde_json::to_string(&b).expect("a port block serialises"));
+    (others, ports)
+}
+
 impl Db {
     /// Writes one change of `job`.
     pub async fn persist(
@@ -26,9 +36,11 @@ impl Db {
                 detail,
                 ..
             } => {
+                let (others, ports) = placement_columns(p);
                 sqlx::query(
                     "UPDATE jobs SET state = 'STAGING', reason = ?, reason_detail = ?, node = ?, gpus = ?, attempt = ?, \
-                     start_time = NULL, end_time = NULL, exit_code = NULL, signal = NULL, cancel_requested_by = NULL, stdout = ?, stderr = ? WHERE id = ?",
+                     start_time = NULL, end_time = NULL, exit_code = NULL, signal = NULL, cancel_requested_by = NULL, stdout = ?, stderr = ?, \
+                     others = ?, ports = ? WHERE id = ?",
                 )
                 .bind(kind.reason())
                 .bind(detail)
@@ -37,6 +49,8 @@ impl Db {
                 .bind(*attempt as i64)
                 .bind(p.stdout.display().to_string())
                 .bind(p.stderr.display().to_string())
+                .bind(others)
+                .bind(ports)
                 .bind(id)
                 .execute(&mut **tx)
                 .await?;
@@ -47,9 +61,11 @@ impl Db {
                 isolation,
                 time,
             } => {
+                let (others, ports) = placement_columns(p);
                 sqlx::query(
                     "UPDATE jobs SET state = 'RUNNING', reason = NULL, reason_detail = NULL, node = ?, gpus = ?, attempt = ?, \
-                     start_time = ?, end_time = NULL, exit_code = NULL, signal = NULL, cancel_requested_by = NULL, stdout = ?, stderr = ?, isolation = ? WHERE id = ?",
+                     start_time = ?, end_time = NULL, exit_code = NULL, signal = NULL, cancel_requested_by = NULL, stdout = ?, stderr = ?, isolation = ?, \
+                     others = ?, ports = ? WHERE id = ?",
                 )
                 .bind(&p.node)
                 .bind(gpu_column(&p.gpus))
@@ -58,6 +74,8 @@ impl Db {
                 .bind(p.stdout.display().to_string())
                 .bind(p.stderr.display().to_string())
                 .bind(isolation)
+                .bind(others)
+                .bind(ports)
                 .bind(id)
                 .execute(&mut **tx)
                 .await?;
@@ -94,7 +112,7 @@ impl Db {
             }
             Transition::Requeued { code, detail, .. } => {
                 sqlx::query(
-                    "UPDATE jobs SET state = 'PENDING', reason = ?, reason_detail = ?, node = NULL, gpus = '', start_time = NULL, requeue_requested_by = NULL WHERE id = ?",
+                    "UPDATE jobs SET state = 'PENDING', reason = ?, reason_detail = ?, node = NULL, gpus = '', others = NULL, ports = NULL, start_time = NULL, requeue_requested_by = NULL WHERE id = ?",
                 )
                 .bind(code)
                 .bind(detail)

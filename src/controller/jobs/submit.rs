@@ -27,7 +27,7 @@ pub(crate) type SubmitItem = (
 
 pub(crate) fn resources_of(req: &SubmitRequest) -> Resources {
     Resources {
-        nodes: 1,
+        nodes: req.node_count.max(1),
         gpus: req.gpus,
         gpu_type: req.gpu_type.clone(),
         cpus: req.cpus,

@@ -1,0 +1,71 @@
+//! `srun`'s side of a step's tasks on another node of the gang: it sends them to that node's
+//! step launcher (see [`crate::api::gang`]) and relays their output and exit codes.
+
+use crate::api::gang::{StepFrame, StepRequest};
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+/// How long `srun` keeps trying to reach a launcher that is still starting.
+const CONNECT_FOR: Duration = Duration::from_secs(15);
+
+/// Runs `req`'s tasks on `node` at `host:port`, printing their lines as they come (prefixed
+/// with the rank, `width` wide, with `-l`), and returns each task's (rank, exit code, signal).
+pub fn run(
+    node: &str,
+    host: &str,
+    port: u16,
+    req: &StepRequest,
+    label: Option<usize>,
+) -> Result<Vec<(u32, i32, Option<i32>)>, String> {
+    let started = Instant::now();
+    let mut stream = loop {
+        match TcpStream::connect((host, port)) {
+            Ok(s) => break s,
+            Err(e) if started.elapsed() < CONNECT_FOR => {
+                tracing::debug!("{host}:{port}: {e}; retrying");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Err(e) => {
+                return Err(format!(
+                    "cannot reach the step launcher of node {node} at {host}:{port}: {e}; is the node up (`labpool nodes`)?"
+                ));
+            }
+        }
+    };
+    let mut line = serde_json::to_string(req).map_err(|e| e.to_string())?;
+    line.push('\n');
+    stream
+        .write_all(line.as_bytes())
+        .map_err(|e| format!("node {node}: {e}"))?;
+    let reader = BufReader::new(stream);
+    for frame in reader.lines() {
+        let frame = frame.map_err(|e| format!("node {node}: {e}"))?;
+        let frame: StepFrame = serde_json::from_str(&frame)
+            .map_err(|e| format!("node {node} sent a line that is not a step frame: {e}"))?;
+        match frame {
+            StepFrame::Out { rank, line } => print_line(false, rank, &line, label),
+            StepFrame::Err { rank, line } => print_line(true, rank, &line, label),
+            StepFrame::Exit { codes } => return Ok(codes),
+            StepFrame::Refused { why } => {
+                return Err(format!("node {node} refused the step: {why}"));
+            }
+        }
+    }
+    Err(format!(
+        "lost node {node} before its tasks ended (its step launcher stopped)"
+    ))
+}
+
+/// Writes one task line to `srun`'s own output, with the rank first under `-l`.
+pub fn print_line(to_stderr: bool, rank: u32, line: &str, label: Option<usize>) {
+    let text = match label {
+        Some(width) => format!("{rank:>width$}: {line}\n"),
+        None => format!("{line}\n"),
+    };
+    let _ = if to_stderr {
+        std::io::stderr().write_all(text.as_bytes())
+    } else {
+        std::io::stdout().write_all(text.as_bytes())
+    };
+}
