@@ -20,7 +20,10 @@
 
 #[path = "common.rs"]
 mod common;
+#[path = "slurm_peer.rs"]
+mod slurm_peer;
 use common::{bench_base, env_num, median, run, scratch_dir, start_labpool};
+use slurm_peer::Slurm;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -149,70 +152,20 @@ impl Drop for Labpool {
     }
 }
 
-/// The Slurm 22.05 test cluster of `scripts/slurm-cluster` (started if it is not running).
-struct Slurm {
-    conf: String,
-    version: String,
-}
-
-impl Slurm {
-    fn start() -> Result<Slurm, String> {
-        if !nix::unistd::geteuid().is_root() {
-            return Err("not root: scripts/slurm-cluster needs root".into());
-        }
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/slurm-cluster");
-        let started = Command::new(&script)
-            .arg("start")
-            .output()
-            .map_err(|e| e.to_string())?;
-        if !started.status.success() {
-            return Err(format!(
-                "scripts/slurm-cluster start failed: {}",
-                String::from_utf8_lossy(&started.stderr).trim()
-            ));
-        }
-        let env = run(Command::new(&script).arg("env"));
-        let conf = env
-            .trim()
-            .trim_start_matches("export SLURM_CONF=")
-            .to_string();
-        let version = run(Command::new("sbatch")
-            .arg("--version")
-            .env("SLURM_CONF", &conf));
-        Ok(Slurm {
-            version: version.trim().to_string(),
-            conf,
-        })
-    }
-
-    fn cmd(&self, program: &str) -> Command {
-        let mut c = Command::new(program);
-        c.env("SLURM_CONF", &self.conf).stdin(Stdio::null());
-        c
-    }
-
-    /// Runs the script as one job; each kind's step times in ms.
-    fn steps(&self, out: &Path, reps: usize, timeout: Duration) -> Vec<Vec<f64>> {
-        let file = write_script(out, reps);
-        let id = run(self
-            .cmd("sbatch")
-            .current_dir(out)
-            .args(["--parsable", "-o"])
-            .arg(out.join("job.out"))
-            .arg(&file));
-        let id = id.trim().split(';').next().unwrap().to_string();
-        let times = collect(out, reps, timeout, "Slurm");
-        // Wait for the job to leave the queue, so that a next run finds the cluster idle.
-        let t0 = Instant::now();
-        while t0.elapsed() < Duration::from_secs(30)
-            && !run(self.cmd("squeue").args(["-h", "-j", &id]))
-                .trim()
-                .is_empty()
-        {
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        times
-    }
+/// Runs the script as one job on the Slurm peer; each kind's step times in ms.
+fn slurm_steps(slurm: &Slurm, out: &Path, reps: usize, timeout: Duration) -> Vec<Vec<f64>> {
+    let file = write_script(out, reps);
+    let id = run(slurm
+        .cmd("sbatch")
+        .current_dir(out)
+        .args(["--parsable", "-o"])
+        .arg(out.join("job.out"))
+        .arg(&file));
+    let id = id.trim().split(';').next().unwrap().to_string();
+    let times = collect(out, reps, timeout, "Slurm");
+    // Wait for the job to leave the queue, so that a next run finds the cluster idle.
+    slurm.wait_gone(&id);
+    times
 }
 
 fn main() {
@@ -238,7 +191,7 @@ fn main() {
     let sl_dir = scratch_dir(&base, "srun-slurm");
     let sl_ms = slurm
         .as_ref()
-        .map(|s| s.steps(sl_dir.path(), reps, timeout));
+        .map(|s| slurm_steps(s, sl_dir.path(), reps, timeout));
 
     println!();
     println!(
