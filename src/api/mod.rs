@@ -195,6 +195,9 @@ pub struct JobView {
     /// A multi-node job's other nodes, with the GPUs it holds on each.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub others: Vec<labpool_scheduler::NodeShare>,
+    /// The ports leased to it while it runs (`MASTER_PORT` is the first).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ports: Option<labpool_scheduler::PortBlock>,
     /// Nodes asked for (`--nodes`); `gpus_requested`, `cpus` and `mem_mib` are each node's.
     #[serde(default = "one")]
     pub node_count: u32,

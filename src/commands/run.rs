@@ -58,11 +58,18 @@ pub async fn run(args: &RunArgs, config: &Config) -> anyhow::Result<i32> {
         args: Vec::new(),
     };
     let cwd = std::env::current_dir().context("cannot read the current directory")?;
-    let env: BTreeMap<String, String> = std::env::vars().collect();
+    let mut env: BTreeMap<String, String> = std::env::vars().collect();
+    // Shown by this client to reach the session from another machine (see session::conn).
+    let token = format!(
+        "{:016x}{:016x}",
+        crate::transport::random_u64(),
+        crate::transport::random_u64()
+    );
+    env.insert(crate::session::conn::TOKEN_VAR.into(), token.clone());
     let (req, warnings) = super::submit::build_request(&submit, &cwd, &env)?;
     for w in warnings {
         eprintln!("warning: {w}");
     }
     let client = Client::new(&config.controller.socket);
-    crate::session::attach::attach(&client, &req, &socket).await
+    crate::session::attach::attach(&client, &req, &socket, &token).await
 }

@@ -1,7 +1,8 @@
 //! The client side of a session: queue the job, wait for it to start, and join this terminal
 //! to its shell (raw mode, so keys and screens pass through), until the shell ends.
 
-use crate::api::{CancelRequest, JobView, SubmitRequest, Submitted};
+use super::conn::Conn;
+use crate::api::{CancelRequest, JobView, NodeView, SubmitRequest, Submitted};
 use crate::client::Client;
 use crate::controller::http::JobDetail;
 use labpool_scheduler::JobState;
@@ -60,6 +61,7 @@ pub async fn attach(
     client: &Client,
     req: &SubmitRequest,
     socket: &std::path::Path,
+    token: &str,
 ) -> anyhow::Result<i32> {
     let submitted: Submitted = client.post("/v1/jobs", req).await?;
     let id = submitted.job_id;
@@ -81,19 +83,31 @@ pub async fn attach(
                 .unwrap_or_default()
         );
     }
+    // On this machine the socket appears; on another, the job's session port answers.
+    let remote = remote_address(client, &job).await;
     let t0 = Instant::now();
-    let stream = loop {
+    let stream: Box<dyn Conn> = loop {
         match UnixStream::connect(socket) {
-            Ok(s) => break s,
+            Ok(s) => break Box::new(s),
             Err(e) if t0.elapsed() > SOCKET_WITHIN => {
+                let tried = match &remote {
+                    Some((host, port)) => format!("{} and {host}:{port}", socket.display()),
+                    None => socket.display().to_string(),
+                };
                 anyhow::bail!(
-                    "job {id} runs on {} but its session is not reachable here ({}: {e}); sessions join a terminal on the machine the job runs on",
+                    "job {id} runs on {} but its session is not reachable from here ({tried}: {e}); the job's ports under [jobs] ports must be open between the nodes",
                     job.node.unwrap_or_default(),
-                    socket.display()
                 )
             }
-            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+            Err(_) => {}
         }
+        if let Some((host, port)) = &remote
+            && let Ok(mut s) = std::net::TcpStream::connect((host.as_str(), *port))
+            && s.write_all(format!("{token}\n").as_bytes()).is_ok()
+        {
+            break Box::new(s);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
     };
     eprintln!(
         "labpool: job {id} on {} with GPUs {}",
@@ -144,10 +158,23 @@ async fn wait_started(client: &Client, id: u64) -> anyhow::Result<JobView> {
     }
 }
 
-/// Joins this terminal to the session until the session closes the socket.
-fn relay(stream: UnixStream) -> anyhow::Result<()> {
+/// Where a session on another machine answers: the job's node's agent host, and its session
+/// port; `None` for a job without leased ports or a node without an agent (the local node).
+async fn remote_address(client: &Client, job: &JobView) -> Option<(String, u16)> {
+    let port = job.ports?.first.checked_add(1)?;
+    let nodes: Vec<NodeView> = client.get("/v1/nodes").await.ok()?;
+    let agent = nodes
+        .into_iter()
+        .find(|n| Some(&n.name) == job.node.as_ref())?
+        .agent?;
+    let host = agent.rsplit_once(':').map_or(agent.as_str(), |(h, _)| h);
+    Some((host.trim_matches(['[', ']']).to_string(), port))
+}
+
+/// Joins this terminal to the session until the session closes the connection.
+fn relay(stream: Box<dyn Conn>) -> anyhow::Result<()> {
     let (rows, cols) = window();
-    let mut to_host = stream.try_clone()?;
+    let mut to_host = stream.dup()?;
     to_host.write_all(format!("{rows} {cols}\n").as_bytes())?;
     let _raw = RawMode::enter();
     std::thread::spawn(move || {

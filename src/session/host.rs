@@ -1,8 +1,13 @@
 //! The job side of a session: a shell on a pseudo-terminal, served to one client on a Unix
-//! socket. The client first sends `ROWS COLS\n`, then the terminal's bytes both ways.
+//! socket, or on the job's session port to a client on another machine that shows the
+//! session's token first (`TOKEN\n`). The client then sends `ROWS COLS\n`, then the terminal's
+//! bytes both ways.
 
+use super::conn::{Conn, TOKEN_VAR, same_token, session_port};
+use crate::env_vars::LABPOOL_PORTS;
 use nix::pty::{OpenptyResult, Winsize, openpty};
 use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::net::UnixListener;
 use std::os::unix::process::CommandExt;
@@ -43,25 +48,34 @@ fn serve(socket: &Path, idle: Duration, command: &[String]) -> std::io::Result<i
     let listener = UnixListener::bind(socket)?;
     std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o600))?;
     listener.set_nonblocking(true)?;
+    let remote = remote_listener()?;
     let t0 = Instant::now();
-    let stream = loop {
+    let stream: Box<dyn Conn> = loop {
         match listener.accept() {
-            Ok((s, _)) => break s,
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                if t0.elapsed() > ATTACH_WITHIN {
-                    let _ = std::fs::remove_file(socket);
-                    return Err(std::io::Error::other(
-                        "no terminal attached; the session ends",
-                    ));
-                }
-                std::thread::sleep(Duration::from_millis(50));
+            Ok((s, _)) => {
+                s.set_nonblocking(false)?;
+                break Box::new(s);
             }
-            Err(e) => return Err(e),
+            Err(e) if e.kind() != std::io::ErrorKind::WouldBlock => return Err(e),
+            Err(_) => {}
         }
+        if let Some((l, token)) = &remote
+            && let Ok((s, _)) = l.accept()
+            && let Some(s) = shows_token(s, token)
+        {
+            break Box::new(s);
+        }
+        if t0.elapsed() > ATTACH_WITHIN {
+            let _ = std::fs::remove_file(socket);
+            return Err(std::io::Error::other(
+                "no terminal attached; the session ends",
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(50));
     };
     let _ = std::fs::remove_file(socket);
-    stream.set_nonblocking(false)?;
-    let mut reader = BufReader::new(stream.try_clone()?);
+    drop(remote);
+    let mut reader = BufReader::new(stream.dup()?);
     let mut first = String::new();
     reader.read_line(&mut first)?;
     let mut size = first
@@ -100,10 +114,10 @@ fn serve(socket: &Path, idle: Duration, command: &[String]) -> std::io::Result<i
         });
     }
     // The shell's bytes to the client.
-    let mut to_client = stream.try_clone()?;
+    let mut to_client = stream.dup()?;
     let relay = {
         let mut from_shell = std::fs::File::from(master);
-        let mut out = stream.try_clone()?;
+        let mut out = stream.dup()?;
         std::thread::spawn(move || {
             let mut buf = [0u8; 4096];
             // EIO once the shell and everything on its terminal are gone.
@@ -146,6 +160,44 @@ fn serve(socket: &Path, idle: Duration, command: &[String]) -> std::io::Result<i
         }
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+/// The session's TCP listener and token, for a client on another machine: on the job's second
+/// leased port, when the job has ports and the session a token.
+fn remote_listener() -> std::io::Result<Option<(TcpListener, String)>> {
+    let (Ok(ports), Ok(token)) = (std::env::var(LABPOOL_PORTS), std::env::var(TOKEN_VAR)) else {
+        return Ok(None);
+    };
+    let Some(port) = session_port(&ports) else {
+        return Ok(None);
+    };
+    // Without it the session is still joined on this machine, through the socket.
+    let l = match TcpListener::bind(("0.0.0.0", port)) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!(
+                "labpool session: port {port} ({e}); the session is reachable on this node only"
+            );
+            return Ok(None);
+        }
+    };
+    l.set_nonblocking(true)?;
+    Ok(Some((l, token)))
+}
+
+/// The connection, once its first line is the session's token; `None` (and it is closed)
+/// otherwise.
+fn shows_token(s: TcpStream, token: &str) -> Option<TcpStream> {
+    s.set_nonblocking(false).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    let mut line = Vec::new();
+    let mut byte = [0u8; 1];
+    let mut r = &s;
+    while line.len() < 256 && r.read(&mut byte).ok()? == 1 && byte[0] != b'\n' {
+        line.push(byte[0]);
+    }
+    s.set_read_timeout(None).ok()?;
+    same_token(std::str::from_utf8(&line).ok()?, token).then_some(s)
 }
 
 /// Starts `command` with the terminal `slave` as its controlling terminal and standard streams.

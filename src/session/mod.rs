@@ -10,6 +10,7 @@
 //! `[jobs] interactive_idle` (1 h by default) is stopped with a notice.
 
 pub mod attach;
+pub mod conn;
 pub mod host;
 
 use std::path::PathBuf;

@@ -86,12 +86,8 @@ fn serve() -> Result<(), String> {
 /// The launcher's port: the job's second leased port.
 pub fn step_port() -> Result<u16, String> {
     let ports = std::env::var(LABPOOL_PORTS).map_err(|_| format!("{LABPOOL_PORTS} is not set"))?;
-    let first: u16 = ports
-        .split('-')
-        .next()
-        .and_then(|p| p.parse().ok())
-        .ok_or_else(|| format!("{LABPOOL_PORTS}={ports} is not FIRST-LAST"))?;
-    Ok(first.saturating_add(1))
+    crate::session::conn::session_port(&ports)
+        .ok_or_else(|| format!("{LABPOOL_PORTS}={ports} is not FIRST-LAST"))
 }
 
 fn send(out: &Mutex<TcpStream>, frame: &StepFrame) {
@@ -118,7 +114,7 @@ fn handle(conn: TcpStream, secret: &str) -> Result<(), String> {
             return Err(format!("{peer}: not a step request"));
         }
     };
-    if !same_secret(&req.secret, secret) {
+    if !crate::session::conn::same_token(&req.secret, secret) {
         send(
             &out,
             &StepFrame::Refused {
@@ -228,11 +224,6 @@ fn handle(conn: TcpStream, secret: &str) -> Result<(), String> {
     }
     send(&out, &StepFrame::Exit { codes });
     Ok(())
-}
-
-/// Compares secrets in time that does not depend on where they differ.
-fn same_secret(a: &str, b: &str) -> bool {
-    a.len() == b.len() && a.bytes().zip(b.bytes()).fold(0u8, |d, (x, y)| d | (x ^ y)) == 0
 }
 
 /// `srun`'s environment with this node's own variables over it, and this node's commands

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 const T: Duration = Duration::from_secs(30);
 
 /// A terminal the test types into, with the session client on its other end.
-struct Terminal {
+pub struct Terminal {
     master: std::fs::File,
     seen: mpsc::Receiver<Vec<u8>>,
     text: String,
@@ -25,7 +25,7 @@ impl Terminal {
         Terminal::open_with(pool, &pool.bin, args)
     }
 
-    fn open_with(pool: &Pool, program: &std::path::Path, args: &[&str]) -> Terminal {
+    pub fn open_with(pool: &Pool, program: &std::path::Path, args: &[&str]) -> Terminal {
         let OpenptyResult { master, slave } = openpty(None, None).unwrap();
         let io = |fd: &OwnedFd| Stdio::from(fd.try_clone().unwrap());
         let client = Command::new(program)
@@ -58,14 +58,14 @@ impl Terminal {
         }
     }
 
-    fn type_line(&mut self, line: &str) {
+    pub fn type_line(&mut self, line: &str) {
         self.master
             .write_all(format!("{line}\n").as_bytes())
             .unwrap();
     }
 
     /// Waits until the screen shows `what`.
-    fn expect(&mut self, what: &str) {
+    pub fn expect(&mut self, what: &str) {
         let t0 = Instant::now();
         while !self.text.contains(what) {
             assert!(
@@ -79,7 +79,7 @@ impl Terminal {
         }
     }
 
-    fn exit_code(&mut self) -> Option<i32> {
+    pub fn exit_code(&mut self) -> Option<i32> {
         let t0 = Instant::now();
         loop {
             if let Some(status) = self.client.try_wait().unwrap() {

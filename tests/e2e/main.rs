@@ -29,6 +29,7 @@ mod policy;
 mod pool;
 mod quotas;
 mod recovery;
+mod session_remote;
 mod show_settings;
 mod slurm_commands;
 mod slurm_differential;

@@ -30,6 +30,8 @@ pub struct Agent {
     pub netns: Option<String>,
     /// Extra environment for the agent process.
     pub env: Vec<(String, String)>,
+    /// A command the agent is started under (`unshare …`), before the binary.
+    pub wrapper: Vec<String>,
 }
 
 impl Agent {
@@ -40,14 +42,16 @@ impl Agent {
             .append(true)
             .open(self.dir.join("agent.out"))
             .unwrap();
-        let mut cmd = match &self.netns {
-            Some(ns) => {
-                let mut c = Command::new("ip");
-                c.args(["netns", "exec", ns]).arg(bin());
-                c
-            }
-            None => Command::new(bin()),
+        let mut argv: Vec<String> = match &self.netns {
+            Some(ns) => ["ip", "netns", "exec", ns.as_str()]
+                .map(String::from)
+                .to_vec(),
+            None => Vec::new(),
         };
+        argv.extend(self.wrapper.iter().cloned());
+        argv.push(bin().display().to_string());
+        let mut cmd = Command::new(&argv[0]);
+        cmd.args(&argv[1..]);
         cmd.arg("agent")
             .env("LABPOOL_CONFIG", &self.config)
             .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
@@ -160,6 +164,7 @@ impl Cluster {
             child: None,
             netns: None,
             env: Vec::new(),
+            wrapper: Vec::new(),
         });
         self.agents.len() - 1
     }

@@ -82,9 +82,13 @@ pub fn ensure_user_in(name: &str, group: Option<&str>) -> (u32, u32) {
     panic!("cannot create test user {name} (are useradd and groupadd installed?)");
 }
 
-/// A config `labpool init` wrote, made quick for tests: a 1 s kill grace and 32 cores.
+/// A config `labpool init` wrote, made quick for tests: a 1 s kill grace, 32 cores, and job
+/// ports of this test process's own (tests run side by side on one host's network).
 pub fn for_tests(text: &str) -> String {
+    let base = 10_000 + (std::process::id() % 10) * 2_000;
+    let ports = format!("ports = \"{base}-{}\"", base + 1_999);
     text.replace("kill_grace = \"30s\"", "kill_grace = \"1s\"")
+        .replace("# ports = \"20000-29999\"", &ports)
         .lines()
         .map(|l| {
             if l.starts_with("cpus = ") {

@@ -68,6 +68,7 @@ impl JobRow {
             node: self.node.clone(),
             gpus: self.gpus.clone(),
             others: self.others.clone(),
+            ports: self.ports,
             node_count: self.request.node_count.max(1),
             ntasks: self.request.ntasks.max(1),
             gpus_requested: self.spec.resources.gpus,
