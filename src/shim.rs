@@ -68,6 +68,10 @@ pub struct ShimSpec {
     /// Append to the output files rather than truncate them (`--open-mode=append`).
     #[serde(default)]
     pub open_append: bool,
+    /// `--get-user-env`: lay `env` over the user's login environment, read with this many
+    /// seconds for the login shell.
+    #[serde(default)]
+    pub login_env_s: Option<u32>,
 }
 
 enum Event {
@@ -463,10 +467,23 @@ fn spawn(
     stderr: File,
     groups: Option<&JobCgroups>,
 ) -> std::io::Result<std::process::Child> {
+    let env = match spec.login_env_s {
+        Some(s) => match crate::agent::login_env::load(&spec.user, Duration::from_secs(s.into())) {
+            Ok(login) => crate::agent::login_env::merged(login, &spec.env),
+            Err(e) => {
+                let note = format!(
+                    "labpool: --get-user-env: {e}; the job runs with the environment it was submitted with\n"
+                );
+                let _ = std::io::Write::write_all(&mut &stderr, note.as_bytes());
+                spec.env.clone()
+            }
+        },
+        None => spec.env.clone(),
+    };
     let mut cmd = Command::new(&spec.program);
     cmd.args(&spec.args)
         .env_clear()
-        .envs(&spec.env)
+        .envs(&env)
         .stdin(Stdio::null())
         .stdout(stdout)
         .stderr(stderr);

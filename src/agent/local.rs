@@ -319,6 +319,7 @@ impl Executor {
             isolation: self.job_isolation(launch, &dir),
             signal: launch.signal,
             open_append: launch.open_append,
+            login_env_s: launch.get_user_env,
         };
         // The spec holds the job's environment, which may hold secrets: private from the start.
         dir.write_spec(&spec)?;

@@ -7,6 +7,7 @@ pub mod environment;
 pub mod gang;
 pub mod jobdir;
 pub mod local;
+pub mod login_env;
 pub mod node;
 pub mod peer;
 pub mod procs;

@@ -72,6 +72,9 @@ pub struct Launch {
     /// `--gpus-per-task`: what `srun` gives each task by default.
     #[serde(default)]
     pub gpus_per_task: Option<u32>,
+    /// `--get-user-env`: seconds for the login shell whose environment the job starts from.
+    #[serde(default)]
+    pub get_user_env: Option<u32>,
     /// The ports leased to the job on its nodes: `MASTER_PORT` is the first.
     #[serde(default)]
     pub ports: Option<labpool_scheduler::PortBlock>,

@@ -114,6 +114,10 @@ pub struct SubmitRequest {
     /// A signal to send before the time limit (`--signal`).
     #[serde(default)]
     pub signal: Option<labpool_scheduler::options::SignalSpec>,
+    /// `--get-user-env`: the login environment under the submitted one; seconds for the
+    /// login shell.
+    #[serde(default)]
+    pub get_user_env: Option<u32>,
     /// Append to the output files rather than truncate them (`--open-mode=append`).
     #[serde(default)]
     pub open_append: bool,

@@ -35,6 +35,7 @@ impl SubmitRequest {
             no_requeue: false,
             signal: None,
             open_append: false,
+            get_user_env: None,
             hold: false,
             begin_ms: None,
             deadline_ms: None,

@@ -152,6 +152,7 @@ pub fn build_request(
         wrapped: args.wrap.is_some(),
         signal: request.signal,
         open_append: request.open_append,
+        get_user_env: request.get_user_env,
         nodes: request.nodes.clone(),
         hold: request.hold,
         begin_ms,

@@ -147,10 +147,14 @@ fn options_that_mean_nothing_here_are_accepted_with_one_line_each() {
     let out = pool.command(&["submit", "site.sh"]).output().unwrap();
     assert!(out.status.success(), "{out:?}");
     let err = String::from_utf8_lossy(&out.stderr);
-    has(&err, &["--get-user-env", "--licenses", "--clusters"]);
-    // The comment means something: it is kept with the job, and not warned about.
-    assert!(!err.contains("--comment"), "{err}");
-    assert_eq!(err.lines().count(), 3, "{err}");
+    has(&err, &["--licenses", "--clusters"]);
+    // The comment and --get-user-env mean something: the comment is kept with the job, and
+    // neither is warned about.
+    assert!(
+        !err.contains("--comment") && !err.contains("--get-user-env"),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 2, "{err}");
     let job = pool.job(1);
     assert_eq!(s(&job, "comment"), "paper run", "{job:#}");
     has(&pool.ok(&["show", "1"]), &["comment     paper run"]);
@@ -261,4 +265,69 @@ fn a_signal_reaches_the_steps_or_the_batch_shell_and_the_job_goes_on() {
     assert!(!out.contains("shell-got-usr2"), "{out}");
     let err = fails_stderr(&pool, &["cancel", "--signal", "USR1", &id.to_string()]);
     has(&err, &[&format!("job {id} is not running")]);
+}
+
+/// `--get-user-env`: the job starts from its owner's login environment (their `~/.profile`),
+/// with what was submitted over it; without the option, the profile is not read.
+#[test]
+fn get_user_env_loads_the_login_environment_under_the_submitted_one() {
+    let test = "get_user_env_loads_the_login_environment";
+    if !crate::pool::have_root(test) || !crate::pool::have_tool(test, "su") {
+        return;
+    }
+    let (uid, gid) = crate::pool::ensure_user("lp-getenv");
+    let home = tempfile::Builder::new()
+        .prefix("lp-getenv-home-")
+        .tempdir_in("/tmp")
+        .unwrap();
+    std::fs::write(
+        home.path().join(".profile"),
+        "export LABPOOL_LOGIN_MARK=from-profile\nexport KEPT=login\n",
+    )
+    .unwrap();
+    for p in [home.path().to_path_buf(), home.path().join(".profile")] {
+        nix::unistd::chown(
+            &p,
+            Some(nix::unistd::Uid::from_raw(uid)),
+            Some(nix::unistd::Gid::from_raw(gid)),
+        )
+        .unwrap();
+    }
+    let moved = std::process::Command::new("usermod")
+        .arg("-d")
+        .arg(home.path())
+        .arg("lp-getenv")
+        .status()
+        .unwrap();
+    assert!(moved.success());
+    let mut pool = Pool::new("1:a100").for_users();
+    pool.start();
+    let submit = |extra: &[&str], out: &str| -> u64 {
+        let mut args = vec![
+            "submit",
+            "--parsable",
+            "--export=NONE,KEPT=submitted",
+            "-o",
+            out,
+        ];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&["--wrap", "echo mark=$LABPOOL_LOGIN_MARK kept=$KEPT"]);
+        let o = pool.cli_as(uid, gid, &args);
+        assert!(o.status.success(), "{o:?}");
+        crate::pool::stdout_of(&o).trim().parse().unwrap()
+    };
+    let with = submit(&["--get-user-env"], "with.out");
+    let without = submit(&[], "without.out");
+    for id in [with, without] {
+        let j = pool.wait_done(id, T);
+        assert_eq!(s(&j, "state"), "COMPLETED", "{j:#}");
+    }
+    has(
+        &read_output(&pool.work.join("with.out")),
+        &["mark=from-profile kept=submitted"],
+    );
+    has(
+        &read_output(&pool.work.join("without.out")),
+        &["mark= kept=submitted"],
+    );
 }

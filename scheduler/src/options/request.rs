@@ -64,6 +64,9 @@ pub struct JobRequest {
     pub signal: Option<SignalSpec>,
     /// Append to the output files instead of truncating them (`--open-mode=append`).
     pub open_append: bool,
+    /// Load the user's login environment under the submitted one (`--get-user-env`), giving
+    /// the login shell this many seconds.
+    pub get_user_env: Option<u32>,
     /// A note kept with the job (`--comment`).
     pub comment: Option<String>,
     /// Submitted held (`--hold`).

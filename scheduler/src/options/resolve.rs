@@ -210,6 +210,14 @@ impl JobOptions {
                 None
             }
         };
+        let get_user_env = match s.get_user_env.as_deref().map(parse_get_user_env) {
+            None => None,
+            Some(Ok(t)) => Some(t),
+            Some(Err(e)) => {
+                take(Err(OptionError::Unsupported(e)));
+                None
+            }
+        };
         let open_append = match s.open_mode.as_deref().map(str::trim) {
             None | Some("truncate") => false,
             Some("append") => true,
@@ -292,6 +300,7 @@ impl JobOptions {
             env: self.env.clone(),
             signal,
             open_append,
+            get_user_env,
             hold: s.hold,
             comment: s.comment.clone(),
             begin: s.begin.clone(),
@@ -303,4 +312,19 @@ impl JobOptions {
             warnings,
         })
     }
+}
+
+/// `--get-user-env[=TIMEOUT][S|L]`: the seconds the login shell is given (Slurm's default 8).
+/// The mode letter (`S`: `su -`, `L`: a login shell) reads the same here: a login shell.
+pub fn parse_get_user_env(text: &str) -> Result<u32, String> {
+    let t = text.trim().trim_end_matches(['S', 'L', 's', 'l']);
+    if t.is_empty() {
+        return Ok(8);
+    }
+    t.parse::<u32>()
+        .ok()
+        .filter(|n| (1..=600).contains(n))
+        .ok_or_else(|| {
+            format!("--get-user-env={text}: write a timeout in seconds (1 to 600), optionally followed by S or L, e.g. --get-user-env=10L")
+        })
 }

@@ -27,8 +27,9 @@ pub struct SlurmOptions {
     /// Output files: truncate (the default) or append
     #[arg(long = "open-mode", value_name = "append|truncate")]
     pub open_mode: Option<String>,
-    /// Accepted for Slurm scripts: the job already gets the environment it was submitted from
-    #[arg(long = "get-user-env", value_name = "TIMEOUT", num_args = 0..=1, default_missing_value = "", hide = true)]
+    /// Also load your login environment (what a login shell sets) under the submitted one;
+    /// TIMEOUT seconds for the login shell (default 8), optionally followed by S or L
+    #[arg(long = "get-user-env", value_name = "TIMEOUT", num_args = 0..=1, default_missing_value = "")]
     pub get_user_env: Option<String>,
     /// A note kept with the job, shown by `labpool show`
     #[arg(long, value_name = "TEXT")]
@@ -121,10 +122,6 @@ impl SlurmOptions {
     pub fn warnings(&self) -> Vec<String> {
         let noted = |set: bool, text: &str| set.then(|| text.to_string());
         [
-            noted(
-                self.get_user_env.is_some(),
-                "--get-user-env ignored: the job gets the environment it was submitted from",
-            ),
             noted(
                 self.licenses.is_some(),
                 "--licenses ignored: labpool counts no licenses",

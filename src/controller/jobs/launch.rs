@@ -61,6 +61,7 @@ impl Engine {
             open_append: req.open_append,
             ntasks: req.ntasks,
             gpus_per_task: req.gpus_per_task,
+            get_user_env: req.get_user_env,
             ports: alloc.ports,
             gang: None,
         };
