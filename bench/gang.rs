@@ -204,15 +204,7 @@ fn main() {
     let reps: usize = env_num("BENCH_REPS", 10).max(1);
     let timeout = Duration::from_secs(60);
     println!("2-node start benchmark: {reps} jobs per system, one at a time");
-    let slurm = if std::env::var_os("BENCH_NO_SLURM").is_some() {
-        Err("BENCH_NO_SLURM is set".to_string())
-    } else {
-        Slurm::start()
-    };
-    if let Err(why) = &slurm {
-        println!("Slurm peer unavailable ({why}); the Slurm column is skipped");
-    }
-    let slurm = slurm.ok();
+    let slurm = slurm_peer::peer_or_skip();
     let base = bench_base();
     let lp = Labpool::start();
     let lp_ms: Vec<f64> = (0..reps)

@@ -64,3 +64,16 @@ impl Slurm {
         }
     }
 }
+
+/// The peer, unless `BENCH_NO_SLURM` is set or it cannot start; says why when there is none.
+pub fn peer_or_skip() -> Option<Slurm> {
+    let slurm = if std::env::var_os("BENCH_NO_SLURM").is_some() {
+        Err("BENCH_NO_SLURM is set".to_string())
+    } else {
+        Slurm::start()
+    };
+    if let Err(why) = &slurm {
+        println!("Slurm peer unavailable ({why}); the Slurm column is skipped");
+    }
+    slurm.ok()
+}

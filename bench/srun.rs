@@ -173,15 +173,7 @@ fn main() {
     let reps: usize = env_num("BENCH_REPS", 30).max(1);
     let timeout = Duration::from_secs(60 + reps as u64);
     println!("srun benchmark: {reps} steps of each kind, one job per system");
-    let slurm = if std::env::var_os("BENCH_NO_SLURM").is_some() {
-        Err("BENCH_NO_SLURM is set".to_string())
-    } else {
-        Slurm::start()
-    };
-    if let Err(why) = &slurm {
-        println!("Slurm peer unavailable ({why}); the Slurm column is skipped");
-    }
-    let slurm = slurm.ok();
+    let slurm = slurm_peer::peer_or_skip();
     let base = bench_base();
 
     let lp = Labpool::start();

@@ -138,6 +138,11 @@ impl Resources {
     pub fn node_count(&self) -> u32 {
         self.nodes.max(1)
     }
+
+    /// GPUs over all of its nodes: what limits and fair-share count.
+    pub fn total_gpus(&self) -> u32 {
+        self.gpus.saturating_mul(self.node_count())
+    }
 }
 
 /// What the scheduler knows of a job: enough to place it, nothing about how it runs.

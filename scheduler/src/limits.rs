@@ -27,7 +27,7 @@ pub struct Holdings {
 impl Holdings {
     /// Counts a running (or just started) job.
     pub fn add(&mut self, job: &JobSpec) {
-        let g = job.resources.gpus;
+        let g = job.resources.total_gpus();
         let u = self.users.entry(job.user.clone()).or_default();
         *u = (u.0 + g, u.1 + 1);
         if let Some(a) = &job.account {
@@ -66,13 +66,13 @@ fn per_user(
         ));
     }
     if let Some(max) = limits.max_gpus_per_user
-        && gpus + job.resources.gpus > max
+        && gpus + job.resources.total_gpus() > max
     {
         return Some(PendingReason::new(
             "QOSMaxGRESPerUser",
             format!(
                 "{user} holds {gpus} GPUs{scope} and this job asks for {}; MaxTRESPerUser=gres/gpu={max}",
-                job.resources.gpus
+                job.resources.total_gpus()
             ),
         ));
     }
@@ -120,12 +120,12 @@ pub fn limit_reason(
         }
         if let Some(max) = limits.grp_gpus {
             let gpus = held.account_gpus.get(name).copied().unwrap_or(0);
-            if gpus + job.resources.gpus > max {
+            if gpus + job.resources.total_gpus() > max {
                 return Some(PendingReason::new(
                     "AssocGrpGRES",
                     format!(
                         "account {name} holds {gpus} GPUs and this job asks for {}; GrpTRES=gres/gpu={max}",
-                        job.resources.gpus
+                        job.resources.total_gpus()
                     ),
                 ));
             }

@@ -25,6 +25,8 @@ enum Step {
         limit_h: u64,
         emergency: bool,
         dep: Option<usize>,
+        /// Nodes: 2 or 3 make a gang.
+        nodes: u32,
     },
     Finish(usize),
     NodeDown(usize),
@@ -34,8 +36,8 @@ enum Step {
 
 fn step() -> impl Strategy<Value = Step> {
     prop_oneof![
-        5 => (0usize..4, 1u32..=4, 0usize..3, 1u32..=4, 1u64..6, prop::bool::weighted(0.1), prop::option::weighted(0.2, 0usize..50))
-            .prop_map(|(user, gpus, ty, cpus, limit_h, emergency, dep)| Step::Submit { user, gpus, ty, cpus, limit_h, emergency, dep }),
+        5 => (0usize..4, 1u32..=4, 0usize..3, 1u32..=4, 1u64..6, prop::bool::weighted(0.1), prop::option::weighted(0.2, 0usize..50), prop_oneof![4 => Just(1u32), 1 => 2u32..=3])
+            .prop_map(|(user, gpus, ty, cpus, limit_h, emergency, dep, nodes)| Step::Submit { user, gpus, ty, cpus, limit_h, emergency, dep, nodes }),
         3 => any::<usize>().prop_map(Step::Finish),
         1 => any::<usize>().prop_map(Step::NodeDown),
         1 => any::<usize>().prop_map(Step::NodeUp),
@@ -155,8 +157,8 @@ proptest! {
         let mut outcome: BTreeMap<u64, bool> = BTreeMap::new();
         for st in steps {
             match st {
-                Step::Submit { user, gpus, ty, cpus, limit_h, emergency, dep } => {
-                    let r = Resources { nodes: 1, gpus, gpu_type: Some(TYPES[ty].to_string()), cpus, mem_mib: 0, gpu_share: false };
+                Step::Submit { user, gpus, ty, cpus, limit_h, emergency, dep, nodes } => {
+                    let r = Resources { nodes, gpus, gpu_type: Some(TYPES[ty].to_string()), cpus, mem_mib: 0, gpu_share: false };
                     let user = USERS[user];
                     let rq = AdmitRequest { user, account: None, partition: None, time_limit: Some(TimeLimit::Seconds(limit_h * H)), resources: &r, nodes: &labpool_scheduler::job::ANY_NODE, emergency, count: 1 };
                     if let Ok(a) = s.admit(&rq) {
@@ -183,8 +185,11 @@ proptest! {
             }
             for d in s.schedule(now) {
                 if let Decision::Start { allocation, job, .. } = d {
-                    prop_assert!(s.node(&allocation.node).unwrap().down.is_none(), "job {} started on a down node", job);
+                    for name in allocation.node_names() {
+                        prop_assert!(s.node(name).unwrap().down.is_none(), "job {} started on down node {}", job, name);
+                    }
                     let spec = s.job(job).unwrap();
+                    prop_assert_eq!(allocation.others.len() + 1, spec.resources.node_count() as usize, "job {} is a gang started partly", job);
                     for dep in &spec.dependencies {
                         prop_assert_eq!(outcome.get(&dep.job.0), Some(&true), "job {} started before {}", job, dep);
                     }
@@ -195,9 +200,9 @@ proptest! {
             let mut user_jobs: BTreeMap<&str, u32> = BTreeMap::new();
             let mut lab_gpus = 0;
             for (j, a) in s.running() {
-                *user_gpus.entry(&j.user).or_default() += a.gpus.len() as u32;
+                *user_gpus.entry(&j.user).or_default() += a.gpu_count() as u32;
                 *user_jobs.entry(&j.user).or_default() += 1;
-                if j.account.as_deref() == Some("lab") { lab_gpus += a.gpus.len() as u32; }
+                if j.account.as_deref() == Some("lab") { lab_gpus += a.gpu_count() as u32; }
             }
             prop_assert!(user_gpus.get("ann").copied().unwrap_or(0) <= 3, "MaxTRESPerUser broken");
             prop_assert!(user_jobs.get("ann").copied().unwrap_or(0) <= 2, "MaxJobsPerUser broken");

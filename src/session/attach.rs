@@ -1,7 +1,7 @@
 //! The client side of a session: queue the job, wait for it to start, and join this terminal
 //! to its shell (raw mode, so keys and screens pass through), until the shell ends.
 
-use super::conn::Conn;
+use super::conn::{Conn, Frame};
 use crate::api::{CancelRequest, JobView, NodeView, SubmitRequest, Submitted};
 use crate::client::Client;
 use crate::controller::http::JobDetail;
@@ -9,6 +9,8 @@ use labpool_scheduler::JobState;
 use nix::sys::termios::{SetArg, Termios, cfmakeraw, tcgetattr, tcsetattr};
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// How long a started session's socket may take to appear.
@@ -158,6 +160,24 @@ async fn wait_started(client: &Client, id: u64) -> anyhow::Result<JobView> {
     }
 }
 
+/// Set by SIGWINCH: this terminal changed size.
+static WINCH: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_winch(_: nix::libc::c_int) {
+    WINCH.store(true, Ordering::Relaxed);
+}
+
+/// Notes each SIGWINCH in [`WINCH`].
+fn watch_window() {
+    let action = nix::sys::signal::SigAction::new(
+        nix::sys::signal::SigHandler::Handler(on_winch),
+        nix::sys::signal::SaFlags::SA_RESTART,
+        nix::sys::signal::SigSet::empty(),
+    );
+    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+    let _ = unsafe { nix::sys::signal::sigaction(nix::sys::signal::Signal::SIGWINCH, &action) };
+}
+
 /// Where a session on another machine answers: the job's node's agent host, and its session
 /// port; `None` for a job without leased ports or a node without an agent (the local node).
 async fn remote_address(client: &Client, job: &JobView) -> Option<(String, u16)> {
@@ -174,15 +194,35 @@ async fn remote_address(client: &Client, job: &JobView) -> Option<(String, u16)>
 /// Joins this terminal to the session until the session closes the connection.
 fn relay(stream: Box<dyn Conn>) -> anyhow::Result<()> {
     let (rows, cols) = window();
-    let mut to_host = stream.dup()?;
-    to_host.write_all(format!("{rows} {cols}\n").as_bytes())?;
+    let mut first = stream.dup()?;
+    first.write_all(format!("{rows} {cols}\n").as_bytes())?;
+    let to_host = Arc::new(Mutex::new(first));
+    let send = move |to: &Mutex<Box<dyn Conn>>, f: Frame| {
+        to.lock().expect("not poisoned").write_all(&f.encode())
+    };
     let _raw = RawMode::enter();
+    {
+        let to_host = to_host.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 1024];
+            let mut stdin = std::io::stdin();
+            while let Ok(n) = stdin.read(&mut buf) {
+                if n == 0 || send(&to_host, Frame::Input(buf[..n].to_vec())).is_err() {
+                    break;
+                }
+            }
+        });
+    }
+    // A resized window: the flag a SIGWINCH handler sets, passed on as a frame.
+    watch_window();
     std::thread::spawn(move || {
-        let mut buf = [0u8; 1024];
-        let mut stdin = std::io::stdin();
-        while let Ok(n) = stdin.read(&mut buf) {
-            if n == 0 || to_host.write_all(&buf[..n]).is_err() {
-                break;
+        loop {
+            std::thread::sleep(Duration::from_millis(100));
+            if WINCH.swap(false, Ordering::Relaxed) {
+                let (rows, cols) = window();
+                if send(&to_host, Frame::Resize(rows, cols)).is_err() {
+                    break;
+                }
             }
         }
     });

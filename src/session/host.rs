@@ -1,9 +1,9 @@
 //! The job side of a session: a shell on a pseudo-terminal, served to one client on a Unix
 //! socket, or on the job's session port to a client on another machine that shows the
-//! session's token first (`TOKEN\n`). The client then sends `ROWS COLS\n`, then the terminal's
-//! bytes both ways.
+//! session's token first (`TOKEN\n`). The client then sends `ROWS COLS\n`, then its keys and
+//! window sizes as [`Frame`]s; the shell's bytes come back as they are.
 
-use super::conn::{Conn, TOKEN_VAR, same_token, session_port};
+use super::conn::{Conn, Frame, TOKEN_VAR, same_token, session_port};
 use crate::env_vars::LABPOOL_PORTS;
 use nix::pty::{OpenptyResult, Winsize, openpty};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -98,16 +98,16 @@ fn serve(socket: &Path, idle: Duration, command: &[String]) -> std::io::Result<i
         let mut to_shell = std::fs::File::from(master.try_clone()?);
         let (last, closed) = (last_input.clone(), closed.clone());
         std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            loop {
-                match reader.read(&mut buf) {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => {
+            while let Ok(frame) = Frame::read(&mut reader) {
+                match frame {
+                    Frame::Input(bytes) => {
                         last.store(now_ms(), Ordering::Relaxed);
-                        if to_shell.write_all(&buf[..n]).is_err() {
+                        if to_shell.write_all(&bytes).is_err() {
                             break;
                         }
                     }
+                    // The kernel tells the shell's foreground jobs (SIGWINCH).
+                    Frame::Resize(rows, cols) => set_window(&to_shell, rows, cols),
                 }
             }
             closed.store(true, Ordering::Relaxed);
@@ -227,6 +227,19 @@ fn spawn_on(slave: &OwnedFd, command: &[String]) -> std::io::Result<std::process
 }
 
 nix::ioctl_write_int_bad!(tiocsctty, nix::libc::TIOCSCTTY);
+nix::ioctl_write_ptr_bad!(tiocswinsz, nix::libc::TIOCSWINSZ, Winsize);
+
+/// Gives the terminal behind `master` a new size.
+fn set_window(master: &std::fs::File, rows: u16, cols: u16) {
+    let w = Winsize {
+        ws_row: rows,
+        ws_col: cols,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: TIOCSWINSZ reads the struct it is given, on a terminal descriptor we hold.
+    let _ = unsafe { tiocswinsz(master.as_raw_fd(), &w) };
+}
 
 /// Makes `fd` the calling process's controlling terminal.
 fn libc_tiocsctty(fd: i32) -> i32 {

@@ -3,7 +3,7 @@
 //! `MASTER_PORT`, `RANK` and `WORLD_SIZE` (and, separately, `TF_CONFIG`), `srun` runs its
 //! tasks on both nodes, and cutting one node's link requeues the whole job.
 
-use crate::netns::Netns;
+use crate::netns::{Netns, cluster_with_agent_inside};
 use crate::nodes::Cluster;
 use crate::pool::{has, have_root, have_tool, read_output, s};
 use serde_json::Value;
@@ -50,11 +50,7 @@ fn two_nodes(test: &str) -> Option<(Netns, Cluster)> {
     if !have_root(test) || !have_tool(test, "ip") || !have_tool(test, "python3") {
         return None;
     }
-    let ns = Netns::new();
-    let mut c = Cluster::new(&ns.host_ip, "2s");
-    c.ctrl.start();
-    let a = c.add_agent("nsnode", "4:t4", &ns.ns_ip);
-    c.agents[a].netns = Some(ns.name.clone());
+    let (ns, mut c, a) = cluster_with_agent_inside("2s", "nsnode", "4:t4");
     c.start_agent(a);
     let h = c.add_agent("hostnode", "4:t4", &ns.host_ip);
     c.start_agent(h);

@@ -1,6 +1,7 @@
 //! Interactive sessions, driven through a pseudo-terminal as a person would: `labpool run
 //! --pty bash` gives a shell inside a job on the interactive partition, with its GPUs; exiting
-//! frees them; a killed terminal ends the job; an idle session is stopped with a notice.
+//! frees them; a resized window reaches the shell; a killed terminal ends the job; an idle
+//! session is stopped with a notice.
 
 use crate::pool::{Pool, s};
 use nix::pty::{OpenptyResult, openpty};
@@ -58,6 +59,21 @@ impl Terminal {
         }
     }
 
+    /// Gives the terminal a new size and tells the client, as a terminal window does.
+    pub fn resize(&mut self, rows: u16, cols: u16) {
+        nix::ioctl_write_ptr_bad!(tiocswinsz, nix::libc::TIOCSWINSZ, nix::pty::Winsize);
+        let w = nix::pty::Winsize {
+            ws_row: rows,
+            ws_col: cols,
+            ws_xpixel: 0,
+            ws_ypixel: 0,
+        };
+        // SAFETY: TIOCSWINSZ reads the struct it is given, on the terminal this test holds.
+        unsafe { tiocswinsz(std::os::fd::AsRawFd::as_raw_fd(&self.master), &w) }.unwrap();
+        let pid = nix::unistd::Pid::from_raw(self.client.id() as i32);
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGWINCH).unwrap();
+    }
+
     pub fn type_line(&mut self, line: &str) {
         self.master
             .write_all(format!("{line}\n").as_bytes())
@@ -113,6 +129,13 @@ fn a_session_sees_its_gpus_and_exiting_frees_them() {
         ("RUNNING", "interactive")
     );
     assert_eq!(free_gpus(&pool), 1);
+    // The window is resized: the shell's terminal follows.
+    term.resize(50, 132);
+    // The client passes it on within 100 ms; the shell asks until it sees it, or 5 s.
+    term.type_line(
+        "for i in $(seq 50); do s=$(stty size); [ \"$s\" = \"50 132\" ] && break; sleep 0.1; done; echo size=$s",
+    );
+    term.expect("size=50 132");
     term.type_line("exit 3");
     assert_eq!(term.exit_code(), Some(3));
     let job = pool.wait_done(1, T);

@@ -1,6 +1,7 @@
 //! A network namespace joined to the host by a veth pair: a second "machine" for tests
 //! across nodes, whose link a test can cut.
 
+use crate::nodes::Cluster;
 use std::process::Command;
 
 /// A network namespace joined to the host by a veth pair, removed when dropped.
@@ -82,4 +83,15 @@ impl Drop for Netns {
             .args(["link", "del", &self.host_if])
             .output();
     }
+}
+
+/// A fresh namespace and a controller (started) on its host side with `node_timeout`; then
+/// an agent `name` with `gpus` in the namespace, not started yet (`Cluster::start_agent`).
+pub fn cluster_with_agent_inside(timeout: &str, name: &str, gpus: &str) -> (Netns, Cluster, usize) {
+    let ns = Netns::new();
+    let mut c = Cluster::new(&ns.host_ip, timeout);
+    c.ctrl.start();
+    let a = c.add_agent(name, gpus, &ns.ns_ip);
+    c.agents[a].netns = Some(ns.name.clone());
+    (ns, c, a)
 }

@@ -1,7 +1,7 @@
 //! Faults across nodes: a link cut between real network namespaces, and a controller killed
 //! with -9 under a load of 1,000 jobs on 3 agents.
 
-use crate::netns::Netns;
+use crate::netns::cluster_with_agent_inside;
 use crate::nodes::Cluster;
 use crate::pool::{have_root, have_tool};
 use std::collections::BTreeMap;
@@ -17,11 +17,7 @@ fn a_node_cut_off_goes_down_its_jobs_requeue_elsewhere_and_it_rejoins_without_a_
     if !have_root(test) || !have_tool(test, "ip") {
         return;
     }
-    let ns = Netns::new();
-    let mut c = Cluster::new(&ns.host_ip, "2s");
-    c.ctrl.start();
-    let a = c.add_agent("nsnode", "4:t4", &ns.ns_ip);
-    c.agents[a].netns = Some(ns.name.clone());
+    let (ns, mut c, a) = cluster_with_agent_inside("2s", "nsnode", "4:t4");
     c.start_agent(a);
     let ledger = c.ctrl.work.join("ledger");
     std::fs::create_dir(&ledger).unwrap();

@@ -3,8 +3,7 @@
 //! and joins over TCP, showing the session's token; a connection without it gets nothing.
 
 use crate::interactive::Terminal;
-use crate::netns::Netns;
-use crate::nodes::Cluster;
+use crate::netns::cluster_with_agent_inside;
 use crate::pool::{have_root, have_tool, s};
 use std::io::{Read, Write};
 use std::time::Duration;
@@ -15,11 +14,7 @@ fn a_session_on_another_node_is_joined_over_its_session_port() {
     if !have_root(test) || !have_tool(test, "ip") || !have_tool(test, "unshare") {
         return;
     }
-    let ns = Netns::new();
-    let mut c = Cluster::new(&ns.host_ip, "30s");
-    c.ctrl.start();
-    let a = c.add_agent("farnode", "2:a100", &ns.ns_ip);
-    c.agents[a].netns = Some(ns.name.clone());
+    let (ns, mut c, a) = cluster_with_agent_inside("30s", "farnode", "2:a100");
     // The node's own /tmp/labpool-sessions-0: the job's socket is not seen from here.
     c.agents[a].wrapper = [
         "unshare",

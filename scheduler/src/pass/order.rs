@@ -40,7 +40,7 @@ impl Scheduler {
         let mut running_use: BTreeMap<&str, f64> = BTreeMap::new();
         for (job, alloc) in self.running.values() {
             *running_use.entry(job.user.as_str()).or_insert(0.0) +=
-                alloc.gpus.len() as f64 * now.secs_since(alloc.start) as f64;
+                alloc.gpu_count() as f64 * now.secs_since(alloc.start) as f64;
         }
         let usage_of = |user: &str| {
             self.usage.decayed(user, now, w.half_life_s)
