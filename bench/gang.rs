@@ -189,14 +189,9 @@ impl Drop for Labpool {
 fn slurm_once(slurm: &Slurm, out: &Path, timeout: Duration) -> f64 {
     let file = write_script(out);
     let t0 = now_ns();
-    let id = run(slurm
-        .cmd("sbatch")
-        .current_dir(out)
-        .args(["--parsable", "-o"])
-        .arg(out.join("job.out"))
-        .arg(&file));
+    let id = slurm.sbatch(out, &file);
     let started = ranks_started(out, timeout, "Slurm");
-    slurm.wait_gone(id.trim().split(';').next().unwrap());
+    slurm.wait_gone(&id);
     (started - t0) as f64 / 1e6
 }
 

@@ -51,6 +51,17 @@ impl Slurm {
         c
     }
 
+    /// Submits `script` from `dir` with its output in `dir/job.out`; the job's id.
+    pub fn sbatch(&self, dir: &Path, script: &Path) -> String {
+        let id = run(self
+            .cmd("sbatch")
+            .current_dir(dir)
+            .args(["--parsable", "-o"])
+            .arg(dir.join("job.out"))
+            .arg(script));
+        id.trim().split(';').next().unwrap_or_default().to_string()
+    }
+
     /// Waits (up to 30 s) until job `id` has left the queue, so that the next run finds the
     /// cluster idle.
     pub fn wait_gone(&self, id: &str) {

@@ -155,13 +155,7 @@ impl Drop for Labpool {
 /// Runs the script as one job on the Slurm peer; each kind's step times in ms.
 fn slurm_steps(slurm: &Slurm, out: &Path, reps: usize, timeout: Duration) -> Vec<Vec<f64>> {
     let file = write_script(out, reps);
-    let id = run(slurm
-        .cmd("sbatch")
-        .current_dir(out)
-        .args(["--parsable", "-o"])
-        .arg(out.join("job.out"))
-        .arg(&file));
-    let id = id.trim().split(';').next().unwrap().to_string();
+    let id = slurm.sbatch(out, &file);
     let times = collect(out, reps, timeout, "Slurm");
     // Wait for the job to leave the queue, so that a next run finds the cluster idle.
     slurm.wait_gone(&id);

@@ -193,8 +193,8 @@ impl Scheduler {
         let mut seen = BTreeSet::new();
         for (id, _, _) in reservations {
             let job = &self.pending[id];
-            // A gang's datasets are not staged ahead (see `labpool submit`): one node's
-            // prediction would say little about where the gang lands.
+            // A gang's datasets are staged on its nodes when it is placed, not ahead: one
+            // node's prediction would say little about where the gang lands.
             if job.resources.node_count() > 1 || !seen.insert(*id) {
                 continue;
             }

@@ -14,7 +14,7 @@ pub mod squeue;
 pub mod srun;
 pub mod step_host;
 pub mod step_plan;
-mod step_remote;
+pub mod step_remote;
 
 use crate::client::Client;
 use crate::settings::Config;

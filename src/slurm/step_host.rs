@@ -30,6 +30,9 @@ const NODE_VARS: [&str; 14] = [
     "TMPDIR",
 ];
 
+/// The prefix of the variables that name a job's datasets on its node.
+const DATASET_VARS: &str = "LABPOOL_DATASET";
+
 /// Largest request taken: the environment and the task list.
 const MAX_REQUEST: u64 = 16 << 20;
 
@@ -118,7 +121,7 @@ fn handle(conn: TcpStream, secret: &str) -> Result<(), String> {
         send(
             &out,
             &StepFrame::Refused {
-                why: "wrong secret".into(),
+                why: super::step_remote::WRONG_SECRET.into(),
             },
         );
         return Err(format!(
@@ -230,6 +233,9 @@ fn handle(conn: TcpStream, secret: &str) -> Result<(), String> {
 /// first on `PATH`.
 fn node_env(from: &BTreeMap<String, String>) -> BTreeMap<String, String> {
     let mut env = from.clone();
+    // Datasets: this node's own copies (`LABPOOL_DATASETS`, `LABPOOL_DATASET_<NAME>`).
+    env.retain(|k, _| !k.starts_with(DATASET_VARS));
+    env.extend(std::env::vars().filter(|(k, _)| k.starts_with(DATASET_VARS)));
     for k in NODE_VARS {
         match std::env::var(k) {
             Ok(v) => env.insert(k.to_string(), v),

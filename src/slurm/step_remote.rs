@@ -6,6 +6,12 @@ use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
+/// Each task's end: (rank, exit code, signal).
+pub type TaskEnds = Vec<(u32, i32, Option<i32>)>;
+
+/// What a launcher answers a request with another attempt's secret.
+pub const WRONG_SECRET: &str = "wrong secret";
+
 /// How long `srun` keeps trying to reach a launcher that is still starting.
 const CONNECT_FOR: Duration = Duration::from_secs(15);
 
@@ -17,13 +23,31 @@ pub fn run(
     port: u16,
     req: &StepRequest,
     label: Option<usize>,
-) -> Result<Vec<(u32, i32, Option<i32>)>, String> {
+) -> Result<TaskEnds, String> {
     let started = Instant::now();
+    loop {
+        match attempt(node, host, port, req, label, started)? {
+            Some(codes) => return Ok(codes),
+            // A launcher of the job's previous attempt on this port, being stopped: try again.
+            None => std::thread::sleep(Duration::from_millis(100)),
+        }
+    }
+}
+
+/// One try: the tasks' ends, or `None` when the launcher that answered holds another
+/// attempt's secret and there is time left to wait for this attempt's.
+fn attempt(
+    node: &str,
+    host: &str,
+    port: u16,
+    req: &StepRequest,
+    label: Option<usize>,
+    started: Instant,
+) -> Result<Option<TaskEnds>, String> {
     let mut stream = loop {
         match TcpStream::connect((host, port)) {
             Ok(s) => break s,
-            Err(e) if started.elapsed() < CONNECT_FOR => {
-                tracing::debug!("{host}:{port}: {e}; retrying");
+            Err(_) if started.elapsed() < CONNECT_FOR => {
                 std::thread::sleep(Duration::from_millis(100));
             }
             Err(e) => {
@@ -46,7 +70,12 @@ pub fn run(
         match frame {
             StepFrame::Out { rank, line } => print_line(false, rank, &line, label),
             StepFrame::Err { rank, line } => print_line(true, rank, &line, label),
-            StepFrame::Exit { codes } => return Ok(codes),
+            StepFrame::Exit { codes } => return Ok(Some(codes)),
+            StepFrame::Refused { why }
+                if why == WRONG_SECRET && started.elapsed() < CONNECT_FOR =>
+            {
+                return Ok(None);
+            }
             StepFrame::Refused { why } => {
                 return Err(format!("node {node} refused the step: {why}"));
             }

@@ -17,7 +17,9 @@ import os, socket, time
 rank = int(os.environ["RANK"]); world = int(os.environ["WORLD_SIZE"])
 addr, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
 node = os.environ["SLURMD_NODENAME"]
+data = os.environ["LABPOOL_DATASET_TOY"]
 print(f"rank={rank} local={os.environ['LOCAL_RANK']} node={node} nodeid={os.environ['SLURM_NODEID']} gpus={os.environ['CUDA_VISIBLE_DEVICES']}", flush=True)
+print(f"data rank={rank} {open(data + '/hello.txt').read().strip()} at {data}", flush=True)
 if rank == 0:
     s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     s.bind((addr, port)); s.listen(world)
@@ -63,11 +65,16 @@ fn a_two_node_job_runs_its_ranks_on_both_nodes_and_they_meet_over_tcp() {
         return;
     };
     std::fs::write(c.ctrl.work.join("ranks.py"), RANKS_PY).unwrap();
+    // A dataset the job declares: staged on both of its nodes before it starts.
+    let toy = c.ctrl.dir.join("shared/datasets/toy");
+    std::fs::create_dir_all(&toy).unwrap();
+    std::fs::write(toy.join("hello.txt"), "toy-data\n").unwrap();
+    c.ctrl.ok(&["dataset", "add", "toy", toy.to_str().unwrap()]);
     std::fs::write(c.ctrl.work.join("tf.py"), TF_PY).unwrap();
     let script = c.ctrl.script(
         "gang.sh",
         "#!/bin/bash\n#SBATCH --nodes=2\n#SBATCH --ntasks-per-node=2\n\
-         #SBATCH --gpus-per-task=1\n#SBATCH -o gang.out\n\
+         #SBATCH --gpus-per-task=1\n#SBATCH -o gang.out\n#LABPOOL --dataset toy\n\
          echo \"nodelist=$SLURM_JOB_NODELIST nnodes=$SLURM_NNODES nodeid=$SLURM_NODEID tasks=$SLURM_TASKS_PER_NODE master=$MASTER_ADDR\"\n\
          cat \"$LABPOOL_HOSTFILE\"\n\
          srun python3 ranks.py\n\
@@ -112,6 +119,15 @@ fn a_two_node_job_runs_its_ranks_on_both_nodes_and_they_meet_over_tcp() {
             )],
         );
         assert!(!line.ends_with("gpus=") && !line.contains(','), "{line}");
+    }
+    // Each rank reads the dataset from its own node's cache.
+    for (rank, node) in [(0, "hostnode"), (2, "nsnode")] {
+        let line = out
+            .lines()
+            .find(|l| l.starts_with(&format!("data rank={rank} ")))
+            .unwrap_or_else(|| panic!("no data line of rank {rank}:\n{out}"));
+        has(line, &["toy-data at "]);
+        assert!(line.contains(&format!("/{node}/")), "{line}");
     }
     // TF_CONFIG: every worker binds its own address, on its own node.
     for w in 0..4 {

@@ -43,10 +43,9 @@ pub enum OptionError {
     /// Zero CPUs.
     #[error("--cpus-per-task and --ntasks must be at least 1")]
     ZeroCpus,
-    /// A multi-node job with datasets or an environment to stage, which is not done on several
-    /// nodes yet.
+    /// A multi-node job with an environment to stage, which is not done on several nodes yet.
     #[error(
-        "--nodes {0} with {1}: labpool does not yet stage {1} onto each node of a multi-node job; read the data from its shared path (`labpool dataset list` shows it) and activate the environment in the script, or run on one node"
+        "--nodes {0} with {1}: labpool does not yet stage {1} onto each node of a multi-node job; activate the environment in the script (it must be on every node), or run on one node"
     )]
     MultiNode(u32, &'static str),
     /// `--gpu-share` on a job that asks for no GPU.

@@ -118,9 +118,6 @@ impl JobOptions {
         if self.gpu_share && gpus.count == 0 {
             take(Err(OptionError::GpuShareWithoutGpus));
         }
-        if node_count > 1 && !self.datasets.is_empty() {
-            take(Err(OptionError::MultiNode(node_count, "--dataset")));
-        }
         if node_count > 1 && self.env.is_some() {
             take(Err(OptionError::MultiNode(node_count, "--env")));
         }

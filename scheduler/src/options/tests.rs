@@ -43,12 +43,12 @@ fn resolve_defaults_and_errors() {
     assert_eq!((r.node_count, r.ntasks), (2, 8));
     let staged = JobOptions {
         nodes: Some("2".into()),
-        datasets: vec!["imagenet".into()],
+        env: Some("torch".into()),
         ..Default::default()
     };
     assert_eq!(
         staged.resolve().unwrap_err(),
-        OptionError::MultiNode(2, "--dataset")
+        OptionError::MultiNode(2, "--env")
     );
     let tasks = JobOptions {
         ntasks: Some(2),

@@ -197,16 +197,18 @@ impl Scheduler {
                     ports: self.lease_ports(r.cpus, &leased),
                 };
                 state.held.add(job);
-                // A gang's datasets are read from their shared source (see `labpool submit`).
-                let stage: Vec<String> = if count > 1 {
-                    Vec::new()
-                } else {
-                    job.datasets
-                        .iter()
-                        .filter(|d| cache.cached_bytes(&allocation.node, d) == 0)
-                        .cloned()
-                        .collect()
-                };
+                // What some node of the allocation lacks.
+                let stage: Vec<String> = job
+                    .datasets
+                    .iter()
+                    .filter(|d| {
+                        allocation
+                            .node_names()
+                            .iter()
+                            .any(|n| cache.cached_bytes(n, d) == 0)
+                    })
+                    .cloned()
+                    .collect();
                 state.started.push((id, allocation, stage));
                 None
             }

@@ -56,10 +56,7 @@ impl Engine {
     pub(super) fn pins(&self, node: &str) -> BTreeMap<(String, String), BTreeSet<u64>> {
         let mut out: BTreeMap<(String, String), BTreeSet<u64>> = BTreeMap::new();
         for (job, versions) in &self.data.job_versions {
-            let here = self
-                .jobs
-                .job(*job)
-                .is_some_and(|r| r.node.as_deref() == Some(node));
+            let here = self.jobs.job(*job).is_some_and(|r| r.is_on(node));
             if here {
                 for v in versions {
                     out.entry(v.clone()).or_default().insert(*job);

@@ -81,7 +81,20 @@ impl Engine {
             .get(&job)
             .cloned()
             .unwrap_or_default();
-        self.send_stage(node, StageFor::Job { job, attempt }, &versions);
+        // A multi-node job stages on every one of its nodes; it starts when all are done.
+        let nodes = match self.jobs.job(job) {
+            Some(row) if !row.others.is_empty() => row.nodes(),
+            _ => vec![node.to_string()],
+        };
+        if nodes.len() > 1 {
+            let waiting = nodes.iter().cloned().collect();
+            self.data
+                .gang_stages
+                .insert((job, attempt), (waiting, Vec::new()));
+        }
+        for n in nodes {
+            self.send_stage(&n, StageFor::Job { job, attempt }, &versions);
+        }
     }
 
     /// The datasets of a launch: the versions the job was given, and whether they were staged
@@ -164,11 +177,12 @@ impl Engine {
             .is_some_and(|r| r.is_current(attempt, JobState::Staging));
         if !current {
             // Cancelled while staging: the data stays cached for the next job.
+            self.data.gang_stages.remove(&(job, attempt));
             return Ok(());
         }
         match result {
             Ok(staged) => {
-                let notes = staged
+                let mut notes: Vec<String> = staged
                     .iter()
                     .map(|s| {
                         let r = &s.report;
@@ -186,6 +200,15 @@ impl Engine {
                         )
                     })
                     .collect();
+                if let Some((waiting, done)) = self.data.gang_stages.get_mut(&(job, attempt)) {
+                    waiting.remove(&node);
+                    done.append(&mut notes);
+                    if !waiting.is_empty() {
+                        return Ok(());
+                    }
+                    notes = std::mem::take(done);
+                    self.data.gang_stages.remove(&(job, attempt));
+                }
                 let next = self.after_data(job, &node);
                 self.lifecycle(Event::Staged {
                     job,
@@ -195,6 +218,7 @@ impl Engine {
                 });
             }
             Err(StageFailure::NoRoom(why)) => {
+                self.data.gang_stages.remove(&(job, attempt));
                 if let Some(row) = self.jobs.job(job) {
                     for d in &row.spec.datasets {
                         self.data.blocked.insert((node.clone(), d.clone()));
@@ -207,12 +231,15 @@ impl Engine {
                     retry: Some("CacheFull".into()),
                 });
             }
-            Err(StageFailure::Failed(why)) => self.lifecycle(Event::StageFailed {
-                job,
-                attempt,
-                why: format!("staging its datasets on {node} failed: {why}"),
-                retry: None,
-            }),
+            Err(StageFailure::Failed(why)) => {
+                self.data.gang_stages.remove(&(job, attempt));
+                self.lifecycle(Event::StageFailed {
+                    job,
+                    attempt,
+                    why: format!("staging its datasets on {node} failed: {why}"),
+                    retry: None,
+                })
+            }
         }
         Ok(())
     }

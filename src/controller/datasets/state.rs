@@ -50,6 +50,9 @@ pub struct DataState {
     pub(super) needed_memo: BTreeMap<(String, String, Vec<String>), u64>,
     /// (node, name, version) staged from a peer → the peer serving it.
     pub peer_serving: BTreeMap<(String, String, String), String>,
+    /// A multi-node job's stage: (job, attempt) → the nodes still staging, and the notes of
+    /// those done. The attempt starts when the last one is done.
+    pub(super) gang_stages: BTreeMap<(u64, u32), (BTreeSet<String>, Vec<String>)>,
 }
 
 impl DataState {

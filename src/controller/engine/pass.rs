@@ -64,7 +64,11 @@ impl Engine {
         };
         let (stdout, stderr) = output_paths(row, &allocation.node);
         let datasets = row.spec.datasets.clone();
-        let (versions, complete) = self.placement_versions(&datasets, &allocation.node);
+        let (versions, mut complete) = self.placement_versions(&datasets, &allocation.node);
+        // A multi-node job's datasets must be on every one of its nodes.
+        for other in &allocation.others {
+            complete &= self.placement_versions(&datasets, &other.node).1;
+        }
         if !versions.is_empty() {
             self.outbox.job_datasets(job, versions.clone());
             self.data.job_versions.insert(job, versions.clone());

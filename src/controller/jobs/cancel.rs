@@ -86,14 +86,8 @@ impl Engine {
                     }
                     continue;
                 };
-                if row.uid != caller.uid && !caller.admin {
-                    out.push(reply(
-                        false,
-                        format!(
-                            "job {id} belongs to {}; you ({}) may cancel only your own jobs (admins: root and group {})",
-                            row.spec.user, caller.user, self.config.controller.admin_group
-                        ),
-                    ));
+                if let Err(why) = self.owner_or_admin(row, caller, "cancel") {
+                    out.push(reply(false, why));
                     break;
                 }
                 done.push(match row.state {

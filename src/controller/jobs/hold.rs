@@ -61,13 +61,10 @@ impl Engine {
                 None => format!("no job {id}"),
             }));
         };
-        let own = row.uid == caller.uid;
-        if !own && !caller.admin {
-            return Ok(Err(format!(
-                "job {id} belongs to {}; you ({}) may hold and release only your own jobs (admins: root and group {})",
-                row.spec.user, caller.user, self.config.controller.admin_group
-            )));
+        if let Err(why) = self.owner_or_admin(row, caller, "hold and release") {
+            return Ok(Err(why));
         }
+        let own = row.uid == caller.uid;
         if row.state != JobState::Pending {
             let what = if hold { "held" } else { "released" };
             return Ok(Err(format!(

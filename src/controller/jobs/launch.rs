@@ -105,7 +105,6 @@ impl Engine {
                     l.stdout = PathBuf::from("/dev/null");
                     l.stderr = PathBuf::from("/dev/null");
                     l.open_append = true;
-                    l.datasets.clear();
                 }
                 l.gang = Some(Gang {
                     nodes: nodes.clone(),

@@ -19,3 +19,22 @@ pub mod update;
 
 pub use effects::Outbox;
 pub use rows::{JobEvent, JobRow, NewJob};
+
+impl crate::controller::engine::Engine {
+    /// Members act on their own jobs, admins on every job: why `caller` may not `what` the
+    /// job in `row` (`"cancel"`, `"hold and release"`, …), or `Ok` when they may.
+    pub(crate) fn owner_or_admin(
+        &self,
+        row: &JobRow,
+        caller: &crate::identity::Caller,
+        what: &str,
+    ) -> Result<(), String> {
+        if row.uid == caller.uid || caller.admin {
+            return Ok(());
+        }
+        Err(format!(
+            "job {} belongs to {}; you ({}) may {what} only your own jobs (admins: root and group {})",
+            row.id, row.spec.user, caller.user, self.config.controller.admin_group
+        ))
+    }
+}

@@ -47,11 +47,8 @@ impl Engine {
                 None => format!("no job {id}"),
             }));
         };
-        if row.uid != caller.uid && !caller.admin {
-            return Ok(Err(format!(
-                "job {id} belongs to {}; you ({}) may requeue only your own jobs",
-                row.spec.user, caller.user
-            )));
+        if let Err(why) = self.owner_or_admin(row, caller, "requeue") {
+            return Ok(Err(why));
         }
         if row.request.no_requeue {
             return Ok(Err(format!(

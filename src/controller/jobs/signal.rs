@@ -36,25 +36,30 @@ impl Engine {
             for id in ids {
                 let answer = match self.jobs.job(id) {
                     None => Err(format!("job {id} is not running")),
-                    Some(row) if row.uid != caller.uid && !caller.admin => Err(format!(
-                        "job {id} belongs to {}; you ({}) may signal only your own jobs",
-                        row.spec.user, caller.user
-                    )),
-                    Some(row) if row.state != JobState::Running => Err(format!(
-                        "job {id} is {}; only a running job can be signalled",
-                        row.state
-                    )),
-                    Some(row) => {
-                        let order = AgentOrder::Signal {
-                            job: id,
-                            attempt: row.attempt,
-                            signal: req.signal,
-                            target: req.target,
-                        };
-                        let node = row.node.clone().unwrap_or_default();
-                        self.outbox.order(&node, order);
-                        Ok(format!("job {id}: {name} sent to {whom} on {node}"))
-                    }
+                    Some(row) => match self.owner_or_admin(row, caller, "signal") {
+                        Err(why) => Err(why),
+                        Ok(()) if row.state != JobState::Running => Err(format!(
+                            "job {id} is {}; only a running job can be signalled",
+                            row.state
+                        )),
+                        Ok(()) => {
+                            // A multi-node job is signalled on every node it runs on.
+                            let (nodes, attempt) = (row.nodes(), row.attempt);
+                            for node in &nodes {
+                                let order = AgentOrder::Signal {
+                                    job: id,
+                                    attempt,
+                                    signal: req.signal,
+                                    target: req.target,
+                                };
+                                self.outbox.order(node, order);
+                            }
+                            Ok(format!(
+                                "job {id}: {name} sent to {whom} on {}",
+                                nodes.join(",")
+                            ))
+                        }
+                    },
                 };
                 out.push(match answer {
                     Ok(m) => outcome(&id_name, true, m),

@@ -51,14 +51,8 @@ impl Engine {
                 None => ApiError::not_found(format!("no job {id}"), None),
             }));
         };
-        if row.uid != caller.uid && !caller.admin {
-            return bad(
-                format!(
-                    "job {id} belongs to {}; you ({}) may update only your own jobs",
-                    row.spec.user, caller.user
-                ),
-                None,
-            );
+        if let Err(why) = self.owner_or_admin(row, caller, "update") {
+            return bad(why, None);
         }
         if row.state != JobState::Pending {
             return bad(
