@@ -234,6 +234,7 @@ fn value(r: &Row<'_>, name: &str) -> String {
             format!("{}:{}", s.exit_code.min(255), s.signal.unwrap_or(0))
         }
         (_, "exitcode") => exit,
+        (Row::Job(j), "alloccpus") => (j.cpus * j.node_count).to_string(),
         (_, "alloccpus") => j.cpus.to_string(),
         (Row::Step(_, s), "elapsed") => {
             slurm_elapsed(((s.end_ms - s.start_ms).max(0) / 1000) as u64)
@@ -248,14 +249,16 @@ fn value(r: &Row<'_>, name: &str) -> String {
         (Row::Job(j), "user") => j.user.clone(),
         (Row::Job(j), "timelimit") => slurm_limit(j.time_limit_s),
         (Row::Job(j), "reqmem") => slurm_mem(j.mem_mib),
-        (Row::Job(j), "alloctres") => match j.gpus_requested {
-            0 => format!("cpu={},mem={},node=1", j.cpus, slurm_mem(j.mem_mib)),
-            g => format!(
-                "cpu={},gres/gpu={g},mem={},node=1",
-                j.cpus,
-                slurm_mem(j.mem_mib)
-            ),
-        },
+        (Row::Job(j), "alloctres") => {
+            let n = j.node_count;
+            let (cpus, mem) = (j.cpus * n, slurm_mem(j.mem_mib * u64::from(n)));
+            match j.gpus_requested * n {
+                0 => format!("cpu={cpus},mem={mem},node={n}"),
+                g => format!("cpu={cpus},gres/gpu={g},mem={mem},node={n}"),
+            }
+        }
+        (Row::Job(j), "nnodes") => j.node_count.to_string(),
+        (Row::Step(_, s), "nnodes") => s.nodes.len().max(1).to_string(),
         (_, "nnodes") => "1".into(),
         (Row::Step(_, s), "ntasks") => s.tasks.to_string(),
         (Row::Batch(_), "ntasks") => "1".into(),

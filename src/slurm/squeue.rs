@@ -201,8 +201,8 @@ fn field(
             || "UNLIMITED".into(),
             |l| slurm_elapsed(l.saturating_sub(elapsed)),
         ),
-        'D' => "1".into(),
-        'C' => j.cpus.to_string(),
+        'D' => j.node_count.to_string(),
+        'C' => (j.cpus * j.node_count).to_string(),
         'm' => slurm_mem(j.mem_mib),
         'b' => match (j.gpus_requested, &j.gpu_type) {
             (0, _) => "N/A".into(),
@@ -210,8 +210,8 @@ fn field(
             (n, None) => format!("gres:gpu:{n}"),
         },
         'N' => j.nodelist().filter(|_| running).unwrap_or_default(),
-        'R' => match (&j.node, running) {
-            (Some(n), true) => n.clone(),
+        'R' => match (j.nodelist(), running) {
+            (Some(n), true) => n,
             _ => format!("({})", j.reason.as_deref().unwrap_or("None")),
         },
         'r' => j.reason.clone().unwrap_or_else(|| "None".into()),

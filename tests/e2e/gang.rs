@@ -161,6 +161,41 @@ fn a_two_node_job_runs_its_ranks_on_both_nodes_and_they_meet_over_tcp() {
         (&job["node_count"], &job["ntasks"]),
         (&Value::from(2), &Value::from(4))
     );
+    // What Slurm's commands say of it.
+    let bin = c.ctrl.dir.join("slurm-bin");
+    c.ctrl
+        .ok(&["install-slurm-commands", bin.to_str().unwrap()]);
+    let slurm = |name: &str, args: &[&str]| -> String {
+        let o = std::process::Command::new(bin.join(name))
+            .args(args)
+            .env("LABPOOL_CONFIG", &c.ctrl.config)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{name} {args:?}: {o:?}");
+        String::from_utf8_lossy(&o.stdout).to_string()
+    };
+    let id_s = id.to_string();
+    let sacct = slurm(
+        "sacct",
+        &[
+            "-j",
+            &id_s,
+            "-X",
+            "-P",
+            "-n",
+            "--format=NNodes,AllocCPUS,AllocTRES,NodeList",
+        ],
+    );
+    // Two tasks a node, one core each: 4 cores; one GPU a task: 4 GPUs.
+    has(
+        &sacct,
+        &["2|4|cpu=4,gres/gpu=4,", ",node=2|hostnode,nsnode"],
+    );
+    let sc = slurm("scontrol", &["show", "job", &id_s]);
+    has(
+        &sc,
+        &["NumNodes=2", "NumTasks=4", "NodeList=hostnode,nsnode"],
+    );
 }
 
 #[test]
