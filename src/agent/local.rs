@@ -20,6 +20,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::mpsc;
 
+mod signals;
+
 /// How often a re-adopted job (not our child) is checked for its end.
 const ADOPTED_POLL: Duration = Duration::from_millis(200);
 
@@ -35,6 +37,9 @@ pub struct Executor {
     cancelled: Arc<Mutex<BTreeSet<(u64, u32)>>>,
     /// Shim pids of the attempts this executor started or adopted.
     shims: Arc<Mutex<BTreeMap<(u64, u32), i32>>>,
+    /// Each end reported, until the controller forgets the attempt: sent again when the
+    /// controller asks to adopt it (a report lost with a controller that could not write it).
+    reported: Arc<Mutex<BTreeMap<(u64, u32), AgentReport>>>,
     /// The node's dataset cache.
     stager: Stager,
     /// How jobs are isolated on this node.
@@ -73,6 +78,7 @@ impl Executor {
             reports,
             cancelled: Arc::default(),
             shims: Arc::default(),
+            reported: Arc::default(),
             stager,
             isolation: Arc::new(isolation),
             unpacking: Arc::default(),
@@ -102,6 +108,9 @@ impl Executor {
                         .lock()
                         .expect("not poisoned")
                         .remove(&(job, attempt));
+                    let mut reported = self.reported.lock().expect("not poisoned");
+                    reported.remove(&(job, attempt));
+                    drop(reported);
                     self.cancelled
                         .lock()
                         .expect("not poisoned")
@@ -125,13 +134,17 @@ impl Executor {
 
     fn ended(&self, job: u64, attempt: u32, outcome: Outcome) {
         let steps = JobDir::new(&self.spool, job, attempt).steps();
-        self.report(AgentReport::Ended {
-            node: self.node.clone(),
+        let node = self.node.clone();
+        let r = AgentReport::Ended {
+            node,
             job,
             attempt,
             outcome,
             steps,
-        });
+        };
+        let mut reported = self.reported.lock().expect("not poisoned");
+        reported.insert((job, attempt), r.clone());
+        self.report(r);
     }
 
     fn start(&self, launch: Launch) {
@@ -410,33 +423,15 @@ impl Executor {
     }
 
     /// Sends `signal` to the attempt's batch shell, its other processes, or all of them.
-    fn signal(&self, job: u64, attempt: u32, signal: i32, target: crate::api::SignalTarget) {
-        use crate::api::SignalTarget;
-        use nix::sys::signal::Signal;
-        let dir = JobDir::new(&self.spool, job, attempt);
-        let (Ok(sig), Some(started)) = (Signal::try_from(signal), dir.started()) else {
-            tracing::warn!(
-                job,
-                attempt,
-                signal,
-                "signal for an attempt not running here"
-            );
-            return;
-        };
-        let shell = nix::unistd::Pid::from_raw(started.pgid);
-        let sent = match target {
-            SignalTarget::Batch => usize::from(nix::sys::signal::kill(shell, sig).is_ok()),
-            SignalTarget::Steps => {
-                crate::agent::procs::signal_job_processes(&dir.key(), sig, &[shell])
-            }
-            SignalTarget::All => crate::agent::procs::signal_job_processes(&dir.key(), sig, &[]),
-        };
-        tracing::info!(job, attempt, %sig, sent, "signal sent");
-    }
-
     fn adopt(&self, expected: Vec<(u64, u32)>) {
         let expected_set: BTreeSet<(u64, u32)> = expected.iter().copied().collect();
         for (job, attempt) in expected {
+            let again = self.reported.lock().expect("not poisoned");
+            if let Some(r) = again.get(&(job, attempt)).cloned() {
+                self.report(r);
+                continue;
+            }
+            drop(again);
             // Started or adopted by this process already (a remote agent registering again):
             // it is watched, and its shim may not have recorded its start yet, so the job
             // directory must not be read as "never started".

@@ -122,11 +122,28 @@ fn a_full_state_disk_refuses_new_work_and_the_controller_recovers_by_itself() {
     let long = pool.submit(&[
         "--wrap",
         &format!(
-            "while [ ! -e {} ]; do sleep 0.1; done; echo ran >> runs.txt",
+            "touch long-runs; while [ ! -e {} ]; do sleep 0.1; done; echo ran >> runs.txt",
             go.display()
         ),
     ]);
+    // A second job ends while the disk is full: the controller cannot record its end then, and
+    // must still learn it once it recovers.
+    let end_now = pool.work.join("end-now");
+    let quick = pool.submit(&[
+        "--wrap",
+        &format!(
+            "touch quick-runs; while [ ! -e {} ]; do sleep 0.1; done",
+            end_now.display()
+        ),
+    ]);
     pool.wait_for(long, Duration::from_secs(20), |j| j["state"] == "RUNNING");
+    // Filled once the script runs: RUNNING is said as the node is told to start it, and a
+    // fill before its shim has set room aside is the other test's case.
+    let t0 = std::time::Instant::now();
+    while !(pool.work.join("long-runs").exists() && pool.work.join("quick-runs").exists()) {
+        assert!(t0.elapsed() < Duration::from_secs(20), "the job never ran");
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let filler = state.fill();
     // SQLite may fit a few more submits in its log before it needs a new page.
     let mut refused = None;
@@ -149,6 +166,8 @@ fn a_full_state_disk_refuses_new_work_and_the_controller_recovers_by_itself() {
     );
     assert!(pool.cli(&["queue"]).status.success(), "reading still works");
 
+    std::fs::write(&end_now, "").unwrap();
+    std::thread::sleep(Duration::from_secs(1));
     std::fs::remove_file(filler).unwrap();
     let t0 = std::time::Instant::now();
     loop {
@@ -169,6 +188,8 @@ fn a_full_state_disk_refuses_new_work_and_the_controller_recovers_by_itself() {
         "{}",
         pool.serve_log()
     );
+    let j = pool.wait_done(quick, Duration::from_secs(30));
+    assert_eq!(s(&j, "state"), "COMPLETED", "{j:#}\n{}", pool.serve_log());
     std::fs::write(&go, "").unwrap();
     let done = pool.wait_done(long, Duration::from_secs(30));
     assert_eq!(s(&done, "state"), "COMPLETED", "{done:#}");
