@@ -213,10 +213,9 @@ impl<J: Tracked> Lifecycle<J> {
                     .filter(|l| l.is_current(attempt, JobState::Running))
                     .filter(|l| l.node.as_deref() != Some(&node) && l.is_on(&node))
                 {
-                    // A part of a gang ended on its own: the job stops on all of its nodes,
-                    // and ends as its batch node reports it.
+                    // A part of a gang ended on its own: its batch node is stopped, and that
+                    // end (reported as any end is) stops the gang's other parts.
                     let head = life.node.clone().unwrap_or_default();
-                    let kills = kill_parts(life, job, &node);
                     let note = Transition::Noted {
                         event: "gang-part-ended".into(),
                         detail: format!(
@@ -226,11 +225,11 @@ impl<J: Tracked> Lifecycle<J> {
                         time: now,
                     };
                     self.commit(job, note, &mut out);
-                    out.extend(
-                        kills
-                            .into_iter()
-                            .filter(|e| matches!(e, Effect::Kill { node: n, .. } if *n == head)),
-                    );
+                    out.push(Effect::Kill {
+                        job,
+                        attempt,
+                        node: head,
+                    });
                     out.push(Effect::Forget { job, attempt, node });
                     return out;
                 }

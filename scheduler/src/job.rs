@@ -297,6 +297,31 @@ pub struct NodeShare {
     pub mem_mib: u64,
 }
 
+impl NodeShare {
+    /// This share, borrowed.
+    pub fn part(&self) -> Part<'_> {
+        Part {
+            node: &self.node,
+            gpus: &self.gpus,
+            cpus: self.cpus,
+            mem_mib: self.mem_mib,
+        }
+    }
+}
+
+/// What a job holds on one node of its allocation, borrowed from the allocation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Part<'a> {
+    /// Node name.
+    pub node: &'a str,
+    /// GPU indexes on that node.
+    pub gpus: &'a [u32],
+    /// CPU cores held there.
+    pub cpus: u32,
+    /// Memory held there, MiB.
+    pub mem_mib: u64,
+}
+
 /// A run of TCP ports: `first`, `first + 1`, … `first + count - 1`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PortBlock {
@@ -314,23 +339,27 @@ impl PortBlock {
 }
 
 impl Allocation {
-    /// Every node of the allocation with what the job holds there, the first node first.
-    pub fn shares(&self) -> Vec<NodeShare> {
-        let mut all = vec![NodeShare {
-            node: self.node.clone(),
-            gpus: self.gpus.clone(),
+    /// Every node of the allocation with what the job holds there, the first node first,
+    /// borrowed (a pass walks them for every running job).
+    pub fn parts(&self) -> impl Iterator<Item = Part<'_>> {
+        let first = Part {
+            node: &self.node,
+            gpus: &self.gpus,
             cpus: self.cpus,
             mem_mib: self.mem_mib,
-        }];
-        all.extend(self.others.iter().cloned());
-        all
+        };
+        std::iter::once(first).chain(self.others.iter().map(NodeShare::part))
     }
 
     /// The names of its nodes, the first node first.
     pub fn node_names(&self) -> Vec<&str> {
-        std::iter::once(self.node.as_str())
-            .chain(self.others.iter().map(|s| s.node.as_str()))
-            .collect()
+        self.parts().map(|p| p.node).collect()
+    }
+
+    /// Its nodes as Slurm writes a node list: `gpu1`, or `gn[1-2]`.
+    pub fn nodelist(&self) -> String {
+        let names: Vec<String> = self.parts().map(|p| p.node.to_string()).collect();
+        crate::hostlist::compress(&names)
     }
 
     /// GPUs held over all of its nodes.

@@ -62,7 +62,8 @@ pub mod script;
 pub mod time;
 
 pub use job::{
-    Allocation, HoldBy, JobId, JobSpec, JobState, NodeRequest, NodeShare, PortBlock, Resources,
+    Allocation, HoldBy, JobId, JobSpec, JobState, NodeRequest, NodeShare, Part, PortBlock,
+    Resources,
 };
 pub use scheduler::{Decision, Prediction, Scheduler};
 pub use time::{TimeLimit, Timestamp};

@@ -4,7 +4,7 @@
 //! `share = N` (N > 1) may be held by up to N jobs that asked for `--gpu-share` at once, and by
 //! no whole holder meanwhile. A GPU with `share = 1` (the default) is never shared.
 
-use crate::job::{JobId, NodeShare};
+use crate::job::{JobId, Part};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -250,8 +250,8 @@ impl Node {
 
     /// Records `job` as holding `part` of its allocation (shared GPUs when `shared`). The
     /// caller has checked that it fits.
-    pub(crate) fn hold(&mut self, job: JobId, part: &NodeShare, shared: bool) {
-        for g in &part.gpus {
+    pub(crate) fn hold(&mut self, job: JobId, part: Part<'_>, shared: bool) {
+        for g in part.gpus {
             if shared {
                 self.gpu_sharers.entry(*g).or_default().insert(job);
             } else {
@@ -263,8 +263,8 @@ impl Node {
     }
 
     /// Frees what `job` held here under `part`.
-    pub(crate) fn release(&mut self, job: JobId, part: &NodeShare, shared: bool) {
-        for g in &part.gpus {
+    pub(crate) fn release(&mut self, job: JobId, part: Part<'_>, shared: bool) {
+        for g in part.gpus {
             if shared {
                 if let Some(jobs) = self.gpu_sharers.get_mut(g) {
                     jobs.remove(&job);

@@ -18,7 +18,7 @@
 
 use crate::cache_view::{CacheView, NoCache};
 use crate::dependency::DependencyState;
-use crate::job::{Allocation, JobId, JobSpec, NodeShare};
+use crate::job::{Allocation, JobId, JobSpec, Part};
 use crate::limits::Holdings;
 use crate::node::Node;
 use crate::placement::{PlacementContext, need_on};
@@ -58,9 +58,9 @@ impl Scheduler {
                 .start
                 .plus_limit(job.time_limit)
                 .max(Timestamp(now.0 + 1));
-            for part in alloc.shares() {
-                if let Some(&i) = index.get(part.node.as_str()) {
-                    profiles[i].release(end, capacity_of(&part, alloc.shared));
+            for part in alloc.parts() {
+                if let Some(&i) = index.get(part.node) {
+                    profiles[i].release(end, capacity_of(part, alloc.shared));
                 }
             }
         }
@@ -169,22 +169,22 @@ impl Scheduler {
         let expected_end =
             |job: &JobSpec, start: Timestamp| self.runtimes.expected_end(job, start, now);
         for (job, alloc) in self.running.values() {
-            for part in alloc.shares() {
-                if let Some(&i) = index.get(part.node.as_str()) {
+            for part in alloc.parts() {
+                if let Some(&i) = index.get(part.node) {
                     profiles[i].release(
                         expected_end(job, alloc.start).max(Timestamp(now.0 + 1)),
-                        capacity_of(&part, alloc.shared),
+                        capacity_of(part, alloc.shared),
                     );
                 }
             }
         }
         for (id, alloc, _) in started {
-            for part in alloc.shares() {
-                let i = index[part.node.as_str()];
+            for part in alloc.parts() {
+                let i = index[part.node];
                 profiles[i].take(
                     now,
                     expected_end(&self.pending[id], now),
-                    capacity_of(&part, alloc.shared),
+                    capacity_of(part, alloc.shared),
                 );
             }
         }
@@ -210,17 +210,7 @@ impl Scheduler {
             let best = nodes
                 .iter()
                 .enumerate()
-                .filter(|(i, n)| {
-                    n.accepts_jobs()
-                        && self.chain.statically_fits(
-                            job,
-                            &crate::placement::Candidate {
-                                node: n,
-                                profile: &profiles[*i],
-                            },
-                            &ctx,
-                        )
-                })
+                .filter(|(i, n)| self.may_take(job, n, &profiles[*i], &ctx))
                 .filter_map(|(i, n)| {
                     profiles[i]
                         .earliest(&need_on(job, n), duration)
@@ -257,20 +247,16 @@ impl Scheduler {
         profiles: &mut [Profile],
         ctx: &PlacementContext<'_>,
     ) -> Option<(Vec<usize>, Timestamp)> {
+        if job.resources.node_count() > 1 {
+            return self.reserve_gang(job, nodes, profiles, ctx);
+        }
         let duration = match job.time_limit {
             TimeLimit::Unlimited => None,
             TimeLimit::Seconds(s) => Some((s as i64).saturating_mul(1000)),
         };
-        if job.resources.node_count() > 1 {
-            return self.reserve_gang(job, nodes, profiles, ctx);
-        }
         let mut best: Option<(Timestamp, usize, Capacity)> = None;
         for (i, node) in nodes.iter().enumerate() {
-            let candidate = crate::placement::Candidate {
-                node,
-                profile: &profiles[i],
-            };
-            if !node.accepts_jobs() || !self.chain.statically_fits(job, &candidate, ctx) {
+            if !self.may_take(job, node, &profiles[i], ctx) {
                 continue;
             }
             if let Some((at, taken)) = profiles[i].earliest(&need_on(job, node), duration)
@@ -282,6 +268,21 @@ impl Scheduler {
         let (at, i, taken) = best?;
         profiles[i].take(at, at.plus_limit(job.time_limit), taken);
         Some((vec![i], at))
+    }
+
+    /// True when `node` is up and could take `job` once it is free: every static filter
+    /// passes. Reservations and stage-ahead predictions look only at such nodes.
+    pub(super) fn may_take(
+        &self,
+        job: &JobSpec,
+        node: &Node,
+        profile: &Profile,
+        ctx: &PlacementContext<'_>,
+    ) -> bool {
+        node.accepts_jobs()
+            && self
+                .chain
+                .statically_fits(job, &crate::placement::Candidate { node, profile }, ctx)
     }
 
     /// Why a job may not run under its account, when that changed after it was submitted: the
@@ -413,7 +414,7 @@ fn starting_profiles<'n>(
 
 /// What `part` of an allocation holds on its node, as an amount: its GPUs whole, or one share
 /// slot of each when `shared`.
-fn capacity_of(part: &NodeShare, shared: bool) -> Capacity {
+fn capacity_of(part: Part<'_>, shared: bool) -> Capacity {
     let mut c = Capacity {
         gpus: part.gpus.iter().fold(0u64, |m, g| m | (1u64 << g)),
         cpus: part.cpus as i64,
@@ -421,7 +422,7 @@ fn capacity_of(part: &NodeShare, shared: bool) -> Capacity {
         ..Capacity::default()
     };
     if shared {
-        for g in &part.gpus {
+        for g in part.gpus {
             c.shared[*g as usize] = 1;
         }
     }

@@ -2,7 +2,7 @@
 //! reservation when it waits for busy resources.
 
 use crate::cache_view::CacheView;
-use crate::job::{Allocation, HoldBy, JobId, JobSpec, NodeShare};
+use crate::job::{Allocation, HoldBy, JobId, JobSpec, NodeShare, Part};
 use crate::limits::{Holdings, limit_reason};
 use crate::node::Node;
 use crate::placement::{PlacementContext, Rejections};
@@ -166,9 +166,9 @@ impl Scheduler {
                             now,
                             now.plus_limit(job.time_limit),
                             super::capacity_of(
-                                &NodeShare {
-                                    node: String::new(),
-                                    gpus: choice.gpus.clone(),
+                                Part {
+                                    node: node.name(),
+                                    gpus: &choice.gpus,
                                     cpus: r.cpus,
                                     mem_mib: r.mem_mib,
                                 },

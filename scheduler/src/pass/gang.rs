@@ -34,13 +34,7 @@ impl Scheduler {
     ) -> Option<(Vec<usize>, Timestamp)> {
         let count = job.resources.node_count() as usize;
         let eligible: Vec<usize> = (0..nodes.len())
-            .filter(|&i| {
-                let candidate = crate::placement::Candidate {
-                    node: nodes[i],
-                    profile: &profiles[i],
-                };
-                nodes[i].accepts_jobs() && self.chain.statically_fits(job, &candidate, ctx)
-            })
+            .filter(|&i| self.may_take(job, nodes[i], &profiles[i], ctx))
             .collect();
         if eligible.len() < count {
             return None;

@@ -36,15 +36,14 @@ impl Scheduler {
             let mut sharers: BTreeMap<u32, Vec<JobId>> = BTreeMap::new();
             let mut gpus: BTreeSet<(u32, JobId)> = BTreeSet::new();
             let parts = self.running.iter().flat_map(|(id, (_, a))| {
-                a.shares()
-                    .into_iter()
+                a.parts()
                     .filter(|p| p.node == node.name())
                     .map(move |p| (id, a.shared, p))
             });
             for (id, shared, part) in parts {
                 cpus += part.cpus;
                 mem += part.mem_mib;
-                for g in &part.gpus {
+                for g in part.gpus {
                     let Some(device) = node.spec.gpus.iter().find(|d| d.index == *g) else {
                         return Err(format!(
                             "job {id} holds GPU {g} that {} does not have",

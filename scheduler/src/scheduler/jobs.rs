@@ -2,7 +2,7 @@
 //! finishing, requeueing, and what a running job owes in credits.
 
 use super::{RestoreError, Scheduler};
-use crate::job::{Allocation, HoldBy, JobId, JobSpec, JobState, NodeShare};
+use crate::job::{Allocation, HoldBy, JobId, JobSpec, JobState, Part};
 use crate::time::Timestamp;
 
 impl Scheduler {
@@ -16,15 +16,10 @@ impl Scheduler {
     /// where one of its GPUs is held whole or already has `share` sharers (a lone sharer is put
     /// back even on a GPU whose `share` was lowered to 1 since, and holds it alone).
     pub fn restore_running(&mut self, job: JobSpec, alloc: Allocation) -> Result<(), RestoreError> {
-        let parts = alloc.shares();
-        for part in &parts {
+        for part in alloc.parts() {
             self.check_restorable(job.id, part, alloc.shared)?;
         }
-        for part in &parts {
-            if let Some(node) = self.nodes.get_mut(&part.node) {
-                node.hold(job.id, part, alloc.shared);
-            }
-        }
+        self.hold_nodes(job.id, &alloc);
         self.pending.remove(&job.id);
         self.reasons.remove(&job.id);
         self.notes.remove(&job.id);
@@ -36,18 +31,18 @@ impl Scheduler {
     fn check_restorable(
         &self,
         job: JobId,
-        part: &NodeShare,
+        part: Part<'_>,
         shared: bool,
     ) -> Result<(), RestoreError> {
         let err = |problem: String| RestoreError {
             job,
-            node: part.node.clone(),
+            node: part.node.to_string(),
             problem,
         };
-        let Some(node) = self.nodes.get(&part.node) else {
+        let Some(node) = self.nodes.get(part.node) else {
             return Err(err("the node is not known".to_string()));
         };
-        for g in &part.gpus {
+        for g in part.gpus {
             let Some(device) = node.spec.gpus.iter().find(|d| d.index == *g) else {
                 return Err(err(format!("GPU {g} no longer exists there")));
             };
@@ -74,18 +69,18 @@ impl Scheduler {
 
     /// Frees, on each of its nodes, what `job` held under `alloc`.
     pub(crate) fn release_nodes(&mut self, job: JobId, alloc: &Allocation) {
-        for part in alloc.shares() {
-            if let Some(node) = self.nodes.get_mut(&part.node) {
-                node.release(job, &part, alloc.shared);
+        for part in alloc.parts() {
+            if let Some(node) = self.nodes.get_mut(part.node) {
+                node.release(job, part, alloc.shared);
             }
         }
     }
 
     /// Records, on each of its nodes, that `job` holds `alloc`.
     pub(crate) fn hold_nodes(&mut self, job: JobId, alloc: &Allocation) {
-        for part in alloc.shares() {
-            if let Some(node) = self.nodes.get_mut(&part.node) {
-                node.hold(job, &part, alloc.shared);
+        for part in alloc.parts() {
+            if let Some(node) = self.nodes.get_mut(part.node) {
+                node.hold(job, part, alloc.shared);
             }
         }
     }
@@ -180,10 +175,9 @@ impl Scheduler {
     pub fn charge_for(&self, alloc: &Allocation, end: Timestamp) -> f64 {
         let secs = end.secs_since(alloc.start);
         alloc
-            .shares()
-            .iter()
+            .parts()
             .flat_map(|part| {
-                let node = self.nodes.get(&part.node);
+                let node = self.nodes.get(part.node);
                 part.gpus.iter().map(move |g| {
                     node.and_then(|n| n.spec.gpus.iter().find(|d| d.index == *g))
                         .map_or("", |d| d.gpu_type.as_str())

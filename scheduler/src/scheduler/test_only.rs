@@ -63,13 +63,7 @@ impl Scheduler {
             {
                 return Prediction {
                     start: Some(now),
-                    node: Some(crate::hostlist::compress(
-                        &allocation
-                            .node_names()
-                            .iter()
-                            .map(|n| n.to_string())
-                            .collect::<Vec<_>>(),
-                    )),
+                    node: Some(allocation.nodelist()),
                     reason: None,
                 };
             }

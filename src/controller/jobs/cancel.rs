@@ -58,6 +58,22 @@ impl Engine {
         Ok(out)
     }
 
+    /// The jobs `names` name, one by one with the name that named each, or the answer for a
+    /// name that names none: what an action taken job by job walks.
+    pub(crate) async fn each_named(
+        &self,
+        names: &[String],
+    ) -> anyhow::Result<Vec<Result<(String, u64), CancelOutcome>>> {
+        let mut out = Vec::new();
+        for (name, ids) in self.resolve_names(names).await? {
+            match ids {
+                Ok(ids) => out.extend(ids.into_iter().map(|id| Ok((name.clone(), id)))),
+                Err(refused) => out.push(Err(refused)),
+            }
+        }
+        Ok(out)
+    }
+
     pub(crate) async fn cancel(
         &mut self,
         names: &[String],
@@ -133,5 +149,14 @@ pub(crate) fn outcome(name: &str, ok: bool, message: String) -> CancelOutcome {
         id: name.to_string(),
         ok,
         message,
+    }
+}
+
+/// The outcome for `name` of an action on one of its jobs: done, with what was done, or not,
+/// with why.
+pub(crate) fn answered(name: &str, answer: Result<String, String>) -> CancelOutcome {
+    match answer {
+        Ok(m) => outcome(name, true, m),
+        Err(m) => outcome(name, false, m),
     }
 }

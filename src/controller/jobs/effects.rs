@@ -297,7 +297,7 @@ impl Engine {
             note: Some(format!(
                 "{} GPUs on {} for {held}, then requeued",
                 alloc.gpu_count(),
-                alloc_nodes(&alloc)
+                alloc.nodelist()
             )),
         };
         self.ledger.push(entry.clone());
@@ -326,7 +326,7 @@ impl Engine {
                 let note = format!(
                     "{} GPUs on {} for {held}",
                     alloc.gpu_count(),
-                    alloc_nodes(alloc)
+                    alloc.nodelist()
                 );
                 entries.push(Entry {
                     time: end,
@@ -365,10 +365,4 @@ impl Engine {
         self.refresh_balance(&user);
         tracing::info!(job, state = %row.state, exit_code = ?row.exit_code, "job ended");
     }
-}
-
-/// An allocation's nodes as a ledger note names them: `gpu1`, or `gn[1-2]`.
-fn alloc_nodes(alloc: &labpool_scheduler::Allocation) -> String {
-    let names: Vec<String> = alloc.node_names().iter().map(|n| n.to_string()).collect();
-    labpool_scheduler::hostlist::compress(&names)
 }

@@ -81,12 +81,11 @@ impl Engine {
             return vec![(node, launch)];
         }
         let nodes: Vec<GangNode> = alloc
-            .shares()
-            .into_iter()
-            .map(|s| GangNode {
-                host: self.node_host(&s.node),
-                name: s.node,
-                gpus: s.gpus,
+            .parts()
+            .map(|p| GangNode {
+                host: self.node_host(p.node),
+                name: p.node.to_string(),
+                gpus: p.gpus.to_vec(),
             })
             .collect();
         let secret = format!(

@@ -4,7 +4,7 @@
 
 use crate::api::CancelOutcome;
 use crate::controller::engine::Engine;
-use crate::controller::jobs::cancel::outcome;
+use crate::controller::jobs::cancel::answered;
 use crate::identity::Caller;
 use labpool_lifecycle::Event;
 use labpool_scheduler::JobState;
@@ -17,21 +17,11 @@ impl Engine {
         caller: &Caller,
     ) -> anyhow::Result<Vec<CancelOutcome>> {
         let mut out = Vec::new();
-        for (name, ids) in self.resolve_names(names).await? {
-            let ids = match ids {
-                Ok(ids) => ids,
-                Err(refused) => {
-                    out.push(refused);
-                    continue;
-                }
-            };
-            for id in ids {
-                let answer = self.requeue_one(id, caller).await?;
-                out.push(match answer {
-                    Ok(m) => outcome(&name, true, m),
-                    Err(m) => outcome(&name, false, m),
-                });
-            }
+        for named in self.each_named(names).await? {
+            out.push(match named {
+                Ok((name, id)) => answered(&name, self.requeue_one(id, caller).await?),
+                Err(refused) => refused,
+            });
         }
         Ok(out)
     }

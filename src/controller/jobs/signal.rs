@@ -5,7 +5,7 @@
 use crate::api::agent::AgentOrder;
 use crate::api::{CancelOutcome, SignalRequest, SignalTarget};
 use crate::controller::engine::Engine;
-use crate::controller::jobs::cancel::outcome;
+use crate::controller::jobs::cancel::answered;
 use crate::identity::Caller;
 use labpool_scheduler::JobState;
 
@@ -25,48 +25,51 @@ impl Engine {
             SignalTarget::All => "all its processes",
         };
         let mut out = Vec::new();
-        for (id_name, ids) in self.resolve_names(&req.ids).await? {
-            let ids = match ids {
-                Ok(ids) => ids,
-                Err(refused) => {
-                    out.push(refused);
-                    continue;
+        for named in self.each_named(&req.ids).await? {
+            out.push(match named {
+                Ok((id_name, id)) => {
+                    answered(&id_name, self.signal_one(id, req, caller, &name, whom))
                 }
-            };
-            for id in ids {
-                let answer = match self.jobs.job(id) {
-                    None => Err(format!("job {id} is not running")),
-                    Some(row) => match self.owner_or_admin(row, caller, "signal") {
-                        Err(why) => Err(why),
-                        Ok(()) if row.state != JobState::Running => Err(format!(
-                            "job {id} is {}; only a running job can be signalled",
-                            row.state
-                        )),
-                        Ok(()) => {
-                            // A multi-node job is signalled on every node it runs on.
-                            let (nodes, attempt) = (row.nodes(), row.attempt);
-                            for node in &nodes {
-                                let order = AgentOrder::Signal {
-                                    job: id,
-                                    attempt,
-                                    signal: req.signal,
-                                    target: req.target,
-                                };
-                                self.outbox.order(node, order);
-                            }
-                            Ok(format!(
-                                "job {id}: {name} sent to {whom} on {}",
-                                nodes.join(",")
-                            ))
-                        }
-                    },
-                };
-                out.push(match answer {
-                    Ok(m) => outcome(&id_name, true, m),
-                    Err(m) => outcome(&id_name, false, m),
-                });
-            }
+                Err(refused) => refused,
+            });
         }
         Ok(out)
+    }
+
+    /// Sends the signal to job `id` on every node it runs on; what was done, or why not.
+    fn signal_one(
+        &mut self,
+        id: u64,
+        req: &SignalRequest,
+        caller: &Caller,
+        name: &str,
+        whom: &str,
+    ) -> Result<String, String> {
+        let row = self
+            .jobs
+            .job(id)
+            .ok_or_else(|| format!("job {id} is not running"))?;
+        self.owner_or_admin(row, caller, "signal")?;
+        if row.state != JobState::Running {
+            return Err(format!(
+                "job {id} is {}; only a running job can be signalled",
+                row.state
+            ));
+        }
+        // A multi-node job is signalled on every node it runs on.
+        let (nodes, attempt) = (row.nodes(), row.attempt);
+        for node in &nodes {
+            let order = AgentOrder::Signal {
+                job: id,
+                attempt,
+                signal: req.signal,
+                target: req.target,
+            };
+            self.outbox.order(node, order);
+        }
+        Ok(format!(
+            "job {id}: {name} sent to {whom} on {}",
+            nodes.join(",")
+        ))
     }
 }
