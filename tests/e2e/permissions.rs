@@ -1,7 +1,9 @@
 //! Identity comes from the socket: members act only on their own jobs, and jobs run as their
 //! submitter, with files owned by them.
 
-use crate::pool::{Pool, ensure_user, ensure_user_in, has, have_root, read_output, s, stdout_of};
+use crate::pool::{
+    Pool, ensure_user, ensure_user_in, has, have_root, read_line, read_output, s, stdout_of,
+};
 use serde_json::Value;
 use std::os::unix::fs::MetadataExt;
 use std::time::Duration;
@@ -53,7 +55,8 @@ fn members_cancel_only_their_own_jobs_which_run_as_them() {
 
     // The job runs as alice, and what it writes is hers.
     let whoami = pool.work.join(format!("whoami-{id}"));
-    assert_eq!(read_output(&whoami).trim(), "lp-alice");
+    // The shell creates the file before `id` fills it: wait for the whole line.
+    assert_eq!(read_line(&whoami).trim(), "lp-alice");
     assert_eq!(std::fs::metadata(&whoami).unwrap().uid(), alice);
     let output = pool.work.join(format!("labpool-{id}.out"));
     assert_eq!(std::fs::metadata(&output).unwrap().uid(), alice);
