@@ -53,3 +53,6 @@ pub const LABPOOL_GANG: &str = "LABPOOL_GANG";
 pub const LABPOOL_HOSTFILE: &str = "LABPOOL_HOSTFILE";
 /// The ports leased to the job, `FIRST-LAST`: `MASTER_PORT` is the first.
 pub const LABPOOL_PORTS: &str = "LABPOOL_PORTS";
+/// The file the agent writes when the job is preempted (absent until then): a job that polls
+/// it, or traps its notice signal, saves a checkpoint and exits before the grace ends.
+pub const LABPOOL_PREEMPT_NOTICE: &str = "LABPOOL_PREEMPT_NOTICE";

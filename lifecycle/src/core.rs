@@ -311,11 +311,7 @@ impl<J: Tracked> Lifecycle<J> {
             }
             Event::Requeue { job, by } => {
                 // Only a running attempt that no cancel is stopping; the shell says why not.
-                let Some(life) = self.life(job).filter(|l| {
-                    l.state == JobState::Running
-                        && l.cancel_requested_by.is_none()
-                        && l.requeue_requested_by.is_none()
-                }) else {
+                let Some(life) = self.stoppable(job) else {
                     return out;
                 };
                 let (node, attempt) = (life.node.clone().unwrap_or_default(), life.attempt);
@@ -324,6 +320,26 @@ impl<J: Tracked> Lifecycle<J> {
                 self.commit(job, t, &mut out);
                 out.push(Effect::Kill { job, attempt, node });
                 out.extend(parts);
+            }
+            Event::Preempt { job, by, cause } => {
+                // Only a running attempt that nobody is stopping already.
+                let Some(life) = self.stoppable(job) else {
+                    return out;
+                };
+                let attempt = life.attempt;
+                let nodes = life.nodes();
+                let t = Transition::PreemptRequested {
+                    by,
+                    cause,
+                    time: now,
+                };
+                self.commit(job, t, &mut out);
+                out.extend(nodes.into_iter().map(|node| Effect::Notice {
+                    job,
+                    attempt,
+                    node,
+                    by,
+                }));
             }
             Event::Hold { job, hold, by } => {
                 let Some(life) = self.pending(job) else {
@@ -412,6 +428,15 @@ impl<J: Tracked> Lifecycle<J> {
 
     fn life(&self, job: u64) -> Option<&JobLife> {
         self.jobs.get(&job).map(Tracked::life)
+    }
+
+    /// A running attempt that no cancel, requeue or preemption is stopping yet.
+    fn stoppable(&self, job: u64) -> Option<&JobLife> {
+        self.life(job).filter(|l| {
+            l.state == JobState::Running
+                && l.cancel_requested_by.is_none()
+                && l.requeue_requested_by.is_none()
+        })
     }
 
     fn pending(&self, job: u64) -> Option<&JobLife> {

@@ -99,6 +99,16 @@ pub enum Event {
         /// Who.
         by: String,
     },
+    /// The scheduler preempts a running job for a waiting one: it gets its notice, and is
+    /// stopped (then requeued) when the grace period ends.
+    Preempt {
+        /// The running job.
+        job: u64,
+        /// The waiting job that takes its GPUs.
+        by: u64,
+        /// Why it could be preempted, in words.
+        cause: String,
+    },
     /// A waiting job is held (`Some`) or released (`None`) by `by`; the shell has checked
     /// that `by` may.
     Hold {
@@ -158,6 +168,18 @@ pub enum Effect {
         node: String,
         /// What.
         kind: StageKind,
+    },
+    /// Give this attempt its preemption notice on its node: its `--signal` (or TERM) and the
+    /// notice file now, and the stop (TERM, grace, KILL) when the grace period ends.
+    Notice {
+        /// The job.
+        job: u64,
+        /// The attempt.
+        attempt: u32,
+        /// Where.
+        node: String,
+        /// The waiting job that takes its GPUs.
+        by: u64,
     },
     /// Stop this attempt on its node (TERM, grace, KILL).
     Kill {

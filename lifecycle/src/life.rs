@@ -47,6 +47,20 @@ pub struct JobLife {
     pub hold: Option<Hold>,
     /// Who asked for the running attempt to be requeued, until it is.
     pub requeue_requested_by: Option<String>,
+    /// The notice that preempts the running attempt; kept after its requeue until the job is
+    /// placed again, so that a restarted controller knows it gives way.
+    pub preemption: Option<Preemption>,
+}
+
+/// A notice to stop a running job so that another gets its GPUs.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Preemption {
+    /// The waiting job that takes its GPUs.
+    pub by: u64,
+    /// When the notice was given, ms.
+    pub at: i64,
+    /// Why it could be preempted, in words.
+    pub cause: String,
 }
 
 /// A hold on a waiting job: who put it, and so who may release it.
@@ -81,6 +95,7 @@ impl JobLife {
             requeue,
             hold: None,
             requeue_requested_by: None,
+            preemption: None,
         }
     }
 
@@ -151,6 +166,14 @@ impl JobLife {
             Transition::Held { hold, .. } => self.hold = hold.clone(),
             Transition::CancelRequested { by, .. } => self.cancel_requested_by = Some(by.clone()),
             Transition::RequeueRequested { by, .. } => self.requeue_requested_by = Some(by.clone()),
+            Transition::PreemptRequested { by, cause, time } => {
+                self.requeue_requested_by = Some(preempt_requester(*by));
+                self.preemption = Some(Preemption {
+                    by: *by,
+                    at: *time,
+                    cause: cause.clone(),
+                });
+            }
             Transition::Requeued { code, detail, .. } => {
                 self.requeue_requested_by = None;
                 self.state = JobState::Pending;
@@ -191,5 +214,21 @@ impl JobLife {
         self.signal = None;
         self.cancel_requested_by = None;
         self.requeue_requested_by = None;
+        self.preemption = None;
+    }
+}
+
+/// Who a preemption's requeue is recorded as asked by.
+pub fn preempt_requester(by: u64) -> String {
+    format!("preemption for {}", preemptor(by))
+}
+
+/// What a job was preempted for, in words: `job 12`, or `a reservation` for job 0, which
+/// stands for one.
+pub fn preemptor(by: u64) -> String {
+    if by == 0 {
+        "a reservation".to_string()
+    } else {
+        format!("job {by}")
     }
 }

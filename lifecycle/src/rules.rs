@@ -186,6 +186,17 @@ pub fn report_ended(
 ) -> Result<Transition, Stale> {
     let life = reported_by_its_node(life, node, attempt)?;
     // A requeue asked for waits again, whatever the attempt's end; a cancel wins over it.
+    if let (Some(p), None) = (&life.preemption, &life.cancel_requested_by) {
+        return Ok(Transition::Requeued {
+            code: "Preempted".into(),
+            detail: format!(
+                "preempted for {} ({})",
+                crate::life::preemptor(p.by),
+                p.cause
+            ),
+            time: outcome.end_time_ms,
+        });
+    }
     if let (Some(by), None) = (&life.requeue_requested_by, &life.cancel_requested_by) {
         return Ok(Transition::Requeued {
             code: "Requeued".into(),

@@ -113,6 +113,16 @@ pub enum Transition {
         /// When, ms.
         time: i64,
     },
+    /// The scheduler preempts the running job for job `by`: it gets its notice now, is stopped
+    /// when the grace period ends, and waits again as a new attempt.
+    PreemptRequested {
+        /// The waiting job that takes its GPUs.
+        by: u64,
+        /// Why it could be preempted, in words.
+        cause: String,
+        /// When, ms.
+        time: i64,
+    },
     /// Someone asked to stop the running job; kept so that a restarted controller still stops it.
     CancelRequested {
         /// Who.
@@ -193,6 +203,14 @@ impl Transition {
             Transition::CancelRequested { by, time } => {
                 Some(("cancel", format!("requested by {by}"), *time))
             }
+            Transition::PreemptRequested { by, cause, time } => Some((
+                "preempt",
+                format!(
+                    "notice given: preempted for {} ({cause}); it stops when the grace period ends and is requeued",
+                    crate::life::preemptor(*by)
+                ),
+                *time,
+            )),
             Transition::Requeued { detail, time, .. } => Some(("requeue", detail.clone(), *time)),
             Transition::Ended {
                 state,

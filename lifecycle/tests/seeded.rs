@@ -133,9 +133,17 @@ fn step(h: &mut Harness, rng: &mut Rng) {
         14 => {
             let ids: Vec<u64> = h.life.jobs().map(|(id, _)| *id).collect();
             if let Some(job) = rng.pick(&ids) {
-                h.event(Event::Cancel {
-                    job,
-                    by: "alice".into(),
+                h.event(if rng.below(2) == 0 {
+                    Event::Cancel {
+                        job,
+                        by: "alice".into(),
+                    }
+                } else {
+                    Event::Preempt {
+                        job,
+                        by: 9999,
+                        cause: "test".into(),
+                    }
                 });
                 let node = h.store[&job].node.clone();
                 if let Some(node) = node {

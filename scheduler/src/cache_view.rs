@@ -11,6 +11,14 @@ pub trait CacheView {
     fn has_room(&self, _node: &str, _datasets: &[String]) -> bool {
         true
     }
+
+    /// Expected seconds to copy what `node` lacks of `datasets` onto it now (0 when it holds
+    /// them all): the simulator divides by the links' current shares, the daemon by the rate
+    /// its stages have been copying lately. `None` when the view cannot tell, which keeps delay
+    /// scheduling off.
+    fn copy_seconds(&self, _node: &str, _datasets: &[String]) -> Option<f64> {
+        None
+    }
 }
 
 /// A view in which nothing is cached anywhere.

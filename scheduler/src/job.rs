@@ -189,6 +189,16 @@ pub struct JobSpec {
     /// waiting or running.
     #[serde(default)]
     pub singleton: bool,
+    /// `--preemptible`: it may be stopped and requeued once past its minimum runtime, and is
+    /// charged at the preemptible rate.
+    #[serde(default)]
+    pub preemptible: bool,
+    /// An interactive session: never preempted (a person is typing in it).
+    #[serde(default)]
+    pub interactive: bool,
+    /// The reservation it runs in (`--reservation`): only there, and never preempted.
+    #[serde(default)]
+    pub reservation: Option<String>,
 }
 
 /// Who holds a job, which says who may release it: its owner (or an admin), or only an admin.

@@ -43,6 +43,11 @@ impl Holdings {
         }
     }
 
+    /// GPUs the jobs of `account` hold.
+    pub fn account_gpus(&self, account: &str) -> u32 {
+        self.account_gpus.get(account).copied().unwrap_or(0)
+    }
+
     /// GPUs `user` holds, in every account.
     pub fn user_gpus(&self, user: &str) -> u32 {
         self.users.get(user).map_or(0, |u| u.0)

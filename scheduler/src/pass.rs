@@ -19,9 +19,9 @@
 use crate::cache_view::{CacheView, NoCache};
 use crate::dependency::DependencyState;
 use crate::job::{Allocation, JobId, JobSpec, Part};
-use crate::limits::Holdings;
 use crate::node::Node;
 use crate::placement::{PlacementContext, need_on};
+use crate::preempt::give_notice;
 use crate::profile::{Capacity, Profile};
 use crate::reason::PendingReason;
 use crate::scheduler::{Decision, JobNote, Scheduler};
@@ -30,12 +30,16 @@ use std::collections::{BTreeMap, BTreeSet};
 
 mod appended;
 mod consider;
+mod delay;
 mod gang;
 mod order;
+mod reserved;
+mod victims;
 
 pub(crate) use appended::PassMemo;
 use appended::order_key;
 use consider::PassState;
+pub(crate) use order::PerUser;
 
 impl Scheduler {
     /// One scheduling pass at time `now`, with no dataset cached anywhere.
@@ -47,31 +51,32 @@ impl Scheduler {
     pub fn schedule_with(&mut self, now: Timestamp, cache: &dyn CacheView) -> Vec<Decision> {
         self.last_pass = Some(now);
         self.full_passes += 1;
+        let told = self.reservation_notices(now);
+        let pending = &self.pending;
+        self.yielding.retain(|_, by| pending.contains_key(by));
         let expired = self.expire(now);
         let nodes: Vec<&Node> = self.node_order.iter().map(|n| &self.nodes[n]).collect();
         let (index, mut profiles) = starting_profiles(&nodes, now);
-        let mut held = Holdings::default();
+        let held = self.running_holdings();
         for (job, alloc) in self.running.values() {
-            held.add(job);
-            // A job past its limit is about to be killed; until then its GPUs stay held.
-            let end = alloc
-                .start
-                .plus_limit(job.time_limit)
-                .max(Timestamp(now.0 + 1));
+            let end = held_until(self, job, alloc, now);
             for part in alloc.parts() {
                 if let Some(&i) = index.get(part.node) {
                     profiles[i].release(end, capacity_of(part, alloc.shared));
                 }
             }
         }
+        self.carve_reservations(&nodes, &mut profiles);
+        let (order, per_user) = self.priority_order_with_users(now);
         let mut state = PassState {
             profiles,
             held,
             reservations: Vec::new(),
             failed_shapes: Vec::new(),
             started: Vec::new(),
+            preemptible: self.preemptible_at(now, &per_user),
+            preempts: Vec::new(),
         };
-        let (order, per_user) = self.priority_order_with_users(now);
         let mut notes: BTreeMap<JobId, JobNote> = BTreeMap::new();
         let last_key = order
             .last()
@@ -83,6 +88,11 @@ impl Scheduler {
             }
         }
         let mut decisions = expired;
+        decisions.extend(told);
+        for (victim, by, cause) in std::mem::take(&mut state.preempts) {
+            let cause = cause.to_string();
+            decisions.push(give_notice(&mut self.notices, victim, by, cause, now));
+        }
         if let Some(horizon) = self.policy.placement.prefetch_horizon_s {
             decisions.extend(self.prefetches(
                 now,
@@ -178,6 +188,7 @@ impl Scheduler {
                 }
             }
         }
+        self.carve_reservations(nodes, &mut profiles);
         for (id, alloc, _) in started {
             for part in alloc.parts() {
                 let i = index[part.node];
@@ -393,6 +404,22 @@ impl Scheduler {
             .collect();
         self.outcomes.retain(|id, _| wanted.contains(id));
     }
+}
+
+/// Until when a running job holds what it holds, as a pass sees it: its time limit, or the
+/// end of its grace period when it was told to stop; a job past either is about to be killed,
+/// and holds its GPUs until then.
+pub(crate) fn held_until(
+    sched: &Scheduler,
+    job: &JobSpec,
+    alloc: &Allocation,
+    now: Timestamp,
+) -> Timestamp {
+    let limit = alloc.start.plus_limit(job.time_limit);
+    sched
+        .notice_end(job.id)
+        .map_or(limit, |n| n.min(limit))
+        .max(Timestamp(now.0 + 1))
 }
 
 /// Each node's position in `nodes` by name, and its profile starting from what is free now.

@@ -17,6 +17,15 @@ pub struct Limits {
     pub max_jobs_per_user: Option<u32>,
     /// `MaxSubmitJobsPerUser=N`: jobs queued or running per user; enforced at submit.
     pub max_submit_jobs_per_user: Option<u32>,
+    /// `BorrowLimit=gres/gpu=N` (labpool's): GPUs an account may use beyond its `GrpTRES`
+    /// share while they are idle, preemptible while it does. `None` borrows nothing, so that
+    /// `GrpTRES` stays a hard cap until an admin opens it.
+    #[serde(default)]
+    pub borrow_gpus: Option<u32>,
+    /// `LendLimit=gres/gpu=N` (labpool's): of its unused `GrpTRES` share, how many GPUs an
+    /// account lends to borrowers; the rest is kept free for it. `None` lends all of it.
+    #[serde(default)]
+    pub lend_gpus: Option<u32>,
 }
 
 /// Why a QOS setting was refused.
@@ -40,7 +49,7 @@ pub enum LimitParseError {
     },
 }
 
-const KEYS: &str = "GrpTRES=gres/gpu=N, MaxTRESPerUser=gres/gpu=N, MaxWall=HH:MM:SS, MaxJobsPerUser=N, MaxSubmitJobsPerUser=N (a value of -1 removes the limit)";
+const KEYS: &str = "GrpTRES=gres/gpu=N, MaxTRESPerUser=gres/gpu=N, MaxWall=HH:MM:SS, MaxJobsPerUser=N, MaxSubmitJobsPerUser=N, BorrowLimit=gres/gpu=N, LendLimit=gres/gpu=N (a value of -1 removes the limit)";
 
 impl Limits {
     /// Applies `KEY=VALUE` settings in Slurm's spelling; `-1` (or `none`) clears a limit.
@@ -92,6 +101,8 @@ impl Limits {
                 "maxsubmitjobsperuser" => {
                     next.max_submit_jobs_per_user = if clear { None } else { Some(count(value)?) }
                 }
+                "borrowlimit" => next.borrow_gpus = if clear { None } else { Some(gpus(value)?) },
+                "lendlimit" => next.lend_gpus = if clear { None } else { Some(gpus(value)?) },
                 _ => return Err(LimitParseError::Key(key.to_string())),
             }
         }
@@ -116,6 +127,8 @@ impl Limits {
                 self.max_submit_jobs_per_user,
                 other.max_submit_jobs_per_user,
             ),
+            borrow_gpus: min(self.borrow_gpus, other.borrow_gpus),
+            lend_gpus: min(self.lend_gpus, other.lend_gpus),
         }
     }
 
@@ -136,6 +149,12 @@ impl Limits {
         }
         if let Some(n) = self.max_submit_jobs_per_user {
             out.push(format!("MaxSubmitJobsPerUser={n}"));
+        }
+        if let Some(n) = self.borrow_gpus {
+            out.push(format!("BorrowLimit=gres/gpu={n}"));
+        }
+        if let Some(n) = self.lend_gpus {
+            out.push(format!("LendLimit=gres/gpu={n}"));
         }
         out
     }
@@ -165,6 +184,10 @@ pub struct CreditPolicy {
     pub emergency_max_gpus: u32,
     /// Longest time limit an emergency job may have, seconds.
     pub emergency_max_time_s: u64,
+    /// Share of the normal charge a `--preemptible` job pays (0.5: half price), for accepting
+    /// that it may be stopped and requeued at any time after its minimum runtime.
+    #[serde(default = "default_preemptible_rate")]
+    pub preemptible_rate: f64,
     /// Share of a job's charge given back when its GPU utilisation was at least
     /// `rebate_min_util` (0 switches rebates off). Fed by GPU metrics once they exist.
     pub rebate_fraction: f64,
@@ -181,10 +204,15 @@ impl Default for CreditPolicy {
             emergency_tokens: 2,
             emergency_max_gpus: 2,
             emergency_max_time_s: 24 * 3600,
+            preemptible_rate: default_preemptible_rate(),
             rebate_fraction: 0.0,
             rebate_min_util: 0.8,
         }
     }
+}
+
+fn default_preemptible_rate() -> f64 {
+    0.5
 }
 
 impl CreditPolicy {
@@ -255,6 +283,11 @@ pub struct PlacementPolicy {
     pub prefetch_horizon_s: Option<u64>,
     /// Seed for the order nodes are tried in, for ties; `None` keeps name order.
     pub node_order_seed: Option<u64>,
+    /// Longest a job that could start now on a node without its data waits instead for a node
+    /// that holds it (delay scheduling), in seconds, when that wait plus what is left to copy
+    /// there is shorter than the copy here; `None` never waits.
+    #[serde(default)]
+    pub locality_wait_s: Option<u64>,
     /// The TCP ports leased to jobs (`MASTER_PORT` and the rest of a job's block), first and
     /// last; keep other services out of this range.
     #[serde(default = "default_ports")]
@@ -275,6 +308,7 @@ impl Default for PlacementPolicy {
             max_reservations: 100,
             prefetch_horizon_s: Some(1800),
             node_order_seed: None,
+            locality_wait_s: Some(1800),
             ports: default_ports(),
         }
     }
@@ -289,6 +323,31 @@ pub struct Policy {
     pub weights: PriorityWeights,
     /// Placement.
     pub placement: PlacementPolicy,
+    /// Preemption: notice, grace and minimum runtime.
+    #[serde(default)]
+    pub preemption: PreemptionPolicy,
+}
+
+/// How preemptible jobs are stopped to give their GPUs back (see [`crate::preempt`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PreemptionPolicy {
+    /// False: nothing is ever preempted (borrowing is then refused too, as it could never
+    /// be taken back).
+    pub enabled: bool,
+    /// Seconds between the notice and the stop (TERM, then KILL after the kill grace).
+    pub grace_s: u64,
+    /// A job is never preempted before it has run this long, in seconds.
+    pub min_runtime_s: u64,
+}
+
+impl Default for PreemptionPolicy {
+    fn default() -> Self {
+        PreemptionPolicy {
+            enabled: true,
+            grace_s: 120,
+            min_runtime_s: 600,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -44,6 +44,10 @@ pub struct Factors {
     pub priority: f64,
     /// The user's credit balance, accrued charges of running jobs taken off.
     pub balance: f64,
+    /// It would run beyond its account's share (borrow): within a tier it comes after the jobs
+    /// that would not, so that idle GPUs go to returning owners before borrowers.
+    #[serde(default)]
+    pub borrows: bool,
 }
 
 /// Past GPU usage per user, decayed with a half-life: what fair-share is computed from.

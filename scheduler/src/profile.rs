@@ -198,15 +198,32 @@ impl Profile {
 
     /// `amount` is held over `[from, until)`.
     pub fn take(&mut self, from: Timestamp, until: Timestamp, amount: Capacity) {
+        for s in self.between(from, until) {
+            s.free.hold(&amount);
+        }
+    }
+
+    /// `amount` comes back over `[from, until)` only: a running job that will end at `from`
+    /// instead of at `until` (it was told to stop).
+    pub fn give(&mut self, from: Timestamp, until: Timestamp, amount: Capacity) {
+        for s in self.between(from, until) {
+            s.free.give(&amount);
+        }
+    }
+
+    /// The segments that cover `[from, until)` from now on, split at its ends; none when the
+    /// interval is empty or over.
+    fn between(&mut self, from: Timestamp, until: Timestamp) -> &mut [Segment] {
+        if from >= until || until <= self.now() {
+            return &mut [];
+        }
         let i = self.split(from.max(self.now()));
         let j = if until == Timestamp::NEVER {
             self.segments.len()
         } else {
             self.split(until)
         };
-        for s in &mut self.segments[i..j] {
-            s.free.hold(&amount);
-        }
+        &mut self.segments[i..j]
     }
 
     /// The GPUs that `need` would take if it ran over `[from, until)`, or `None` when it does

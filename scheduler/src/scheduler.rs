@@ -55,6 +55,17 @@ pub enum Decision {
         /// The job.
         job: JobId,
     },
+    /// Tell a running job to stop, and requeue it, so that a waiting job gets its GPUs: it gets
+    /// its notice now and is stopped when the grace period ends. The scheduler counts its GPUs
+    /// free from then on.
+    Preempt {
+        /// The job to stop.
+        job: JobId,
+        /// The waiting job that takes its GPUs.
+        by: JobId,
+        /// Why it may be preempted, in words.
+        cause: String,
+    },
     /// Stage a dataset on the node a waiting job is expected to start on, so that it finds its
     /// data there. Emitted every pass while it applies; the consumer ignores repeats.
     Prefetch {
@@ -106,6 +117,12 @@ pub struct JobNote {
     pub rejections: Option<crate::placement::Rejections>,
     /// The node and time reserved for it, when it has a reservation.
     pub reservation: Option<(String, Timestamp)>,
+    /// The running jobs told to stop so that it can start, with why each could be.
+    #[serde(default)]
+    pub preempting: Vec<(JobId, String)>,
+    /// Since when it has waited for a node that holds its data (delay scheduling).
+    #[serde(default)]
+    pub delayed_since: Option<Timestamp>,
 }
 
 /// The scheduling state of a pool.
@@ -132,6 +149,13 @@ pub struct Scheduler {
     pub(crate) memo: Option<crate::pass::PassMemo>,
     /// Full passes run so far (a pass after added jobs may be cut short instead).
     pub(crate) full_passes: u64,
+    /// Running jobs told to stop (preempted), until they end.
+    pub(crate) notices: BTreeMap<JobId, crate::preempt::Notice>,
+    /// Preempted jobs back in the queue, with the job they were stopped for: they wait until
+    /// it has started (or left the queue).
+    pub(crate) yielding: BTreeMap<JobId, JobId>,
+    /// Reservations, by name.
+    pub(crate) reservations: BTreeMap<String, crate::reservation::Reservation>,
 }
 
 impl Scheduler {
@@ -165,6 +189,9 @@ impl Scheduler {
             last_pass: None,
             memo: None,
             full_passes: 0,
+            notices: BTreeMap::new(),
+            yielding: BTreeMap::new(),
+            reservations: BTreeMap::new(),
         })
     }
 

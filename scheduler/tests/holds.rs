@@ -112,7 +112,7 @@ fn a_job_leaves_the_queue_once_its_limit_no_longer_fits_before_its_deadline() {
     );
     assert_eq!(code(&s, 2), "Resources");
     // A pass is due the moment it can no longer fit.
-    assert_eq!(s.next_begin(at(0.25)), Some(Timestamp(at(0.5).0 + 1)));
+    assert_eq!(s.next_due(at(0.25)), Some(Timestamp(at(0.5).0 + 1)));
     let d = s.schedule(Timestamp(at(0.5).0 + 1));
     assert_eq!(d, [Decision::Expire { job: JobId(2) }]);
     assert!(s.job(JobId(2)).is_none());

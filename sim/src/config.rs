@@ -25,6 +25,9 @@ pub struct ClusterSpec {
     pub shared_bw: f64,
     /// Each node's SSD write bandwidth, bytes/s, split among its transfers.
     pub ssd_bw: f64,
+    /// Each node's network link, bytes/s: a copy from a peer is limited by the sender's and
+    /// the receiver's.
+    pub nic_bw: f64,
 }
 
 /// Why a cluster spec was refused.

@@ -24,16 +24,23 @@
 //!   not model the monthly grant's reset.
 #![deny(missing_docs)]
 
+pub mod accounts;
 pub mod config;
+pub mod generate;
+mod links;
+mod preemption;
 pub mod report;
 mod run;
+pub mod sweep;
 pub mod trace;
 mod world;
 
 pub use run::simulate;
 
 use config::ClusterSpec;
-use labpool_scheduler::policy::{CreditPolicy, PlacementPolicy, Policy, PriorityWeights};
+use labpool_scheduler::policy::{
+    Account, CreditPolicy, PlacementPolicy, Policy, PreemptionPolicy, PriorityWeights,
+};
 use std::collections::BTreeMap;
 use trace::TraceJob;
 
@@ -96,6 +103,9 @@ pub struct SimInput {
     pub seed: u64,
     /// The policy `labpool serve` runs with the config at hand, for [`SimPolicy::Labpool`].
     pub daemon: Policy,
+    /// Accounts (research groups) with their members and limits; empty runs every job
+    /// without one. A user's jobs run under the first account that lists them.
+    pub accounts: BTreeMap<String, Account>,
 }
 
 /// Why a run could not be made.
@@ -108,18 +118,6 @@ pub enum SimError {
         job: u64,
         /// The dataset.
         dataset: String,
-    },
-    /// A dataset is larger than a node's cache.
-    #[error(
-        "dataset '{dataset}' ({bytes} bytes) is larger than a node's cache ({ssd} bytes); give --ssd more room"
-    )]
-    DatasetTooBig {
-        /// The dataset.
-        dataset: String,
-        /// Its size.
-        bytes: u64,
-        /// The cache size.
-        ssd: u64,
     },
 }
 
@@ -158,7 +156,9 @@ fn scheduler_policy(input: &SimInput, policy: SimPolicy) -> Policy {
             max_reservations: 64,
             prefetch_horizon_s: policy.stages_ahead().then_some(horizon_s),
             node_order_seed: Some(seed),
+            locality_wait_s: None,
             ..PlacementPolicy::default()
         },
+        preemption: PreemptionPolicy::default(),
     }
 }

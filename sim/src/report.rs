@@ -24,10 +24,14 @@ pub struct JobRecord {
     pub end: Timestamp,
     /// Its time limit, ms.
     pub limit_ms: Option<i64>,
+    /// When it was first given GPUs (before any preemption).
+    pub first_placed: Timestamp,
+    /// It fit within its account's share when submitted: an owner's job.
+    pub within_share: bool,
 }
 
 /// Counts kept outside the job records.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Totals {
     /// Trace jobs no node could ever take.
     pub rejected: usize,
@@ -41,6 +45,43 @@ pub struct Totals {
     pub hits: u64,
     /// Dataset needs in all.
     pub needs: u64,
+    /// Preemptions carried out.
+    pub preemptions: u64,
+    /// GPU-seconds between notice and stop.
+    pub lost_gpu_s: f64,
+    /// GPU-seconds held by attempts that were preempted.
+    pub preempted_held_gpu_s: f64,
+    /// GPU-seconds of the pool while some job waited.
+    pub demand_gpu_s: f64,
+    /// GPU-seconds given out while some job waited.
+    pub held_with_demand_gpu_s: f64,
+    /// What the copies were for.
+    pub copies: CopyCounts,
+}
+
+/// What a run counts about its copies, to tell why a policy reads what it reads.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize, PartialEq)]
+pub struct CopyCounts {
+    /// Bytes copied from a peer node instead of the shared storage.
+    pub peer_bytes: f64,
+    /// Bytes streamed by jobs whose dataset is larger than a cache.
+    pub streamed_bytes: f64,
+    /// Jobs that streamed their dataset.
+    pub streamed_jobs: u64,
+    /// Bytes read from the shared storage by prefetches.
+    pub prefetch_bytes: f64,
+    /// Prefetches a job then used on that node.
+    pub prefetches_used: u64,
+    /// Prefetched datasets evicted before any job used them.
+    pub prefetches_evicted_unused: u64,
+    /// Prefetches whose job was placed on another node.
+    pub prefetches_elsewhere: u64,
+    /// Prefetches stopped in flight because their job went elsewhere.
+    pub prefetches_cancelled: u64,
+    /// Evictions of complete datasets.
+    pub evictions: u64,
+    /// Evictions of data a queued job reads.
+    pub evictions_of_queued_data: u64,
 }
 
 /// One user's figures.
@@ -87,6 +128,10 @@ pub struct SimReport {
     pub p95_jct_s: f64,
     /// GPU allocation utilisation: GPU-time held over GPU-time available in the makespan.
     pub gpu_util: f64,
+    /// GPU allocation utilisation while some job waited: what caps and fragmentation leave
+    /// idle with demand (1 when no job ever waited).
+    #[serde(default)]
+    pub gpu_util_with_demand: f64,
     /// GPU compute utilisation: GPU-time held with the data there (not waiting for it).
     pub gpu_compute_util: f64,
     /// Jobs that ran past their time limit (the simulator lets them finish; a real pool would
@@ -100,6 +145,22 @@ pub struct SimReport {
     pub data_wait_gpu_s: f64,
     /// Jain's fairness index over the users' mean slowdowns (1: all equal).
     pub fairness_jain: f64,
+    /// Preemptions carried out.
+    #[serde(default)]
+    pub preemptions: u64,
+    /// Share of all GPU time held that preemption lost (notice to stop).
+    #[serde(default)]
+    pub preempt_lost_share: f64,
+    /// Median wait of returning owners' jobs (their account within its share, with nothing
+    /// waiting, when submitted) until first given GPUs, seconds.
+    #[serde(default)]
+    pub p50_owner_wait_s: f64,
+    /// 95th-percentile wait of returning owners' jobs, seconds.
+    #[serde(default)]
+    pub p95_owner_wait_s: f64,
+    /// What the copies were for: peers, streams, prefetches and evictions.
+    #[serde(default)]
+    pub copies: CopyCounts,
     /// Per user.
     pub users: Vec<UserFigures>,
 }
@@ -137,7 +198,16 @@ pub fn summarise(policy: &str, records: &[JobRecord], t: Totals) -> SimReport {
     let held: f64 = records
         .iter()
         .map(|r| r.gpus as f64 * secs(r.placed, r.end))
-        .sum();
+        .sum::<f64>()
+        + t.preempted_held_gpu_s;
+    let waits_of = |f: &dyn Fn(&JobRecord) -> bool| -> Vec<f64> {
+        records
+            .iter()
+            .filter(|r| f(r))
+            .map(|r| secs(r.submit, r.first_placed))
+            .collect()
+    };
+    let owner_waits = waits_of(&|r| r.within_share);
     let data_wait: f64 = records
         .iter()
         .map(|r| r.gpus as f64 * secs(r.placed, r.compute))
@@ -205,6 +275,11 @@ pub fn summarise(policy: &str, records: &[JobRecord], t: Totals) -> SimReport {
         } else {
             0.0
         },
+        gpu_util_with_demand: if t.demand_gpu_s > 0.0 {
+            t.held_with_demand_gpu_s / t.demand_gpu_s
+        } else {
+            1.0
+        },
         gpu_compute_util: if makespan > 0.0 {
             (held - data_wait) / (t.total_gpus as f64 * makespan)
         } else {
@@ -222,8 +297,42 @@ pub fn summarise(policy: &str, records: &[JobRecord], t: Totals) -> SimReport {
         },
         data_wait_gpu_s: data_wait,
         fairness_jain: jain,
+        preemptions: t.preemptions,
+        preempt_lost_share: if held > 0.0 { t.lost_gpu_s / held } else { 0.0 },
+        p50_owner_wait_s: quantile(&owner_waits, 0.5),
+        p95_owner_wait_s: quantile(&owner_waits, 0.95),
+        copies: t.copies,
         users,
     }
+}
+
+/// The rows that compare strict caps with borrowing: what preemption cost, and how long
+/// owners waited.
+fn preemption_rows() -> Vec<(&'static str, Measure)> {
+    let mins = |s: f64| format!("{:.1} min", s / 60.0);
+    vec![
+        (
+            "preemptions",
+            Box::new(|r: &SimReport| (r.preemptions as f64, r.preemptions.to_string())),
+        ),
+        (
+            "GPU time lost to preemption",
+            Box::new(|r: &SimReport| {
+                (
+                    r.preempt_lost_share,
+                    format!("{:.2}%", r.preempt_lost_share * 100.0),
+                )
+            }),
+        ),
+        (
+            "p50 wait, returning owners' jobs",
+            Box::new(move |r: &SimReport| (r.p50_owner_wait_s, mins(r.p50_owner_wait_s))),
+        ),
+        (
+            "p95 wait, returning owners' jobs",
+            Box::new(move |r: &SimReport| (r.p95_owner_wait_s, mins(r.p95_owner_wait_s))),
+        ),
+    ]
 }
 
 /// How a table row reads a report: the value compared, and its text.
@@ -270,6 +379,15 @@ pub fn table(reports: &[SimReport]) -> String {
             Box::new(|r: &SimReport| (r.gpu_util, format!("{:.1}%", r.gpu_util * 100.0))),
         ),
         (
+            "GPU allocation utilisation while jobs wait",
+            Box::new(|r: &SimReport| {
+                (
+                    r.gpu_util_with_demand,
+                    format!("{:.1}%", r.gpu_util_with_demand * 100.0),
+                )
+            }),
+        ),
+        (
             "GPU compute utilisation",
             Box::new(|r: &SimReport| {
                 (
@@ -314,6 +432,13 @@ pub fn table(reports: &[SimReport]) -> String {
             Box::new(|r: &SimReport| (r.overran as f64, r.overran.to_string())),
         ),
     ];
+    let mut rows = rows;
+    if reports
+        .iter()
+        .any(|r| r.preemptions > 0 || r.p95_owner_wait_s > 0.0)
+    {
+        rows.extend(preemption_rows());
+    }
     let mut lines = Vec::new();
     let mut header = vec!["measure".to_string()];
     header.extend(reports.iter().map(|r| r.policy.clone()));

@@ -4,7 +4,7 @@
 use crate::config::ClusterSpec;
 use crate::report::{self, JobRecord, SimReport};
 use crate::trace::TraceJob;
-use crate::world::{SimNode, World};
+use crate::world::{Kind, SimNode, World};
 use crate::{SimError, SimInput, SimPolicy, scheduler_policy};
 use labpool_lifecycle::{
     Effect, Event, JobLife, Lifecycle, Outcome, Placement, Readiness, StageKind,
@@ -57,17 +57,6 @@ pub fn simulate(input: &SimInput, policy: SimPolicy) -> Result<SimReport, SimErr
             });
         }
     }
-    if let Some((d, b)) = input
-        .datasets
-        .iter()
-        .find(|(_, b)| **b > input.cluster.ssd_bytes)
-    {
-        return Err(SimError::DatasetTooBig {
-            dataset: d.clone(),
-            bytes: *b,
-            ssd: input.cluster.ssd_bytes,
-        });
-    }
     let partition = Partition {
         name: "sim".into(),
         default: true,
@@ -80,6 +69,12 @@ pub fn simulate(input: &SimInput, policy: SimPolicy) -> Result<SimReport, SimErr
     };
     let mut sched = Scheduler::with_policy(vec![partition], scheduler_policy(input, policy))
         .expect("one default partition");
+    for (name, account) in &input.accounts {
+        sched.set_account(name, account.clone());
+    }
+    let grace_s = sched.policy().preemption.grace_s;
+    let total_gpus: u32 = input.cluster.groups.iter().map(|g| g.count * g.gpus).sum();
+    let min_runtime_s = sched.policy().preemption.min_runtime_s;
     let mut nodes = Vec::new();
     for (g, group) in input.cluster.groups.iter().enumerate() {
         for i in 0..group.count {
@@ -142,6 +137,9 @@ pub fn simulate(input: &SimInput, policy: SimPolicy) -> Result<SimReport, SimErr
         needs: 0,
         next_use: BTreeMap::new(),
         prefetched: BTreeSet::new(),
+        preempt: Default::default(),
+        streaming: BTreeMap::new(),
+        counts: Default::default(),
     };
     let mut next_arrival = 0usize;
     let mut now = Timestamp(0);
@@ -152,10 +150,21 @@ pub fn simulate(input: &SimInput, policy: SimPolicy) -> Result<SimReport, SimErr
         {
             let j = runnable[next_arrival];
             let id = JobId(j.job_id);
+            let account = sched.default_account(&j.user).map(str::to_string);
+            if let Some(a) = &account {
+                let share = sched.accounts()[a].limits.grp_gpus.unwrap_or(u32::MAX);
+                let held = sched.running_holdings().account_gpus(a);
+                // A returning owner: its account is within its share and has nothing waiting.
+                let queued = sched.pending().any(|p| p.account.as_ref() == Some(a));
+                if held + j.gpus <= share && !queued {
+                    world.preempt.owners.insert(id);
+                }
+            }
             sched.enqueue(JobSpec {
                 id,
                 name: j.job_type.clone(),
                 user: j.user.clone(),
+                account,
                 partition: "sim".into(),
                 resources: Resources {
                     nodes: 1,
@@ -182,14 +191,20 @@ pub fn simulate(input: &SimInput, policy: SimPolicy) -> Result<SimReport, SimErr
             world.trace.insert(id, j);
             next_arrival += 1;
         }
-        // Jobs that end now: their nodes report it, as an agent would.
-        let ending: Vec<(JobId, Timestamp)> = world
+        // Jobs that end now, or are stopped at the end of their grace: their nodes report it,
+        // as an agent would.
+        let mut ending: Vec<(JobId, Timestamp, JobState)> = world
             .running
             .iter()
             .filter(|(_, (_, end))| *end <= now)
-            .map(|(id, (_, end))| (*id, *end))
+            .map(|(id, (_, end))| (*id, *end, JobState::Completed))
             .collect();
-        for (id, end) in ending {
+        for (id, stop) in world.preempt.due(now) {
+            if !ending.iter().any(|(e, _, _)| *e == id) && world.running.contains_key(&id) {
+                ending.push((id, stop, JobState::Cancelled));
+            }
+        }
+        for (id, end, state) in ending {
             let Some(l) = world.life.job(id.0) else {
                 continue;
             };
@@ -198,7 +213,7 @@ pub fn simulate(input: &SimInput, policy: SimPolicy) -> Result<SimReport, SimErr
                 job: id.0,
                 attempt: l.attempt,
                 outcome: Outcome {
-                    state: JobState::Completed,
+                    state,
                     exit_code: Some(0),
                     signal: None,
                     end_time_ms: end.0,
@@ -206,7 +221,7 @@ pub fn simulate(input: &SimInput, policy: SimPolicy) -> Result<SimReport, SimErr
                 },
             };
             let effects = world.life.handle(event, now.0);
-            apply(&mut world, &mut sched, effects, now);
+            apply(&mut world, &mut sched, effects, now, grace_s);
         }
 
         // A pass, seeing the caches as they are now.
@@ -230,15 +245,17 @@ pub fn simulate(input: &SimInput, policy: SimPolicy) -> Result<SimReport, SimErr
                         .expect("a simulated node");
                     let dataset = world.trace[&job].dataset.clone();
                     let complete = world.complete(node, &dataset);
-                    if world.dataset_bytes(&dataset) > 0 {
+                    if world.dataset_bytes(&dataset) > 0 && !world.streamed(&dataset) {
                         world.needs += 1;
                         if complete {
                             world.hits += 1;
                         }
                     }
+                    world.placed_on(job, node);
                     world.placed.insert(job, (node, now));
+                    world.preempt.first_placed.entry(job).or_insert(now);
                     let ready = if complete {
-                        world.ensure(node, &dataset, now, false);
+                        world.ensure(node, &dataset, now, Kind::Stage);
                         Readiness::Ready {
                             isolation: "simulated".into(),
                         }
@@ -259,7 +276,16 @@ pub fn simulate(input: &SimInput, policy: SimPolicy) -> Result<SimReport, SimErr
                         ready,
                     };
                     let effects = world.life.handle(event, now.0);
-                    apply(&mut world, &mut sched, effects, now);
+                    apply(&mut world, &mut sched, effects, now, grace_s);
+                }
+                Decision::Preempt { job, by, cause } => {
+                    let event = Event::Preempt {
+                        job: job.0,
+                        by: by.0,
+                        cause,
+                    };
+                    let effects = world.life.handle(event, now.0);
+                    apply(&mut world, &mut sched, effects, now, grace_s);
                 }
                 Decision::Prefetch {
                     job, node, dataset, ..
@@ -270,7 +296,7 @@ pub fn simulate(input: &SimInput, policy: SimPolicy) -> Result<SimReport, SimErr
                         .position(|n| n.name == node)
                         .expect("a simulated node");
                     if !world.prefetched.contains(&(job, i, dataset.clone()))
-                        && world.ensure(i, &dataset, now, true)
+                        && world.ensure(i, &dataset, now, Kind::Prefetch(job))
                     {
                         world.prefetched.insert((job, i, dataset));
                     }
@@ -289,7 +315,7 @@ pub fn simulate(input: &SimInput, policy: SimPolicy) -> Result<SimReport, SimErr
         for (id, attempt) in staging {
             let (node, _) = world.placed[&JobId(id)];
             let dataset = world.trace[&JobId(id)].dataset.clone();
-            world.ensure(node, &dataset, now, false);
+            world.ensure(node, &dataset, now, Kind::Stage);
             if world.complete(node, &dataset) {
                 let event = Event::Staged {
                     job: id,
@@ -300,7 +326,7 @@ pub fn simulate(input: &SimInput, policy: SimPolicy) -> Result<SimReport, SimErr
                     },
                 };
                 let effects = world.life.handle(event, now.0);
-                apply(&mut world, &mut sched, effects, now);
+                apply(&mut world, &mut sched, effects, now, grace_s);
             }
         }
 
@@ -309,15 +335,40 @@ pub fn simulate(input: &SimInput, policy: SimPolicy) -> Result<SimReport, SimErr
             runnable
                 .get(next_arrival)
                 .map(|j| Timestamp((j.submit_s * 1000.0) as i64)),
-            world.running.values().map(|(_, end)| *end).min(),
+            world
+                .running
+                .values()
+                .map(|(_, end)| *end)
+                .filter(|end| *end != Timestamp::NEVER)
+                .min(),
             world.next_transfer_end(now),
+            world.preempt.stopping.values().map(|(_, stop)| *stop).min(),
+            // With accounts, a waiting job may preempt once a running job's minimum runtime
+            // has passed.
+            (!input.accounts.is_empty() && sched.pending().next().is_some())
+                .then(|| {
+                    world
+                        .running
+                        .values()
+                        .map(|(start, _)| start.plus_secs(min_runtime_s))
+                        .filter(|t| *t > now)
+                        .min()
+                })
+                .flatten(),
         ]
         .into_iter()
         .flatten()
         .min();
         let Some(next) = next else { break };
         let next = next.max(Timestamp(now.0 + 1));
-        world.advance((next.0 - now.0) as f64 / 1000.0, next);
+        let dt = (next.0 - now.0) as f64 / 1000.0;
+        if sched.pending().next().is_some() {
+            // Jobs wait: how much of the pool is given out meanwhile.
+            let held: usize = sched.running().map(|(_, a)| a.gpu_count()).sum();
+            world.preempt.demand_gpu_s += dt * total_gpus as f64;
+            world.preempt.held_with_demand_gpu_s += dt * held as f64;
+        }
+        world.advance(dt, next);
         now = next;
     }
     let unfinished = world.life.len();
@@ -327,10 +378,16 @@ pub fn simulate(input: &SimInput, policy: SimPolicy) -> Result<SimReport, SimErr
         report::Totals {
             rejected: rejected.len(),
             unfinished,
-            total_gpus: input.cluster.groups.iter().map(|g| g.count * g.gpus).sum(),
+            total_gpus,
             shared_bytes: world.shared_bytes,
             hits: world.hits,
             needs: world.needs,
+            preemptions: world.preempt.count,
+            lost_gpu_s: world.preempt.lost_gpu_s,
+            preempted_held_gpu_s: world.preempt.held_gpu_s,
+            demand_gpu_s: world.preempt.demand_gpu_s,
+            held_with_demand_gpu_s: world.preempt.held_with_demand_gpu_s,
+            copies: world.counts.clone(),
         },
     ))
 }
@@ -338,7 +395,13 @@ pub fn simulate(input: &SimInput, policy: SimPolicy) -> Result<SimReport, SimErr
 /// Carries out the lifecycle's effects as the daemon's shell does, against the simulated nodes:
 /// a launch computes for the job's run time on its node's GPU type, an end frees the GPUs and
 /// records the job. Stages need nothing here: the staging loop models the nodes' copies.
-fn apply(world: &mut World<'_>, sched: &mut Scheduler, effects: Vec<Effect>, now: Timestamp) {
+fn apply(
+    world: &mut World<'_>,
+    sched: &mut Scheduler,
+    effects: Vec<Effect>,
+    now: Timestamp,
+    grace_s: u64,
+) {
     for e in effects {
         match e {
             Effect::Launch { job, .. } => {
@@ -346,7 +409,18 @@ fn apply(world: &mut World<'_>, sched: &mut Scheduler, effects: Vec<Effect>, now
                 let (node, _) = world.placed[&id];
                 let runtime = world.trace[&id]
                     .duration_on(&world.nodes[node].gpu_type)
-                    .expect("checked type");
+                    .expect("checked type")
+                    - world.preempt.done_s.get(&id).copied().unwrap_or(0.0);
+                let runtime = runtime.max(0.0);
+                let dataset = world.trace[&id].dataset.clone();
+                if world.streamed(&dataset) {
+                    // It reads its data from shared storage as it computes (data loaders read
+                    // ahead): it ends when both are done, so slow reads lengthen its run.
+                    world.streaming.insert(id, runtime);
+                    world.running.insert(id, (now, Timestamp::NEVER));
+                    world.stream(id, node, &dataset);
+                    continue;
+                }
                 let end = Timestamp(now.0 + (runtime * 1000.0).round() as i64);
                 world.running.insert(id, (now, end));
             }
@@ -364,7 +438,11 @@ fn apply(world: &mut World<'_>, sched: &mut Scheduler, effects: Vec<Effect>, now
                 let (node, placed) = world.placed.remove(&id).expect("a placed job");
                 let (compute, _) = world.running.remove(&id).expect("a running job");
                 let j = world.trace[&id];
+                world.preempt.stopping.remove(&id);
+                world.stop_stream(id);
                 world.records.push(JobRecord {
+                    first_placed: world.preempt.first_placed.remove(&id).unwrap_or(placed),
+                    within_share: world.preempt.owners.contains(&id),
                     limit_ms,
                     user: j.user.clone(),
                     gpus: j.gpus,
@@ -378,13 +456,22 @@ fn apply(world: &mut World<'_>, sched: &mut Scheduler, effects: Vec<Effect>, now
             Effect::HoldChanged { job, hold } => {
                 sched.set_hold(JobId(job), hold);
             }
+            Effect::Notice { job, .. } => world.preempt.notice(JobId(job), now, grace_s),
+            Effect::Requeue { job, .. } => {
+                let id = JobId(job);
+                let (_, placed) = world.placed.remove(&id).expect("a placed job");
+                let compute = world.running.remove(&id).map_or(now, |(c, _)| c);
+                world.stop_stream(id);
+                let gpus = world.trace[&id].gpus;
+                world.preempt.requeued(id, gpus, placed, compute, now);
+                sched.requeue(id);
+            }
             Effect::Persist { .. }
             | Effect::Stage { .. }
             | Effect::Forget { .. }
             | Effect::Kill { .. }
             | Effect::Adopt { .. }
             | Effect::Dequeue { .. }
-            | Effect::Requeue { .. }
             | Effect::Ignored { .. } => {}
         }
     }

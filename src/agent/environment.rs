@@ -134,3 +134,22 @@ fn login_defaults(uid: u32) -> (PathBuf, PathBuf) {
         _ => (PathBuf::from("/"), PathBuf::from("/bin/sh")),
     }
 }
+
+/// Each dataset's directory for the job: its copy in this node's cache, or for a streamed
+/// dataset the shared source itself.
+pub fn dataset_dirs(
+    launch: &Launch,
+    cache: &labpool_cache::store::NodeCache,
+) -> Vec<(String, PathBuf)> {
+    launch
+        .datasets
+        .iter()
+        .map(|d| {
+            let dir = match &d.stream {
+                Some(shared) => shared.clone(),
+                None => cache.dir(&d.name, &d.version),
+            };
+            (d.name.clone(), dir)
+        })
+        .collect()
+}

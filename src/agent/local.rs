@@ -91,6 +91,13 @@ impl Executor {
             match order {
                 AgentOrder::Start(launch) => self.start(*launch),
                 AgentOrder::Kill { job, attempt } => self.kill(job, attempt),
+                AgentOrder::Notice {
+                    job,
+                    attempt,
+                    by,
+                    signal,
+                    grace_ms,
+                } => self.notice(job, attempt, by, signal, grace_ms),
                 AgentOrder::Signal {
                     job,
                     attempt,
@@ -101,6 +108,7 @@ impl Executor {
                 AgentOrder::Stage(order) => self.stager.stage(*order),
                 AgentOrder::Verify { request, sources } => self.stager.verify(request, sources),
                 AgentOrder::Inventory => self.stager.inventory(),
+                AgentOrder::DropPrefetch { job } => self.stager.drop_prefetch(job),
                 AgentOrder::StageEnv { job, attempt, env } => self.stage_env(job, attempt, env),
                 AgentOrder::Forget { job, attempt } => {
                     self.stager.release(job, attempt);
@@ -150,8 +158,7 @@ impl Executor {
     fn start(&self, launch: Launch) {
         let (job, attempt) = (launch.job, launch.attempt);
         let versions = launch
-            .datasets
-            .iter()
+            .staged()
             .map(|d| (d.name.clone(), d.version.clone()))
             .collect();
         self.stager.hold(job, attempt, versions);
@@ -159,8 +166,7 @@ impl Executor {
         // on what the last inventory said; a version removed since
         // (an unrepairable verify) must not become dangling links.
         if let Some(d) = launch
-            .datasets
-            .iter()
+            .staged()
             .find(|d| !self.stager.cache().is_complete(&d.name, &d.version))
         {
             let why = format!(
@@ -172,7 +178,7 @@ impl Executor {
             self.ended(job, attempt, outcome);
             return;
         }
-        for d in &launch.datasets {
+        for d in launch.staged() {
             if let Err(e) = self
                 .stager
                 .cache()
@@ -290,11 +296,7 @@ impl Executor {
     fn spawn_shim(&self, launch: &Launch) -> std::io::Result<tokio::process::Child> {
         let dir = JobDir::new(&self.spool, launch.job, launch.attempt);
         dir.create(launch.uid, launch.gid, &launch.script)?;
-        let cached: Vec<(String, PathBuf)> = launch
-            .datasets
-            .iter()
-            .map(|d| (d.name.clone(), self.stager.cache().dir(&d.name, &d.version)))
-            .collect();
+        let cached = super::environment::dataset_dirs(launch, self.stager.cache());
         let links = dir.link_datasets(&cached)?;
         let commands = dir.link_commands(&self.exe)?;
         let mut env = job_environment(launch, &self.node, &dir.key(), links.as_deref(), &cached);
@@ -304,6 +306,10 @@ impl Executor {
         env.insert(
             crate::env_vars::LABPOOL_STEPS.into(),
             dir.steps_path().display().to_string(),
+        );
+        env.insert(
+            crate::env_vars::LABPOOL_PREEMPT_NOTICE.into(),
+            signals::notice_path(&dir).display().to_string(),
         );
         let command = match crate::agent::gang::prepare(launch, &dir, &self.exe, &mut env)? {
             Some(program) => labpool_envs::activate::Command {
@@ -400,7 +406,7 @@ impl Executor {
         self.ended(job, attempt, outcome);
     }
 
-    fn kill(&self, job: u64, attempt: u32) {
+    pub(super) fn kill(&self, job: u64, attempt: u32) {
         self.cancelled
             .lock()
             .expect("not poisoned")

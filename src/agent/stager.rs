@@ -40,6 +40,8 @@ type InUse = Arc<Mutex<BTreeMap<(u64, u32), Vec<(String, String)>>>>;
 
 enum Task {
     Stage(Box<StageOrder>),
+    /// A queued prefetch whose job was placed on another node: reported as done, not copied.
+    Dropped(Box<StageOrder>),
     Verify {
         request: u64,
         sources: BTreeMap<(String, String), PathBuf>,
@@ -127,6 +129,24 @@ impl Stager {
         self.push(Task::Stage(Box::new(order)), urgent);
     }
 
+    /// Drops the queued prefetches for `job`, which was placed on another node: each is
+    /// reported as ended without copying anything. One already copying runs to its end.
+    pub fn drop_prefetch(&self, job: u64) {
+        let (lock, cv) = &*self.queue;
+        let mut q = lock.lock().expect("not poisoned");
+        let (dropped, kept): (VecDeque<Task>, VecDeque<Task>) = q
+            .background
+            .drain(..)
+            .partition(|t| matches!(t, Task::Stage(o) if o.purpose == StageFor::Prefetch { job }));
+        q.background = kept;
+        for t in dropped {
+            if let Task::Stage(o) = t {
+                q.urgent.push_front(Task::Dropped(o));
+            }
+        }
+        cv.notify_one();
+    }
+
     /// Queues a verify of every complete version.
     pub fn verify(&self, request: u64, sources: Vec<((String, String), PathBuf)>) {
         let sources = sources.into_iter().collect();
@@ -210,18 +230,10 @@ impl Worker {
                     if let Err(e) = &result {
                         tracing::warn!(purpose = ?order.purpose, "stage failed: {e:?}");
                     }
-                    let _ = self.reports.send(AgentReport::Staged {
-                        node: self.node.clone(),
-                        purpose: order.purpose,
-                        versions: order
-                            .items
-                            .iter()
-                            .map(|i| (i.name.clone(), i.version.clone()))
-                            .collect(),
-                        result,
-                    });
+                    self.report_staged(&order, result);
                     self.report_inventory();
                 }
+                Task::Dropped(order) => self.report_staged(&order, Ok(Vec::new())),
                 Task::Verify { request, sources } => {
                     let result = self.verify(&sources).map_err(|e| e.to_string());
                     let _ = self.reports.send(AgentReport::Verified {
@@ -234,6 +246,20 @@ impl Worker {
                 Task::Inventory => self.report_inventory(),
             }
         }
+    }
+
+    /// Tells the controller how a stage order ended.
+    fn report_staged(&self, order: &StageOrder, result: Result<Vec<Staged>, StageFailure>) {
+        let _ = self.reports.send(AgentReport::Staged {
+            node: self.node.clone(),
+            purpose: order.purpose,
+            versions: order
+                .items
+                .iter()
+                .map(|i| (i.name.clone(), i.version.clone()))
+                .collect(),
+            result,
+        });
     }
 
     fn report_inventory(&self) {
@@ -460,5 +486,51 @@ impl Worker {
             out.push((v.name, v.version, report));
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn prefetch(job: u64) -> Task {
+        Task::Stage(Box::new(StageOrder {
+            purpose: StageFor::Prefetch { job },
+            items: Vec::new(),
+            pinned: Vec::new(),
+            next_use: Vec::new(),
+        }))
+    }
+
+    #[test]
+    fn a_placed_jobs_queued_prefetches_are_dropped_and_reported_first() {
+        let dir = tempfile::tempdir().unwrap();
+        // No worker thread: the queue is looked at as the worker would find it.
+        let stager = Stager {
+            queue: Arc::default(),
+            in_use: Arc::default(),
+            cache: NodeCache::open(dir.path()).unwrap(),
+            peers: Arc::default(),
+        };
+        stager.push(prefetch(7), false);
+        stager.push(prefetch(8), false);
+        stager.push(prefetch(7), false);
+        stager.drop_prefetch(7);
+        let q = stager.queue.0.lock().unwrap();
+        let kept: Vec<StageFor> = q
+            .background
+            .iter()
+            .map(|t| match t {
+                Task::Stage(o) => o.purpose,
+                _ => panic!("only stages were queued"),
+            })
+            .collect();
+        assert_eq!(kept, vec![StageFor::Prefetch { job: 8 }]);
+        let dropped = q
+            .urgent
+            .iter()
+            .filter(|t| matches!(t, Task::Dropped(o) if o.purpose == StageFor::Prefetch { job: 7 }))
+            .count();
+        assert_eq!((dropped, q.urgent.len()), (2, 2));
     }
 }

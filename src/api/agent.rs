@@ -111,6 +111,17 @@ pub struct LaunchDataset {
     pub version: String,
     /// True when the version was staged before this job was placed (a cache hit).
     pub hit: bool,
+    /// The shared source the job reads directly, for a dataset larger than every node's
+    /// cache (streamed, not staged).
+    #[serde(default)]
+    pub stream: Option<std::path::PathBuf>,
+}
+
+impl Launch {
+    /// The datasets staged in this node's cache (not streamed from the shared source).
+    pub fn staged(&self) -> impl Iterator<Item = &LaunchDataset> {
+        self.datasets.iter().filter(|d| d.stream.is_none())
+    }
 }
 
 /// One dataset version to stage.
@@ -209,6 +220,20 @@ pub enum AgentOrder {
         /// Attempt.
         attempt: u32,
     },
+    /// Preempt this running attempt: its `--signal` (TERM when it asked for none) and the
+    /// notice file now, then the stop (as for a cancel) when `grace_ms` has passed.
+    Notice {
+        /// Job.
+        job: u64,
+        /// Attempt.
+        attempt: u32,
+        /// The job that takes its GPUs.
+        by: u64,
+        /// The job's `--signal`, whose signal and target the notice uses.
+        signal: Option<labpool_scheduler::options::SignalSpec>,
+        /// Time between the notice and the stop.
+        grace_ms: u64,
+    },
     /// Send a signal to this running attempt's processes (`scancel --signal`).
     Signal {
         /// Job.
@@ -237,6 +262,11 @@ pub enum AgentOrder {
     },
     /// Send the cache's inventory.
     Inventory,
+    /// `job` was placed on another node: drop its prefetches still queued here.
+    DropPrefetch {
+        /// The job.
+        job: u64,
+    },
     /// Make sure this environment is on the node (unpack it where it is not).
     StageEnv {
         /// Job.

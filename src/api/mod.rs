@@ -12,6 +12,7 @@ pub mod envs;
 pub mod gang;
 pub mod quotas;
 mod request_new;
+pub mod reservations;
 pub mod snapshots;
 pub mod steps;
 pub mod test_only;
@@ -80,6 +81,15 @@ pub struct SubmitRequest {
     /// Spend an emergency token: the job goes first in line.
     #[serde(default)]
     pub emergency: bool,
+    /// It may be preempted (`--preemptible`), and is charged at the preemptible rate.
+    #[serde(default)]
+    pub preemptible: bool,
+    /// An interactive session (`labpool run --pty`, `salloc`): never preempted.
+    #[serde(default)]
+    pub interactive: bool,
+    /// The reservation to run in (`--reservation`).
+    #[serde(default)]
+    pub reservation: Option<String>,
     /// Datasets the job reads.
     #[serde(default)]
     pub datasets: Vec<String>,
@@ -394,6 +404,9 @@ pub struct WhyView {
     pub scorers: Vec<String>,
     /// In words, when there is no note (running or ended jobs).
     pub summary: String,
+    /// What the member should know besides: datasets it streams from the shared storage.
+    #[serde(default)]
+    pub warnings: Vec<String>,
 }
 
 /// `POST /v1/jobs/cancel`.

@@ -14,11 +14,16 @@ pub struct DemoArgs {
 #[derive(Args, Debug)]
 pub struct SimArgs {
     /// Job trace (CSV: job_id,submit_s,user,gpus,dataset,job_type,dur_v100_s,dur_p100_s,dur_k80_s)
-    #[arg(long, value_name = "FILE")]
-    pub trace: std::path::PathBuf,
+    #[arg(
+        long,
+        value_name = "FILE",
+        required_unless_present = "sweep",
+        requires = "datasets"
+    )]
+    pub trace: Option<std::path::PathBuf>,
     /// Dataset sizes (CSV: dataset,bytes,...)
-    #[arg(long, value_name = "FILE")]
-    pub datasets: std::path::PathBuf,
+    #[arg(long, value_name = "FILE", requires = "trace")]
+    pub datasets: Option<std::path::PathBuf>,
     /// Nodes: COUNTxGPUS:TYPE groups, comma-separated
     #[arg(long, value_name = "SPEC", default_value = "8x8:v100")]
     pub nodes: String,
@@ -31,6 +36,9 @@ pub struct SimArgs {
     /// Each node's SSD write bandwidth
     #[arg(long, value_name = "RATE", default_value = "16Gbit")]
     pub ssd_bw: String,
+    /// Each node's network link, which copies from peers share
+    #[arg(long, value_name = "RATE", default_value = "10Gbit")]
+    pub nic_bw: String,
     /// Policies to compare: fifo, locality, locality+prefetch (the baselines), and labpool
     /// (what `labpool serve` does with the config given by --config)
     #[arg(
@@ -48,6 +56,27 @@ pub struct SimArgs {
     /// Also print each policy's per-user figures
     #[arg(long)]
     pub users: bool,
+    /// Split the trace's users into N accounts with equal GrpTRES shares, and compare the
+    /// labpool policy under strict caps with borrowing beyond the shares and preemption
+    #[arg(long, value_name = "N")]
+    pub accounts: Option<usize>,
+    /// With --accounts: each account is away in turn for this long (its jobs dropped from the
+    /// trace), as groups are around deadlines and holidays: 7d, 36h
+    #[arg(long, value_name = "DURATION", requires = "accounts")]
+    pub away: Option<String>,
+    /// With --accounts: each account keeps this many GPUs of its unused share free for its own
+    /// returning jobs instead of lending them (LendLimit = share - N)
+    #[arg(long, value_name = "N", default_value_t = 0, requires = "accounts")]
+    pub keep: u32,
+    /// Compare the policies over N generated lab-like traces (and the --trace given, with
+    /// its --nodes and --ssd), one row per trace, each figure against fifo's
+    #[arg(long, value_name = "N", conflicts_with = "accounts",
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1000))]
+    pub sweep: Option<usize>,
+    /// With --sweep: jobs per generated trace
+    #[arg(long, value_name = "N", default_value_t = 2000, requires = "sweep",
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1_000_000))]
+    pub sweep_jobs: usize,
     /// One JSON object per policy, one per line
     #[arg(long)]
     pub json: bool,

@@ -11,6 +11,7 @@ mod jobs;
 mod nodes;
 mod policy;
 mod quotas;
+mod reservations;
 mod snapshots;
 
 pub use datasets::{CacheCommand, DatasetCommand};
@@ -23,6 +24,7 @@ pub use jobs::{
 pub use nodes::{NodeCommand, PartitionCommand};
 pub use policy::{AccountCommand, CreditsArgs, CreditsCommand, QosCommand};
 pub use quotas::{LimitArgs, PurgeCommand, QuotaArgs, QuotaCommand};
+pub use reservations::ReservationCommand;
 pub use snapshots::SnapshotCommand;
 
 use crate::env_vars;
@@ -124,6 +126,12 @@ pub enum Command {
         /// What to do.
         #[command(subcommand)]
         command: AccountCommand,
+    },
+    /// Reservations: GPUs booked ahead for a demo or a deadline (changes: admins)
+    Reservation {
+        /// What to do.
+        #[command(subcommand)]
+        command: ReservationCommand,
     },
     /// QOS limits on accounts and users, with Slurm's names (changes: admins)
     Qos {

@@ -170,6 +170,7 @@ low_watermark = 0.8
 workers = 4                  # files copied at once; fewer spare the file server
 # bandwidth = "200M"         # bytes per second read while staging; default: no limit
 prefetch_horizon = "30m"     # stage data for jobs predicted to start this soon
+locality_wait = "30m"        # longest a job waits for a node that holds its data rather than copy it
 
 # Snapshots: nightly deduplicated backups of shared data. Members find and restore their own
 # files (labpool snapshot find PATH; labpool snapshot restore PATH --at yesterday). Put the
@@ -222,8 +223,9 @@ warn_days = 7
 # webhook = "http://127.0.0.1:9000/labpool"   # purge notices and audit findings are POSTed here
 
 # Credits: everyone gets the same grant each month; a job costs GPU-hours x its GPU type's
-# weight. A user whose credit is spent still runs, but only where nobody in credit wants the
-# GPUs. Emergency tokens (submit --emergency) put a job first in line.
+# weight. A user whose credit is spent still runs on idle GPUs, and gives them back (is
+# preempted) when someone in credit needs them. Emergency tokens (submit --emergency) put a
+# job first in line, taking GPUs from preemptible jobs.
 [credits]
 monthly_grant = 1000
 default_weight = 1.0
@@ -231,6 +233,15 @@ default_weight = 1.0
 emergency_tokens = 2
 emergency_max_gpus = 2
 emergency_max_time = "1-00:00:00"
+preemptible_rate = 0.5       # a --preemptible job pays this share of the charge
+
+# Preemption: jobs of overdrawn members, --preemptible jobs, and jobs beyond their account's
+# GrpTRES share (when the account may borrow: qos set ACCOUNT BorrowLimit=gres/gpu=N) are
+# given a notice (their --signal, or TERM, and the file in $LABPOOL_PREEMPT_NOTICE), stopped
+# after the grace, and requeued. Never within their first min_runtime.
+[preemption]
+grace = "2m"
+min_runtime = "10m"
 
 # Priority within a tier: a weighted sum of age, fair-share (recent use, decaying with the
 # half-life) and partition priority, as in Slurm's multifactor plugin.

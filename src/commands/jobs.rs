@@ -12,7 +12,7 @@ use labpool_scheduler::JobState;
 use labpool_units::format_elapsed;
 use labpool_units::format_mib;
 
-fn short_time(rfc: Option<&str>) -> String {
+pub(crate) fn short_time(rfc: Option<&str>) -> String {
     rfc.and_then(crate::clock::parse_ms)
         .map_or_else(|| "-".to_string(), crate::clock::short)
 }

@@ -9,6 +9,7 @@ pub mod jobs;
 pub mod nodes;
 pub mod policy;
 pub mod quotas;
+pub mod reservations;
 pub mod run;
 pub mod serve;
 pub mod sim;
@@ -90,6 +91,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<()> {
             Command::Node { command } => nodes::node(command, &config).await,
             Command::Why(args) => policy::why(args, &config).await,
             Command::Account { command } => policy::account(command, &config).await,
+            Command::Reservation { command } => reservations::reservation(command, &config).await,
             Command::Qos { command } => policy::qos(command, &config).await,
             Command::Credits(args) => policy::credits(args, &config).await,
             Command::Partition {

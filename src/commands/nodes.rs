@@ -9,10 +9,19 @@ use labpool_units::format_mib;
 
 /// Runs `labpool nodes`.
 pub async fn nodes(as_json: bool, config: &Config) -> anyhow::Result<()> {
-    let nodes: Vec<NodeView> = Client::new(&config.controller.socket)
-        .get("/v1/nodes")
-        .await?;
+    let client = Client::new(&config.controller.socket);
+    let nodes: Vec<NodeView> = client.get("/v1/nodes").await?;
     print(as_json, &nodes, |n| nodes_text(n));
+    if !as_json {
+        let booked: Vec<crate::api::reservations::ReservationView> =
+            client.get("/v1/reservations").await?;
+        if !booked.is_empty() {
+            crate::out!(
+                "\nReservations\n{}",
+                super::reservations::reservations_table(&booked)
+            );
+        }
+    }
     Ok(())
 }
 

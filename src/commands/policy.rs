@@ -128,7 +128,7 @@ fn credits_text(v: &CreditsView) -> String {
         v.accruing,
         v.balance,
         if v.balance <= 0.0 {
-            "  (overdrawn: your jobs run only on GPUs nobody in credit wants)"
+            "  (overdrawn: your jobs run only on GPUs nobody in credit wants, and are preempted when someone in credit needs them)"
         } else {
             ""
         },
@@ -182,6 +182,9 @@ pub async fn credits(args: &CreditsArgs, config: &Config) -> anyhow::Result<()> 
 
 fn why_text(w: &WhyView) -> String {
     let mut out = format!("Job {}: {}\n", w.id, w.state);
+    for warning in &w.warnings {
+        out.push_str(&format!("  warning: {warning}\n"));
+    }
     match &w.note {
         None => out.push_str(&format!("  {}\n", w.summary)),
         Some(n) => {

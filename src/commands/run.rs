@@ -66,7 +66,9 @@ pub async fn run(args: &RunArgs, config: &Config) -> anyhow::Result<i32> {
         crate::transport::random_u64()
     );
     env.insert(crate::session::conn::TOKEN_VAR.into(), token.clone());
-    let (req, warnings) = super::submit::build_request(&submit, &cwd, &env)?;
+    let (mut req, warnings) = super::submit::build_request(&submit, &cwd, &env)?;
+    // A person types in it: it is never preempted.
+    req.interactive = true;
     for w in warnings {
         eprintln!("warning: {w}");
     }

@@ -119,6 +119,16 @@ fn migrator() -> Migrator {
             include_str!("../../migrations/0012_requeue.sql"),
         ),
         migration(13, "gang", include_str!("../../migrations/0013_gang.sql")),
+        migration(
+            14,
+            "preemption",
+            include_str!("../../migrations/0014_preemption.sql"),
+        ),
+        migration(
+            15,
+            "reservations",
+            include_str!("../../migrations/0015_reservations.sql"),
+        ),
     ])
 }
 

@@ -83,6 +83,7 @@ pub fn router(state: AppState) -> Router {
         .merge(crate::controller::snapshots::http::routes())
         .merge(crate::controller::quotas::http::routes())
         .merge(crate::controller::envs::http::routes())
+        .merge(crate::controller::reservations::http::routes())
         .fallback(|| async {
             ApiError::not_found(
                 "no such API path",
@@ -183,7 +184,7 @@ async fn submit(
         reply,
     })
     .await??;
-    submitted.warnings = warnings;
+    submitted.warnings.splice(0..0, warnings);
     Ok(Json(submitted))
 }
 

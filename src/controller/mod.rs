@@ -12,6 +12,7 @@ pub mod http;
 pub mod jobs;
 pub mod nodes;
 pub mod quotas;
+pub mod reservations;
 pub mod snapshots;
 pub mod storage;
 pub mod supervisor;

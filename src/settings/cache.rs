@@ -28,6 +28,10 @@ pub struct CacheConfig {
     /// ("0s" switches prefetch off).
     #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
     pub prefetch_horizon: Duration,
+    /// Longest a job waits for a node that holds its data rather than copy it to a free node,
+    /// when the wait is expected to be shorter than the copy ("0s" never waits).
+    #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
+    pub locality_wait: Duration,
 }
 
 impl Default for CacheConfig {
@@ -40,6 +44,7 @@ impl Default for CacheConfig {
             workers: 4,
             bandwidth: None,
             prefetch_horizon: Duration::from_secs(30 * 60),
+            locality_wait: Duration::from_secs(30 * 60),
         }
     }
 }

@@ -34,7 +34,7 @@ pub use envs::EnvsConfig;
 pub use jobs::{IsolationMode, JobsConfig, OverridePolicy};
 pub use node::{GpuShare, NodeConfig, VirtualGpus};
 pub use partitions::PartitionConfig;
-pub use policy::{CreditsConfig, PriorityConfig};
+pub use policy::{CreditsConfig, PreemptionConfig, PriorityConfig};
 pub use purge::PurgeConfig;
 pub use quotas::{QuotaFs, QuotaFsConfig, QuotasConfig};
 pub use snapshots::{SnapshotSource, SnapshotsConfig};
@@ -66,6 +66,9 @@ pub struct Config {
     /// Priority weights.
     #[serde(default)]
     pub priority: PriorityConfig,
+    /// `[preemption]`: notice, grace and minimum runtime.
+    #[serde(default)]
+    pub preemption: PreemptionConfig,
     /// Where registered datasets live.
     #[serde(default)]
     pub datasets: DatasetsConfig,
@@ -234,6 +237,7 @@ impl Config {
             weights: self.priority.to_weights(),
             placement: PlacementPolicy {
                 prefetch_horizon_s: Some(self.cache.prefetch_horizon.as_secs()).filter(|s| *s > 0),
+                locality_wait_s: Some(self.cache.locality_wait.as_secs()).filter(|s| *s > 0),
                 // Checked when the config is read.
                 ports: self
                     .jobs
@@ -241,6 +245,7 @@ impl Config {
                     .unwrap_or(labpool_scheduler::policy::default_ports()),
                 ..PlacementPolicy::default()
             },
+            preemption: self.preemption.to_policy(),
         }
     }
 

@@ -1,7 +1,7 @@
 //! `[credits]` and `[priority]`: the scheduling policy's numbers.
 
 use super::values::{de_duration, de_time, ser_duration, ser_time};
-use labpool_scheduler::policy::{CreditPolicy, PriorityWeights};
+use labpool_scheduler::policy::{CreditPolicy, PreemptionPolicy, PriorityWeights};
 use labpool_scheduler::time::TimeLimit;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -24,6 +24,8 @@ pub struct CreditsConfig {
     /// Longest time limit of an emergency job (Slurm format).
     #[serde(deserialize_with = "de_time", serialize_with = "ser_time")]
     pub emergency_max_time: TimeLimit,
+    /// Share of the normal charge a `--preemptible` job pays (0 to 1).
+    pub preemptible_rate: f64,
     /// Share of a charge given back to jobs with GPU utilisation of at least `rebate_min_util`
     /// (needs GPU metrics; 0 switches rebates off).
     pub rebate_fraction: f64,
@@ -41,6 +43,7 @@ impl Default for CreditsConfig {
             emergency_tokens: d.emergency_tokens,
             emergency_max_gpus: d.emergency_max_gpus,
             emergency_max_time: TimeLimit::Seconds(d.emergency_max_time_s),
+            preemptible_rate: d.preemptible_rate,
             rebate_fraction: d.rebate_fraction,
             rebate_min_util: d.rebate_min_util,
         }
@@ -58,6 +61,12 @@ impl CreditsConfig {
                 .any(|w| !(*w >= 0.0 && w.is_finite()))
         {
             return Err("[credits]: grants and weights must be numbers of 0 or more".to_string());
+        }
+        if !(0.0..=1.0).contains(&self.preemptible_rate) {
+            return Err(format!(
+                "[credits]: preemptible_rate is {}; write a share of the normal charge between 0 and 1 (0.5: half price)",
+                self.preemptible_rate
+            ));
         }
         if !(0.0..=1.0).contains(&self.rebate_fraction)
             || !(0.0..=1.0).contains(&self.rebate_min_util)
@@ -81,8 +90,46 @@ impl CreditsConfig {
                 TimeLimit::Seconds(s) => s,
                 TimeLimit::Unlimited => u64::MAX / 2,
             },
+            preemptible_rate: self.preemptible_rate,
             rebate_fraction: self.rebate_fraction,
             rebate_min_util: self.rebate_min_util,
+        }
+    }
+}
+
+/// `[preemption]`: how preemptible jobs (`--preemptible`, borrowing beyond an account's
+/// share, overdrawn members') give their GPUs back.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PreemptionConfig {
+    /// False: nothing is preempted, and accounts do not borrow beyond `GrpTRES`.
+    pub enabled: bool,
+    /// Between the notice (the job's `--signal`, or TERM, and the notice file) and the stop.
+    #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
+    pub grace: Duration,
+    /// A job is never preempted before it has run this long.
+    #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
+    pub min_runtime: Duration,
+}
+
+impl Default for PreemptionConfig {
+    fn default() -> Self {
+        let d = PreemptionPolicy::default();
+        PreemptionConfig {
+            enabled: d.enabled,
+            grace: Duration::from_secs(d.grace_s),
+            min_runtime: Duration::from_secs(d.min_runtime_s),
+        }
+    }
+}
+
+impl PreemptionConfig {
+    /// The preemption policy as the scheduler takes it.
+    pub(super) fn to_policy(&self) -> PreemptionPolicy {
+        PreemptionPolicy {
+            enabled: self.enabled,
+            grace_s: self.grace.as_secs(),
+            min_runtime_s: self.min_runtime.as_secs(),
         }
     }
 }

@@ -322,9 +322,19 @@ fn a_rescan_makes_a_version_that_copies_only_changed_files_and_running_jobs_keep
 #[test]
 fn a_full_cache_makes_jobs_wait_and_never_evicts_a_pinned_version() {
     let (pool, _, b) = small_cache_with_alpha_and_beta();
-    // More than the cache can ever hold: refused at submit, not queued forever.
-    add_dataset(&pool, "huge", 8, 500_000);
-    let e = fails_stderr(&pool, &["submit", "--dataset", "huge", "--wrap", "true"]);
+    // Datasets that fit a cache alone but not together: refused at submit, not queued forever.
+    let e = fails_stderr(
+        &pool,
+        &[
+            "submit",
+            "--dataset",
+            "alpha",
+            "--dataset",
+            "beta",
+            "--wrap",
+            "true",
+        ],
+    );
     has(
         &e,
         &[

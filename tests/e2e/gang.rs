@@ -18,8 +18,10 @@ rank = int(os.environ["RANK"]); world = int(os.environ["WORLD_SIZE"])
 addr, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
 node = os.environ["SLURMD_NODENAME"]
 data = os.environ["LABPOOL_DATASET_TOY"]
-print(f"rank={rank} local={os.environ['LOCAL_RANK']} node={node} nodeid={os.environ['SLURM_NODEID']} gpus={os.environ['CUDA_VISIBLE_DEVICES']}", flush=True)
-print(f"data rank={rank} {open(data + '/hello.txt').read().strip()} at {data}", flush=True)
+# One write per line (newline included): unbuffered Python (PYTHONUNBUFFERED) writes the text
+# and the newline apart, and the ranks share one output file.
+print(f"rank={rank} local={os.environ['LOCAL_RANK']} node={node} nodeid={os.environ['SLURM_NODEID']} gpus={os.environ['CUDA_VISIBLE_DEVICES']}\n", end="", flush=True)
+print(f"data rank={rank} {open(data + '/hello.txt').read().strip()} at {data}\n", end="", flush=True)
 if rank == 0:
     s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     s.bind((addr, port)); s.listen(world)

@@ -132,7 +132,7 @@ fn an_overdrawn_user_runs_only_on_gpus_nobody_in_credit_wants() {
     let credits = pool.ok(&["credits"]);
     has(
         &credits,
-        &["overdrawn: your jobs run only on GPUs nobody in credit wants"],
+        &["overdrawn: your jobs run only on GPUs nobody in credit wants, and are preempted"],
     );
     let alice_credits: Value =
         serde_json::from_str(&pool.ok(&["credits", "--user", "lp-alice", "--json"])).unwrap();

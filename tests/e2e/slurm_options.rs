@@ -113,7 +113,7 @@ fn every_problem_of_a_script_is_reported_in_one_go_and_nothing_is_queued() {
         "bad.sh",
         "#!/bin/bash\n#SBATCH --gres=gpu:2\n#SBATCH --gpus-per-node=4\n\
          #SBATCH --time=forever\n#SBATCH --mem=lots --cpus-per-task=0\n\
-         #SBATCH --signal=USR9\n#SBATCH --reservation=maint\npython train.py\n",
+         #SBATCH --signal=USR9\n#SBATCH --uid=1000\npython train.py\n",
     );
     let err = fails_stderr(&pool, &["submit", "bad.sh", "--open-mode=sideways"]);
     has(
@@ -126,7 +126,7 @@ fn every_problem_of_a_script_is_reported_in_one_go_and_nothing_is_queued() {
             "line 4:",
             "line 5:",
             "line 6:",
-            "--reservation maint",
+            "--uid",
             "--open-mode \"sideways\"",
             "hint: fix them all",
         ],

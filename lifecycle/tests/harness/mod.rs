@@ -256,6 +256,16 @@ impl Harness {
                         n.outbox.push((*job, *attempt, cancelled));
                     }
                 }
+                Effect::Notice {
+                    job, attempt, node, ..
+                } => {
+                    // The job saves its work on the notice and exits.
+                    let exited = Outcome::decided(JobState::Completed, self.now, "notice".into());
+                    let n = self.nodes.get_mut(node).expect("a node");
+                    if n.running.remove(&(*job, *attempt)) {
+                        n.outbox.push((*job, *attempt, exited));
+                    }
+                }
                 Effect::Adopt { node, expected } => {
                     let keep: BTreeSet<(u64, u32)> = expected.iter().copied().collect();
                     let n = self.nodes.get_mut(node).expect("a node");

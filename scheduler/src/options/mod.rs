@@ -89,6 +89,10 @@ pub struct JobOptions {
     /// Spend one of this month's emergency tokens: the job goes first in line
     #[arg(long)]
     pub emergency: bool,
+    /// Let the job be stopped and requeued when others need its GPUs (after its first 10
+    /// minutes, with notice); it is charged less, at the pool's preemptible rate
+    #[arg(long)]
+    pub preemptible: bool,
     /// Share each GPU with other --gpu-share jobs, up to the GPU's configured `share` (for small jobs)
     #[arg(long = "gpu-share")]
     pub gpu_share: bool,
@@ -159,6 +163,7 @@ impl JobOptions {
                 over.datasets
             },
             emergency: over.emergency || self.emergency,
+            preemptible: over.preemptible || self.preemptible,
             gpu_share: over.gpu_share || self.gpu_share,
             // `--requeue` on the command line undoes a script's `--no-requeue`.
             no_requeue: (over.no_requeue || self.no_requeue) && !over.requeue,

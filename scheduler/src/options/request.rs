@@ -54,6 +54,10 @@ pub struct JobRequest {
     pub datasets: Vec<String>,
     /// Through the emergency lane.
     pub emergency: bool,
+    /// May be preempted (`--preemptible`).
+    pub preemptible: bool,
+    /// The reservation to run in (`--reservation`), checked by the controller.
+    pub reservation: Option<String>,
     /// The software environment, by name.
     pub env: Option<String>,
     /// Share each GPU with other sharing jobs (`--gpu-share`); only with GPUs.

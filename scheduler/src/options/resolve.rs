@@ -195,11 +195,6 @@ impl JobOptions {
         for refusal in s.refusals() {
             take(Err(OptionError::Unsupported(refusal)));
         }
-        if let Some(r) = &s.reservation {
-            take(Err(OptionError::Unsupported(format!(
-                "--reservation {r}: labpool has no reservations yet; submit without it"
-            ))));
-        }
         let signal = match s.signal.as_deref().map(parse_signal).transpose() {
             Ok(sig) => sig,
             Err(e) => {
@@ -292,6 +287,8 @@ impl JobOptions {
             array: self.array.clone(),
             datasets: self.datasets.clone(),
             emergency: self.emergency,
+            preemptible: self.preemptible,
+            reservation: s.reservation.clone(),
             gpu_share: self.gpu_share,
             no_requeue: self.no_requeue && !self.requeue,
             env: self.env.clone(),

@@ -37,8 +37,8 @@ pub struct SlurmOptions {
     /// Node features the job needs: a100&ib (all), a100|h100 (any), [r1|r2] (the same on every node)
     #[arg(short = 'C', long, value_name = "FEATURES")]
     pub constraint: Option<String>,
-    /// Refused: labpool has no reservations yet
-    #[arg(long, value_name = "NAME", hide = true)]
+    /// Run inside this reservation (`labpool reservation list`), on its GPUs, in its window
+    #[arg(long, value_name = "NAME")]
     pub reservation: Option<String>,
     /// Nodes the job must run on, as a host list: gn1,gn[3-4]
     #[arg(short = 'w', long, value_name = "NODES")]

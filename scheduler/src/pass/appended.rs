@@ -84,12 +84,13 @@ impl Scheduler {
             return None;
         }
         let max_partition = self.max_partition_priority();
+        let held = self.running_holdings();
         let mut keyed = Vec::new();
         for id in added {
             let job = self.pending.get(id)?;
             // A user the last pass did not see changes everyone's fair share.
             memo.per_user.get(&job.user)?;
-            let factors = self.factors(job, &memo.per_user, max_partition, memo.now);
+            let factors = self.factors(job, &memo.per_user, &held, max_partition, memo.now);
             keyed.push((order_key(*id, &factors, job), factors));
         }
         keyed.sort_by(|(a, _), (b, _)| a.cmp(b));
@@ -102,7 +103,7 @@ impl Scheduler {
         let mut state = memo.state.clone();
         let mut notes = Vec::new();
         for (k, (key, factors)) in keyed.iter().enumerate() {
-            let reservations = state.reservations.len();
+            let (reservations, preempts) = (state.reservations.len(), state.preempts.len());
             let note = self.consider(
                 key.id,
                 factors.clone(),
@@ -112,7 +113,7 @@ impl Scheduler {
                 memo.now,
                 cache,
             )?;
-            if state.reservations.len() != reservations {
+            if state.reservations.len() != reservations || state.preempts.len() != preempts {
                 return None;
             }
             notes.push((key.id, note));

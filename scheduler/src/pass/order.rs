@@ -2,6 +2,7 @@
 //! the weighted sum of age, fair-share and partition priority, then submit time, then id.
 
 use crate::job::{JobId, JobSpec};
+use crate::limits::Holdings;
 use crate::priority::{Factors, Tier, age_factor, fairshare_factor, weighted};
 use crate::scheduler::Scheduler;
 use crate::time::Timestamp;
@@ -54,11 +55,12 @@ impl Scheduler {
             per_user.insert(user.to_string(), (fairshare, balance));
         }
         let max_partition = self.max_partition_priority();
+        let held = self.running_holdings();
         let mut order: Vec<(JobId, Factors, Timestamp)> = self
             .pending
             .values()
             .map(|job| {
-                let f = self.factors(job, &per_user, max_partition, now);
+                let f = self.factors(job, &per_user, &held, max_partition, now);
                 (job.id, f, job.submit_time)
             })
             .collect();
@@ -84,6 +86,7 @@ impl Scheduler {
         &self,
         job: &JobSpec,
         per_user: &PerUser,
+        held: &Holdings,
         max_partition: f64,
         now: Timestamp,
     ) -> Factors {
@@ -111,7 +114,30 @@ impl Scheduler {
             partition,
             priority,
             balance,
+            borrows: self.may_borrow(job) && self.would_borrow(job, held),
         }
+    }
+}
+
+impl Scheduler {
+    /// True when `job`'s account is open to borrowing beyond its `GrpTRES` share
+    /// (`BorrowLimit`, with preemption on to take borrowed GPUs back).
+    fn may_borrow(&self, job: &JobSpec) -> bool {
+        self.policy.preemption.enabled
+            && job
+                .account
+                .as_deref()
+                .and_then(|a| self.accounts.get(a))
+                .is_some_and(|a| a.limits.grp_gpus.is_some() && a.limits.borrow_gpus.is_some())
+    }
+
+    /// What the running jobs hold, counted the ways limits need.
+    pub fn running_holdings(&self) -> Holdings {
+        let mut held = Holdings::default();
+        for (job, _) in self.running.values() {
+            held.add(job);
+        }
+        held
     }
 }
 
@@ -122,6 +148,7 @@ pub(crate) fn order_cmp(
 ) -> std::cmp::Ordering {
     a.tier
         .cmp(&b.tier)
+        .then(a.borrows.cmp(&b.borrows))
         .then(b.priority.total_cmp(&a.priority))
         .then(a_t.cmp(&b_t))
         .then(a_id.cmp(&b_id))

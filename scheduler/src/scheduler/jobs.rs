@@ -121,9 +121,11 @@ impl Scheduler {
         true
     }
 
-    /// The earliest time after `now` a pass is due for a waiting job's sake: its `--begin`
-    /// time, or the last moment its time limit still fits before its `--deadline`.
-    pub fn next_begin(&self, now: Timestamp) -> Option<Timestamp> {
+    /// The earliest time after `now` a pass is due though nothing else happens: a waiting
+    /// job's `--begin` time, the last moment its time limit still fits before its
+    /// `--deadline`, or a reservation's edge (a grace before it opens, when its jobs on
+    /// borrowed time are told to stop; its start; its end).
+    pub fn next_due(&self, now: Timestamp) -> Option<Timestamp> {
         let last_start = |j: &JobSpec| {
             let d = j.deadline?;
             let crate::time::TimeLimit::Seconds(s) = j.time_limit else {
@@ -132,10 +134,16 @@ impl Scheduler {
             let limit = s as i64 * 1000;
             Some(Timestamp(d.0 - limit + 1))
         };
+        let grace_ms = (self.policy.preemption.grace_s as i64).saturating_mul(1000);
+        let edges = self
+            .reservations
+            .values()
+            .flat_map(|r| [Timestamp(r.start.0 - grace_ms), r.start, r.end]);
         self.pending
             .values()
             .flat_map(|j| [j.begin, last_start(j)])
             .flatten()
+            .chain(edges)
             .filter(|b| *b > now)
             .min()
     }
@@ -159,6 +167,7 @@ impl Scheduler {
     ) -> Option<(JobSpec, Allocation)> {
         let (spec, alloc) = self.running.remove(&job)?;
         self.release_nodes(job, &alloc);
+        self.notices.remove(&job);
         let gpu_seconds = alloc.gpu_count() as f64 * end.secs_since(alloc.start) as f64;
         self.usage.add(
             &spec.user,
@@ -167,12 +176,27 @@ impl Scheduler {
             self.policy.weights.half_life_s,
         );
         self.outcomes.insert(job, state == JobState::Completed);
+        // A job that ran to its end says how long this user's jobs really run, for the start
+        // predictions of prefetch and delay scheduling (a cancelled or failed one does not).
+        if state == JobState::Completed {
+            self.runtimes.learn(&spec, end.0 - alloc.start.0);
+        }
         Some((spec, alloc))
     }
 
     /// What a job owes for its allocated time up to `end`: for each GPU, hours held times the
-    /// weight of that GPU's type.
-    pub fn charge_for(&self, alloc: &Allocation, end: Timestamp) -> f64 {
+    /// weight of that GPU's type, times the preemptible rate for a `--preemptible` job.
+    pub fn charge_for(&self, job: &JobSpec, alloc: &Allocation, end: Timestamp) -> f64 {
+        let rate = if job.preemptible {
+            self.policy.credits.preemptible_rate
+        } else {
+            1.0
+        };
+        rate * self.allocation_charge(alloc, end)
+    }
+
+    /// What an allocation's GPU time up to `end` costs at the full rate.
+    fn allocation_charge(&self, alloc: &Allocation, end: Timestamp) -> f64 {
         let secs = end.secs_since(alloc.start);
         alloc
             .parts()
@@ -192,7 +216,7 @@ impl Scheduler {
         self.running
             .values()
             .filter(|(j, _)| j.user == user)
-            .map(|(_, a)| self.charge_for(a, now))
+            .map(|(j, a)| self.charge_for(j, a, now))
             // fold from +0.0: an empty f64 sum() is -0.0, which prints as "-0.00".
             .fold(0.0, |total, c| total + c)
     }
@@ -215,6 +239,10 @@ impl Scheduler {
             return false;
         };
         self.release_nodes(job, &alloc);
+        if let Some(notice) = self.notices.remove(&job) {
+            // It gives way: it may not take back what it was stopped for.
+            self.yielding.insert(job, notice.by);
+        }
         self.pending.insert(job, spec);
         true
     }

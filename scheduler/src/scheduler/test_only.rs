@@ -43,6 +43,9 @@ impl Clone for Scheduler {
             last_pass: self.last_pass,
             memo: self.memo.clone(),
             full_passes: self.full_passes,
+            notices: self.notices.clone(),
+            yielding: self.yielding.clone(),
+            reservations: self.reservations.clone(),
         }
     }
 }

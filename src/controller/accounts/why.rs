@@ -7,6 +7,24 @@ use crate::controller::error::ApiError;
 use labpool_scheduler::{JobId, JobState};
 
 impl Engine {
+    /// What preemption means for a running job, for `why`: told to stop, preemptible and why,
+    /// or nothing.
+    fn preemption_summary(&self, id: u64) -> String {
+        let now = labpool_scheduler::Timestamp(self.clock.now_ms());
+        if let Some(n) = self.sched.notice(JobId(id)) {
+            return format!(
+                "; told to stop for job {} ({}), then requeued",
+                n.by.0, n.cause
+            );
+        }
+        match self.sched.preemptible_cause(JobId(id), now) {
+            Some(cause) => format!(
+                "; preemptible ({cause}): it gives its GPUs back on notice when an emergency or in-credit job within its share needs them"
+            ),
+            None => String::new(),
+        }
+    }
+
     /// Why a job waits (or what it is doing). The outer error is the database's.
     pub(crate) async fn why(&self, id: u64) -> anyhow::Result<Result<WhyView, ApiError>> {
         let filters = self
@@ -37,10 +55,11 @@ impl Engine {
                     row.reason_detail.as_deref().unwrap_or("staging")
                 ),
                 _ => format!(
-                    "runs on {} with GPUs {:?} since {}",
+                    "runs on {} with GPUs {:?} since {}{}",
                     row.node.as_deref().unwrap_or("?"),
                     row.gpus,
-                    row.start_time.map(rfc3339).unwrap_or_default()
+                    row.start_time.map(rfc3339).unwrap_or_default(),
+                    self.preemption_summary(id)
                 ),
             };
             return Ok(Ok(WhyView {
@@ -51,6 +70,7 @@ impl Engine {
                 filters,
                 scorers,
                 summary,
+                warnings: self.data.stream_notes(&row.spec.datasets),
             }));
         }
         match self.db.job(id).await? {
@@ -70,6 +90,7 @@ impl Engine {
                         .map(|d| format!(": {d}"))
                         .unwrap_or_default()
                 ),
+                warnings: Vec::new(),
             })),
             None => Ok(Err(ApiError::not_found(
                 format!("no job {id}"),

@@ -8,6 +8,7 @@
 //! - A staging job holds its GPUs, but its clock (time limit, credits, fair-share) starts only
 //!   when it is RUNNING. A stage that fails ends the job FAILED without charge; a cache that
 //!   cannot make room sends it back to the queue with reason `CacheFull`.
+//! - A dataset larger than every node's cache is streamed, not staged (`streamed.rs`).
 //! - Pins: versions read by running or staging jobs on a node, and versions the pass predicts
 //!   a queued job will need there (its prefetches), are never removed to make room.
 
@@ -19,6 +20,7 @@ pub mod prefetch;
 pub mod registry;
 pub mod stages;
 pub mod state;
+pub mod streamed;
 pub mod verify;
 pub mod views;
 

@@ -17,6 +17,8 @@ pub struct PassCacheView {
     spare: BTreeMap<String, u64>,
     /// (node, dataset) whose last stage found no room.
     blocked: BTreeSet<(String, String)>,
+    /// Bytes per second stages have been copying lately.
+    rate: Option<f64>,
 }
 
 impl CacheView for PassCacheView {
@@ -47,6 +49,19 @@ impl CacheView for PassCacheView {
             })
             .sum();
         needed <= *spare
+    }
+
+    /// What staging would copy to `node`, at the rate stages have been copying lately.
+    fn copy_seconds(&self, node: &str, datasets: &[String]) -> Option<f64> {
+        let rate = self.rate.filter(|r| *r > 0.0)?;
+        let needed: u64 = datasets
+            .iter()
+            .filter_map(|d| {
+                let need = self.needed.get(&(node.to_string(), d.clone()))?;
+                Some(need.saturating_sub(self.cached_bytes(node, d)))
+            })
+            .sum();
+        Some(needed as f64 / rate)
     }
 }
 
@@ -90,11 +105,18 @@ impl Engine {
             .flat_map(|j| j.datasets.iter().cloned())
             .collect();
         let nodes: Vec<String> = self.sched.nodes().map(|n| n.name().to_string()).collect();
+        let wanted: BTreeSet<String> = {
+            let all: Vec<String> = wanted.into_iter().collect();
+            self.data.load_current(&all);
+            // A streamed dataset needs no room and is cached nowhere.
+            all.into_iter().filter(|d| !self.data.streamed(d)).collect()
+        };
         let mut view = PassCacheView {
             cached: BTreeMap::new(),
             needed: BTreeMap::new(),
             spare: BTreeMap::new(),
             blocked: self.data.blocked.clone(),
+            rate: self.data.stage_rate,
         };
         for node in &nodes {
             for d in &wanted {

@@ -48,6 +48,11 @@ impl Engine {
                 version,
                 "prefetching a queued job's dataset"
             );
+            self.data
+                .prefetched_on
+                .entry(job)
+                .or_default()
+                .insert(node.clone());
             self.send_stage(&node, StageFor::Prefetch { job }, &[(name, version)]);
         }
     }
@@ -69,6 +74,15 @@ impl Engine {
             && !self.sched.nodes().any(|x| x.name() == n)
         {
             return Err(unknown_node(n, &self.sched));
+        }
+        self.data.load_current(&[name.to_string()]);
+        if self.data.streamed(name) {
+            return Err(ApiError::bad_request(
+                format!(
+                    "dataset {name} is larger than every node's cache, so it is streamed from the shared storage, never staged"
+                ),
+                Some("give [cache] more capacity to have it staged".to_string()),
+            ));
         }
         let nodes: Vec<String> = self
             .sched

@@ -100,7 +100,8 @@ impl Engine {
     /// The datasets of a launch: the versions the job was given, and whether they were staged
     /// before it was placed.
     pub(crate) fn launch_datasets(&self, job: u64, hit: bool) -> Vec<LaunchDataset> {
-        self.data
+        let mut out: Vec<LaunchDataset> = self
+            .data
             .job_versions
             .get(&job)
             .into_iter()
@@ -109,8 +110,26 @@ impl Engine {
                 name: name.clone(),
                 version: version.clone(),
                 hit,
+                stream: None,
             })
-            .collect()
+            .collect();
+        // Streamed datasets: the shared source itself (those given a version at placement are
+        // staged, whatever the caches say now).
+        let datasets = self.jobs.job(job).map(|r| r.spec.datasets.clone());
+        for name in datasets.unwrap_or_default() {
+            if self.data.streamed(&name)
+                && !out.iter().any(|d| d.name == name)
+                && let Some(row) = self.data.datasets.get(&name)
+            {
+                out.push(LaunchDataset {
+                    name,
+                    version: row.current.clone(),
+                    hit: false,
+                    stream: Some(row.path.clone()),
+                });
+            }
+        }
+        out
     }
 
     /// A stage made progress: a staging job's reason says how far.
@@ -123,6 +142,10 @@ impl Engine {
         progress: Progress,
     ) -> anyhow::Result<()> {
         let detail = describe_progress(&name, &version, &progress);
+        if progress.rate > 0.0 {
+            let old = self.data.stage_rate.unwrap_or(progress.rate);
+            self.data.stage_rate = Some(0.8 * old + 0.2 * progress.rate);
+        }
         self.data
             .progress
             .insert((node, purpose), (name, version, progress));
@@ -145,7 +168,8 @@ impl Engine {
         result: Result<Vec<Staged>, StageFailure>,
     ) -> anyhow::Result<()> {
         self.data.progress.remove(&(node.clone(), purpose));
-        if result.is_ok() {
+        // A stage that put something in place may have freed room; a dropped prefetch did not.
+        if result.as_ref().is_ok_and(|staged| !staged.is_empty()) {
             self.data.unblock(&node);
         }
         for (name, version) in versions {

@@ -53,6 +53,11 @@ pub struct DataState {
     /// A multi-node job's stage: (job, attempt) → the nodes still staging, and the notes of
     /// those done. The attempt starts when the last one is done.
     pub(super) gang_stages: BTreeMap<(u64, u32), (BTreeSet<String>, Vec<String>)>,
+    /// Bytes per second stages have been copying lately (a moving average of their reports),
+    /// for delay scheduling's copy-time estimates; `None` until a stage has reported.
+    pub(super) stage_rate: Option<f64>,
+    /// Nodes a queued job's prefetch was sent to, until the job is placed.
+    pub(crate) prefetched_on: BTreeMap<u64, BTreeSet<String>>,
 }
 
 impl DataState {
@@ -101,10 +106,11 @@ impl DataState {
         self.manifests.insert(key, Arc::new(manifest));
     }
 
-    /// The current version of each named dataset.
+    /// The current version of each named dataset that is staged (not streamed).
     pub(super) fn current(&self, datasets: &[String]) -> Vec<(String, String)> {
         datasets
             .iter()
+            .filter(|d| !self.streamed(d))
             .filter_map(|d| Some((d.clone(), self.datasets.get(d)?.current.clone())))
             .collect()
     }

@@ -191,9 +191,10 @@ impl Engine {
         node_check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             let mut ticked = false;
-            // A job's --begin time comes: a pass is due then, not at the next tick.
+            // A job's --begin time comes, or a reservation's edge: a pass is due then, not at
+            // the next tick.
             let now = self.clock.now_ms();
-            let begin = self.sched.next_begin(Timestamp(now));
+            let begin = self.sched.next_due(Timestamp(now));
             let until_begin = Duration::from_millis(begin.map_or(0, |b| (b.0 - now).max(0) as u64));
             let first = tokio::select! {
                 _ = shutdown.wait_for(|stop| *stop) => break,
@@ -252,6 +253,7 @@ impl Engine {
             self.load_month(now).await?;
         }
         self.handle(batch).await?;
+        self.expire_reservations().await?;
         self.schedule();
         self.flush().await
     }
@@ -328,6 +330,14 @@ impl Engine {
                     reply,
                 }) => {
                     let out = self.change_accounts(change, &caller).await?;
+                    self.outbox.reply(reply, out);
+                }
+                Item::Request(Request::Reservation {
+                    change,
+                    caller,
+                    reply,
+                }) => {
+                    let out = self.reservation(change, &caller).await?;
                     self.outbox.reply(reply, out);
                 }
                 Item::Request(Request::Accounts { reply }) => {

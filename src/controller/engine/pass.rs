@@ -1,6 +1,7 @@
 //! The scheduling pass: what the scheduler decides goes through the lifecycle, and a placed
 //! job gets its output paths and starts or waits for its stages.
 
+use crate::api::agent::AgentOrder;
 use crate::controller::engine::{Engine, PassNeed};
 use crate::controller::jobs::JobRow;
 use labpool_lifecycle::{Event, Placement, Readiness, StageKind};
@@ -51,6 +52,11 @@ impl Engine {
                 Decision::Prefetch {
                     job, node, dataset, ..
                 } => prefetches.push((job.0, node, dataset)),
+                Decision::Preempt { job, by, cause } => self.lifecycle(Event::Preempt {
+                    job: job.0,
+                    by: by.0,
+                    cause,
+                }),
             }
         }
         self.prefetch(prefetches);
@@ -72,6 +78,16 @@ impl Engine {
         if !versions.is_empty() {
             self.outbox.job_datasets(job, versions.clone());
             self.data.job_versions.insert(job, versions.clone());
+        }
+        // Prefetches for it on other nodes are wasted now: those still queued are dropped.
+        let mut on = vec![allocation.node.as_str()];
+        on.extend(allocation.others.iter().map(|o| o.node.as_str()));
+        for node in self.data.prefetched_on.remove(&job).unwrap_or_default() {
+            if !on.contains(&node.as_str())
+                && let Some(link) = self.agents.get(&node)
+            {
+                let _ = link.send(AgentOrder::DropPrefetch { job });
+            }
         }
         let row = self.jobs.job(job).expect("checked above");
         let ready = if !complete {

@@ -94,6 +94,15 @@ pub enum Request {
         /// Answer: the node afterwards.
         reply: oneshot::Sender<Result<NodeView, ApiError>>,
     },
+    /// List, book or delete reservations (changes: admins).
+    Reservation {
+        /// What to do.
+        change: crate::api::reservations::ReservationChange,
+        /// Who.
+        caller: Caller,
+        /// Answer: the reservations afterwards.
+        reply: oneshot::Sender<Result<Vec<crate::api::reservations::ReservationView>, ApiError>>,
+    },
     /// Change accounts or limits (admins).
     Account {
         /// The change.

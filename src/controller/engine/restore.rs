@@ -72,6 +72,19 @@ impl Engine {
                     continue;
                 }
             }
+            if let Some(p) = &row.preemption {
+                let (job, by) = (JobId(row.id), JobId(p.by));
+                if row.state == JobState::Pending {
+                    self.sched.restore_yielding(job, by);
+                } else {
+                    let notice = labpool_scheduler::preempt::Notice {
+                        by,
+                        at: Timestamp(p.at),
+                        cause: p.cause.clone(),
+                    };
+                    self.sched.restore_notice(job, notice);
+                }
+            }
             self.jobs.admit(row.id, row);
         }
         // Dependencies on jobs that ended before this start.
@@ -87,6 +100,7 @@ impl Engine {
                     .note_outcome(JobId(id), state == JobState::Completed);
             }
         }
+        self.restore_reservations().await?;
         for (node, reason) in self.db.drained_nodes().await? {
             self.sched.set_node_drain(&node, Some(reason));
         }

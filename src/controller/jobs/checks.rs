@@ -32,6 +32,8 @@ pub(crate) struct Accepted {
     pub account: Option<String>,
     pub tasks: Option<(Vec<u32>, Option<u32>)>,
     pub dependencies: Vec<Dependency>,
+    /// What the member should know: datasets that are streamed.
+    pub warnings: Vec<String>,
 }
 
 /// Longest single argument or `KEY=VALUE` the kernel passes to a program (`MAX_ARG_STRLEN`).
@@ -197,11 +199,19 @@ impl Engine {
                 )));
             }
         }
-        // Data larger than every node's cache could never be staged: refused now, not queued
+        // A dataset larger than every node's cache is streamed (and said so); the others must
+        // fit one cache together, or they could never be staged: refused now, not queued
         // forever.
-        if let Some(largest) = self.data.caches.values().map(|c| c.capacity).max() {
+        self.data.load_current(&req.datasets);
+        let warnings = self.data.stream_notes(&req.datasets);
+        if let Some(largest) = self.data.largest_cache() {
             let mut total = 0;
-            for d in &req.datasets {
+            let staged: Vec<&String> = req
+                .datasets
+                .iter()
+                .filter(|d| !self.data.streamed(d))
+                .collect();
+            for d in staged {
                 let current = self.data.datasets[d].current.clone();
                 total += self.data.manifest(d, &current).map_or(0, |m| m.bytes());
             }
@@ -308,6 +318,21 @@ impl Engine {
                 );
             }
         }
+        if let Some(name) = &req.reservation {
+            let probe = labpool_scheduler::JobSpec {
+                user: caller.user.clone(),
+                account: admitted.account.clone(),
+                resources: resources.clone(),
+                time_limit: admitted.time_limit,
+                ..Default::default()
+            };
+            if let Err(e) = self.sched.check_reservation(&probe, name) {
+                return bad(
+                    e.to_string(),
+                    Some("`labpool reservation list` shows the reservations and who may use them"),
+                );
+            }
+        }
         if req.emergency && self.summary(&caller.user).tokens_left == 0 {
             let (_, _, _, reset) = month_of(self.clock.now_ms());
             let e = NoTokens {
@@ -326,6 +351,7 @@ impl Engine {
             account: admitted.account,
             tasks,
             dependencies,
+            warnings,
         }))
     }
 }

@@ -148,6 +148,23 @@ impl Engine {
                 Effect::Kill { job, attempt, node } => {
                     self.outbox.order(&node, AgentOrder::Kill { job, attempt })
                 }
+                Effect::Notice {
+                    job,
+                    attempt,
+                    node,
+                    by,
+                } => {
+                    let signal = self.jobs.job(job).and_then(|r| r.request.signal);
+                    let grace_ms = self.config.preemption.grace.as_millis() as u64;
+                    let order = AgentOrder::Notice {
+                        job,
+                        attempt,
+                        by,
+                        signal,
+                        grace_ms,
+                    };
+                    self.outbox.order(&node, order)
+                }
                 Effect::Forget { job, attempt, node } => self
                     .outbox
                     .order(&node, AgentOrder::Forget { job, attempt }),
@@ -282,7 +299,7 @@ impl Engine {
             return;
         };
         let end = Timestamp(self.clock.now_ms());
-        let charge = self.sched.charge_for(&alloc, end);
+        let charge = self.sched.charge_for(&spec, &alloc, end);
         tracing::debug!(job, charge, "a requeued attempt is charged");
         if charge <= 0.0 {
             return;
@@ -319,8 +336,8 @@ impl Engine {
         let user = row.spec.user.clone();
         let finished = self.sched.finish(JobId(job), row.state, end);
         let mut entries = Vec::new();
-        if let Some((_, alloc)) = &finished {
-            let charge = self.sched.charge_for(alloc, end);
+        if let Some((spec, alloc)) = &finished {
+            let charge = self.sched.charge_for(spec, alloc, end);
             if charge > 0.0 {
                 let held = labpool_units::format_elapsed(end.secs_since(alloc.start));
                 let note = format!(

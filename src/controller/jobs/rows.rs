@@ -138,7 +138,7 @@ pub struct JobEvent {
 }
 
 const JOB_COLUMNS: &str = "id, name, user, uid, gid, partition, state, reason, reason_detail, gpus_requested, gpu_type, \
-     cpus, mem_mib, time_limit_s, node, gpus, exit_code, signal, submit_time, start_time, end_time, attempt, cancel_requested_by, stdout, stderr, request, account, emergency, array_id, array_task, isolation, hold, requeue_requested_by, others, ports";
+     cpus, mem_mib, time_limit_s, node, gpus, exit_code, signal, submit_time, start_time, end_time, attempt, cancel_requested_by, stdout, stderr, request, account, emergency, array_id, array_task, isolation, hold, requeue_requested_by, others, ports, preemption";
 
 impl Db {
     /// The id the next job will get (ids are never reused).
@@ -353,6 +353,12 @@ fn job_from_row(r: &SqliteRow) -> Result<JobRow, DbError> {
             Some(p) => Some(serde_json::from_str(&p).map_err(|e| corrupt(format!("ports: {e}")))?),
             None => None,
         },
+        preemption: match r.try_get::<Option<String>, _>("preemption")? {
+            Some(p) => {
+                Some(serde_json::from_str(&p).map_err(|e| corrupt(format!("preemption: {e}")))?)
+            }
+            None => None,
+        },
     };
     let held = life.hold.as_ref().map(|h| h.kind);
     Ok(JobRow {
@@ -377,6 +383,9 @@ fn job_from_row(r: &SqliteRow) -> Result<JobRow, DbError> {
             submit_time: Timestamp(r.try_get("submit_time")?),
             account: r.try_get("account")?,
             emergency: r.try_get::<i64, _>("emergency")? != 0,
+            preemptible: request.preemptible,
+            interactive: request.interactive,
+            reservation: request.reservation.clone(),
             datasets: request.datasets.clone(),
             nodes: request.nodes.clone(),
             hold: held,

@@ -40,7 +40,7 @@ impl Db {
                 sqlx::query(
                     "UPDATE jobs SET state = 'STAGING', reason = ?, reason_detail = ?, node = ?, gpus = ?, attempt = ?, \
                      start_time = NULL, end_time = NULL, exit_code = NULL, signal = NULL, cancel_requested_by = NULL, stdout = ?, stderr = ?, \
-                     others = ?, ports = ? WHERE id = ?",
+                     others = ?, ports = ?, preemption = NULL WHERE id = ?",
                 )
                 .bind(kind.reason())
                 .bind(detail)
@@ -65,7 +65,7 @@ impl Db {
                 sqlx::query(
                     "UPDATE jobs SET state = 'RUNNING', reason = NULL, reason_detail = NULL, node = ?, gpus = ?, attempt = ?, \
                      start_time = ?, end_time = NULL, exit_code = NULL, signal = NULL, cancel_requested_by = NULL, stdout = ?, stderr = ?, isolation = ?, \
-                     others = ?, ports = ? WHERE id = ?",
+                     others = ?, ports = ?, preemption = NULL WHERE id = ?",
                 )
                 .bind(&p.node)
                 .bind(gpu_column(&p.gpus))
@@ -102,6 +102,21 @@ impl Db {
                     .bind(id)
                     .execute(&mut **tx)
                     .await?;
+            }
+            Transition::PreemptRequested { by, cause, time } => {
+                let notice = labpool_lifecycle::Preemption {
+                    by: *by,
+                    at: *time,
+                    cause: cause.clone(),
+                };
+                sqlx::query(
+                    "UPDATE jobs SET requeue_requested_by = ?, preemption = ? WHERE id = ?",
+                )
+                .bind(labpool_lifecycle::preempt_requester(*by))
+                .bind(serde_json::to_string(&notice).expect("a notice serialises"))
+                .bind(id)
+                .execute(&mut **tx)
+                .await?;
             }
             Transition::CancelRequested { by, .. } => {
                 sqlx::query("UPDATE jobs SET cancel_requested_by = ? WHERE id = ?")

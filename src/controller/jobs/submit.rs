@@ -55,6 +55,9 @@ pub(crate) fn job_spec(
         time_limit: a.time_limit,
         submit_time: Timestamp(now),
         emergency: req.emergency,
+        preemptible: req.preemptible,
+        interactive: req.interactive,
+        reservation: req.reservation.clone(),
         datasets: req.datasets.clone(),
         dependencies: a.dependencies.clone(),
         nodes: req.nodes.clone(),
@@ -142,7 +145,7 @@ impl Engine {
                 partition: accepted.partition,
                 time_limit: accepted.time_limit,
                 account: accepted.account,
-                warnings: Vec::new(),
+                warnings: accepted.warnings,
             };
             if let Some(key) = key {
                 Db::record_submit_key(&mut tx, caller.uid, &key, &submitted, now).await?;

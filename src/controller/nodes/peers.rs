@@ -2,11 +2,12 @@
 
 use crate::api::agent::PeerRef;
 use crate::controller::engine::Engine;
+use labpool_scheduler::peers::peer_order;
 
 impl Engine {
     /// Peers that hold `name@version` complete, for a stage on `node`: remote nodes that are
-    /// up, fewest stages served first, so eight nodes starting on one dataset spread over the
-    /// nodes that have it. The first is counted as serving until the stage ends.
+    /// up, in [`peer_order`] (the simulator's order too). The first is counted as serving
+    /// until the stage ends.
     pub(crate) fn peers_for(&mut self, node: &str, name: &str, version: &str) -> Vec<PeerRef> {
         let serving = |peer: &str| {
             self.data
@@ -15,25 +16,28 @@ impl Engine {
                 .filter(|s| s.as_str() == peer)
                 .count()
         };
-        let mut candidates: Vec<(usize, String, String)> = self
+        let candidates: Vec<(&str, usize)> = self
             .remote
             .iter()
             .filter(|(n, r)| n.as_str() != node && !r.down && !r.instance.is_empty())
             .filter(|(n, _)| self.agents.contains_key(n.as_str()))
             .filter(|(n, _)| self.data.complete_on(n, name, version))
-            .map(|(n, r)| (serving(n), n.clone(), r.address.clone()))
+            .map(|(n, _)| (n.as_str(), serving(n)))
             .collect();
-        candidates.sort();
-        if let Some((_, first, _)) = candidates.first() {
+        let peers: Vec<PeerRef> = peer_order(candidates)
+            .into_iter()
+            .map(|n| PeerRef {
+                node: n.to_string(),
+                address: self.remote[n].address.clone(),
+            })
+            .collect();
+        if let Some(first) = peers.first() {
             self.data.peer_serving.insert(
                 (node.to_string(), name.to_string(), version.to_string()),
-                first.clone(),
+                first.node.clone(),
             );
         }
-        candidates
-            .into_iter()
-            .map(|(_, node, address)| PeerRef { node, address })
-            .collect()
+        peers
     }
 
     /// A stage on `node` ended: the peers it used serve one stage less.
