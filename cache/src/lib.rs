@@ -31,5 +31,6 @@ pub mod registry;
 pub mod stage;
 pub mod store;
 pub mod verify;
+mod walk;
 
 pub use error::CacheError;

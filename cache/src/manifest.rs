@@ -237,7 +237,8 @@ pub(crate) fn entry_of(
     })
 }
 
-/// Walks `root` in parallel (never following links or crossing mounts) and records every entry.
+/// Walks `root` in parallel (never following links or crossing mounts: see [`crate::walk`]) and
+/// records every entry.
 /// `progress` is called with the count of entries seen so far, now and then.
 pub fn scan(
     root: &Path,
@@ -250,55 +251,8 @@ pub fn scan(
             path: root.to_path_buf(),
         });
     }
-    let entries = Mutex::new(Vec::new());
-    let first_error: Mutex<Option<CacheError>> = Mutex::new(None);
-    let seen = std::sync::atomic::AtomicU64::new(0);
-    let walker = ignore::WalkBuilder::new(root)
-        .standard_filters(false)
-        .hidden(false)
-        .follow_links(false)
-        .same_file_system(true)
-        .threads(threads.max(1))
-        .build_parallel();
-    walker.run(|| {
-        Box::new(|result| {
-            let fail = |e: CacheError| {
-                first_error.lock().expect("not poisoned").get_or_insert(e);
-                ignore::WalkState::Quit
-            };
-            let dent = match result {
-                Ok(d) => d,
-                Err(e) => return fail(CacheError::Walk(e.to_string())),
-            };
-            let path = dent.path();
-            let rel = match path.strip_prefix(root).ok().and_then(|r| r.to_str()) {
-                Some(r) => r.to_string(),
-                None => {
-                    return fail(CacheError::NotUtf8 {
-                        path: path.to_path_buf(),
-                    });
-                }
-            };
-            let meta = match std::fs::symlink_metadata(path) {
-                Ok(m) => m,
-                Err(e) => return fail(CacheError::io(path, e)),
-            };
-            match entry_of(path, rel, &meta) {
-                Ok(e) => entries.lock().expect("not poisoned").push(e),
-                Err(e) => return fail(e),
-            }
-            let n = seen.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
-            if n.is_multiple_of(10_000) {
-                progress(n);
-            }
-            ignore::WalkState::Continue
-        })
-    });
-    if let Some(e) = first_error.into_inner().expect("not poisoned") {
-        return Err(e);
-    }
-    let mut entries = entries.into_inner().expect("not poisoned");
-    entries.sort_by(|a, b| a.path.cmp(&b.path));
+    let mut entries = crate::walk::walk(root, &meta, threads, progress)?;
+    entries.sort_unstable_by(|a, b| a.path.cmp(&b.path));
     progress(entries.len() as u64);
     Ok(Manifest { entries })
 }

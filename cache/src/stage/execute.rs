@@ -222,15 +222,16 @@ impl NodeCache {
                 .map_err(|err| CacheError::io(&p, err))?;
             set_mtime(&p, e.mtime_ns)?;
         }
-        let hashes: BTreeMap<&str, String> = plan
-            .files
-            .iter()
-            .map(|f| f.entry.path.as_str())
-            .zip(hashes)
-            .collect();
+        // The plan holds the manifest's files in its order, so hashes pair up one by one.
         let mut staged = manifest.clone();
-        for e in staged.entries.iter_mut().filter(|e| e.kind == Kind::File) {
-            e.hash = hashes.get(e.path.as_str()).cloned();
+        for (e, (f, h)) in staged
+            .entries
+            .iter_mut()
+            .filter(|e| e.kind == Kind::File)
+            .zip(plan.files.iter().zip(hashes))
+        {
+            assert_eq!(e.path, f.entry.path, "a plan follows its manifest");
+            e.hash = Some(h);
         }
         let json = serde_json::to_vec(&staged).expect("a manifest serialises");
         write_atomic(&self.side(name, version, MANIFEST), &json)?;

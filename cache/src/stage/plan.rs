@@ -162,7 +162,7 @@ impl NodeCache {
             // A take-over starts the journal afresh, holding exactly the files it keeps.
             Some(t) => (
                 kept(&t.manifest, manifest)
-                    .map(|(e, h)| (e.path.clone(), h.to_string()))
+                    .map(|(e, h)| (e.path.as_str(), h))
                     .collect(),
                 BTreeMap::new(),
                 vec![version, t.version.as_str()],
@@ -217,7 +217,7 @@ impl NodeCache {
 /// per the journal (`done`), linkable from a donor, else copied.
 fn plan_files<'m>(
     manifest: &'m Manifest,
-    reused: &BTreeMap<String, String>,
+    reused: &BTreeMap<&str, &str>,
     done: &BTreeMap<String, String>,
     donors: &BTreeMap<DonorKey, Donor>,
 ) -> Vec<PlannedFile<'m>> {
@@ -225,8 +225,10 @@ fn plan_files<'m>(
         .files()
         .map(|entry| {
             let donor = || donors.get(&DonorKey::of(entry)).cloned();
-            let action = if let Some(hash) = reused.get(&entry.path) {
-                FileAction::Reuse { hash: hash.clone() }
+            let action = if let Some(hash) = reused.get(entry.path.as_str()) {
+                FileAction::Reuse {
+                    hash: hash.to_string(),
+                }
             } else if let Some(hash) = done.get(&entry.path) {
                 FileAction::Resume {
                     hash: hash.clone(),
@@ -260,7 +262,10 @@ pub fn bytes_to_stage(new: &Manifest, donors: &[&Manifest]) -> u64 {
 fn kept<'a>(old: &'a Manifest, new: &'a Manifest) -> impl Iterator<Item = (&'a Entry, &'a str)> {
     pairs(old, new).filter_map(|(o, e)| {
         let (o, e) = (o?, e?);
-        (o.kind == Kind::File && e.kind == Kind::File && DonorKey::of(o) == DonorKey::of(e))
+        // Paired by path already: compare the rest of the key without building it.
+        (o.kind == Kind::File
+            && e.kind == Kind::File
+            && (o.size, o.mtime_ns, o.mode) == (e.size, e.mtime_ns, e.mode))
             .then_some(())
             .and(o.hash.as_deref())
             .map(|h| (e, h))
