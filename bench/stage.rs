@@ -22,8 +22,7 @@
 //!   version is complete on the node; the seed's job script runs `rsync -a` every time.
 //!
 //! The source is read from the page cache by every tool alike (it was just written); each run
-//! starts after a `sync`, and each cold run after the last run's deletes have settled (see
-//! `settle_seconds`). Bytes written per byte changed: labpool's stage report; rsync's
+//! starts after a `sync`. Bytes written per byte changed: labpool's stage report; rsync's
 //! `--stats` "Total transferred file size".
 
 use labpool_cache::manifest::{Manifest, rescan, scan};
@@ -118,22 +117,6 @@ fn sync_time() -> f64 {
     t0.elapsed().as_secs_f64()
 }
 
-/// Seconds to wait after deleting the last run's copies before a cold run (`BENCH_SETTLE`).
-///
-/// On ext4 without a journal (this machine's root), inode allocation skips every inode deleted
-/// in the last `dirty_expire` + 5 seconds, looking each one up on the way: right after `rm -rf`
-/// of three 10k-file trees, every file created pays for thousands of lookups, and the first
-/// tool to run after the delete paid the most. That, not labpool's syncs, made the second and
-/// third cold runs 2-5x slower than the first. Waiting it out puts every tool on the same
-/// footing; journaled file systems (and the nodes' cache SSDs) do not have this.
-fn settle_seconds() -> f64 {
-    let expire_cs: f64 = std::fs::read_to_string("/proc/sys/vm/dirty_expire_centisecs")
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(3000.0);
-    env_num("BENCH_SETTLE", expire_cs / 100.0 + 6.0)
-}
-
 fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
@@ -164,11 +147,7 @@ fn main() {
         t_scan.elapsed().as_secs_f64()
     );
 
-    // Cold. Each run starts after the deletes of the last one have settled.
-    let settle = settle_seconds();
-    println!(
-        "each cold run waits {settle:.0} s after deleting the last run's copies (BENCH_SETTLE)"
-    );
+    // Cold.
     let (mut lp, mut cp, mut rs) = (Vec::new(), Vec::new(), Vec::new());
     // cp -a and rsync -a leave their data in the page cache; a staged version is on disk.
     // "+ sync" adds the flush that makes their copies as durable.
@@ -180,8 +159,6 @@ fn main() {
         rm(&cache_root);
         rm(&cp_dst);
         rm(&rs_dst);
-        sync();
-        std::thread::sleep(std::time::Duration::from_secs_f64(settle));
         let cache = NodeCache::open(&cache_root).unwrap();
         lp.push(timed(|| {
             cache
