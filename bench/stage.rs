@@ -24,8 +24,9 @@
 //! The source is read from the page cache by every tool alike (it was just written); each run
 //! starts after a `sync`. Each cold run starts by deleting the last run's copies, and on a disk
 //! with online discard the first writer after that is slow, so the tool that goes first rotates
-//! from run to run (a multiple of 3 runs gives each tool the first place equally often). Bytes written per byte changed: labpool's stage report; rsync's
-//! `--stats` "Total transferred file size".
+//! from run to run (a multiple of 3 runs gives each tool the first place equally often).
+//! Bytes written per byte changed: labpool's stage report; rsync's `--stats` "Total
+//! transferred file size".
 
 use labpool_cache::manifest::{Manifest, rescan, scan};
 use labpool_cache::store::{NodeCache, StageOptions};

@@ -91,26 +91,20 @@ impl<'a> Walk<'a> {
                 Err(e) => return self.fail(CacheError::io(&dir, e)),
             }
         }
-        let (dir, rel) = (std::sync::Arc::new(dir), std::sync::Arc::new(rel));
+        let rel = std::sync::Arc::new(rel);
         // The last chunk runs on this thread; the others as tasks of their own.
         let last = chunks.pop();
         for chunk in chunks {
-            let (dir, rel) = (dir.clone(), rel.clone());
-            s.spawn(move |s| self.entries(s, &dir, &rel, chunk));
+            let rel = rel.clone();
+            s.spawn(move |s| self.entries(s, &rel, chunk));
         }
         if let Some(chunk) = last {
-            self.entries(s, &dir, &rel, chunk);
+            self.entries(s, &rel, chunk);
         }
     }
 
-    /// Stats `chunk` of directory `dir` and walks the subdirectories found.
-    fn entries<'s>(
-        &'s self,
-        s: &rayon::Scope<'s>,
-        dir: &Path,
-        rel: &str,
-        chunk: Vec<std::fs::DirEntry>,
-    ) {
+    /// Stats `chunk` of the directory at relative path `rel` and walks the subdirectories found.
+    fn entries<'s>(&'s self, s: &rayon::Scope<'s>, rel: &str, chunk: Vec<std::fs::DirEntry>) {
         let mut found = Vec::with_capacity(chunk.len());
         for d in chunk {
             if self.failed.load(Ordering::Relaxed) {
@@ -125,26 +119,20 @@ impl<'a> Walk<'a> {
             } else {
                 format!("{rel}/{name}")
             };
+            let path = d.path();
             // fstatat against the open directory: never follows a final link.
             let meta = match d.metadata() {
                 Ok(m) => m,
-                Err(e) => return self.fail(CacheError::io(&dir.join(name), e)),
+                Err(e) => return self.fail(CacheError::io(&path, e)),
             };
             if meta.is_dir() {
                 if meta.dev() != self.device {
                     continue;
                 }
-                let child = dir.join(name);
-                let child_rel = path_rel.clone();
+                let (child, child_rel) = (path.clone(), path_rel.clone());
                 s.spawn(move |s| self.directory(s, child, child_rel));
             }
-            // Links need their full path for the target; files and directories do not.
-            let entry = if meta.file_type().is_symlink() || !(meta.is_dir() || meta.is_file()) {
-                entry_of(&dir.join(name), path_rel, &meta)
-            } else {
-                entry_of(dir, path_rel, &meta)
-            };
-            match entry {
+            match entry_of(&path, path_rel, &meta) {
                 Ok(e) => found.push(e),
                 Err(e) => return self.fail(e),
             }
