@@ -267,7 +267,9 @@ pub type SharedVerifier = Arc<Mutex<Verifier>>;
 /// stay within the members' API limit.
 pub fn signed_body_limit(path: &str) -> usize {
     match path {
-        "/v1/agent/register" | "/v1/agent/heartbeat" => 64 << 10,
+        "/v1/agent/register" => 64 << 10,
+        // GPU readings ride along (at most `agent::daemon::SAMPLES_KEPT` of them).
+        "/v1/agent/heartbeat" => 1 << 20,
         // A pack of the snapshot repository (about 32 MiB) on its way to a node's copy.
         "/v1/agent/copy/file" => 128 << 20,
         _ => crate::controller::http::MAX_BODY_BYTES,

@@ -38,6 +38,10 @@ const FORWARD_TIMEOUT: Duration = Duration::from_secs(3 * 3600);
 /// Most reports in one batch.
 const REPORT_BATCH: usize = 512;
 
+/// GPU readings kept for the controller while heartbeats do not get through; older ones are
+/// dropped (the node's own `/metrics` still shows the latest).
+pub const SAMPLES_KEPT: usize = 32;
+
 /// What the agent's tasks share.
 struct Shared {
     node: String,
@@ -53,6 +57,8 @@ struct Shared {
     cache: NodeCache,
     /// The job spool: its directories are the jobs running here.
     spool: std::path::PathBuf,
+    /// GPU readings not yet sent, oldest first.
+    samples: Mutex<std::collections::VecDeque<labpool_monitor::sample::NodeSample>>,
 }
 
 /// Runs the agent until `shutdown` completes. Jobs keep running when it stops: the next agent
@@ -112,7 +118,10 @@ pub async fn run(
         orders: order_tx,
         cache: node.stager.cache().clone(),
         spool: config.spool_dir(),
+        samples: Mutex::new(std::collections::VecDeque::new()),
     });
+    tokio::spawn(keep_samples(shared.clone(), node.gpu_samples.clone()));
+    serve_node_metrics(&config, &shared.node, node.gpu_samples.clone()).await;
 
     let verifier: SharedVerifier = Arc::new(Mutex::new(Verifier::new(
         key,
@@ -277,7 +286,15 @@ async fn heartbeat(shared: Arc<Shared>, every: Duration) {
     loop {
         tick.tick().await;
         let (load, mem_available_mib) = host_load();
+        let samples: Vec<_> = shared
+            .samples
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain(..)
+            .collect();
         let beat = Heartbeat {
+            sent_ms: Some(crate::transport::cluster_now_ms()),
+            samples,
             node: shared.node.clone(),
             instance: shared.instance.clone(),
             running: crate::agent::jobdir::JobDir::list(&shared.spool)
@@ -296,16 +313,63 @@ async fn heartbeat(shared: Arc<Shared>, every: Duration) {
                 }
             }
             Err(e) if e.status() == Some(409) => {
+                put_back(&shared, beat.samples);
                 tracing::warn!("the controller does not know this agent: registering again");
                 reregister(&shared).await;
             }
             Err(e) => {
+                put_back(&shared, beat.samples);
                 if !failing {
                     tracing::error!("heartbeat failed: {e}");
                     failing = true;
                 }
             }
         }
+    }
+}
+
+/// Readings a heartbeat could not deliver go back in front of newer ones, within the cap.
+fn put_back(shared: &Shared, samples: Vec<labpool_monitor::sample::NodeSample>) {
+    let mut kept = shared.samples.lock().unwrap_or_else(|p| p.into_inner());
+    for s in samples.into_iter().rev() {
+        kept.push_front(s);
+    }
+    while kept.len() > SAMPLES_KEPT {
+        kept.pop_front();
+    }
+}
+
+/// Queues every new GPU reading for the next heartbeat.
+async fn keep_samples(shared: Arc<Shared>, mut latest: crate::agent::gpu_monitor::Latest) {
+    while latest.changed().await.is_ok() {
+        let Some(s) = latest.borrow_and_update().clone() else {
+            continue;
+        };
+        let mut kept = shared.samples.lock().unwrap_or_else(|p| p.into_inner());
+        kept.push_back(s);
+        while kept.len() > SAMPLES_KEPT {
+            kept.pop_front();
+        }
+    }
+}
+
+/// This node's `/metrics`: its GPUs under dcgm-exporter's names, labelled with the jobs whose
+/// processes are on them.
+async fn serve_node_metrics(
+    config: &Config,
+    node: &str,
+    latest: crate::agent::gpu_monitor::Latest,
+) {
+    let Some(addr) = config.metrics.address() else {
+        return;
+    };
+    let name = node.to_string();
+    let render = Arc::new(move || crate::agent::gpu_monitor::render_node(&name, &latest.borrow()));
+    let (_stop_tx, stop) = tokio::sync::watch::channel(false);
+    // The listener lives as long as the agent: the sender is leaked with it.
+    std::mem::forget(_stop_tx);
+    if let Some(bound) = crate::metrics_http::serve(addr, &config.path, render, stop).await {
+        crate::metrics_http::record_address(&config.controller.state_dir, bound);
     }
 }
 

@@ -5,6 +5,7 @@ pub mod copy_host;
 pub mod daemon;
 pub mod environment;
 pub mod gang;
+pub mod gpu_monitor;
 pub mod jobdir;
 pub mod local;
 pub mod login_env;

@@ -25,6 +25,8 @@ pub struct LocalNode {
     pub tools: labpool_envs::tools::Tools,
     /// Its dataset cache.
     pub stager: Stager,
+    /// Its GPU readings, latest first; empty without NVML.
+    pub gpu_samples: crate::agent::gpu_monitor::Latest,
     isolation: NodeIsolation,
 }
 
@@ -80,7 +82,13 @@ impl LocalNode {
             gpu_minors: gpu_minors(&config.node, &source, &spec.gpus),
             tools: tools.clone(),
         };
+        let gpu_samples = crate::agent::gpu_monitor::start(
+            crate::discovery::nvml_library(config.node.nvml_library.as_deref()),
+            config.metrics.sample_interval,
+            source == GpuSource::Nvml,
+        );
         Ok(LocalNode {
+            gpu_samples,
             spec,
             source,
             support,

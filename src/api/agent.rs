@@ -442,6 +442,12 @@ pub struct Heartbeat {
     pub load: f64,
     /// Memory available, MiB.
     pub mem_available_mib: u64,
+    /// The agent's clock when it sent this, ms: the controller measures the skew from it.
+    #[serde(default)]
+    pub sent_ms: Option<i64>,
+    /// GPU readings taken since the last heartbeat that got through, oldest first.
+    #[serde(default)]
+    pub samples: Vec<labpool_monitor::sample::NodeSample>,
 }
 
 /// Orders for one node, in the order they were given.

@@ -6,6 +6,7 @@
 
 pub mod accounts;
 pub mod agent;
+pub mod alerts;
 pub mod changes;
 pub mod data;
 pub mod envs;
@@ -278,6 +279,9 @@ pub struct JobView {
     /// The isolation in force for its run.
     #[serde(default)]
     pub isolation: Option<String>,
+    /// What its latest attempt used of its GPUs, where NVML sampled them.
+    #[serde(default)]
+    pub gpu_usage: Option<crate::api::alerts::GpuUsageView>,
 }
 
 impl JobView {

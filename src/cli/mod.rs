@@ -109,6 +109,8 @@ pub enum Command {
     History(HistoryArgs),
     /// Nodes and their GPUs
     Nodes(JsonArg),
+    /// Alerts firing now (hot GPUs, lost nodes, full disks, zombie jobs, ...) and pending
+    Alerts(AlertsArgs),
     /// Drain a node for maintenance or resume it (admins)
     Node {
         /// What to do.
@@ -184,6 +186,17 @@ pub enum Command {
         /// The attempt's spool directory.
         dir: PathBuf,
     },
+}
+
+/// `labpool alerts`.
+#[derive(Args, Debug)]
+pub struct AlertsArgs {
+    /// Print JSON instead of a table
+    #[arg(long)]
+    pub json: bool,
+    /// Also list the alerts resolved lately
+    #[arg(long)]
+    pub all: bool,
 }
 
 /// `--json`.

@@ -219,8 +219,31 @@ schedule = "0 4 * * *"
 max_age = "30d"
 warn_days = 7
 
+# Alerts: a hot GPU, a lost node, a full disk, a zombie job, ECC errors, clock skew. They are
+# listed by `labpool alerts` and POSTed to the webhook (with purge notices and audit findings),
+# in the shape of the chat bot named by webhook_format: generic, wecom, dingtalk, feishu, slack.
 # [alerts]
-# webhook = "http://127.0.0.1:9000/labpool"   # purge notices and audit findings are POSTed here
+# webhook = "http://127.0.0.1:9000/labpool"
+# webhook_format = "generic"
+# gpu_temp_celsius = 85
+# gpu_temp_for = "2m"
+# node_lost_after = "5m"
+# disk_percent = 90
+
+# GPU metrics: every node samples its GPUs through NVML; the controller serves the whole pool
+# at http://LISTEN/metrics under dcgm-exporter's names, for Prometheus and Grafana.
+[metrics]
+listen = "127.0.0.1:9400"    # "off" switches it off
+# sample_interval = "5s"
+
+# Zombie jobs hold GPUs and do not use them: their member is told, then the admins; set
+# cancel_after to cancel them too.
+# [zombies]
+# low_util_percent = 5
+# low_util_for = "7d"
+# no_process_for = "1h"
+# tell_admins_after = "1d"
+# cancel_after = "off"
 
 # Credits: everyone gets the same grant each month; a job costs GPU-hours x its GPU type's
 # weight. A user whose credit is spent still runs on idle GPUs, and gives them back (is

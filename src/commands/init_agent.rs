@@ -56,6 +56,12 @@ memory = "{mem}"
 # The node's dataset cache: a local SSD directory.
 [cache]
 dir = {cache}
+
+# This node's GPUs at http://LISTEN/metrics under dcgm-exporter's names ("off": none); the
+# controller's page has the whole pool.
+[metrics]
+listen = "127.0.0.1:9400"
+# sample_interval = "5s"
 "#,
         state = path("state"),
         socket = path("labpool.sock"),

@@ -153,6 +153,21 @@ fn show_text(d: &JobDetail) -> String {
             },
         ),
         ("isolation", or_dash(j.isolation.as_ref())),
+        (
+            "gpu use",
+            j.gpu_usage.as_ref().map_or_else(
+                || "-".to_string(),
+                |u| {
+                    format!(
+                        "{:.0}% mean, {:.0}% peak, {} peak memory, {:.3} kWh",
+                        u.util_mean,
+                        u.util_peak,
+                        format_mib(u.mem_peak_mib),
+                        u.energy_kwh
+                    )
+                },
+            ),
+        ),
         ("cpus", j.cpus.to_string()),
         (
             "memory",
@@ -340,11 +355,14 @@ pub async fn history(args: &HistoryArgs, config: &Config) -> anyhow::Result<()> 
                         node => or_dash(node.as_ref()),
                     },
                     short_time(j.end_time.as_deref()),
+                    j.gpu_usage
+                        .as_ref()
+                        .map_or_else(|| "-".to_string(), |u| format!("{:.0}%", u.util_mean)),
                 ]
             })
             .collect();
         let headers = [
-            "JOBID", "NAME", "USER", "STATE", "EXIT", "ELAPSED", "GPUS", "NODE", "END",
+            "JOBID", "NAME", "USER", "STATE", "EXIT", "ELAPSED", "GPUS", "NODE", "END", "GPU%",
         ];
         table(&headers, rows)
     });

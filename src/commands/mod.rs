@@ -1,5 +1,6 @@
 //! One module per command; each takes its clap arguments and the resolved config.
 
+pub mod alerts;
 pub mod datasets;
 pub mod demo;
 pub mod envs;
@@ -88,6 +89,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<()> {
             Command::Release(args) => jobs::hold(args, false, &config).await,
             Command::History(args) => jobs::history(args, &config).await,
             Command::Nodes(a) => nodes::nodes(a.json, &config).await,
+            Command::Alerts(a) => alerts::alerts(a.json, a.all, &config).await,
             Command::Node { command } => nodes::node(command, &config).await,
             Command::Why(args) => policy::why(args, &config).await,
             Command::Account { command } => policy::account(command, &config).await,

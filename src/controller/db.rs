@@ -129,6 +129,11 @@ fn migrator() -> Migrator {
             "reservations",
             include_str!("../../migrations/0015_reservations.sql"),
         ),
+        migration(
+            16,
+            "gpu usage",
+            include_str!("../../migrations/0016_gpu_usage.sql"),
+        ),
     ])
 }
 

@@ -42,6 +42,8 @@ pub struct AppState {
     pub envs: Arc<crate::controller::envs::EnvService>,
     /// Set while the state file system is full and the engine takes no work.
     pub storage: crate::controller::storage::StorageGate,
+    /// GPU samples, usage summaries and alerts.
+    pub monitor: Arc<crate::controller::monitor::MonitorService>,
 }
 
 pub use crate::socket::Peer;
@@ -82,6 +84,7 @@ pub fn router(state: AppState) -> Router {
         .merge(crate::controller::datasets::http::routes())
         .merge(crate::controller::snapshots::http::routes())
         .merge(crate::controller::quotas::http::routes())
+        .merge(crate::controller::monitor::http::routes())
         .merge(crate::controller::envs::http::routes())
         .merge(crate::controller::reservations::http::routes())
         .fallback(|| async {
@@ -334,11 +337,14 @@ async fn show_job(
     })?;
     let events = state.db.events(id).await?;
     let steps = state.db.steps(id).await?;
-    Ok(Json(JobDetail {
-        job: row.view(now_ms()),
-        events,
-        steps,
-    }))
+    let mut job = row.view(now_ms());
+    job.gpu_usage = state
+        .db
+        .gpu_usage(id, row.attempt)
+        .await?
+        .filter(|u| u.samples > 0)
+        .map(|u| (&u).into());
+    Ok(Json(JobDetail { job, events, steps }))
 }
 
 async fn history(
@@ -377,10 +383,17 @@ async fn history(
                 .map(|r| format!("{}.{}", r.end_time.unwrap_or(0), r.id))
         })
         .flatten();
-    Ok(Json(HistoryPage {
-        jobs: rows.iter().map(|r| r.view(now)).collect(),
-        next,
-    }))
+    let ids: Vec<u64> = rows.iter().map(|r| r.id).collect();
+    let usage = state.db.gpu_usage_of(&ids).await?;
+    let jobs = rows
+        .iter()
+        .map(|r| {
+            let mut v = r.view(now);
+            v.gpu_usage = usage.get(&r.id).filter(|u| u.samples > 0).map(Into::into);
+            v
+        })
+        .collect();
+    Ok(Json(HistoryPage { jobs, next }))
 }
 
 /// A page's `next` (`END_MS.ID`) as the row it follows.

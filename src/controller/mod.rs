@@ -10,6 +10,7 @@ pub mod envs;
 pub mod error;
 pub mod http;
 pub mod jobs;
+pub mod monitor;
 pub mod nodes;
 pub mod quotas;
 pub mod reservations;
@@ -66,6 +67,7 @@ pub async fn serve(
     let mut nodes = BTreeMap::new();
     let mut local_name = None;
     let mut local_spec = None;
+    let mut local_samples = None;
     // What environment builds use: the local node's findings, or the controller's own.
     let (support, tools) = if config.controller.local_node {
         let node = LocalNode::start(&config, report_tx.clone())?;
@@ -82,6 +84,7 @@ pub async fn serve(
             },
         );
         local_name = Some(node.spec.name.clone());
+        local_samples = Some(node.gpu_samples.clone());
         local_spec = Some(node.spec.clone());
         (node.support.clone(), node.tools.clone())
     } else {
@@ -124,6 +127,29 @@ pub async fn serve(
     let snapshot_service = snapshots::SnapshotService::new(config.clone());
     let quota_service = quotas::QuotaService::new(config.clone(), db.clone());
     let env_service = envs::EnvService::new(config.clone(), db.clone(), support, tools);
+    let monitor_service = monitor::MonitorService::new(
+        config.clone(),
+        db.clone(),
+        request_tx.clone(),
+        clock.clone(),
+    );
+    if let (Some(name), Some(samples)) = (&local_name, local_samples) {
+        tokio::spawn(monitor::feed(
+            monitor_service.clone(),
+            name.clone(),
+            samples,
+        ));
+    }
+    tokio::spawn(monitor::run(monitor_service.clone(), stop_rx.clone()));
+    if let Some(addr) = config.metrics.address() {
+        let m = monitor_service.clone();
+        let render = Arc::new(move || monitor::metrics::render(&m));
+        if let Some(bound) =
+            crate::metrics_http::serve(addr, &config.path, render, stop_rx.clone()).await
+        {
+            crate::metrics_http::record_address(state_dir, bound);
+        }
+    }
     let app_state = AppState {
         engine: request_tx,
         db: db.clone(),
@@ -132,6 +158,7 @@ pub async fn serve(
         quotas: quota_service.clone(),
         envs: env_service,
         storage,
+        monitor: monitor_service,
     };
     let app = http::router(app_state.clone());
     // Agents' own routes, and the members' API forwarded by agents (caller: the vouched uid).

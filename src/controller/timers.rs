@@ -68,6 +68,7 @@ impl Timers {
             last.entry(t.name.clone()).or_insert(started);
         }
         let mut retry_at: BTreeMap<String, DateTime<Utc>> = BTreeMap::new();
+        let mut failed: BTreeMap<String, Failure> = BTreeMap::new();
         loop {
             let now = self.clock.now_utc();
             for i in due_now(&self.tasks, &last, &retry_at, now) {
@@ -77,6 +78,7 @@ impl Timers {
                         tracing::info!(timer = self.name, task = %task.name, "{summary}");
                         last.insert(task.name.clone(), now);
                         retry_at.remove(&task.name);
+                        failed.remove(&task.name);
                     }
                     Err(why) => {
                         tracing::error!(
@@ -86,10 +88,12 @@ impl Timers {
                             labpool_units::format_duration(RETRY_AFTER)
                         );
                         retry_at.insert(task.name.clone(), now + RETRY_AFTER);
+                        failed.insert(task.name.clone(), Failure { at: now, why });
                     }
                 }
             }
             self.write_state(&last);
+            self.write_failures(&failed);
             let sleep = next_wake(&self.tasks, &retry_at, self.clock.now_utc());
             tokio::select! {
                 _ = tokio::time::sleep(sleep + Duration::from_millis(50)) => {}
@@ -108,6 +112,16 @@ impl Timers {
         serde_json::from_str(&text).unwrap_or_default()
     }
 
+    /// Failing tasks go to `NAME.failures.json` beside the state file (the monitor's
+    /// `snapshot_failed` alert reads it); a success removes its task's entry.
+    fn write_failures(&self, failed: &BTreeMap<String, Failure>) {
+        let path = failures_file(&self.state_file);
+        let text = serde_json::to_string(failed).expect("failures serialise");
+        if let Err(e) = crate::agent::jobdir::write_atomic(&path, text.as_bytes(), 0o644, false) {
+            tracing::warn!(timer = self.name, "cannot write {}: {e}", path.display());
+        }
+    }
+
     fn write_state(&self, last: &BTreeMap<String, DateTime<Utc>>) {
         let text = serde_json::to_string(last).expect("times serialise");
         // Whole or not at all: a torn file would read as no runs at all.
@@ -121,6 +135,32 @@ impl Timers {
             );
         }
     }
+}
+
+/// A task's last failed run, until it succeeds again.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct Failure {
+    /// When it failed.
+    pub at: DateTime<Utc>,
+    /// Why.
+    pub why: String,
+}
+
+/// Where a timer service's failing tasks are kept: `snapshot-timer.failures.json` beside
+/// `snapshot-timer.json`.
+pub fn failures_file(state_file: &std::path::Path) -> PathBuf {
+    state_file.with_extension("failures.json")
+}
+
+/// A timer service's last successful runs and its failing tasks, as its state files hold them.
+pub fn read_runs(
+    state_file: &std::path::Path,
+) -> (BTreeMap<String, DateTime<Utc>>, BTreeMap<String, Failure>) {
+    let read = |p: &std::path::Path| std::fs::read_to_string(p).unwrap_or_default();
+    (
+        serde_json::from_str(&read(state_file)).unwrap_or_default(),
+        serde_json::from_str(&read(&failures_file(state_file))).unwrap_or_default(),
+    )
 }
 
 /// Which tasks run now: due since their last run, and not waiting to retry a failure.

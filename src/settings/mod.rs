@@ -15,6 +15,7 @@ mod controller;
 mod datasets;
 mod envs;
 mod jobs;
+mod metrics;
 mod node;
 mod partitions;
 mod policy;
@@ -32,6 +33,7 @@ pub use controller::ControllerConfig;
 pub use datasets::DatasetsConfig;
 pub use envs::EnvsConfig;
 pub use jobs::{IsolationMode, JobsConfig, OverridePolicy};
+pub use metrics::{MetricsConfig, ZombiesConfig};
 pub use node::{GpuShare, NodeConfig, VirtualGpus};
 pub use partitions::PartitionConfig;
 pub use policy::{CreditsConfig, PreemptionConfig, PriorityConfig};
@@ -87,6 +89,12 @@ pub struct Config {
     /// `[alerts]`: where notices are posted.
     #[serde(default)]
     pub alerts: AlertsConfig,
+    /// `[metrics]`: GPU sampling and the Prometheus endpoint.
+    #[serde(default)]
+    pub metrics: MetricsConfig,
+    /// `[zombies]`: jobs holding GPUs they do not use.
+    #[serde(default)]
+    pub zombies: ZombiesConfig,
     /// `[jobs]`: the rules every job's environment follows.
     #[serde(default)]
     pub jobs: JobsConfig,
@@ -216,6 +224,8 @@ impl Config {
         self.datasets.check_schedule()?;
         self.purge.check_max_age()?;
         self.alerts.check()?;
+        self.metrics.check()?;
+        self.zombies.check()?;
         snapshots::check_sources(&self.snapshot_sources())?;
         self.snapshots.check_copy()?;
         self.node.check_cpus()?;

@@ -53,3 +53,27 @@ pub(super) fn ser_time<S: Serializer>(t: &TimeLimit, s: S) -> Result<S::Ok, S::E
 pub(super) fn yes() -> bool {
     true
 }
+
+/// An optional duration: absent, or `"off"`, means none.
+pub(super) fn de_opt_duration<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<Option<Duration>, D::Error> {
+    let s = String::deserialize(d)?;
+    if s == "off" {
+        return Ok(None);
+    }
+    labpool_units::parse_duration(&s)
+        .map(Some)
+        .map_err(serde::de::Error::custom)
+}
+
+/// An optional duration, written back as `"off"` when there is none.
+pub(super) fn ser_opt_duration<S: Serializer>(
+    d: &Option<Duration>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    match d {
+        Some(d) => ser_duration(d, s),
+        None => s.collect_str("off"),
+    }
+}

@@ -264,6 +264,24 @@ fn value(r: &Row<'_>, name: &str) -> String {
         (Row::Batch(_), "ntasks") => "1".into(),
         (Row::Job(j), "comment") => j.comment.clone().unwrap_or_default(),
         (Row::Job(j), "workdir") => j.workdir.display().to_string(),
+        // Slurm's GPU accounting TRES (acct_gather_gpu): mean and peak utilisation and memory.
+        (Row::Job(j), "tresusageinave") => j.gpu_usage.as_ref().map_or_else(String::new, |u| {
+            format!(
+                "gres/gpumem={}M,gres/gpuutil={:.0}",
+                u.mem_peak_mib, u.util_mean
+            )
+        }),
+        (Row::Job(j), "tresusageinmax") => j.gpu_usage.as_ref().map_or_else(String::new, |u| {
+            format!(
+                "gres/gpumem={}M,gres/gpuutil={:.0}",
+                u.mem_peak_mib, u.util_peak
+            )
+        }),
+        // Joules, as Slurm's energy accounting gives it.
+        (Row::Job(j), "consumedenergy") => j
+            .gpu_usage
+            .as_ref()
+            .map_or_else(String::new, |u| format!("{:.0}", u.energy_kwh * 3.6e6)),
         _ => String::new(),
     }
 }

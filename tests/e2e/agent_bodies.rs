@@ -82,9 +82,9 @@ fn unsigned_bodies_are_refused_before_they_are_read_and_signed_ones_are_held_to_
     let grown_mb = rss_kb(pid).saturating_sub(before) / 1024;
     assert!(grown_mb < 64, "the controller grew by {grown_mb} MB");
 
-    // With the key, a heartbeat is held to its route's 64K.
+    // With the key, a heartbeat (which carries GPU readings) is held to its route's 1M.
     let key = labpool_cluster::ClusterKey::load(&c.ctrl.dir.join("cluster.key")).unwrap();
-    let body = vec![b' '; 1 << 20];
+    let body = vec![b' '; 2 << 20];
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
@@ -109,5 +109,5 @@ fn unsigned_bodies_are_refused_before_they_are_read_and_signed_ones_are_held_to_
     );
     let answer = post_streaming(&c.join, &head, body.len(), Duration::from_secs(5));
     assert!(answer.starts_with("HTTP/1.1 413"), "{answer:?}");
-    assert!(answer.contains("larger than 64K"), "{answer}");
+    assert!(answer.contains("larger than 1M"), "{answer}");
 }

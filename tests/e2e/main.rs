@@ -19,6 +19,7 @@ mod hold;
 mod interactive;
 mod isolation;
 mod lifecycle;
+mod monitoring;
 mod netns;
 mod node_faults;
 mod nodes;

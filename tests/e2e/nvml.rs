@@ -1,41 +1,40 @@
-//! GPU discovery through NVML, against a stub `libnvidia-ml.so` built here with gcc, and the
-//! clear fallback when there is no NVML at all.
+//! GPU discovery through NVML, against the scripted fake `libnvidia-ml.so` built here with gcc,
+//! and the clear fallback when there is no NVML at all.
 
 use crate::pool::{Pool, have_tool, read_output, s, stdout_of};
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-const STUB: &str = r#"
-#include <stdio.h>
-#include <string.h>
-typedef int ret_t;
-typedef struct { unsigned int version; unsigned long long total, reserved, free, used; } mem_v2_t;
-ret_t nvmlInit_v2(void) { return 0; }
-ret_t nvmlShutdown(void) { return 0; }
-const char *nvmlErrorString(ret_t r) { return "stub"; }
-ret_t nvmlDeviceGetCount_v2(unsigned int *n) { *n = 2; return 0; }
-ret_t nvmlDeviceGetHandleByIndex_v2(unsigned int i, void **d) { if (i >= 2) return 2; *d = (void *)(unsigned long)(i + 1); return 0; }
-ret_t nvmlDeviceGetName(void *d, char *name, unsigned int len) { snprintf(name, len, "NVIDIA GeForce RTX 4090"); return 0; }
-ret_t nvmlDeviceGetUUID(void *d, char *uuid, unsigned int len) { snprintf(uuid, len, "GPU-stub-%lu", (unsigned long)d); return 0; }
-ret_t nvmlDeviceGetMemoryInfo_v2(void *d, mem_v2_t *m) { m->total = 24564ULL << 20; m->free = m->total; m->used = 0; return 0; }
-"#;
+/// Builds the scripted fake NVML (`fake_nvml.c`, see its header for the script format) into
+/// `dir`; None, as `have_tool` decides, without gcc.
+pub fn build_fake_nvml(test: &str, dir: &Path) -> Option<PathBuf> {
+    if !have_tool(test, "gcc") {
+        return None;
+    }
+    let src = dir.join("fake_nvml.c");
+    let lib = dir.join("libnvidia-ml.so.1");
+    std::fs::write(&src, include_str!("fake_nvml.c")).unwrap();
+    let out = Command::new("gcc")
+        .args(["-shared", "-fPIC", "-O1", "-o"])
+        .arg(&lib)
+        .arg(&src)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some(lib)
+}
 
 #[test]
 fn nvml_gpus_are_discovered_and_scheduled() {
-    if !have_tool("nvml_gpus_are_discovered_and_scheduled", "gcc") {
-        return;
-    }
     let build = tempfile::tempdir().unwrap();
-    let src = build.path().join("stub.c");
-    let lib = build.path().join("libnvidia-ml.so.1");
-    std::fs::write(&src, STUB).unwrap();
-    let status = Command::new("gcc")
-        .args(["-shared", "-fPIC", "-o"])
-        .arg(&lib)
-        .arg(&src)
-        .status()
-        .unwrap();
-    assert!(status.success());
+    let Some(lib) = build_fake_nvml("nvml_gpus_are_discovered_and_scheduled", build.path()) else {
+        return;
+    };
 
     let lib_str = lib.to_str().unwrap();
     let mut pool = Pool::build(None, &[("LABPOOL_NVML_LIBRARY", lib_str)]);

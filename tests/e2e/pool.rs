@@ -87,7 +87,9 @@ pub fn ensure_user_in(name: &str, group: Option<&str>) -> (u32, u32) {
 pub fn for_tests(text: &str) -> String {
     let base = 10_000 + (std::process::id() % 10) * 2_000;
     let ports = format!("ports = \"{base}-{}\"", base + 1_999);
+    // Many pools run side by side: each serves its metrics on a port of its own.
     text.replace("kill_grace = \"30s\"", "kill_grace = \"1s\"")
+        .replace("listen = \"127.0.0.1:9400\"", "listen = \"127.0.0.1:0\"")
         .replace("# ports = \"20000-29999\"", &ports)
         .lines()
         .map(|l| {
@@ -503,4 +505,34 @@ pub fn check_snapshot(path: &str, what: &str, shown: &str) {
         "{what} differs from {path}; if the change is meant, rerun with \
          LABPOOL_UPDATE_SNAPSHOTS=1 and review the diff\n--- expected\n{expected}\n--- shown\n{shown}"
     );
+}
+
+/// A webhook receiver on a loopback port: each request's body arrives on the channel.
+pub fn webhook() -> (String, std::sync::mpsc::Receiver<String>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut s) = stream else { continue };
+            let mut r = std::io::BufReader::new(s.try_clone().unwrap());
+            let mut len = 0;
+            loop {
+                let mut line = String::new();
+                std::io::BufRead::read_line(&mut r, &mut line).unwrap();
+                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    len = v.trim().parse().unwrap();
+                }
+                if line == "\r\n" || line.is_empty() {
+                    break;
+                }
+            }
+            let mut body = vec![0; len];
+            std::io::Read::read_exact(&mut r, &mut body).unwrap();
+            std::io::Write::write_all(&mut s, b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")
+                .unwrap();
+            let _ = tx.send(String::from_utf8_lossy(&body).into_owned());
+        }
+    });
+    (url, rx)
 }

@@ -6,7 +6,6 @@
 
 use crate::pool::{Pool, ensure_user, has, have_root, stdout_of};
 use serde_json::Value;
-use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::Output;
@@ -230,36 +229,6 @@ fn limits_are_shown_and_enforced_at_submit() {
     let _ = (bob, bob_gid);
 }
 
-/// Collects one HTTP request's body on a loopback port.
-fn webhook() -> (String, std::sync::mpsc::Receiver<String>) {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}/hook", listener.local_addr().unwrap());
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut s) = stream else { continue };
-            let mut r = BufReader::new(s.try_clone().unwrap());
-            let mut len = 0;
-            loop {
-                let mut line = String::new();
-                r.read_line(&mut line).unwrap();
-                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                    len = v.trim().parse().unwrap();
-                }
-                if line == "\r\n" || line.is_empty() {
-                    break;
-                }
-            }
-            let mut body = vec![0; len];
-            r.read_exact(&mut body).unwrap();
-            s.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")
-                .unwrap();
-            let _ = tx.send(String::from_utf8_lossy(&body).into_owned());
-        }
-    });
-    (url, rx)
-}
-
 #[test]
 fn the_purge_deletes_only_old_files_and_never_follows_links() {
     if !have_root("the_purge_deletes_only_old_files_and_never_follows_links") {
@@ -383,7 +352,7 @@ fn owners_get_a_notice_in_their_home_and_on_the_webhook() {
     }
     let (alice, alice_gid) = ensure_user("lp-alice");
     let mut pool = Pool::new("1:t4").for_users();
-    let (url, posted) = webhook();
+    let (url, posted) = crate::pool::webhook();
     // Files pass the limit a day and 2 s after they were touched; notices go a day before.
     pool.edit_config(|t| {
         t.replace("max_age = \"30d\"", "max_age = \"86402s\"")

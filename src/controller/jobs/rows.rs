@@ -98,6 +98,7 @@ impl JobRow {
             env_id: self.request.env_id.clone(),
             gpu_share: self.request.gpu_share,
             isolation: self.isolation.clone(),
+            gpu_usage: None,
         }
     }
 }

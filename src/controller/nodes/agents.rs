@@ -78,8 +78,16 @@ async fn heartbeat(
     body: Bytes,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     agent_only(&signed)?;
-    let beat: Heartbeat = parse(&body)?;
+    let mut beat: Heartbeat = parse(&body)?;
+    let node = beat.node.clone();
+    let (sent_ms, samples) = (beat.sent_ms, std::mem::take(&mut beat.samples));
     ask(&state, |reply| Request::AgentHeartbeat { beat, reply }).await??;
+    if let Some(ms) = sent_ms {
+        state.monitor.clock_of(&node, ms);
+    }
+    for s in samples {
+        state.monitor.ingest(&node, s);
+    }
     Ok(Json(serde_json::json!({"ok": true})))
 }
 
