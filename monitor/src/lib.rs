@@ -8,6 +8,7 @@
 
 pub mod alerts;
 pub mod dcgm;
+pub mod doctor;
 pub mod exposition;
 pub mod sample;
 pub mod usage;

@@ -40,3 +40,19 @@ impl From<&labpool_monitor::usage::JobUsage> for GpuUsageView {
         }
     }
 }
+
+/// `GET /v1/doctor` query.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct DoctorQuery {
+    /// Name jobs waiting longer than this many hours [default: 24].
+    pub waiting_hours: Option<f64>,
+    /// Name jobs running longer than this many days [default: 7].
+    pub running_days: Option<f64>,
+}
+
+/// The doctor's findings, in the checklist's order.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct DoctorReport {
+    /// Findings.
+    pub findings: Vec<labpool_monitor::doctor::Finding>,
+}

@@ -111,6 +111,9 @@ pub enum Command {
     Nodes(JsonArg),
     /// Alerts firing now (hot GPUs, lost nodes, full disks, zombie jobs, ...) and pending
     Alerts(AlertsArgs),
+    /// The weekly health check in one command: nodes, queue, disks, GPUs, clocks, config,
+    /// snapshots, quotas, mounts; exits 1 when something needs a person (admins)
+    Doctor(DoctorArgs),
     /// Drain a node for maintenance or resume it (admins)
     Node {
         /// What to do.
@@ -186,6 +189,20 @@ pub enum Command {
         /// The attempt's spool directory.
         dir: PathBuf,
     },
+}
+
+/// `labpool doctor`.
+#[derive(Args, Debug)]
+pub struct DoctorArgs {
+    /// Print JSON instead of a table
+    #[arg(long)]
+    pub json: bool,
+    /// Name jobs waiting longer than this many hours
+    #[arg(long, value_name = "HOURS", default_value_t = 24.0)]
+    pub waiting_hours: f64,
+    /// Name jobs running longer than this many days
+    #[arg(long, value_name = "DAYS", default_value_t = 7.0)]
+    pub running_days: f64,
 }
 
 /// `labpool alerts`.

@@ -3,6 +3,7 @@
 pub mod alerts;
 pub mod datasets;
 pub mod demo;
+pub mod doctor;
 pub mod envs;
 pub mod init;
 pub mod init_agent;
@@ -90,6 +91,15 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<()> {
             Command::History(args) => jobs::history(args, &config).await,
             Command::Nodes(a) => nodes::nodes(a.json, &config).await,
             Command::Alerts(a) => alerts::alerts(a.json, a.all, &config).await,
+            Command::Doctor(a) => {
+                let healthy =
+                    doctor::doctor(a.json, Some(a.waiting_hours), Some(a.running_days), &config)
+                        .await?;
+                if !healthy {
+                    std::process::exit(1);
+                }
+                Ok(())
+            }
             Command::Node { command } => nodes::node(command, &config).await,
             Command::Why(args) => policy::why(args, &config).await,
             Command::Account { command } => policy::account(command, &config).await,

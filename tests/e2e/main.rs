@@ -7,6 +7,7 @@ mod bad_input;
 mod bad_input_tour;
 mod datasets;
 mod demo;
+mod doctor;
 mod drain;
 mod envs;
 mod envs_refused;

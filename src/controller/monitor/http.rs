@@ -12,7 +12,9 @@ use axum::routing::get;
 
 /// The monitor's API routes.
 pub fn routes() -> Router<AppState> {
-    Router::new().route("/v1/alerts", get(list))
+    Router::new()
+        .route("/v1/alerts", get(list))
+        .route("/v1/doctor", get(super::doctor::doctor))
 }
 
 async fn list(

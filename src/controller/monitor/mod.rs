@@ -6,6 +6,7 @@
 
 pub mod db;
 pub mod deliver;
+pub mod doctor;
 pub mod http;
 pub mod metrics;
 pub mod observe;
