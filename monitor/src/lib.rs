@@ -10,6 +10,7 @@ pub mod alerts;
 pub mod dcgm;
 pub mod doctor;
 pub mod exposition;
+pub mod notify;
 pub mod sample;
 pub mod usage;
 pub mod webhook;

@@ -138,6 +138,12 @@ pub struct SubmitRequest {
     /// Submitted held by its owner (`--hold`): it waits until released.
     #[serde(default)]
     pub hold: bool,
+    /// The moments its member is told about (`--mail-type`).
+    #[serde(default)]
+    pub mail_types: std::collections::BTreeSet<labpool_scheduler::options::MailType>,
+    /// Who is told (`--mail-user`) [default: the member].
+    #[serde(default)]
+    pub mail_user: Option<String>,
     /// Not to start before this time, ms since the epoch (`--begin`, read by the client).
     #[serde(default)]
     pub begin_ms: Option<i64>,

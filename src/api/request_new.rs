@@ -40,6 +40,8 @@ impl SubmitRequest {
             open_append: false,
             get_user_env: None,
             hold: false,
+            mail_types: Default::default(),
+            mail_user: None,
             begin_ms: None,
             deadline_ms: None,
             ntasks: 1,

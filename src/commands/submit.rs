@@ -158,6 +158,8 @@ pub fn build_request(
         get_user_env: request.get_user_env,
         nodes: request.nodes.clone(),
         hold: request.hold,
+        mail_types: request.mail_types.clone(),
+        mail_user: request.mail_user.clone(),
         begin_ms,
         deadline_ms,
         ntasks: request.ntasks,

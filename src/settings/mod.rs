@@ -15,6 +15,7 @@ mod controller;
 mod datasets;
 mod envs;
 mod jobs;
+mod mail;
 mod metrics;
 mod node;
 mod partitions;
@@ -33,6 +34,7 @@ pub use controller::ControllerConfig;
 pub use datasets::DatasetsConfig;
 pub use envs::EnvsConfig;
 pub use jobs::{IsolationMode, JobsConfig, OverridePolicy};
+pub use mail::MailConfig;
 pub use metrics::{MetricsConfig, ZombiesConfig};
 pub use node::{GpuShare, NodeConfig, VirtualGpus};
 pub use partitions::PartitionConfig;
@@ -95,6 +97,9 @@ pub struct Config {
     /// `[zombies]`: jobs holding GPUs they do not use.
     #[serde(default)]
     pub zombies: ZombiesConfig,
+    /// `[mail]`: job notifications by e-mail.
+    #[serde(default)]
+    pub mail: MailConfig,
     /// `[jobs]`: the rules every job's environment follows.
     #[serde(default)]
     pub jobs: JobsConfig,
@@ -226,6 +231,7 @@ impl Config {
         self.alerts.check()?;
         self.metrics.check()?;
         self.zombies.check()?;
+        self.mail.check()?;
         snapshots::check_sources(&self.snapshot_sources())?;
         self.snapshots.check_copy()?;
         self.node.check_cpus()?;

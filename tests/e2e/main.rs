@@ -19,6 +19,7 @@ mod history_pages;
 mod hold;
 mod interactive;
 mod isolation;
+mod job_mail;
 mod lifecycle;
 mod monitoring;
 mod netns;

@@ -60,6 +60,9 @@ pub enum OptionError {
     /// A per-GPU option on a job that asks for no GPU.
     #[error("{0} counts per GPU, but the job asks for none: add --gpus N")]
     NeedsGpus(&'static str),
+    /// Bad --mail-type.
+    #[error("{0}")]
+    MailType(String),
     /// An option labpool cannot honour (yet), with the reason.
     #[error("{0}")]
     Unsupported(String),

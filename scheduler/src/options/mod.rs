@@ -3,12 +3,14 @@
 
 mod error;
 mod ignored;
+mod mail;
 mod pattern;
 mod request;
 mod resolve;
 mod slurm;
 
 pub use error::OptionError;
+pub use mail::{MailType, parse_mail_types};
 pub use pattern::{PatternValues, expand_pattern};
 pub use request::{JobRequest, check_name};
 pub use slurm::{SignalSpec, SlurmOptions, parse_signal};
@@ -62,11 +64,12 @@ pub struct JobOptions {
     /// Tasks on each node: --ntasks is N x the nodes (or the nodes are --ntasks / N)
     #[arg(long = "ntasks-per-node", value_name = "N")]
     pub ntasks_per_node: Option<u32>,
-    /// Accepted for Slurm scripts; labpool sends no mail
-    #[arg(long = "mail-type", value_name = "TYPE", hide = true)]
+    /// Tell the member when the job begins, ends, fails, is requeued or nears its time limit:
+    /// NONE, BEGIN, END, FAIL, REQUEUE, ALL, TIME_LIMIT, TIME_LIMIT_90/80/50 (comma-separated)
+    #[arg(long = "mail-type", value_name = "TYPE")]
     pub mail_type: Option<String>,
-    /// Accepted for Slurm scripts; labpool sends no mail
-    #[arg(long = "mail-user", value_name = "ADDR", hide = true)]
+    /// Who is told: an e-mail address, or a login name [default: you]
+    #[arg(long = "mail-user", value_name = "ADDR")]
     pub mail_user: Option<String>,
     /// Account (research group) to run under [default: your first account]
     #[arg(short = 'A', long, value_name = "ACCOUNT")]

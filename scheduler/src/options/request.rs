@@ -73,6 +73,10 @@ pub struct JobRequest {
     pub get_user_env: Option<u32>,
     /// A note kept with the job (`--comment`).
     pub comment: Option<String>,
+    /// The moments its member is told about (`--mail-type`).
+    pub mail_types: std::collections::BTreeSet<crate::options::MailType>,
+    /// Who is told (`--mail-user`): an address or a login name [default: the member].
+    pub mail_user: Option<String>,
     /// Submitted held (`--hold`).
     pub hold: bool,
     /// Not to start before this time (`--begin`), as written: the client reads it in its own

@@ -170,9 +170,18 @@ impl JobOptions {
                 errors.push(e);
             }
         };
-        if self.mail_type.is_some() || self.mail_user.is_some() {
-            warnings.push("--mail-type/--mail-user ignored: labpool sends no mail".to_string());
-        }
+        let mail_types = match self
+            .mail_type
+            .as_deref()
+            .map(crate::options::parse_mail_types)
+        {
+            Some(Ok(t)) => t,
+            Some(Err(e)) => {
+                take(Err(OptionError::MailType(e)));
+                Default::default()
+            }
+            None => Default::default(),
+        };
         if self.qos.is_some() {
             warnings.push("--qos ignored: labpool's limits come from accounts and users (`labpool account list`)".to_string());
         }
@@ -296,6 +305,8 @@ impl JobOptions {
             open_append,
             get_user_env,
             hold: s.hold,
+            mail_types,
+            mail_user: self.mail_user.clone(),
             comment: s.comment.clone(),
             begin: s.begin.clone(),
             nodes: NodeRequest {

@@ -66,3 +66,37 @@ impl Db {
         Ok(out)
     }
 }
+
+/// A job event as the notifier reads it: id, job, event, detail.
+pub type EventRow = (i64, u64, String, String);
+
+impl Db {
+    /// The newest job event's id (0 when there is none).
+    pub async fn last_job_event(&self) -> Result<i64, DbError> {
+        let row = sqlx::query("SELECT COALESCE(MAX(id), 0) AS id FROM job_events")
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(row.try_get("id")?)
+    }
+
+    /// Job events after `after`, oldest first, at most `limit`.
+    pub async fn job_events_after(&self, after: i64, limit: i64) -> Result<Vec<EventRow>, DbError> {
+        let rows = sqlx::query(
+            "SELECT id, job_id, event, COALESCE(detail, '') AS detail FROM job_events WHERE id > ? ORDER BY id LIMIT ?",
+        )
+        .bind(after)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                Ok((
+                    r.try_get("id")?,
+                    r.try_get::<i64, _>("job_id")? as u64,
+                    r.try_get("event")?,
+                    r.try_get("detail")?,
+                ))
+            })
+            .collect()
+    }
+}

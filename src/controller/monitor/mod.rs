@@ -8,6 +8,7 @@ pub mod db;
 pub mod deliver;
 pub mod doctor;
 pub mod http;
+pub mod mail;
 pub mod metrics;
 pub mod observe;
 
@@ -69,6 +70,8 @@ pub(crate) struct Inner {
     pub ladder: Ladder,
     /// Alerts resolved lately, newest last (for `labpool alerts --all`).
     pub resolved: Vec<Alert>,
+    /// Job notifications sent.
+    pub mail: mail::MailState,
 }
 
 /// The monitor.
@@ -246,7 +249,7 @@ impl MonitorService {
         };
         deliver::alerts(self, changes).await;
         deliver::zombies(self, due).await;
-        Ok(())
+        mail::step(self).await
     }
 }
 

@@ -1,0 +1,183 @@
+//! Job notifications: each tick reads the job events written since the last one and the running
+//! jobs' clocks, asks `labpool_monitor::notify` what is due, and delivers it by e-mail (`[mail]
+//! smtp`) and on the webhook, naming the member. At start the notifier begins after the newest
+//! event, so a restart never repeats old notices; events while it was down are not told.
+
+use super::MonitorService;
+use crate::controller::jobs::rows::JobRow;
+use labpool_monitor::notify::{Event, for_event, time_warning};
+use labpool_monitor::webhook::Notice;
+use labpool_scheduler::{JobState, TimeLimit};
+use lettre::message::Mailbox;
+use lettre::{AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executor};
+use serde_json::json;
+use std::collections::BTreeMap;
+
+/// What the notifier remembers between ticks.
+#[derive(Default)]
+pub struct MailState {
+    /// The last job event handled.
+    pub last_event: Option<i64>,
+    /// The highest time-limit mark sent per attempt.
+    pub time_sent: BTreeMap<(u64, u32), u32>,
+}
+
+/// Most events handled in one tick.
+const EVENTS_PER_TICK: i64 = 500;
+
+/// One notifier tick.
+pub async fn step(service: &MonitorService) -> anyhow::Result<()> {
+    let last = service.lock().mail.last_event;
+    let Some(after) = last else {
+        let newest = service.db.last_job_event().await?;
+        service.lock().mail.last_event = Some(newest);
+        return Ok(());
+    };
+    let events = service.db.job_events_after(after, EVENTS_PER_TICK).await?;
+    let mut jobs: BTreeMap<u64, Option<JobRow>> = BTreeMap::new();
+    for (id, job, event, detail) in events {
+        if let std::collections::btree_map::Entry::Vacant(slot) = jobs.entry(job) {
+            slot.insert(service.db.job(job).await?);
+        }
+        service.lock().mail.last_event = Some(id);
+        let Some(Some(row)) = jobs.get(&job) else {
+            continue;
+        };
+        let e = Event {
+            id,
+            job,
+            event,
+            detail: detail.clone(),
+        };
+        for note in for_event(&e, &row.spec.name, &row.request.mail_types) {
+            let body = format!(
+                "{}\n\nJob {job} ({}) of {}: {detail}.\n`labpool show {job}` has its events and output files.",
+                note.subject, row.spec.name, row.spec.user
+            );
+            deliver(service, row, note.kind.as_str(), &note.subject, &body).await;
+        }
+    }
+    time_warnings(service).await;
+    Ok(())
+}
+
+/// Warnings before a time-limit kill, for the running jobs of the last tick.
+async fn time_warnings(service: &MonitorService) {
+    let now = service.clock.now_ms();
+    let always = service.config.mail.warn_time_percent;
+    let due: Vec<(JobRow, u32, i64, i64)> = {
+        let mut inner = service.lock();
+        let inner = &mut *inner;
+        let running: Vec<&JobRow> = inner
+            .jobs
+            .iter()
+            .filter(|j| j.state == JobState::Running)
+            .collect();
+        inner.mail.time_sent.retain(|(job, attempt), _| {
+            running
+                .iter()
+                .any(|j| j.id == *job && j.attempt == *attempt)
+        });
+        let mut due = Vec::new();
+        for j in running {
+            let (Some(start), TimeLimit::Seconds(limit_s)) = (j.start_time, j.spec.time_limit)
+            else {
+                continue;
+            };
+            let (elapsed, limit) = (now - start, limit_s as i64 * 1000);
+            let sent = inner.mail.time_sent.entry((j.id, j.attempt)).or_insert(0);
+            if let Some(p) = time_warning(elapsed, limit, &j.request.mail_types, always, *sent) {
+                *sent = p;
+                due.push((j.clone(), p, elapsed, limit));
+            }
+        }
+        due
+    };
+    for (j, percent, elapsed, limit) in due {
+        let left = labpool_units::format_duration(std::time::Duration::from_millis(
+            (limit - elapsed).max(0) as u64,
+        ));
+        let subject = format!(
+            "labpool Job_id={} Name={} Reached {percent}% of time limit",
+            j.id, j.spec.name
+        );
+        let body = format!(
+            "{subject}\n\nJob {} ({}) has {left} left of its {} time limit. At the limit it is sent TERM, then KILL after the grace: save a checkpoint now.",
+            j.id,
+            j.spec.name,
+            labpool_units::format_duration(std::time::Duration::from_millis(limit as u64)),
+        );
+        deliver(
+            service,
+            &j,
+            &format!("TIME_LIMIT_{percent}"),
+            &subject,
+            &body,
+        )
+        .await;
+    }
+}
+
+/// Sends one notice about `job`: to the webhook naming the member (or `--mail-user`), and by
+/// e-mail where an address is known.
+async fn deliver(service: &MonitorService, job: &JobRow, kind: &str, subject: &str, body: &str) {
+    let who = job
+        .request
+        .mail_user
+        .clone()
+        .unwrap_or_else(|| job.spec.user.clone());
+    let mail = &service.config.mail;
+    let address = if who.contains('@') {
+        Some(who.clone())
+    } else {
+        mail.domain.as_ref().map(|d| format!("{who}@{d}"))
+    };
+    if let (Some(relay), Some(to)) = (&mail.smtp, &address)
+        && let Err(e) = send_mail(relay, mail.from.as_deref(), to, subject, body).await
+    {
+        tracing::warn!(job = job.id, "could not mail {to} through {relay}: {e:#}");
+    }
+    super::deliver::post(
+        service,
+        Notice {
+            kind: "job".to_string(),
+            title: subject.to_string(),
+            text: body.to_string(),
+            user: Some(who.split('@').next().unwrap_or(&who).to_string()),
+            fields: json!({ "job": job.id, "mail_type": kind, "owner": job.spec.user, "to": address }),
+        },
+    )
+    .await;
+}
+
+async fn send_mail(
+    relay: &str,
+    from: Option<&str>,
+    to: &str,
+    subject: &str,
+    body: &str,
+) -> anyhow::Result<()> {
+    let (host, port) = relay
+        .rsplit_once(':')
+        .and_then(|(h, p)| Some((h, p.parse::<u16>().ok()?)))
+        .ok_or_else(|| anyhow::anyhow!("[mail] smtp {relay:?} is not HOST:PORT"))?;
+    let host_name = nix::unistd::gethostname()
+        .ok()
+        .and_then(|h| h.into_string().ok())
+        .unwrap_or_else(|| "localhost".to_string());
+    let from: Mailbox = from
+        .map(str::to_string)
+        .unwrap_or_else(|| format!("labpool@{host_name}"))
+        .parse()?;
+    let message = Message::builder()
+        .from(from)
+        .to(to.parse()?)
+        .subject(subject)
+        .body(body.to_string())?;
+    let transport = AsyncSmtpTransport::<Tokio1Executor>::builder_dangerous(host)
+        .port(port)
+        .timeout(Some(std::time::Duration::from_secs(10)))
+        .build();
+    transport.send(message).await?;
+    Ok(())
+}

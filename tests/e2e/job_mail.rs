@@ -1,0 +1,181 @@
+//! `--mail-type` and `--mail-user` against a real SMTP conversation (a sink on a loopback port
+//! that answers as a relay does) and the webhook: a job's start, its time-limit warning and its
+//! failure reach the address it named, and every member is warned before a time-limit kill.
+
+use crate::pool::{Pool, webhook};
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpListener;
+use std::sync::mpsc::{Receiver, channel};
+use std::time::{Duration, Instant};
+
+/// One mail the sink took: the envelope's recipient and the message.
+struct Mail {
+    to: String,
+    data: String,
+}
+
+/// An SMTP sink: speaks enough of RFC 5321 for a client to hand it mail.
+fn smtp_sink() -> (String, Receiver<Mail>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let (tx, rx) = channel();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut s) = stream else { continue };
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                let mut r = BufReader::new(s.try_clone().unwrap());
+                let _ = s.write_all(b"220 sink ESMTP\r\n");
+                let (mut to, mut data, mut in_data) = (String::new(), String::new(), false);
+                loop {
+                    let mut line = String::new();
+                    if r.read_line(&mut line).unwrap_or(0) == 0 {
+                        return;
+                    }
+                    if in_data {
+                        if line == ".\r\n" {
+                            in_data = false;
+                            let _ = s.write_all(b"250 queued\r\n");
+                            let _ = tx.send(Mail {
+                                to: std::mem::take(&mut to),
+                                data: std::mem::take(&mut data),
+                            });
+                        } else {
+                            data.push_str(&line);
+                        }
+                        continue;
+                    }
+                    let upper = line.to_ascii_uppercase();
+                    let reply: &[u8] = if upper.starts_with("EHLO") {
+                        b"250-sink\r\n250 8BITMIME\r\n"
+                    } else if upper.starts_with("RCPT TO:") {
+                        to = line[8..].trim().trim_matches(['<', '>']).to_string();
+                        b"250 ok\r\n"
+                    } else if upper.starts_with("DATA") {
+                        in_data = true;
+                        b"354 go on\r\n"
+                    } else if upper.starts_with("QUIT") {
+                        let _ = s.write_all(b"221 bye\r\n");
+                        return;
+                    } else {
+                        b"250 ok\r\n"
+                    };
+                    let _ = s.write_all(reply);
+                }
+            });
+        }
+    });
+    (addr, rx)
+}
+
+/// Waits for a mail whose message contains `part`.
+fn wait_mail(rx: &Receiver<Mail>, part: &str, seen: &mut Vec<Mail>) -> Mail {
+    if let Some(i) = seen.iter().position(|m| m.data.contains(part)) {
+        return seen.remove(i);
+    }
+    let end = Instant::now() + Duration::from_secs(30);
+    while let Some(left) = end.checked_duration_since(Instant::now()) {
+        match rx.recv_timeout(left) {
+            Ok(m) if m.data.contains(part) => return m,
+            Ok(m) => seen.push(m),
+            Err(_) => break,
+        }
+    }
+    let got: Vec<&str> = seen.iter().map(|m| m.data.as_str()).collect();
+    panic!("no mail with {part:?}; got {got:#?}");
+}
+
+#[test]
+fn mail_types_reach_the_mail_user_and_every_member_is_warned_before_the_limit() {
+    let (relay, mails) = smtp_sink();
+    let (hook, posts) = webhook();
+    let mut pool = Pool::new("2:rtx4090");
+    pool.edit_config(|t| {
+        format!(
+            "{}\n[alerts]\nwebhook = \"{hook}\"\n[mail]\nsmtp = \"{relay}\"\nfrom = \"pool@lab.example\"\ndomain = \"lab.example\"\nwarn_time_percent = 50\n",
+            t.replace("# sample_interval = \"5s\"", "sample_interval = \"200ms\"")
+        )
+    });
+    pool.start();
+    let mut seen = Vec::new();
+
+    // Asked for: start, 80% of a 5 s limit, and the failure at the limit.
+    let asked = pool.submit(&[
+        "-J",
+        "train",
+        "-t",
+        "0:05",
+        "--mail-type=BEGIN,FAIL,TIME_LIMIT_80",
+        "--mail-user=alice@uni.example",
+        "--wrap",
+        "sleep 30",
+    ]);
+    let began = wait_mail(
+        &mails,
+        &format!("Job_id={asked} Name=train Began"),
+        &mut seen,
+    );
+    assert_eq!(began.to, "alice@uni.example");
+    assert!(
+        began.data.contains("From: pool@lab.example"),
+        "{}",
+        began.data
+    );
+    let warned = wait_mail(
+        &mails,
+        &format!("Job_id={asked} Name=train Reached 80% of time limit"),
+        &mut seen,
+    );
+    assert!(warned.data.contains("save a checkpoint"), "{}", warned.data);
+    let failed = wait_mail(
+        &mails,
+        &format!("Job_id={asked} Name=train Failed, TIMEOUT"),
+        &mut seen,
+    );
+    assert_eq!(failed.to, "alice@uni.example");
+    // Not asked for: the member still hears of the coming kill, at their login's address.
+    let quiet = pool.submit(&["-J", "quiet", "-t", "0:04", "--wrap", "sleep 30"]);
+    let me = crate::pool::stdout_of(
+        &std::process::Command::new("id")
+            .arg("-un")
+            .output()
+            .unwrap(),
+    );
+    let warned = wait_mail(
+        &mails,
+        &format!("Job_id={quiet} Name=quiet Reached 50% of time limit"),
+        &mut seen,
+    );
+    assert_eq!(warned.to, format!("{}@lab.example", me.trim()));
+    pool.wait_done(quiet, Duration::from_secs(20));
+    // It asked for no END or FAIL: nothing more about it.
+    std::thread::sleep(Duration::from_secs(1));
+    while let Ok(m) = mails.try_recv() {
+        seen.push(m);
+    }
+    assert!(
+        !seen.iter().any(|m| m
+            .data
+            .contains(&format!("Job_id={quiet} Name=quiet Failed"))),
+        "{:?}",
+        seen.iter().map(|m| &m.data).collect::<Vec<_>>()
+    );
+    // The webhook names the member too.
+    let mut bodies = Vec::new();
+    while let Ok(b) = posts.try_recv() {
+        bodies.push(b);
+    }
+    assert!(
+        bodies
+            .iter()
+            .any(|b| b.contains(&format!("Job_id={asked} Name=train Began"))
+                && b.contains("\"user\":\"alice\"")),
+        "{bodies:#?}"
+    );
+
+    // A mail type sbatch does not know is refused at submit, naming it.
+    let out = pool.cli(&["submit", "--mail-type=BEGIN,FINISH", "--wrap", "true"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--mail-type: FINISH not known"), "{err}");
+}
