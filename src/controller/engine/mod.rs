@@ -136,6 +136,9 @@ pub struct Engine {
     pub(crate) storage: StorageGate,
     /// When old submit keys were last forgotten (ms).
     pub(crate) keys_forgotten_at: i64,
+    /// Each running attempt's mean GPU utilisation, kept by the monitor: the credit rebate
+    /// reads it when the job ends.
+    pub(crate) gpu_util: crate::controller::monitor::UtilBoard,
 }
 
 impl Engine {
@@ -170,6 +173,7 @@ impl Engine {
             clock,
             storage: StorageGate::default(),
             keys_forgotten_at: 0,
+            gpu_util: Default::default(),
         }
     }
 

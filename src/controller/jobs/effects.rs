@@ -353,8 +353,15 @@ impl Engine {
                     job: Some(job),
                     note: Some(note),
                 });
-                // The rebate hook: GPU utilisation feeds it once node metrics are collected.
-                let rebate = self.sched.policy().credits.rebate(charge, None);
+                // The rebate: the attempt's mean GPU utilisation, as the monitor summed it from
+                // the node's samples (none where NVML never sampled it: no rebate).
+                let util = self
+                    .gpu_util
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove(&(job, row.attempt))
+                    .map(|percent| percent / 100.0);
+                let rebate = self.sched.policy().credits.rebate(charge, util);
                 if rebate > 0.0 {
                     entries.push(Entry {
                         time: end,
@@ -362,7 +369,10 @@ impl Engine {
                         kind: EntryKind::Rebate,
                         amount: rebate,
                         job: Some(job),
-                        note: Some("efficient GPU use".into()),
+                        note: Some(format!(
+                            "efficient GPU use: {:.0}% mean utilisation",
+                            util.unwrap_or(0.0) * 100.0
+                        )),
                     });
                 }
             }

@@ -27,6 +27,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use tokio::sync::{mpsc, oneshot, watch};
 
+/// Each running attempt's mean GPU utilisation, percent: written by the monitor as samples
+/// arrive, read (and removed) by the engine when the attempt ends, for the credit rebate.
+pub type UtilBoard = Arc<Mutex<BTreeMap<(u64, u32), f64>>>;
+
 /// A running attempt as the monitor needs it.
 #[derive(Debug, Clone)]
 pub struct Running {
@@ -81,6 +85,7 @@ pub struct MonitorService {
     pub(crate) engine: mpsc::Sender<Request>,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) inner: Mutex<Inner>,
+    pub(crate) util_board: UtilBoard,
 }
 
 /// How many resolved alerts are kept for listing.
@@ -93,6 +98,7 @@ impl MonitorService {
         db: Db,
         engine: mpsc::Sender<Request>,
         clock: Arc<dyn Clock>,
+        util_board: UtilBoard,
     ) -> Arc<MonitorService> {
         let rules = labpool_monitor::alerts::rules::standard(&config.alerts.thresholds());
         Arc::new(MonitorService {
@@ -100,6 +106,7 @@ impl MonitorService {
             db,
             engine,
             clock,
+            util_board,
             inner: Mutex::new(Inner {
                 alerts: Some(Engine::new(rules)),
                 ..Inner::default()
@@ -151,8 +158,14 @@ impl MonitorService {
                     continue;
                 }
             }
-            inner.usage.entry(key).or_default().add(at, &reading, low);
+            let u = inner.usage.entry(key).or_default();
+            u.add(at, &reading, low);
+            let mean = u.util_mean();
             inner.dirty.insert(key);
+            self.util_board
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(key, mean);
         }
         inner.samples.insert(node.to_string(), (sample, now));
     }
@@ -215,6 +228,13 @@ impl MonitorService {
             inner.usage.retain(|(job, attempt), _| {
                 running.get(job).is_some_and(|r| r.attempt == *attempt)
             });
+            // Attempts that ended were read by the engine; any it did not read (no charge) go.
+            self.util_board
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .retain(|(job, attempt), _| {
+                    running.get(job).is_some_and(|r| r.attempt == *attempt)
+                });
             inner
                 .rank_gone
                 .retain(|(job, _), _| running.contains_key(job));
