@@ -11,6 +11,7 @@ pub mod dcgm;
 pub mod doctor;
 pub mod exposition;
 pub mod notify;
+pub mod page;
 pub mod sample;
 pub mod usage;
 pub mod webhook;

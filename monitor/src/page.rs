@@ -1,0 +1,249 @@
+//! The pool's `/metrics` page, from a plain view of the pool: every node's GPUs under
+//! dcgm-exporter's names, labelled with the labpool job and user that hold each card, and
+//! labpool's own series. Per-job series cover running jobs only, so the page's size follows the
+//! pool's, not its history's.
+
+use crate::dcgm::{self, Holder};
+use crate::exposition::{Exposition, Kind};
+use crate::sample::NodeSample;
+use crate::usage::JobUsage;
+use std::collections::BTreeMap;
+
+/// A node's line.
+#[derive(Debug, Clone, Default)]
+pub struct NodeLine {
+    /// Name.
+    pub name: String,
+    /// GPUs it has.
+    pub gpus: u32,
+    /// GPUs a job holds.
+    pub held: u32,
+    /// Not DOWN.
+    pub up: bool,
+}
+
+/// A running job's line.
+#[derive(Debug, Clone, Default)]
+pub struct RunningLine {
+    /// Job.
+    pub job: u64,
+    /// Owner.
+    pub user: String,
+    /// Partition.
+    pub partition: String,
+    /// Its GPUs by node.
+    pub gpus: BTreeMap<String, Vec<u32>>,
+    /// Its usage summary, once sampled.
+    pub usage: Option<JobUsage>,
+}
+
+/// What the page shows.
+#[derive(Debug, Clone, Default)]
+pub struct PoolView {
+    /// Now, ms.
+    pub now_ms: i64,
+    /// Each node's last sample and when it arrived (ms).
+    pub samples: BTreeMap<String, (NodeSample, i64)>,
+    /// Jobs by (state, partition).
+    pub jobs: BTreeMap<(String, String), u64>,
+    /// The oldest waiting job's wait per partition, ms.
+    pub oldest_wait_ms: BTreeMap<String, i64>,
+    /// Nodes.
+    pub nodes: Vec<NodeLine>,
+    /// Running jobs.
+    pub running: Vec<RunningLine>,
+    /// Zombie jobs by kind.
+    pub zombies: BTreeMap<String, u64>,
+    /// Alerts firing by (rule, severity).
+    pub alerts: BTreeMap<(String, String), u64>,
+    /// Remote agents' clock skew, ms.
+    pub skew_ms: BTreeMap<String, i64>,
+    /// Disks and their fill, percent.
+    pub disks: Vec<(String, f64)>,
+}
+
+/// The page's text.
+pub fn render(v: &PoolView) -> String {
+    let mut page = Exposition::new();
+    let mut holders: BTreeMap<(&str, u32), (Vec<String>, Vec<&str>)> = BTreeMap::new();
+    for r in &v.running {
+        for (node, gpus) in &r.gpus {
+            for g in gpus {
+                let h = holders.entry((node.as_str(), *g)).or_default();
+                h.0.push(r.job.to_string());
+                h.1.push(&r.user);
+            }
+        }
+    }
+    for (node, (sample, _)) in &v.samples {
+        dcgm::write_node(&mut page, node, sample, |index| {
+            holders
+                .get(&(node.as_str(), index))
+                .map(|(jobs, users)| Holder {
+                    job: jobs.join(","),
+                    user: users.join(","),
+                })
+                .unwrap_or_default()
+        });
+    }
+    let g = Kind::Gauge;
+    page.family(
+        "labpool_jobs",
+        g,
+        "Jobs in the queue, by state and partition.",
+    );
+    for ((state, partition), n) in &v.jobs {
+        page.sample(
+            "labpool_jobs",
+            &[("state", state), ("partition", partition)],
+            *n as f64,
+        );
+    }
+    page.family(
+        "labpool_queue_wait_max_seconds",
+        g,
+        "How long the oldest waiting job of each partition has waited.",
+    );
+    for (partition, ms) in &v.oldest_wait_ms {
+        page.sample(
+            "labpool_queue_wait_max_seconds",
+            &[("partition", partition)],
+            *ms as f64 / 1000.0,
+        );
+    }
+    page.family(
+        "labpool_gpus",
+        g,
+        "GPUs by node and whether a job holds them.",
+    );
+    page.family(
+        "labpool_node_up",
+        g,
+        "1 when the node takes or runs jobs, 0 when it is down.",
+    );
+    for n in &v.nodes {
+        for (state, count) in [
+            ("allocated", n.held),
+            ("idle", n.gpus.saturating_sub(n.held)),
+        ] {
+            page.sample(
+                "labpool_gpus",
+                &[("node", &n.name), ("state", state)],
+                f64::from(count),
+            );
+        }
+        page.sample(
+            "labpool_node_up",
+            &[("node", &n.name)],
+            if n.up { 1.0 } else { 0.0 },
+        );
+    }
+    let per_job = [
+        (
+            "labpool_job_gpu_utilization_percent",
+            "A running job's GPU utilisation at the last sample, mean over its GPUs.",
+        ),
+        (
+            "labpool_job_gpu_utilization_mean_percent",
+            "A running job's mean GPU utilisation since it started.",
+        ),
+        (
+            "labpool_job_gpu_memory_mib",
+            "A running job's GPU memory at the last sample, MiB.",
+        ),
+        (
+            "labpool_job_gpu_energy_joules",
+            "Energy a running job's GPUs used since it started, J.",
+        ),
+    ];
+    for (name, help) in per_job {
+        page.family(name, g, help);
+    }
+    for r in &v.running {
+        let Some(u) = &r.usage else {
+            continue;
+        };
+        let job = r.job.to_string();
+        let labels = [
+            ("job", job.as_str()),
+            ("user", &r.user),
+            ("partition", &r.partition),
+        ];
+        let values = [
+            u.last.util,
+            u.util_mean(),
+            u.last.mem_mib as f64,
+            u.energy_j,
+        ];
+        for ((name, _), value) in per_job.iter().zip(values) {
+            page.sample(name, &labels, value);
+        }
+    }
+    page.family(
+        "labpool_zombie_jobs",
+        g,
+        "Running jobs the zombie rules flag, by kind.",
+    );
+    for (kind, n) in &v.zombies {
+        page.sample("labpool_zombie_jobs", &[("kind", kind)], *n as f64);
+    }
+    page.family(
+        "labpool_alerts_firing",
+        g,
+        "Alerts firing now, by rule and severity.",
+    );
+    for ((rule, severity), n) in &v.alerts {
+        page.sample(
+            "labpool_alerts_firing",
+            &[("rule", rule), ("severity", severity)],
+            *n as f64,
+        );
+    }
+    page.family(
+        "labpool_node_clock_skew_seconds",
+        g,
+        "A remote agent's clock minus the controller's, at its last heartbeat.",
+    );
+    for (node, skew) in &v.skew_ms {
+        page.sample(
+            "labpool_node_clock_skew_seconds",
+            &[("node", node)],
+            *skew as f64 / 1000.0,
+        );
+    }
+    page.family(
+        "labpool_gpu_sample_duration_seconds",
+        g,
+        "How long the node's last GPU reading took (the sampling overhead).",
+    );
+    page.family(
+        "labpool_gpu_sample_age_seconds",
+        g,
+        "Time since the node's last GPU reading arrived.",
+    );
+    for (node, (sample, got)) in &v.samples {
+        page.sample(
+            "labpool_gpu_sample_duration_seconds",
+            &[("node", node)],
+            sample.took_us as f64 / 1e6,
+        );
+        page.sample(
+            "labpool_gpu_sample_age_seconds",
+            &[("node", node)],
+            (v.now_ms - got).max(0) as f64 / 1000.0,
+        );
+    }
+    page.family(
+        "labpool_disk_used_percent",
+        g,
+        "How full each of the pool's disks is (state, cache, home, scratch, snapshots), as df counts.",
+    );
+    for (path, percent) in &v.disks {
+        page.sample(
+            "labpool_disk_used_percent",
+            &[("path", path)],
+            (percent * 10.0).round() / 10.0,
+        );
+    }
+    page.finish()
+}
