@@ -167,7 +167,10 @@ fn pool_view() -> PoolView {
         view.jobs.insert(("RUNNING".into(), p.into()), 33);
         view.oldest_wait_ms.insert(p.into(), 3_600_000);
     }
-    view.disks = vec![("/var/lib/labpool".into(), 41.0), ("/srv/scratch".into(), 77.5)];
+    view.disks = vec![
+        ("/var/lib/labpool".into(), 41.0),
+        ("/srv/scratch".into(), 77.5),
+    ];
     view
 }
 

@@ -37,6 +37,22 @@ pub struct RunningLine {
     pub usage: Option<JobUsage>,
 }
 
+/// The slower-moving state, gathered every half minute: credits, caches, snapshots, quotas
+/// and the last purge.
+#[derive(Debug, Clone, Default)]
+pub struct Extras {
+    /// Per member this month: balance, charged, rebated.
+    pub credits: Vec<(String, f64, f64, f64)>,
+    /// Per node cache: capacity, bytes used, versions staging now, versions queued.
+    pub caches: Vec<(String, u64, u64, u32, u32)>,
+    /// Per snapshot source: last success (ms), failing now.
+    pub snapshots: Vec<(String, Option<i64>, bool)>,
+    /// Per member and quota file system: bytes used, hard limit (bytes).
+    pub quotas: Vec<(String, String, u64, Option<u64>)>,
+    /// The last purge: when (ms), files and bytes removed.
+    pub purge: Option<(i64, u64, u64)>,
+}
+
 /// What the page shows.
 #[derive(Debug, Clone, Default)]
 pub struct PoolView {
@@ -60,6 +76,8 @@ pub struct PoolView {
     pub skew_ms: BTreeMap<String, i64>,
     /// Disks and their fill, percent.
     pub disks: Vec<(String, f64)>,
+    /// Credits, caches, snapshots, quotas, purge.
+    pub extras: Extras,
 }
 
 /// The page's text.
@@ -245,5 +263,125 @@ pub fn render(v: &PoolView) -> String {
             (percent * 10.0).round() / 10.0,
         );
     }
+    extras(&mut page, v);
     page.finish()
+}
+
+fn extras(page: &mut Exposition, v: &PoolView) {
+    let g = Kind::Gauge;
+    let x = &v.extras;
+    let families = [
+        (
+            "labpool_credits_balance",
+            "A member's credit balance this month, running jobs counted.",
+        ),
+        (
+            "labpool_credits_charged",
+            "Credits charged to a member this month.",
+        ),
+        (
+            "labpool_credits_rebated",
+            "Credits given back to a member this month for efficient GPU use.",
+        ),
+        (
+            "labpool_cache_capacity_bytes",
+            "A node's dataset cache capacity.",
+        ),
+        (
+            "labpool_cache_used_bytes",
+            "Bytes a node's dataset cache holds.",
+        ),
+        (
+            "labpool_cache_staging",
+            "Dataset versions being staged onto a node now.",
+        ),
+        (
+            "labpool_cache_queued",
+            "Dataset versions waiting to be staged onto a node.",
+        ),
+        (
+            "labpool_snapshot_last_success_timestamp_seconds",
+            "When a snapshot source last succeeded.",
+        ),
+        (
+            "labpool_snapshot_age_seconds",
+            "Time since a snapshot source last succeeded.",
+        ),
+        (
+            "labpool_snapshot_failing",
+            "1 while a snapshot source's last run failed.",
+        ),
+        (
+            "labpool_quota_used_bytes",
+            "Bytes a member uses on a quota file system, at the last scan.",
+        ),
+        (
+            "labpool_quota_hard_bytes",
+            "A member's hard limit on a quota file system.",
+        ),
+        (
+            "labpool_purge_last_run_timestamp_seconds",
+            "When the scratch purge last ran.",
+        ),
+        (
+            "labpool_purge_last_removed_files",
+            "Files the last scratch purge removed.",
+        ),
+        (
+            "labpool_purge_last_removed_bytes",
+            "Bytes the last scratch purge removed.",
+        ),
+    ];
+    for (name, help) in families {
+        page.family(name, g, help);
+    }
+    for (user, balance, charged, rebated) in &x.credits {
+        let l = [("user", user.as_str())];
+        page.sample("labpool_credits_balance", &l, *balance);
+        page.sample("labpool_credits_charged", &l, *charged);
+        page.sample("labpool_credits_rebated", &l, *rebated);
+    }
+    for (node, capacity, used, staging, queued) in &x.caches {
+        let l = [("node", node.as_str())];
+        page.sample("labpool_cache_capacity_bytes", &l, *capacity as f64);
+        page.sample("labpool_cache_used_bytes", &l, *used as f64);
+        page.sample("labpool_cache_staging", &l, f64::from(*staging));
+        page.sample("labpool_cache_queued", &l, f64::from(*queued));
+    }
+    for (source, last, failing) in &x.snapshots {
+        let l = [("source", source.as_str())];
+        if let Some(t) = last {
+            page.sample(
+                "labpool_snapshot_last_success_timestamp_seconds",
+                &l,
+                *t as f64 / 1000.0,
+            );
+            page.sample(
+                "labpool_snapshot_age_seconds",
+                &l,
+                (v.now_ms - t).max(0) as f64 / 1000.0,
+            );
+        }
+        page.sample(
+            "labpool_snapshot_failing",
+            &l,
+            if *failing { 1.0 } else { 0.0 },
+        );
+    }
+    for (user, fs, used, hard) in &x.quotas {
+        let l = [("user", user.as_str()), ("fs", fs.as_str())];
+        page.sample("labpool_quota_used_bytes", &l, *used as f64);
+        if let Some(h) = hard {
+            page.sample("labpool_quota_hard_bytes", &l, *h as f64);
+        }
+    }
+    if let Some((at, files, bytes)) = x.purge {
+        page.sample(
+            "labpool_purge_last_run_timestamp_seconds",
+            &[],
+            at as f64 / 1000.0,
+        );
+        page.sample("labpool_purge_last_removed_files", &[], files as f64);
+        page.sample("labpool_purge_last_removed_bytes", &[], bytes as f64);
+    }
 }

@@ -135,6 +135,7 @@ pub async fn serve(
         request_tx.clone(),
         clock.clone(),
         gpu_util,
+        Some(quota_service.clone()),
     );
     if let (Some(name), Some(samples)) = (&local_name, local_samples) {
         tokio::spawn(monitor::feed(

@@ -242,6 +242,15 @@ fn shared_cards_zombies_and_usage_kept_with_the_job() {
     let zombies = wait_metric(&pool, "labpool_zombie_jobs{kind=\"low_util\"}");
     assert!(zombies.ends_with(" 1"), "{zombies}");
 
+    // The slower-moving series: credits, the node cache, snapshot runs.
+    for prefix in [
+        "labpool_credits_balance{user=",
+        "labpool_cache_capacity_bytes{node=",
+        "labpool_snapshot_failing{source=\"home\"} 0",
+        "labpool_snapshot_age_seconds{source=",
+    ] {
+        wait_metric(&pool, prefix);
+    }
     let page = metrics(&pool);
     promtool_check(&page);
     dashboard_series_are_exported(&page);

@@ -72,6 +72,7 @@ pub fn render(service: &MonitorService) -> String {
             alerts,
             skew_ms: inner.skew_ms.clone(),
             disks: Vec::new(),
+            extras: inner.extras.0.clone(),
         }
     };
     view.disks = super::observe::disks(&service.config)

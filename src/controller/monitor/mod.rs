@@ -7,6 +7,7 @@
 pub mod db;
 pub mod deliver;
 pub mod doctor;
+pub mod extras;
 pub mod http;
 pub mod mail;
 pub mod metrics;
@@ -76,6 +77,8 @@ pub(crate) struct Inner {
     pub resolved: Vec<Alert>,
     /// Job notifications sent.
     pub mail: mail::MailState,
+    /// Credits, caches, snapshots, quotas and the last purge, and when they were gathered.
+    pub extras: (labpool_monitor::page::Extras, Option<i64>),
 }
 
 /// The monitor.
@@ -86,6 +89,7 @@ pub struct MonitorService {
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) inner: Mutex<Inner>,
     pub(crate) util_board: UtilBoard,
+    pub(crate) quotas: Option<Arc<crate::controller::quotas::QuotaService>>,
 }
 
 /// How many resolved alerts are kept for listing.
@@ -99,6 +103,7 @@ impl MonitorService {
         engine: mpsc::Sender<Request>,
         clock: Arc<dyn Clock>,
         util_board: UtilBoard,
+        quotas: Option<Arc<crate::controller::quotas::QuotaService>>,
     ) -> Arc<MonitorService> {
         let rules = labpool_monitor::alerts::rules::standard(&config.alerts.thresholds());
         Arc::new(MonitorService {
@@ -107,6 +112,7 @@ impl MonitorService {
             engine,
             clock,
             util_board,
+            quotas,
             inner: Mutex::new(Inner {
                 alerts: Some(Engine::new(rules)),
                 ..Inner::default()
@@ -245,6 +251,16 @@ impl MonitorService {
         };
         if !save.is_empty() {
             self.db.save_gpu_usage(&save).await?;
+        }
+        let now = self.clock.now_ms();
+        let due = self
+            .lock()
+            .extras
+            .1
+            .is_none_or(|at| now - at >= extras::every_ms(self.config.metrics.sample_interval));
+        if due {
+            let x = extras::gather(self).await?;
+            self.lock().extras = (x, Some(now));
         }
         let observations = observe::observations(self);
         let (changes, due) = {

@@ -136,6 +136,21 @@ pub fn observations(service: &MonitorService) -> Vec<Observation> {
             }
         }
     }
+    for (user, fs, used, hard) in &inner.extras.0.quotas {
+        let Some(hard) = hard.filter(|h| *h > 0) else {
+            continue;
+        };
+        let percent = 100.0 * *used as f64 / hard as f64;
+        out.push(obs(
+            names::QUOTA_HARD,
+            format!("{user} on {fs}"),
+            percent,
+            format!(
+                "{user} uses {percent:.0}% of their hard limit on {fs}: new jobs are refused until they free space (`labpool quota` shows where it went)"
+            ),
+            Some(user.clone()),
+        ));
+    }
     inner.zombies.clear();
     for r in inner.running.values() {
         let Some(u) = inner.usage.get(&(r.job, r.attempt)) else {

@@ -164,6 +164,22 @@ impl QuotaService {
         for (path, why) in &outcome.skipped {
             tracing::info!(path = %path.display(), "purge left a planned file: {why}");
         }
+        let last = crate::controller::monitor::extras::PurgeLast {
+            at_ms: now_ms(),
+            files: outcome.removed.len() as u64,
+            bytes: outcome.removed.iter().map(|r| r.bytes).sum(),
+        };
+        let path = self
+            .config
+            .controller
+            .state_dir
+            .join(crate::controller::monitor::extras::PURGE_LAST);
+        if let Err(e) = std::fs::write(&path, serde_json::to_vec(&last).unwrap_or_default()) {
+            tracing::warn!(
+                "cannot record the purge's result in {}: {e}",
+                path.display()
+            );
+        }
         Ok(PurgeDone {
             removed: Tally {
                 files: outcome.removed.len() as u64,
