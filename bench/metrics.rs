@@ -129,6 +129,7 @@ fn pool_view() -> PoolView {
                     at_ms: 999_000,
                     gpus,
                     took_us: 800,
+                    jobs_memory: Vec::new(),
                 },
                 999_500,
             ),

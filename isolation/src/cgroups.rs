@@ -174,6 +174,21 @@ impl Drop for JobCgroups {
     }
 }
 
+/// The memory an attempt's group holds now, bytes (`memory.usage_in_bytes` on v1,
+/// `memory.current` on v2); None where there is no memory group for it.
+pub fn memory_used(support: &Support, name: &str) -> Option<u64> {
+    let h = support.memory.as_ref()?;
+    let file = match h {
+        Hierarchy::V1(_) => "memory.usage_in_bytes",
+        Hierarchy::V2(_) => "memory.current",
+    };
+    std::fs::read_to_string(h.root().join("labpool").join(name).join(file))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
 /// Removes an attempt's groups after its shim died without removing them: any process still
 /// in them is killed first (it has no shim to answer for it).
 pub fn remove_groups(support: &Support, name: &str) {

@@ -27,7 +27,7 @@ mod job;
 mod sandbox;
 mod support;
 
-pub use cgroups::{JobCgroups, remove_groups};
+pub use cgroups::{JobCgroups, memory_used, remove_groups};
 pub use job::JobIsolation;
 pub use sandbox::{Identity, Sandbox};
 pub use support::{DeviceFilter, Hierarchy, NVIDIA_MAJOR, Support};

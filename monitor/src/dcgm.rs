@@ -154,6 +154,7 @@ mod tests {
                 ..GpuSample::default()
             }],
             took_us: 0,
+            jobs_memory: Vec::new(),
         };
         let mut page = Exposition::new();
         write_node(&mut page, "n1", &sample, |_| Holder {

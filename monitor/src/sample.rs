@@ -13,6 +13,20 @@ pub struct NodeSample {
     /// How long the reading took, µs: the sampling overhead.
     #[serde(default)]
     pub took_us: u64,
+    /// The memory each running attempt's cgroup holds, where the node has memory isolation.
+    #[serde(default)]
+    pub jobs_memory: Vec<JobMemory>,
+}
+
+/// One attempt's memory on the node.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct JobMemory {
+    /// Job.
+    pub job: u64,
+    /// Attempt.
+    pub attempt: u32,
+    /// Bytes its cgroup holds.
+    pub bytes: u64,
 }
 
 /// One GPU's reading.

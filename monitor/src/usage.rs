@@ -204,6 +204,7 @@ mod tests {
                 ),
             ],
             took_us: 0,
+            jobs_memory: Vec::new(),
         };
         let holders = BTreeMap::from([(0, vec![7]), (1, vec![7]), (2, vec![8, 9])]);
         let r = attribute(&sample, &holders);

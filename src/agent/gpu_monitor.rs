@@ -21,33 +21,66 @@ use tokio::sync::watch;
 /// The latest reading, or None before the first.
 pub type Latest = watch::Receiver<Option<NodeSample>>;
 
-/// Starts sampling with the NVML at `library` (the system's when None). Without NVML the
-/// channel stays empty: virtual GPUs have nothing to read.
-pub fn start(library: Option<PathBuf>, every: Duration, nvml_present: bool) -> Latest {
+/// Where running attempts' memory is read: the node's isolation and its job spool.
+pub struct JobsMemory {
+    /// The cgroups the node offers.
+    pub support: labpool_isolation::Support,
+    /// The spool: one directory per running attempt.
+    pub spool: PathBuf,
+}
+
+/// Starts sampling with the NVML at `library` (the system's when None, none when
+/// `nvml_present` is false) and, where the node has memory isolation, each running attempt's
+/// memory. With neither the channel stays empty.
+pub fn start(
+    library: Option<PathBuf>,
+    every: Duration,
+    nvml_present: bool,
+    memory: JobsMemory,
+) -> Latest {
     let (tx, rx) = watch::channel(None);
-    if !nvml_present {
+    let nvml = if nvml_present {
+        let loaded = match library {
+            Some(lib) => Nvml::builder().lib_path(lib.as_os_str()).init(),
+            None => Nvml::init(),
+        };
+        match loaded {
+            Ok(n) => Some(Arc::new(n)),
+            Err(e) => {
+                tracing::warn!("GPU sampling is off: NVML did not load ({e})");
+                None
+            }
+        }
+    } else {
+        None
+    };
+    let memory = Arc::new(memory);
+    if nvml.is_none() && memory.support.memory.is_none() {
         return rx;
     }
-    let nvml = match library {
-        Some(lib) => Nvml::builder().lib_path(lib.as_os_str()).init(),
-        None => Nvml::init(),
-    };
-    let nvml = match nvml {
-        Ok(n) => Arc::new(n),
-        Err(e) => {
-            tracing::warn!("GPU sampling is off: NVML did not load ({e})");
-            return rx;
-        }
-    };
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(every);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut last_process_ts = BTreeMap::new();
         loop {
             tick.tick().await;
-            let n = nvml.clone();
+            let (n, m) = (nvml.clone(), memory.clone());
             let ts = std::mem::take(&mut last_process_ts);
-            let Ok((sample, ts)) = tokio::task::spawn_blocking(move || read(&n, ts)).await else {
+            let reading = tokio::task::spawn_blocking(move || {
+                let (mut sample, ts) = match &n {
+                    Some(n) => read(n, ts),
+                    None => (
+                        NodeSample {
+                            at_ms: crate::transport::cluster_now_ms(),
+                            ..NodeSample::default()
+                        },
+                        ts,
+                    ),
+                };
+                sample.jobs_memory = jobs_memory(&m);
+                (sample, ts)
+            });
+            let Ok((sample, ts)) = reading.await else {
                 return;
             };
             last_process_ts = ts;
@@ -57,6 +90,25 @@ pub fn start(library: Option<PathBuf>, every: Duration, nvml_present: bool) -> L
         }
     });
     rx
+}
+
+/// Each running attempt's memory, from its cgroup.
+fn jobs_memory(m: &JobsMemory) -> Vec<labpool_monitor::sample::JobMemory> {
+    if m.support.memory.is_none() {
+        return Vec::new();
+    }
+    crate::agent::jobdir::JobDir::list(&m.spool)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|dir| {
+            let name = crate::agent::local::cgroup_name(dir);
+            Some(labpool_monitor::sample::JobMemory {
+                job: dir.job,
+                attempt: dir.attempt,
+                bytes: labpool_isolation::memory_used(&m.support, &name)?,
+            })
+        })
+        .collect()
 }
 
 /// One reading of every GPU. `since` keeps, per GPU, the timestamp of the last per-process
@@ -133,6 +185,7 @@ pub fn read(nvml: &Nvml, mut since: BTreeMap<u32, u64>) -> (NodeSample, BTreeMap
         at_ms: crate::transport::cluster_now_ms(),
         gpus,
         took_us: began.elapsed().as_micros() as u64,
+        jobs_memory: Vec::new(),
     };
     (sample, since)
 }

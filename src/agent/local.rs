@@ -579,7 +579,7 @@ impl Executor {
 
 /// The name of an attempt's cgroups: unique on the machine even with several pools on it (a
 /// demo beside a production pool), like the job key, but without slashes.
-fn cgroup_name(dir: &JobDir) -> String {
+pub(crate) fn cgroup_name(dir: &JobDir) -> String {
     // FNV-1a over the spool path: stable, and short enough for a directory name.
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in dir

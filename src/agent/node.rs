@@ -86,6 +86,10 @@ impl LocalNode {
             crate::discovery::nvml_library(config.node.nvml_library.as_deref()),
             config.metrics.sample_interval,
             source == GpuSource::Nvml,
+            crate::agent::gpu_monitor::JobsMemory {
+                support: support.clone(),
+                spool: config.spool_dir(),
+            },
         );
         Ok(LocalNode {
             gpu_samples,

@@ -18,6 +18,9 @@ pub struct MailConfig {
     /// Every running job's member is warned when this share of its time limit has passed,
     /// percent (0: only those who asked with --mail-type=TIME_LIMIT_*).
     pub warn_time_percent: u32,
+    /// Every running job's member is warned when its memory reaches this share of its --mem,
+    /// percent (0: never).
+    pub warn_memory_percent: u32,
 }
 
 impl Default for MailConfig {
@@ -27,6 +30,7 @@ impl Default for MailConfig {
             from: None,
             domain: None,
             warn_time_percent: 90,
+            warn_memory_percent: 90,
         }
     }
 }
@@ -41,6 +45,12 @@ impl MailConfig {
         {
             problems.push(format!(
                 "[mail] smtp {s:?}: give HOST:PORT, e.g. \"127.0.0.1:25\""
+            ));
+        }
+        if self.warn_memory_percent >= 100 {
+            problems.push(format!(
+                "[mail] warn_memory_percent {}: give 1 to 99, or 0 for no warning",
+                self.warn_memory_percent
             ));
         }
         if self.warn_time_percent >= 100 {

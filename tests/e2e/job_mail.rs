@@ -92,7 +92,7 @@ fn mail_types_reach_the_mail_user_and_every_member_is_warned_before_the_limit() 
     let mut pool = Pool::new("2:rtx4090");
     pool.edit_config(|t| {
         format!(
-            "{}\n[alerts]\nwebhook = \"{hook}\"\n[mail]\nsmtp = \"{relay}\"\nfrom = \"pool@lab.example\"\ndomain = \"lab.example\"\nwarn_time_percent = 50\n",
+            "{}\n[alerts]\nwebhook = \"{hook}\"\n[mail]\nsmtp = \"{relay}\"\nfrom = \"pool@lab.example\"\ndomain = \"lab.example\"\nwarn_time_percent = 50\nwarn_memory_percent = 50\n",
             t.replace("# sample_interval = \"5s\"", "sample_interval = \"200ms\"")
         )
     });
@@ -172,6 +172,26 @@ fn mail_types_reach_the_mail_user_and_every_member_is_warned_before_the_limit() 
                 && b.contains("\"user\":\"alice\"")),
         "{bodies:#?}"
     );
+
+    // Memory: past half of its --mem (as the test sets the mark), the member is warned before
+    // the kernel would kill it. Needs the node's memory cgroups (root).
+    if crate::pool::have_root("a_job_near_its_memory_limit_is_warned") {
+        let big = pool.submit(&[
+            "-J",
+            "big",
+            "--mem=200M",
+            "--wrap",
+            "exec python3 -c 'import time; x = b\"x\" * (120 << 20); time.sleep(30)'",
+        ]);
+        let warned = wait_mail(&mails, &format!("Job_id={big} Name=big Reached"), &mut seen);
+        assert!(warned.data.contains("of memory limit"), "{}", warned.data);
+        assert!(
+            warned.data.contains("of its 200M memory limit"),
+            "{}",
+            warned.data
+        );
+        pool.ok(&["cancel", &big.to_string()]);
+    }
 
     // A mail type sbatch does not know is refused at submit, naming it.
     let out = pool.cli(&["submit", "--mail-type=BEGIN,FINISH", "--wrap", "true"]);

@@ -63,7 +63,12 @@ async fn facts(state: &AppState) -> Result<Facts, ApiError> {
     {
         let inner = monitor.lock();
         for n in &nodes {
-            let sampled = inner.samples.get(&n.name).map(|(s, _)| s.gpus.len() as u32);
+            // A node without NVML sends samples too (its jobs' memory): no GPUs in them.
+            let sampled = inner
+                .samples
+                .get(&n.name)
+                .map(|(s, _)| s.gpus.len() as u32)
+                .filter(|n| *n > 0);
             facts.nodes.push(NodeFact {
                 name: n.name.clone(),
                 state: n.state.as_str().to_string(),

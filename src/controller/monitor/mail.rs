@@ -20,6 +20,8 @@ pub struct MailState {
     pub last_event: Option<i64>,
     /// The highest time-limit mark sent per attempt.
     pub time_sent: BTreeMap<(u64, u32), u32>,
+    /// Attempts warned of their memory limit.
+    pub memory_sent: std::collections::BTreeSet<(u64, u32)>,
 }
 
 /// Most events handled in one tick.
@@ -58,7 +60,68 @@ pub async fn step(service: &MonitorService) -> anyhow::Result<()> {
         }
     }
     time_warnings(service).await;
+    memory_warnings(service).await;
     Ok(())
+}
+
+/// Warnings before a memory-limit kill: a running attempt whose cgroup holds
+/// `[mail] warn_memory_percent` of its `--mem`, summed over its nodes' last samples.
+async fn memory_warnings(service: &MonitorService) {
+    let mark = f64::from(service.config.mail.warn_memory_percent);
+    if mark <= 0.0 {
+        return;
+    }
+    let due: Vec<(JobRow, u64)> = {
+        let mut inner = service.lock();
+        let inner = &mut *inner;
+        let mut used: BTreeMap<(u64, u32), u64> = BTreeMap::new();
+        for (sample, _) in inner.samples.values() {
+            for m in &sample.jobs_memory {
+                *used.entry((m.job, m.attempt)).or_default() += m.bytes;
+            }
+        }
+        let running: Vec<&JobRow> = inner
+            .jobs
+            .iter()
+            .filter(|j| j.state == JobState::Running)
+            .collect();
+        inner.mail.memory_sent.retain(|(job, attempt)| {
+            running
+                .iter()
+                .any(|j| j.id == *job && j.attempt == *attempt)
+        });
+        let mut due = Vec::new();
+        for j in running {
+            let limit = j.request.mem_mib.saturating_mul(1 << 20);
+            let Some(bytes) = used.get(&(j.id, j.attempt)).copied() else {
+                continue;
+            };
+            if limit > 0
+                && bytes as f64 >= limit as f64 * mark / 100.0
+                && inner.mail.memory_sent.insert((j.id, j.attempt))
+            {
+                due.push((j.clone(), bytes));
+            }
+        }
+        due
+    };
+    for (j, bytes) in due {
+        let limit = j.request.mem_mib.saturating_mul(1 << 20);
+        let subject = format!(
+            "labpool Job_id={} Name={} Reached {:.0}% of memory limit",
+            j.id,
+            j.spec.name,
+            100.0 * bytes as f64 / limit as f64
+        );
+        let body = format!(
+            "{subject}\n\nJob {} ({}) holds {} of its {} memory limit. Past the limit the kernel kills it (OUT_OF_MEMORY): free memory, or resubmit with a larger --mem.",
+            j.id,
+            j.spec.name,
+            labpool_units::format_size(bytes),
+            labpool_units::format_size(limit),
+        );
+        deliver(service, &j, "MEMORY", &subject, &body).await;
+    }
 }
 
 /// Warnings before a time-limit kill, for the running jobs of the last tick.
