@@ -83,7 +83,9 @@ pub struct PoolView {
 /// The page's text.
 pub fn render(v: &PoolView) -> String {
     let mut page = Exposition::new();
-    let mut holders: BTreeMap<(&str, u32), (Vec<String>, Vec<&str>)> = BTreeMap::new();
+    // (node, GPU) -> the jobs holding it and their users.
+    type Holders<'a> = BTreeMap<(&'a str, u32), (Vec<String>, Vec<&'a str>)>;
+    let mut holders: Holders = BTreeMap::new();
     for r in &v.running {
         for (node, gpus) in &r.gpus {
             for g in gpus {
