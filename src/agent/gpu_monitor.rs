@@ -4,8 +4,8 @@
 //! its cgroup or, failing that, its environment. The latest reading is published on a watch
 //! channel: heartbeats carry it to the controller, and the node's `/metrics` serves it.
 //!
-//! A value NVML refuses (NotSupported on consumer cards, say) is left `None`. XID errors need
-//! NVML's event API and are not read yet.
+//! A value NVML refuses (NotSupported on consumer cards, say) is left `None`. XID errors come
+//! through NVML's event API, watched in a thread of its own.
 
 use labpool_monitor::sample::{Ecc, GpuProcess, GpuSample, NodeSample};
 use nvml_wrapper::Nvml;
@@ -58,13 +58,17 @@ pub fn start(
     if nvml.is_none() && memory.support.memory.is_none() {
         return rx;
     }
+    let xids: Xids = Arc::default();
+    if let Some(n) = &nvml {
+        watch_xids(n.clone(), xids.clone());
+    }
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(every);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut last_process_ts = BTreeMap::new();
         loop {
             tick.tick().await;
-            let (n, m) = (nvml.clone(), memory.clone());
+            let (n, m, x) = (nvml.clone(), memory.clone(), xids.clone());
             let ts = std::mem::take(&mut last_process_ts);
             let reading = tokio::task::spawn_blocking(move || {
                 let (mut sample, ts) = match &n {
@@ -78,6 +82,11 @@ pub fn start(
                     ),
                 };
                 sample.jobs_memory = jobs_memory(&m);
+                let seen = x.lock().unwrap_or_else(|p| p.into_inner());
+                for g in &mut sample.gpus {
+                    g.xid = seen.get(&g.index).cloned();
+                }
+                drop(seen);
                 (sample, ts)
             });
             let Ok((sample, ts)) = reading.await else {
@@ -90,6 +99,63 @@ pub fn start(
         }
     });
     rx
+}
+
+/// XID errors seen since the agent started, by GPU index.
+type Xids = Arc<std::sync::Mutex<BTreeMap<u32, labpool_monitor::sample::Xid>>>;
+
+/// Waits for XID errors on every GPU in a thread of its own (NVML's event API blocks), counting
+/// them with the last code. A driver without the event API leaves the counts empty.
+fn watch_xids(nvml: Arc<Nvml>, xids: Xids) {
+    use nvml_wrapper::bitmasks::event::EventTypes;
+    use nvml_wrapper::enums::event::XidError;
+    use nvml_wrapper::error::NvmlError;
+    let spawned = std::thread::Builder::new()
+        .name("nvml-xid".into())
+        .spawn(move || {
+            let Ok(mut set) = nvml.create_event_set() else {
+                tracing::info!("NVML gives no events here: XID errors are not counted");
+                return;
+            };
+            for index in 0..nvml.device_count().unwrap_or(0) {
+                let Ok(dev) = nvml.device_by_index(index) else {
+                    continue;
+                };
+                set = match dev.register_events(EventTypes::CRITICAL_XID_ERROR, set) {
+                    Ok(s) => s,
+                    Err(e) => {
+                        tracing::info!("XID events cannot be watched on GPU {index}: {e}");
+                        return;
+                    }
+                };
+            }
+            loop {
+                match set.wait(1000) {
+                    Ok(event) => {
+                        let Ok(index) = event.device.index() else {
+                            continue;
+                        };
+                        let code = match event.event_data {
+                            Some(XidError::Value(v)) => v,
+                            _ => 999,
+                        };
+                        tracing::warn!(gpu = index, xid = code, "XID error");
+                        let mut seen = xids.lock().unwrap_or_else(|p| p.into_inner());
+                        let x = seen.entry(index).or_default();
+                        x.count += 1;
+                        x.last = code;
+                    }
+                    Err(NvmlError::Timeout) => {}
+                    Err(e) => {
+                        tracing::warn!("stopped watching XID errors: {e}");
+                        return;
+                    }
+                }
+            }
+        });
+    if let Err(e) = spawned {
+        tracing::warn!("cannot start the XID watcher: {e}");
+    }
 }
 
 /// Each running attempt's memory, from its cgroup.

@@ -89,7 +89,10 @@ pub async fn run(
                     .refused()
                     .unwrap_or_else(|| "the state file system is full".into())
             );
-            // Wait for room. Requests meanwhile are let go: their handlers answer with why.
+            // Wait for room. Requests meanwhile are let go: their handlers answer with why. The
+            // check keeps its own clock: requests arriving more often than it (the monitor asks
+            // every sample interval) must not keep putting it off.
+            let mut check_at = tokio::time::Instant::now() + storage::RETRY_EVERY;
             loop {
                 if *shutdown.borrow_and_update() {
                     return Ok(());
@@ -101,10 +104,11 @@ pub async fn run(
                         }
                     }
                     Some(r) = requests.recv() => drop(r),
-                    _ = tokio::time::sleep(storage::RETRY_EVERY) => {
+                    _ = tokio::time::sleep_until(check_at) => {
                         if storage::has_room(&parts.db, state_dir).await {
                             break;
                         }
+                        check_at = tokio::time::Instant::now() + storage::RETRY_EVERY;
                     }
                 }
             }

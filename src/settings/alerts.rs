@@ -14,6 +14,8 @@ pub struct AlertsConfig {
     pub webhook: Option<String>,
     /// The body's shape: generic, wecom, dingtalk, feishu or slack.
     pub webhook_format: Format,
+    /// Addresses alerts and zombie notices are also mailed to, through `[mail] smtp`.
+    pub mail_to: Vec<String>,
     /// A GPU above this, °C, for `gpu_temp_for`, fires.
     pub gpu_temp_celsius: f64,
     /// How long a GPU must stay hot before it fires.
@@ -40,6 +42,7 @@ impl Default for AlertsConfig {
         AlertsConfig {
             webhook: None,
             webhook_format: Format::Generic,
+            mail_to: Vec::new(),
             gpu_temp_celsius: t.gpu_temp_c,
             gpu_temp_for: d(t.gpu_temp_for_ms),
             gpu_temp_clear_celsius: t.gpu_temp_clear_c,
@@ -74,6 +77,11 @@ impl AlertsConfig {
         {
             problems.push(format!(
                 "[alerts] webhook {w:?}: give an http:// URL (https is not supported; use a local relay)"
+            ));
+        }
+        for a in self.mail_to.iter().filter(|a| !a.contains('@')) {
+            problems.push(format!(
+                "[alerts] mail_to {a:?}: give e-mail addresses, e.g. [\"admins@lab.example\"]"
             ));
         }
         if self.gpu_temp_clear_celsius > self.gpu_temp_celsius {

@@ -32,6 +32,8 @@ fn doctor_names_a_dead_agent_and_a_skewed_clock() {
         return;
     }
     let mut c = Cluster::new("127.0.0.1", "2s");
+    c.ctrl
+        .edit_config(|t| format!("{t}\n[alerts]\nnode_lost_after = \"2s\"\n"));
     c.ctrl.start();
     let dead = c.add_agent("dead", "1:t4", "127.0.0.1");
     c.agents[dead].spawn();
@@ -69,10 +71,62 @@ fn doctor_names_a_dead_agent_and_a_skewed_clock() {
             .any(|(c, _, n, _)| c == "clocks" && n == "dead"),
         "{found:?}"
     );
+    // Each agent serves its own node's /metrics, and its readings (here its jobs' memory; it
+    // has no NVML) reach the controller's page with its heartbeats.
+    let agent_page = get_metrics(&c.agents[skewed].dir.join("state/metrics.addr"));
+    assert!(
+        agent_page.contains("labpool_gpu_sample_duration_seconds{node=\"skewed\"}"),
+        "{agent_page}"
+    );
+    let end = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let page = get_metrics(&c.ctrl.dir.join("state/metrics.addr"));
+        if page.contains("labpool_gpu_sample_age_seconds{node=\"skewed\"}") {
+            break;
+        }
+        assert!(std::time::Instant::now() < end, "{page}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // The seed's "node lost for 5 minutes" alert, with the time scaled down.
+    firing(&c.ctrl, "node_lost", "dead");
     let text = c.ctrl.cli(&["doctor"]);
     let text = String::from_utf8_lossy(&text.stdout);
     assert!(text.contains("fix: check that its agent runs"), "{text}");
     assert!(text.contains("need a person"), "{text}");
+}
+
+/// The `/metrics` page at the address a daemon wrote to `addr_file`.
+fn get_metrics(addr_file: &Path) -> String {
+    use std::io::{Read, Write};
+    let addr = std::fs::read_to_string(addr_file)
+        .unwrap_or_else(|e| panic!("{}: {e}", addr_file.display()));
+    let mut conn = std::net::TcpStream::connect(addr.trim()).unwrap();
+    conn.write_all(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut text = String::new();
+    conn.read_to_string(&mut text).unwrap();
+    text
+}
+
+/// Waits until `labpool alerts` has `rule` firing for `subject`.
+fn firing(pool: &Pool, rule: &str, subject: &str) {
+    let end = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let v: Value = serde_json::from_str(&pool.ok(&["alerts", "--json"])).unwrap();
+        if v["firing"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a["rule"] == rule && a["subject"] == subject)
+        {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < end,
+            "no {rule} for {subject}: {v}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }
 
 /// A loop-mounted ext4 image at `dir`, unmounted on drop.
@@ -154,5 +208,7 @@ fn doctor_passes_a_healthy_pool_and_finds_a_full_disk_and_hidden_gpus() {
             && what == "NVML reports 2 GPU(s) but the pool schedules 1"),
         "{found:?}"
     );
+    // The seed's "disk above 90%" alert fires for it too.
+    firing(&pool, "disk_full", scratch.to_str().unwrap());
     pool.stop();
 }

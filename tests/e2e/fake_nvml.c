@@ -17,6 +17,8 @@
  *   ecc G SBE_VOL DBE_VOL SBE_AGG DBE_AGG   (without it: NOT_SUPPORTED, as consumer cards)
  *   retired G SBE DBE
  *   proc G PID USED_MIB SM_UTIL   a compute process; per-process SM utilisation
+ *   xid G COUNT CODE              COUNT XID errors have happened, the last with CODE; each is
+ *                                 delivered once through nvmlEventSetWait_v2
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -24,12 +26,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef int ret_t;
 #define OK 0
 #define INVALID 2
 #define NOT_SUPPORTED 3
 #define INSUFFICIENT 7
+#define TIMEOUT 10
 #define MAXG 16
 #define MAXP 64
 
@@ -45,6 +49,8 @@ struct gpu {
     int has_ecc;
     unsigned long long ecc[4];
     unsigned int retired[2];
+    unsigned int xid_count;
+    unsigned long long xid_code;
 };
 struct process { unsigned int gpu, pid, sm; unsigned long long mib; };
 static struct gpu G[MAXG];
@@ -98,6 +104,7 @@ static void load(void) {
         else if (!strcmp(key, "ecc"))
             d->has_ecc = sscanf(rest, "%llu %llu %llu %llu", &d->ecc[0], &d->ecc[1], &d->ecc[2], &d->ecc[3]) == 4;
         else if (!strcmp(key, "retired")) sscanf(rest, "%u %u", &d->retired[0], &d->retired[1]);
+        else if (!strcmp(key, "xid")) sscanf(rest, "%u %llu", &d->xid_count, &d->xid_code);
         else if (!strcmp(key, "proc") && nproc < MAXP) {
             struct process *p = &P[nproc];
             if (sscanf(rest, "%u %llu %u", &p->pid, &p->mib, &p->sm) == 3) { p->gpu = g; nproc++; }
@@ -125,6 +132,7 @@ ret_t nvmlDeviceGetHandleByIndex_v2(unsigned int i, void **d) {
 }
 ret_t nvmlDeviceGetName(void *d, char *name, unsigned int len) { DEV(d); snprintf(name, len, "%s", g->name); return OK; }
 ret_t nvmlDeviceGetUUID(void *d, char *uuid, unsigned int len) { DEV(d); snprintf(uuid, len, "GPU-stub-%lu", (unsigned long)d); return OK; }
+ret_t nvmlDeviceGetIndex(void *d, unsigned int *i) { DEV(d); (void)g; *i = (unsigned int)((unsigned long)d - 1); return OK; }
 ret_t nvmlDeviceGetMinorNumber(void *d, unsigned int *m) { DEV(d); *m = (unsigned int)((unsigned long)d - 1); return OK; }
 ret_t nvmlDeviceGetMemoryInfo_v2(void *d, mem_v2_t *m) {
     DEV(d);
@@ -184,4 +192,29 @@ ret_t nvmlDeviceGetProcessUtilization(void *d, psample_t *out, unsigned int *cou
         if (P[i].gpu == idx) { memset(&out[k], 0, sizeof out[k]); out[k].pid = P[i].pid; out[k].ts = 1; out[k].sm = P[i].sm; k++; }
     *count = k;
     return OK;
+}
+
+/* Events: XID errors only. Each scripted XID is delivered once; with none pending, a wait sleeps
+ * its timeout and says so, as the driver does. */
+typedef struct { void *device; unsigned long long type, data; unsigned int gi, ci; } event_t;
+static unsigned int delivered[MAXG];
+ret_t nvmlEventSetCreate(void **set) { *set = (void *)1; return OK; }
+ret_t nvmlEventSetFree(void *set) { (void)set; return OK; }
+ret_t nvmlDeviceRegisterEvents(void *d, unsigned long long types, void *set) { (void)types; (void)set; DEV(d); (void)g; return OK; }
+ret_t nvmlDeviceGetSupportedEventTypes(void *d, unsigned long long *types) { DEV(d); (void)g; *types = 8; return OK; }
+ret_t nvmlEventSetWait_v2(void *set, event_t *data, unsigned int timeout_ms) {
+    (void)set;
+    load();
+    for (unsigned int i = 0; i < ngpu; i++) {
+        if (delivered[i] < G[i].xid_count) {
+            delivered[i]++;
+            memset(data, 0, sizeof *data);
+            data->device = (void *)(unsigned long)(i + 1);
+            data->type = 8;
+            data->data = G[i].xid_code;
+            return OK;
+        }
+    }
+    usleep(timeout_ms * 1000);
+    return TIMEOUT;
 }

@@ -9,13 +9,15 @@ use std::sync::mpsc::{Receiver, channel};
 use std::time::{Duration, Instant};
 
 /// One mail the sink took: the envelope's recipient and the message.
-struct Mail {
-    to: String,
-    data: String,
+pub struct Mail {
+    /// The envelope's recipient.
+    pub to: String,
+    /// The message, headers and body.
+    pub data: String,
 }
 
 /// An SMTP sink: speaks enough of RFC 5321 for a client to hand it mail.
-fn smtp_sink() -> (String, Receiver<Mail>) {
+pub fn smtp_sink() -> (String, Receiver<Mail>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap().to_string();
     let (tx, rx) = channel();
@@ -69,7 +71,7 @@ fn smtp_sink() -> (String, Receiver<Mail>) {
 }
 
 /// Waits for a mail whose message contains `part`.
-fn wait_mail(rx: &Receiver<Mail>, part: &str, seen: &mut Vec<Mail>) -> Mail {
+pub fn wait_mail(rx: &Receiver<Mail>, part: &str, seen: &mut Vec<Mail>) -> Mail {
     if let Some(i) = seen.iter().position(|m| m.data.contains(part)) {
         return seen.remove(i);
     }

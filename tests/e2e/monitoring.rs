@@ -91,9 +91,16 @@ fn a_hot_gpu_fires_on_the_webhook_and_resolves_when_it_cools() {
     let Some(lib) = build_fake_nvml("a_hot_gpu_fires_on_the_webhook", build.path()) else {
         return;
     };
-    script(&lib, "count 2\ntemp 1 91\n");
+    script(&lib, "count 2\ntemp 1 91\nxid 0 1 79\n");
     let (hook, rx) = webhook();
-    let pool = pool_on(&lib, &hook, "gpu_temp_for = \"1s\"\n");
+    let (relay, mails) = crate::job_mail::smtp_sink();
+    let pool = pool_on(
+        &lib,
+        &hook,
+        &format!(
+            "gpu_temp_for = \"1s\"\nmail_to = [\"admins@lab.example\"]\n[mail]\nsmtp = \"{relay}\"\n"
+        ),
+    );
     let node = s(&pool_nodes(&pool)[0], "name").to_string();
     let fired = wait_hook(
         &rx,
@@ -101,6 +108,14 @@ fn a_hot_gpu_fires_on_the_webhook_and_resolves_when_it_cools() {
         Duration::from_secs(20),
     );
     assert!(fired.contains("\"status\":\"firing\""), "{fired}");
+    // And by mail to the admins.
+    let mailed = crate::job_mail::wait_mail(&mails, "[FIRING] gpu_temperature", &mut Vec::new());
+    assert_eq!(mailed.to, "admins@lab.example");
+    assert!(
+        mailed.data.contains("is at 91 =C2=B0C") || mailed.data.contains("is at 91"),
+        "{}",
+        mailed.data
+    );
     let alerts: Value = serde_json::from_str(&pool.ok(&["alerts", "--json"])).unwrap();
     let firing = alerts["firing"].as_array().unwrap();
     assert!(
@@ -126,6 +141,9 @@ fn a_hot_gpu_fires_on_the_webhook_and_resolves_when_it_cools() {
         line.contains("modelName=\"NVIDIA GeForce RTX 4090\""),
         "{line}"
     );
+    // The XID the driver reported (through NVML's event API), as dcgm-exporter shows it.
+    let xid = wait_metric(&pool, "DCGM_FI_DEV_XID_ERRORS{gpu=\"0\"");
+    assert!(xid.ends_with(" 79"), "{xid}");
 
     // 82 °C is between the marks: still firing. 70 °C resolves it.
     script(&lib, "count 2\ntemp 1 82\n");

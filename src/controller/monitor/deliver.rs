@@ -11,7 +11,7 @@ use labpool_monitor::zombie::{Kind, Step};
 use serde_json::json;
 use tokio::sync::oneshot;
 
-/// Posts a notice, or logs why it could not be.
+/// Posts a notice to the webhook, or logs why it could not be.
 pub async fn post(service: &MonitorService, notice: Notice) {
     tracing::warn!(kind = %notice.kind, user = notice.user.as_deref().unwrap_or("-"), "{}: {}", notice.title, notice.text);
     let Some(url) = &service.config.alerts.webhook else {
@@ -50,7 +50,22 @@ pub async fn alerts(service: &MonitorService, changes: Vec<Change>) {
                 "since": crate::clock::rfc3339(a.since_ms),
             }),
         };
+        mail_admins(service, &notice).await;
         post(service, notice).await;
+    }
+}
+
+/// Mails an alert or a zombie notice to `[alerts] mail_to`, through `[mail] smtp`.
+pub async fn mail_admins(service: &MonitorService, notice: &Notice) {
+    let (Some(relay), to) = (&service.config.mail.smtp, &service.config.alerts.mail_to) else {
+        return;
+    };
+    for addr in to {
+        let body = format!("{}\n\n{}", notice.title, notice.text);
+        let from = service.config.mail.from.as_deref();
+        if let Err(e) = super::mail::send_mail(relay, from, addr, &notice.title, &body).await {
+            tracing::warn!("could not mail {addr} through {relay}: {e:#}");
+        }
     }
 }
 
@@ -86,17 +101,17 @@ pub async fn zombies(service: &MonitorService, due: Vec<(u64, Kind, Step)>) {
                 user.clone(),
             ),
         };
-        post(
-            service,
-            Notice {
-                kind: "zombie".to_string(),
-                title,
-                text,
-                user: to_user,
-                fields: json!({ "job": job, "zombie": kind, "step": step, "owner": user }),
-            },
-        )
-        .await;
+        let notice = Notice {
+            kind: "zombie".to_string(),
+            title,
+            text,
+            user: to_user,
+            fields: json!({ "job": job, "zombie": kind, "step": step, "owner": user }),
+        };
+        if step != Step::TellMember {
+            mail_admins(service, &notice).await;
+        }
+        post(service, notice).await;
         if step == Step::Cancel {
             cancel(service, job).await;
         }

@@ -213,7 +213,7 @@ async fn deliver(service: &MonitorService, job: &JobRow, kind: &str, subject: &s
     .await;
 }
 
-async fn send_mail(
+pub(crate) async fn send_mail(
     relay: &str,
     from: Option<&str>,
     to: &str,
