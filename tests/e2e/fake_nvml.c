@@ -170,27 +170,35 @@ ret_t nvmlDeviceGetRetiredPages(void *d, int cause, unsigned int *count, unsigne
 ret_t nvmlDeviceGetRetiredPages_v2(void *d, int cause, unsigned int *count, unsigned long long *addr, unsigned long long *ts) {
     return retired(d, cause, count, addr, ts);
 }
+/* The scripted processes on device d: their indexes in P, and how many. */
+static unsigned int procs_on(void *d, unsigned int *which) {
+    unsigned int idx = (unsigned int)((unsigned long)d - 1), n = 0;
+    for (unsigned int i = 0; i < nproc; i++) if (P[i].gpu == idx) which[n++] = i;
+    return n;
+}
 ret_t nvmlDeviceGetComputeRunningProcesses_v3(void *d, unsigned int *count, proc_t *out) {
     DEV(d);
-    unsigned int idx = (unsigned int)((unsigned long)d - 1), have = 0;
-    for (unsigned int i = 0; i < nproc; i++) if (P[i].gpu == idx) have++;
+    (void)g;
+    unsigned int which[MAXP], have = procs_on(d, which);
     if (!out || *count < have) { *count = have; return have ? INSUFFICIENT : OK; }
-    unsigned int k = 0;
-    for (unsigned int i = 0; i < nproc; i++)
-        if (P[i].gpu == idx) { out[k].pid = P[i].pid; out[k].used = P[i].mib << 20; out[k].gi = out[k].ci = 0xFFFFFFFF; k++; }
-    *count = k;
+    for (unsigned int k = 0; k < have; k++) {
+        struct process *p = &P[which[k]];
+        out[k].pid = p->pid; out[k].used = p->mib << 20; out[k].gi = out[k].ci = 0xFFFFFFFF;
+    }
+    *count = have;
     return OK;
 }
 ret_t nvmlDeviceGetProcessUtilization(void *d, psample_t *out, unsigned int *count, unsigned long long since) {
     (void)since;
     DEV(d);
-    unsigned int idx = (unsigned int)((unsigned long)d - 1), have = 0;
-    for (unsigned int i = 0; i < nproc; i++) if (P[i].gpu == idx) have++;
+    (void)g;
+    unsigned int which[MAXP], have = procs_on(d, which);
     if (!out || *count < have) { *count = have; return have ? INSUFFICIENT : OK; }
-    unsigned int k = 0;
-    for (unsigned int i = 0; i < nproc; i++)
-        if (P[i].gpu == idx) { memset(&out[k], 0, sizeof out[k]); out[k].pid = P[i].pid; out[k].ts = 1; out[k].sm = P[i].sm; k++; }
-    *count = k;
+    for (unsigned int k = 0; k < have; k++) {
+        memset(&out[k], 0, sizeof out[k]);
+        out[k].pid = P[which[k]].pid; out[k].ts = 1; out[k].sm = P[which[k]].sm;
+    }
+    *count = have;
     return OK;
 }
 
