@@ -12,6 +12,7 @@ pub mod data;
 pub mod envs;
 pub mod gang;
 pub mod quotas;
+pub mod reports;
 mod request_new;
 pub mod reservations;
 pub mod snapshots;

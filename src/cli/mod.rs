@@ -111,6 +111,11 @@ pub enum Command {
     Nodes(JsonArg),
     /// Alerts firing now (hot GPUs, lost nodes, full disks, zombie jobs, ...) and pending
     Alerts(AlertsArgs),
+    /// Usage report for the lab and its funding body: GPU-hours, waits, outcomes, credits,
+    /// energy, leaderboard, as HTML, CSV or JSON (admins)
+    Report(ReportArgs),
+    /// Your GPU-hours, utilisation, waits, credits and storage this month, against last month
+    Usage(UsageArgs),
     /// The weekly health check in one command: nodes, queue, disks, GPUs, clocks, config,
     /// snapshots, quotas, mounts; exits 1 when something needs a person (admins)
     Doctor(DoctorArgs),
@@ -189,6 +194,40 @@ pub enum Command {
         /// The attempt's spool directory.
         dir: PathBuf,
     },
+}
+
+/// `labpool report`.
+#[derive(Args, Debug)]
+pub struct ReportArgs {
+    /// A month, YYYY-MM [default: last month]
+    #[arg(long, value_name = "YYYY-MM")]
+    pub month: Option<String>,
+    /// First day of a range, YYYY-MM-DD (with --to)
+    #[arg(long, value_name = "DATE")]
+    pub from: Option<String>,
+    /// Last day of the range, included
+    #[arg(long, value_name = "DATE")]
+    pub to: Option<String>,
+    /// html (one page, printable to PDF), csv (a figure a line) or json
+    #[arg(long, value_enum, default_value = "html")]
+    pub format: crate::commands::reports::Format,
+    /// Write to FILE instead of standard output
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<std::path::PathBuf>,
+}
+
+/// `labpool usage`.
+#[derive(Args, Debug)]
+pub struct UsageArgs {
+    /// Whose (admins; members see their own)
+    #[arg(long)]
+    pub user: Option<String>,
+    /// The month, YYYY-MM [default: this month]
+    #[arg(long, value_name = "YYYY-MM")]
+    pub month: Option<String>,
+    /// Print JSON instead of a table
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `labpool doctor`.

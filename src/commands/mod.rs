@@ -11,6 +11,7 @@ pub mod jobs;
 pub mod nodes;
 pub mod policy;
 pub mod quotas;
+pub mod reports;
 pub mod reservations;
 pub mod run;
 pub mod serve;
@@ -91,6 +92,20 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<()> {
             Command::History(args) => jobs::history(args, &config).await,
             Command::Nodes(a) => nodes::nodes(a.json, &config).await,
             Command::Alerts(a) => alerts::alerts(a.json, a.all, &config).await,
+            Command::Report(a) => {
+                reports::report(
+                    a.month.as_deref(),
+                    a.from.as_deref(),
+                    a.to.as_deref(),
+                    a.format,
+                    a.out.as_deref(),
+                    &config,
+                )
+                .await
+            }
+            Command::Usage(a) => {
+                reports::usage(a.user.as_deref(), a.month.as_deref(), a.json, &config).await
+            }
             Command::Doctor(a) => {
                 let healthy =
                     doctor::doctor(a.json, Some(a.waiting_hours), Some(a.running_days), &config)

@@ -85,6 +85,7 @@ pub fn router(state: AppState) -> Router {
         .merge(crate::controller::snapshots::http::routes())
         .merge(crate::controller::quotas::http::routes())
         .merge(crate::controller::monitor::http::routes())
+        .merge(crate::controller::reports::routes())
         .merge(crate::controller::envs::http::routes())
         .merge(crate::controller::reservations::http::routes())
         .fallback(|| async {

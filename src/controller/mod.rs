@@ -13,6 +13,7 @@ pub mod jobs;
 pub mod monitor;
 pub mod nodes;
 pub mod quotas;
+pub mod reports;
 pub mod reservations;
 pub mod snapshots;
 pub mod storage;

@@ -22,6 +22,7 @@ mod partitions;
 mod policy;
 mod purge;
 mod quotas;
+mod reports;
 mod snapshots;
 #[cfg(test)]
 mod tests;
@@ -41,6 +42,7 @@ pub use partitions::PartitionConfig;
 pub use policy::{CreditsConfig, PreemptionConfig, PriorityConfig};
 pub use purge::PurgeConfig;
 pub use quotas::{QuotaFs, QuotaFsConfig, QuotasConfig};
+pub use reports::ReportsConfig;
 pub use snapshots::{SnapshotSource, SnapshotsConfig};
 
 use labpool_scheduler::partition::{Partition, check_partitions};
@@ -100,6 +102,9 @@ pub struct Config {
     /// `[mail]`: job notifications by e-mail.
     #[serde(default)]
     pub mail: MailConfig,
+    /// `[reports]`: what usage reports show.
+    #[serde(default)]
+    pub reports: ReportsConfig,
     /// `[jobs]`: the rules every job's environment follows.
     #[serde(default)]
     pub jobs: JobsConfig,

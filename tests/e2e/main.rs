@@ -33,6 +33,7 @@ mod pool;
 mod preemption;
 mod quotas;
 mod recovery;
+mod reports;
 mod reservations;
 mod session_remote;
 mod show_settings;

@@ -239,6 +239,27 @@ impl Db {
         rows.iter().map(job_from_row).collect()
     }
 
+    /// Jobs a report over [from, to) looks at: submitted before `to` and not ended before
+    /// `from`, of one user when given, by id.
+    pub async fn jobs_in_range(
+        &self,
+        from: i64,
+        to: i64,
+        user: Option<&str>,
+    ) -> Result<Vec<JobRow>, DbError> {
+        let sql = format!(
+            "SELECT {JOB_COLUMNS} FROM jobs WHERE submit_time < ?1 AND (end_time IS NULL OR end_time >= ?2) \
+             AND (?3 IS NULL OR user = ?3) ORDER BY id"
+        );
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(to)
+            .bind(from)
+            .bind(user)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(job_from_row).collect()
+    }
+
     /// One job.
     pub async fn job(&self, id: u64) -> Result<Option<JobRow>, DbError> {
         let sql = format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = ?");

@@ -1,0 +1,319 @@
+//! The figures. Each is defined where it is computed; the README's "Reports" section says the
+//! same in words.
+
+use crate::model::*;
+use std::collections::BTreeMap;
+
+const HOUR_MS: f64 = 3_600_000.0;
+const DAY_MS: i64 = 86_400_000;
+
+/// The part of [a, b) inside [from, to), ms.
+fn overlap(a: i64, b: i64, from: i64, to: i64) -> i64 {
+    (b.min(to) - a.max(from)).max(0)
+}
+
+/// A job's held interval: start to end, or to the range's end while it runs.
+fn held(j: &JobRecord, to: i64) -> Option<(i64, i64)> {
+    Some((j.start_ms?, j.end_ms.unwrap_or(to)))
+}
+
+/// Nearest-rank percentile of sorted values: the smallest value with at least q of them at or
+/// below it.
+pub fn percentile(sorted: &[i64], q: f64) -> i64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let rank = (q * sorted.len() as f64).ceil().max(1.0) as usize;
+    sorted[rank.min(sorted.len()) - 1]
+}
+
+/// The size group a job's wait is counted in.
+pub fn size_group(gpus: u32) -> &'static str {
+    match gpus {
+        0 => "0 GPUs",
+        1 => "1 GPU",
+        2..=4 => "2-4 GPUs",
+        5..=8 => "5-8 GPUs",
+        _ => "over 8 GPUs",
+    }
+}
+
+/// `YYYY-MM-DD` of a day number since the epoch (civil calendar).
+pub fn date_of_day(days: i64) -> String {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}")
+}
+
+fn group(input: &Input, key: impl Fn(&JobRecord) -> String) -> Vec<UseRow> {
+    let mut rows: BTreeMap<String, UseRow> = BTreeMap::new();
+    for j in &input.jobs {
+        let Some((a, b)) = held(j, input.to_ms) else {
+            continue;
+        };
+        let ms = overlap(a, b, input.from_ms, input.to_ms);
+        if ms == 0 || j.gpus == 0 {
+            continue;
+        }
+        let k = key(j);
+        let r = rows.entry(k.clone()).or_insert_with(|| UseRow {
+            key: k,
+            ..UseRow::default()
+        });
+        let hours = f64::from(j.gpus) * ms as f64 / HOUR_MS;
+        r.jobs += 1;
+        r.gpu_hours += hours;
+        if let Some(u) = j.util_mean {
+            r.sampled_gpu_hours += hours;
+            r.used_gpu_hours += hours * u / 100.0;
+        }
+    }
+    let mut out: Vec<UseRow> = rows.into_values().collect();
+    out.sort_by(|a, b| b.gpu_hours.total_cmp(&a.gpu_hours).then(a.key.cmp(&b.key)));
+    out
+}
+
+fn waits(input: &Input, key: impl Fn(&JobRecord) -> String) -> Vec<WaitRow> {
+    let mut groups: BTreeMap<String, Vec<i64>> = BTreeMap::new();
+    for j in &input.jobs {
+        if let Some(s) = j
+            .start_ms
+            .filter(|s| (input.from_ms..input.to_ms).contains(s))
+        {
+            groups
+                .entry(key(j))
+                .or_default()
+                .push((s - j.submit_ms).max(0) / 1000);
+        }
+    }
+    groups
+        .into_iter()
+        .map(|(key, mut w)| {
+            w.sort_unstable();
+            WaitRow {
+                key,
+                jobs: w.len() as u64,
+                p50_s: percentile(&w, 0.5),
+                p90_s: percentile(&w, 0.9),
+                p95_s: percentile(&w, 0.95),
+            }
+        })
+        .collect()
+}
+
+/// GPU-hours left idle while jobs waited for GPUs: over every stretch of the range, the idle
+/// GPUs (the pool's less those held) or the GPUs waiting jobs asked for, whichever is fewer.
+fn idle_with_demand(input: &Input) -> f64 {
+    // (time, change in held GPUs, change in asked-for GPUs), clipped to the range.
+    let mut events: Vec<(i64, i64, i64)> = Vec::new();
+    let clip = |t: i64| t.clamp(input.from_ms, input.to_ms);
+    for j in &input.jobs {
+        let g = i64::from(j.gpus);
+        if g == 0 {
+            continue;
+        }
+        let started = j.start_ms.unwrap_or(input.to_ms);
+        events.push((clip(j.submit_ms), 0, g));
+        events.push((clip(started), 0, -g));
+        if let Some((a, b)) = held(j, input.to_ms) {
+            events.push((clip(a), g, 0));
+            events.push((clip(b), -g, 0));
+        }
+    }
+    events.sort_unstable();
+    let (mut held_now, mut asked, mut last, mut total) = (0i64, 0i64, input.from_ms, 0f64);
+    for (t, dh, da) in events {
+        if t > last {
+            let idle = (i64::from(input.pool_gpus) - held_now).max(0);
+            total += idle.min(asked.max(0)) as f64 * (t - last) as f64 / HOUR_MS;
+            last = t;
+        }
+        held_now += dh;
+        asked += da;
+    }
+    total
+}
+
+fn by_day(input: &Input) -> Vec<(String, f64)> {
+    let offset = i64::from(input.utc_offset_min) * 60_000;
+    let first = (input.from_ms + offset).div_euclid(DAY_MS);
+    let last = (input.to_ms - 1 + offset).div_euclid(DAY_MS);
+    let capacity = f64::from(input.pool_gpus) * 24.0;
+    (first..=last)
+        .map(|day| {
+            let (a, b) = (day * DAY_MS - offset, (day + 1) * DAY_MS - offset);
+            let (a, b) = (a.max(input.from_ms), b.min(input.to_ms));
+            let hours: f64 = input
+                .jobs
+                .iter()
+                .filter_map(|j| held(j, input.to_ms).map(|(s, e)| (j, s, e)))
+                .map(|(j, s, e)| f64::from(j.gpus) * overlap(s, e, a, b) as f64 / HOUR_MS)
+                .sum();
+            let cap = capacity * (b - a) as f64 / DAY_MS as f64;
+            let pct = if cap > 0.0 { 100.0 * hours / cap } else { 0.0 };
+            (date_of_day(day), round(pct, 1))
+        })
+        .collect()
+}
+
+fn round(v: f64, places: i32) -> f64 {
+    let f = 10f64.powi(places);
+    (v * f).round() / f
+}
+
+/// GPU-hours are kept to 4 places (a third of a GPU-second), so that the same history always
+/// gives the same figures, bytes included.
+fn round_row(mut r: UseRow) -> UseRow {
+    r.gpu_hours = round(r.gpu_hours, 4);
+    r.used_gpu_hours = round(r.used_gpu_hours, 4);
+    r.sampled_gpu_hours = round(r.sampled_gpu_hours, 4);
+    r
+}
+
+fn leaders(
+    by_user: &[UseRow],
+    setting: Leaderboard,
+) -> (Option<Vec<LeaderRow>>, Option<Vec<LeaderRow>>) {
+    if setting == Leaderboard::Off {
+        return (None, None);
+    }
+    let util = |r: &UseRow| {
+        (r.sampled_gpu_hours > 0.0)
+            .then(|| round(100.0 * r.used_gpu_hours / r.sampled_gpu_hours, 1))
+    };
+    let name = |rank: usize, r: &UseRow| match setting {
+        Leaderboard::Anonymous => format!("member {rank}"),
+        _ => r.key.clone(),
+    };
+    let board: Vec<LeaderRow> = by_user
+        .iter()
+        .enumerate()
+        .map(|(i, r)| LeaderRow {
+            rank: i as u32 + 1,
+            user: name(i + 1, r),
+            jobs: r.jobs,
+            gpu_hours: r.gpu_hours,
+            util: util(r),
+        })
+        .collect();
+    let mut sampled: Vec<&UseRow> = by_user.iter().filter(|r| util(r).is_some()).collect();
+    sampled.sort_by(|a, b| {
+        util(b)
+            .unwrap_or(0.0)
+            .total_cmp(&util(a).unwrap_or(0.0))
+            .then(a.key.cmp(&b.key))
+    });
+    let efficiency = sampled
+        .iter()
+        .enumerate()
+        .map(|(i, r)| LeaderRow {
+            rank: i as u32 + 1,
+            user: match setting {
+                // Anonymous names follow the GPU-hours board, so one member is one number.
+                Leaderboard::Anonymous => {
+                    let pos = by_user.iter().position(|u| u.key == r.key).unwrap_or(0);
+                    format!("member {}", pos + 1)
+                }
+                _ => r.key.clone(),
+            },
+            jobs: r.jobs,
+            gpu_hours: r.gpu_hours,
+            util: util(r),
+        })
+        .collect();
+    (Some(board), Some(efficiency))
+}
+
+/// The report for `input`.
+pub fn compute(input: &Input) -> Report {
+    let by_user: Vec<UseRow> = group(input, |j| j.user.clone())
+        .into_iter()
+        .map(round_row)
+        .collect();
+    let total = group(input, |_| "all".to_string())
+        .into_iter()
+        .next()
+        .map(round_row)
+        .unwrap_or(UseRow {
+            key: "all".into(),
+            ..UseRow::default()
+        });
+    let range_hours = f64::from(input.pool_gpus) * (input.to_ms - input.from_ms) as f64 / HOUR_MS;
+    let mut outcomes: BTreeMap<String, u64> = BTreeMap::new();
+    let mut energy: Option<f64> = None;
+    for j in &input.jobs {
+        if let Some(e) = j
+            .end_ms
+            .filter(|e| (input.from_ms..input.to_ms).contains(e))
+        {
+            let _ = e;
+            *outcomes.entry(j.state.clone()).or_default() += 1;
+            if let Some(joules) = j.energy_j {
+                *energy.get_or_insert(0.0) += joules;
+            }
+        }
+    }
+    let mut credits = CreditRow::default();
+    for l in input
+        .ledger
+        .iter()
+        .filter(|l| (input.from_ms..input.to_ms).contains(&l.time_ms))
+    {
+        match l.kind.as_str() {
+            "charge" => credits.charged += l.amount,
+            "grant" => credits.granted += l.amount,
+            "rebate" => credits.rebated += l.amount,
+            "emergency_token" => credits.emergency_tokens += 1,
+            _ => {}
+        }
+    }
+    credits.charged = round(credits.charged, 3);
+    credits.granted = round(credits.granted, 3);
+    credits.rebated = round(credits.rebated, 3);
+    let (leaderboard, efficiency) = leaders(&by_user, input.leaderboard);
+    Report {
+        label: input.label.clone(),
+        from_ms: input.from_ms,
+        to_ms: input.to_ms,
+        pool_gpus: input.pool_gpus,
+        utilisation: if range_hours > 0.0 {
+            round(100.0 * total.gpu_hours / range_hours, 1)
+        } else {
+            0.0
+        },
+        allocation_only: total.sampled_gpu_hours == 0.0,
+        total,
+        by_user,
+        by_account: group(input, |j| j.account.clone().unwrap_or_else(|| "-".into()))
+            .into_iter()
+            .map(round_row)
+            .collect(),
+        by_gpu_type: group(input, |j| j.gpu_type.clone())
+            .into_iter()
+            .map(round_row)
+            .collect(),
+        by_partition: group(input, |j| j.partition.clone())
+            .into_iter()
+            .map(round_row)
+            .collect(),
+        idle_with_demand_gpu_hours: round(idle_with_demand(input), 4),
+        by_day: by_day(input),
+        waits_by_partition: waits(input, |j| j.partition.clone()),
+        waits_by_size: waits(input, |j| size_group(j.gpus).to_string()),
+        outcomes: outcomes.into_iter().collect(),
+        credits,
+        energy_kwh: energy.map(|j| round(j / 3.6e6, 4)),
+        leaderboard,
+        efficiency,
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,222 @@
+//! A small history whose answers were worked out by hand (times in hours, a 4-GPU pool, the
+//! range 0h to 10h):
+//!
+//! | job | user | GPUs | submit | start | end | state | util |
+//! | --- | --- | --- | --- | --- | --- | --- | --- |
+//! | 1 | alice (vision), normal, a100 | 2 | 0 | 0 | 4 | COMPLETED | 50% |
+//! | 2 | bob, normal, a100 | 2 | 1 | 4 | 6 | FAILED | - |
+//! | 3 | alice (vision), debug, t4 | 1 | 2 | 2 | 12 | RUNNING past the range | 100% |
+//! | 4 | carol, normal, a100 | 2 | 5 | - | - | PENDING | - |
+//! | 5 | bob, debug, no GPU | 0 | 0 | 1 | 2 | COMPLETED | - |
+
+use super::*;
+
+const H: i64 = 3_600_000;
+
+fn job(
+    id: u64,
+    user: &str,
+    account: Option<&str>,
+    partition: &str,
+    gpu_type: &str,
+    gpus: u32,
+) -> JobRecord {
+    JobRecord {
+        id,
+        user: user.into(),
+        account: account.map(Into::into),
+        partition: partition.into(),
+        gpu_type: gpu_type.into(),
+        gpus,
+        ..JobRecord::default()
+    }
+}
+
+fn fixture(board: Leaderboard) -> Input {
+    let mut j1 = job(1, "alice", Some("vision"), "normal", "a100", 2);
+    (j1.start_ms, j1.end_ms, j1.state, j1.util_mean, j1.energy_j) = (
+        Some(0),
+        Some(4 * H),
+        "COMPLETED".into(),
+        Some(50.0),
+        Some(3.6e6),
+    );
+    let mut j2 = job(2, "bob", None, "normal", "a100", 2);
+    (j2.submit_ms, j2.start_ms, j2.end_ms, j2.state) =
+        (H, Some(4 * H), Some(6 * H), "FAILED".into());
+    let mut j3 = job(3, "alice", Some("vision"), "debug", "t4", 1);
+    (j3.submit_ms, j3.start_ms, j3.end_ms, j3.state, j3.util_mean) = (
+        2 * H,
+        Some(2 * H),
+        Some(12 * H),
+        "COMPLETED".into(),
+        Some(100.0),
+    );
+    let mut j4 = job(4, "carol", None, "normal", "a100", 2);
+    (j4.submit_ms, j4.state) = (5 * H, "PENDING".into());
+    let mut j5 = job(5, "bob", None, "debug", "-", 0);
+    (j5.start_ms, j5.end_ms, j5.state) = (Some(H), Some(2 * H), "COMPLETED".into());
+    let ledger = |t: i64, user: &str, kind: &str, amount: f64| LedgerRecord {
+        time_ms: t,
+        user: user.into(),
+        kind: kind.into(),
+        amount,
+    };
+    Input {
+        from_ms: 0,
+        to_ms: 10 * H,
+        label: "fixture".into(),
+        pool_gpus: 4,
+        jobs: vec![j1, j2, j3, j4, j5],
+        ledger: vec![
+            ledger(H, "alice", "grant", 100.0),
+            ledger(3 * H, "bob", "emergency_token", 0.0),
+            ledger(4 * H, "alice", "charge", 8.0),
+            ledger(4 * H, "alice", "rebate", 0.8),
+            ledger(11 * H, "bob", "charge", 5.0),
+        ],
+        leaderboard: board,
+        utc_offset_min: 0,
+    }
+}
+
+#[test]
+fn gpu_hours_use_and_utilisation_match_the_hand_computation() {
+    let r = compute(&fixture(Leaderboard::On));
+    // 2x4 + 2x2 + 1x8 (job 3 clipped at the range's end); job 5 holds no GPU.
+    assert_eq!((r.total.jobs, r.total.gpu_hours), (3, 20.0));
+    assert_eq!(r.utilisation, 50.0, "20 of 4 x 10 GPU-hours");
+    let users: Vec<(&str, f64, f64, f64)> = r
+        .by_user
+        .iter()
+        .map(|u| {
+            (
+                u.key.as_str(),
+                u.gpu_hours,
+                u.used_gpu_hours,
+                u.sampled_gpu_hours,
+            )
+        })
+        .collect();
+    assert_eq!(users, [("alice", 16.0, 12.0, 16.0), ("bob", 4.0, 0.0, 0.0)]);
+    let keys = |rows: &[UseRow]| {
+        rows.iter()
+            .map(|r| (r.key.clone(), r.gpu_hours))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        keys(&r.by_gpu_type),
+        [("a100".into(), 12.0), ("t4".into(), 8.0)]
+    );
+    assert_eq!(
+        keys(&r.by_partition),
+        [("normal".into(), 12.0), ("debug".into(), 8.0)]
+    );
+    assert_eq!(
+        keys(&r.by_account),
+        [("vision".into(), 16.0), ("-".into(), 4.0)]
+    );
+    assert_eq!(r.by_day, [("1970-01-01".to_string(), 50.0)]);
+    assert!(!r.allocation_only);
+}
+
+#[test]
+fn idle_with_demand_waits_outcomes_credits_and_energy() {
+    let r = compute(&fixture(Leaderboard::On));
+    // 1-2h: 2 idle, 2 asked -> 2; 2-4h: 1 idle -> 2; 5-6h: 1 idle -> 1; 6-10h: 3 idle, 2 asked -> 8.
+    assert_eq!(r.idle_with_demand_gpu_hours, 13.0);
+    let w = |rows: &[WaitRow]| {
+        rows.iter()
+            .map(|w| (w.key.clone(), w.jobs, w.p50_s, w.p90_s, w.p95_s))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        w(&r.waits_by_partition),
+        [
+            ("debug".into(), 2, 0, 3600, 3600),
+            ("normal".into(), 2, 0, 10800, 10800)
+        ]
+    );
+    assert_eq!(
+        w(&r.waits_by_size),
+        [
+            ("0 GPUs".into(), 1, 3600, 3600, 3600),
+            ("1 GPU".into(), 1, 0, 0, 0),
+            ("2-4 GPUs".into(), 2, 0, 10800, 10800)
+        ]
+    );
+    assert_eq!(r.outcomes, [("COMPLETED".into(), 2), ("FAILED".into(), 1)]);
+    assert_eq!(
+        r.credits,
+        CreditRow {
+            charged: 8.0,
+            granted: 100.0,
+            rebated: 0.8,
+            emergency_tokens: 1
+        }
+    );
+    assert_eq!(r.energy_kwh, Some(1.0));
+}
+
+#[test]
+fn the_leaderboard_ranks_names_or_numbers_or_is_off() {
+    let r = compute(&fixture(Leaderboard::On));
+    let board = r.leaderboard.unwrap();
+    assert_eq!(
+        (board[0].user.as_str(), board[0].util),
+        ("alice", Some(75.0))
+    );
+    assert_eq!((board[1].user.as_str(), board[1].util), ("bob", None));
+    assert_eq!(r.efficiency.unwrap().len(), 1, "bob was never sampled");
+    let anon = compute(&fixture(Leaderboard::Anonymous))
+        .leaderboard
+        .unwrap();
+    assert_eq!(anon[0].user, "member 1");
+    assert!(compute(&fixture(Leaderboard::Off)).leaderboard.is_none());
+}
+
+#[test]
+fn percentiles_are_nearest_rank_and_dates_are_civil() {
+    let v: Vec<i64> = (1..=20).collect();
+    assert_eq!(
+        (
+            percentile(&v, 0.5),
+            percentile(&v, 0.9),
+            percentile(&v, 0.95)
+        ),
+        (10, 18, 19)
+    );
+    assert_eq!(date_of_day(20_422), "2025-11-30");
+    assert_eq!(date_of_day(-1), "1969-12-31");
+}
+
+#[test]
+fn csv_reads_back_and_html_is_one_page_with_its_charts() {
+    let r = compute(&fixture(Leaderboard::On));
+    let csv = crate::to_csv(&r);
+    let find = |section: &str, key: &str, metric: &str| -> String {
+        csv.lines()
+            .find(|l| l.starts_with(&format!("{section},{key},{metric},")))
+            .and_then(|l| l.rsplit(',').next())
+            .unwrap_or_else(|| panic!("{section},{key},{metric} missing:\n{csv}"))
+            .to_string()
+    };
+    assert_eq!(find("use_by_user", "alice", "gpu_hours"), "16");
+    assert_eq!(find("pool", "all", "idle_with_demand_gpu_hours"), "13");
+    assert_eq!(find("waits_by_partition", "normal", "p90_s"), "10800");
+    assert!(csv.lines().all(|l| l.split(',').count() == 4), "{csv}");
+    let html = crate::to_html(&r);
+    assert!(html.starts_with("<!DOCTYPE html>") && html.ends_with("</html>\n"));
+    assert_eq!(
+        html.matches("<svg").count(),
+        3,
+        "utilisation by day, by user, by outcome"
+    );
+    assert!(!html.contains("<script"));
+    assert!(!html.contains("src="), "no outside fetch");
+    assert_eq!(
+        html,
+        crate::to_html(&compute(&fixture(Leaderboard::On))),
+        "same input, same bytes"
+    );
+}

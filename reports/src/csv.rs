@@ -1,0 +1,116 @@
+//! The report as CSV in long form, one figure a line (`section,key,metric,value`), so a
+//! spreadsheet pivots it however it likes and a script reads it back without knowing the layout.
+
+use crate::model::{Report, UseRow, WaitRow};
+use std::fmt::Write;
+
+/// Quotes a field when it needs it (RFC 4180).
+fn field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+fn line(out: &mut String, section: &str, key: &str, metric: &str, value: impl std::fmt::Display) {
+    let _ = writeln!(
+        out,
+        "{},{},{},{value}",
+        field(section),
+        field(key),
+        field(metric)
+    );
+}
+
+fn uses(out: &mut String, section: &str, rows: &[UseRow]) {
+    for r in rows {
+        line(out, section, &r.key, "jobs", r.jobs);
+        line(out, section, &r.key, "gpu_hours", r.gpu_hours);
+        line(out, section, &r.key, "used_gpu_hours", r.used_gpu_hours);
+        line(
+            out,
+            section,
+            &r.key,
+            "sampled_gpu_hours",
+            r.sampled_gpu_hours,
+        );
+    }
+}
+
+fn waits(out: &mut String, section: &str, rows: &[WaitRow]) {
+    for w in rows {
+        line(out, section, &w.key, "jobs", w.jobs);
+        line(out, section, &w.key, "p50_s", w.p50_s);
+        line(out, section, &w.key, "p90_s", w.p90_s);
+        line(out, section, &w.key, "p95_s", w.p95_s);
+    }
+}
+
+/// The CSV text.
+pub fn to_csv(r: &Report) -> String {
+    let mut out = String::from("section,key,metric,value\n");
+    line(&mut out, "range", &r.label, "from_ms", r.from_ms);
+    line(&mut out, "range", &r.label, "to_ms", r.to_ms);
+    line(&mut out, "pool", "all", "gpus", r.pool_gpus);
+    line(
+        &mut out,
+        "pool",
+        "all",
+        "utilisation_percent",
+        r.utilisation,
+    );
+    line(
+        &mut out,
+        "pool",
+        "all",
+        "idle_with_demand_gpu_hours",
+        r.idle_with_demand_gpu_hours,
+    );
+    line(
+        &mut out,
+        "pool",
+        "all",
+        "allocation_only",
+        r.allocation_only,
+    );
+    uses(&mut out, "use_total", std::slice::from_ref(&r.total));
+    uses(&mut out, "use_by_user", &r.by_user);
+    uses(&mut out, "use_by_account", &r.by_account);
+    uses(&mut out, "use_by_gpu_type", &r.by_gpu_type);
+    uses(&mut out, "use_by_partition", &r.by_partition);
+    for (day, pct) in &r.by_day {
+        line(&mut out, "utilisation_by_day", day, "percent", pct);
+    }
+    waits(&mut out, "waits_by_partition", &r.waits_by_partition);
+    waits(&mut out, "waits_by_size", &r.waits_by_size);
+    for (state, n) in &r.outcomes {
+        line(&mut out, "outcomes", state, "jobs", n);
+    }
+    line(&mut out, "credits", "all", "charged", r.credits.charged);
+    line(&mut out, "credits", "all", "granted", r.credits.granted);
+    line(&mut out, "credits", "all", "rebated", r.credits.rebated);
+    line(
+        &mut out,
+        "credits",
+        "all",
+        "emergency_tokens",
+        r.credits.emergency_tokens,
+    );
+    if let Some(kwh) = r.energy_kwh {
+        line(&mut out, "energy", "all", "kwh", kwh);
+    }
+    for (section, board) in [
+        ("leaderboard", &r.leaderboard),
+        ("efficiency", &r.efficiency),
+    ] {
+        for l in board.iter().flatten() {
+            line(&mut out, section, &l.user, "rank", l.rank);
+            line(&mut out, section, &l.user, "gpu_hours", l.gpu_hours);
+            if let Some(u) = l.util {
+                line(&mut out, section, &l.user, "util_percent", u);
+            }
+        }
+    }
+    out
+}

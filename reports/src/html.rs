@@ -1,0 +1,229 @@
+//! The report as one self-contained HTML page: inline CSS and inline SVG charts, no script, no
+//! outside fetch, laid out to print cleanly to PDF from a browser.
+
+use crate::model::{LeaderRow, Report, UseRow, WaitRow};
+use std::fmt::Write;
+
+/// Escapes text for HTML.
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// `1,234.5`-style hours.
+fn hours(v: f64) -> String {
+    format!("{v:.1}")
+}
+
+/// `3h 20m` from seconds.
+fn wait(s: i64) -> String {
+    let m = s / 60;
+    match (m / 60, m % 60) {
+        (0, 0) => format!("{s}s"),
+        (0, m) => format!("{m}m"),
+        (h, m) => format!("{h}h {m}m"),
+    }
+}
+
+/// A horizontal bar chart: one bar per (label, value), scaled to the largest.
+fn bars(title: &str, rows: &[(String, f64)], unit: &str) -> String {
+    let max = rows.iter().map(|(_, v)| *v).fold(0.0, f64::max).max(1e-9);
+    let (row_h, label_w, bar_w) = (22, 160, 440);
+    let h = row_h * rows.len().max(1) + 8;
+    let mut s = format!(
+        "<figure><figcaption>{}</figcaption><svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{h}\" role=\"img\" aria-label=\"{}\">",
+        esc(title),
+        label_w + bar_w + 90,
+        esc(title)
+    );
+    for (i, (label, v)) in rows.iter().enumerate() {
+        let y = i * row_h + 4;
+        let w = (v / max * bar_w as f64).round() as usize;
+        let _ = write!(
+            s,
+            "<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text><rect x=\"{label_w}\" y=\"{y}\" width=\"{w}\" height=\"{}\" class=\"bar\"/><text x=\"{}\" y=\"{}\">{v:.1}{}</text>",
+            label_w - 6,
+            y + 14,
+            esc(label),
+            row_h - 6,
+            label_w + w + 6,
+            y + 14,
+            esc(unit)
+        );
+    }
+    s.push_str("</svg></figure>");
+    s
+}
+
+/// A column chart of a series over time (utilisation by day).
+fn columns(title: &str, rows: &[(String, f64)], max: f64) -> String {
+    let (w, h, pad) = (640usize, 160usize, 24usize);
+    let n = rows.len().max(1);
+    let col = (w - pad) as f64 / n as f64;
+    let mut s = format!(
+        "<figure><figcaption>{}</figcaption><svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{}\" role=\"img\" aria-label=\"{}\">",
+        esc(title),
+        h + 20,
+        esc(title)
+    );
+    for (i, (label, v)) in rows.iter().enumerate() {
+        let bh = (v / max.max(1e-9) * h as f64).round().min(h as f64);
+        let x = pad as f64 + i as f64 * col;
+        let _ = write!(
+            s,
+            "<rect x=\"{x:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{bh:.1}\" class=\"bar\"><title>{} {v:.1}%</title></rect>",
+            h as f64 - bh,
+            (col - 1.0).max(1.0),
+            esc(label)
+        );
+    }
+    if let (Some((first, _)), Some((last, _))) = (rows.first(), rows.last()) {
+        let _ = write!(
+            s,
+            "<text x=\"{pad}\" y=\"{}\">{}</text><text x=\"{w}\" y=\"{}\" text-anchor=\"end\">{}</text>",
+            h + 16,
+            esc(first),
+            h + 16,
+            esc(last)
+        );
+    }
+    s.push_str("</svg></figure>");
+    s
+}
+
+fn use_table(title: &str, rows: &[UseRow]) -> String {
+    let mut s = format!(
+        "<h3>{}</h3><table><tr><th></th><th>jobs</th><th>GPU-hours</th><th>used GPU-hours</th><th>utilisation</th></tr>",
+        esc(title)
+    );
+    for r in rows {
+        let util = if r.sampled_gpu_hours > 0.0 {
+            format!("{:.0}%", 100.0 * r.used_gpu_hours / r.sampled_gpu_hours)
+        } else {
+            "-".into()
+        };
+        let _ = write!(
+            s,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{util}</td></tr>",
+            esc(&r.key),
+            r.jobs,
+            hours(r.gpu_hours),
+            hours(r.used_gpu_hours)
+        );
+    }
+    s.push_str("</table>");
+    s
+}
+
+fn wait_table(title: &str, rows: &[WaitRow]) -> String {
+    let mut s = format!(
+        "<h3>{}</h3><table><tr><th></th><th>jobs</th><th>p50</th><th>p90</th><th>p95</th></tr>",
+        esc(title)
+    );
+    for w in rows {
+        let _ = write!(
+            s,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&w.key),
+            w.jobs,
+            wait(w.p50_s),
+            wait(w.p90_s),
+            wait(w.p95_s)
+        );
+    }
+    s.push_str("</table>");
+    s
+}
+
+fn board(title: &str, rows: &[LeaderRow]) -> String {
+    let mut s = format!(
+        "<h3>{}</h3><table><tr><th>#</th><th>member</th><th>jobs</th><th>GPU-hours</th><th>utilisation</th></tr>",
+        esc(title)
+    );
+    for l in rows {
+        let util = l.util.map_or("-".into(), |u| format!("{u:.0}%"));
+        let _ = write!(
+            s,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{util}</td></tr>",
+            l.rank,
+            esc(&l.user),
+            l.jobs,
+            hours(l.gpu_hours)
+        );
+    }
+    s.push_str("</table>");
+    s
+}
+
+const STYLE: &str = "body{font-family:sans-serif;max-width:60em;margin:2em auto;color:#222}\
+table{border-collapse:collapse;margin:.5em 0 1.5em}td,th{border-bottom:1px solid #ccc;padding:.2em .8em;text-align:right}\
+td:first-child,th:first-child{text-align:left}.bar{fill:#3b6ea8}svg text{font-size:12px}\
+figure{margin:1em 0}figcaption{font-weight:bold;margin-bottom:.3em}.note{color:#666}\
+@media print{body{margin:0}section{break-inside:avoid}}";
+
+/// The HTML page.
+pub fn to_html(r: &Report) -> String {
+    let mut s = format!(
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>labpool usage {}</title><style>{STYLE}</style></head><body><h1>GPU pool usage: {}</h1>",
+        esc(&r.label),
+        esc(&r.label)
+    );
+    let _ = write!(
+        s,
+        "<section><h2>Use</h2><p>{} GPUs. {} GPU-hours allocated to {} jobs: {:.1}% of the pool. {} GPU-hours left idle while jobs waited.</p>",
+        r.pool_gpus,
+        hours(r.total.gpu_hours),
+        r.total.jobs,
+        r.utilisation,
+        hours(r.idle_with_demand_gpu_hours)
+    );
+    if r.allocation_only {
+        s.push_str("<p class=\"note\">No job in this range was sampled by NVML: figures are allocation only.</p>");
+    }
+    s.push_str(&columns("Pool utilisation by day (%)", &r.by_day, 100.0));
+    let user_bars: Vec<(String, f64)> = r
+        .by_user
+        .iter()
+        .map(|u| (u.key.clone(), u.gpu_hours))
+        .collect();
+    s.push_str(&bars("GPU-hours by user", &user_bars, " h"));
+    s.push_str(&use_table("By user", &r.by_user));
+    s.push_str(&use_table("By account", &r.by_account));
+    s.push_str(&use_table("By GPU type", &r.by_gpu_type));
+    s.push_str(&use_table("By partition", &r.by_partition));
+    s.push_str("</section><section><h2>Waiting and outcomes</h2>");
+    s.push_str(&wait_table("Waits by partition", &r.waits_by_partition));
+    s.push_str(&wait_table("Waits by job size", &r.waits_by_size));
+    let outcome_bars: Vec<(String, f64)> = r
+        .outcomes
+        .iter()
+        .map(|(k, v)| (k.clone(), *v as f64))
+        .collect();
+    s.push_str(&bars("Jobs by outcome", &outcome_bars, ""));
+    let c = &r.credits;
+    let _ = write!(
+        s,
+        "</section><section><h2>Credits and energy</h2><p>Charged {:.1}, granted {:.1}, rebated {:.1}; {} emergency tokens used.</p>",
+        c.charged, c.granted, c.rebated, c.emergency_tokens
+    );
+    match r.energy_kwh {
+        Some(kwh) => {
+            let _ = write!(
+                s,
+                "<p>GPU energy of the sampled jobs that ended in the range: {kwh:.2} kWh.</p>"
+            );
+        }
+        None => s.push_str("<p class=\"note\">No power samples in this range.</p>"),
+    }
+    s.push_str("</section>");
+    if let (Some(l), Some(e)) = (&r.leaderboard, &r.efficiency) {
+        s.push_str("<section><h2>Leaderboard</h2>");
+        s.push_str(&board("Most GPU-hours", l));
+        s.push_str(&board("Most efficient (utilisation)", e));
+        s.push_str("</section>");
+    }
+    s.push_str("<p class=\"note\">Every figure is defined in labpool's README, section \"Reports\".</p></body></html>\n");
+    s
+}

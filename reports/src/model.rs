@@ -1,0 +1,182 @@
+//! What a report is computed from, and what it holds.
+
+use serde::{Deserialize, Serialize};
+
+/// One job as the history keeps it (its last attempt).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct JobRecord {
+    /// Id.
+    pub id: u64,
+    /// Owner.
+    pub user: String,
+    /// Account (research group), if any.
+    pub account: Option<String>,
+    /// Partition.
+    pub partition: String,
+    /// GPU type it ran on (`a100`), or `-` without GPUs.
+    pub gpu_type: String,
+    /// GPUs it held (all nodes).
+    pub gpus: u32,
+    /// Submitted, ms.
+    pub submit_ms: i64,
+    /// Started, ms.
+    pub start_ms: Option<i64>,
+    /// Ended, ms (None while it runs).
+    pub end_ms: Option<i64>,
+    /// State (`COMPLETED`, `FAILED`, `RUNNING`, …).
+    pub state: String,
+    /// Mean GPU utilisation of its run, percent, where NVML sampled it.
+    pub util_mean: Option<f64>,
+    /// Energy its GPUs used, J, where NVML sampled it.
+    pub energy_j: Option<f64>,
+}
+
+/// One ledger line.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LedgerRecord {
+    /// When, ms.
+    pub time_ms: i64,
+    /// Whose.
+    pub user: String,
+    /// `grant`, `charge`, `rebate`, `emergency_token`.
+    pub kind: String,
+    /// Credits.
+    pub amount: f64,
+}
+
+/// How the leaderboard is shown.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Leaderboard {
+    /// With names.
+    #[default]
+    On,
+    /// Members numbered by rank instead of named.
+    Anonymous,
+    /// Not shown.
+    Off,
+}
+
+/// What a report is computed from.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Input {
+    /// From, ms (inclusive).
+    pub from_ms: i64,
+    /// To, ms (exclusive).
+    pub to_ms: i64,
+    /// The label of the range (`2026-11`, `2026-09-01 to 2027-01-31`).
+    pub label: String,
+    /// GPUs in the pool.
+    pub pool_gpus: u32,
+    /// Jobs that overlap the range or were submitted in it.
+    pub jobs: Vec<JobRecord>,
+    /// Ledger lines in the range.
+    pub ledger: Vec<LedgerRecord>,
+    /// The leaderboard setting.
+    pub leaderboard: Leaderboard,
+    /// Hours are counted in this offset from UTC, minutes (for days).
+    pub utc_offset_min: i32,
+}
+
+/// GPU use of one group (a user, an account, a GPU type, a partition, or all).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct UseRow {
+    /// The group.
+    pub key: String,
+    /// Jobs that held GPUs in the range.
+    pub jobs: u64,
+    /// GPU-hours allocated in the range.
+    pub gpu_hours: f64,
+    /// GPU-hours used: allocated x utilisation, over the sampled jobs.
+    pub used_gpu_hours: f64,
+    /// Allocated GPU-hours of jobs NVML sampled (what `used_gpu_hours` is out of).
+    pub sampled_gpu_hours: f64,
+}
+
+/// Waits of one group of jobs started in the range.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct WaitRow {
+    /// The group: a partition, or a job size (`1 GPU`, `2-4 GPUs`, …).
+    pub key: String,
+    /// Jobs.
+    pub jobs: u64,
+    /// Median wait, s.
+    pub p50_s: i64,
+    /// 90th percentile, s.
+    pub p90_s: i64,
+    /// 95th percentile, s.
+    pub p95_s: i64,
+}
+
+/// Credits moved in the range.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CreditRow {
+    /// Charged for jobs.
+    pub charged: f64,
+    /// Granted by admins.
+    pub granted: f64,
+    /// Given back for efficient use.
+    pub rebated: f64,
+    /// Emergency tokens spent.
+    pub emergency_tokens: u64,
+}
+
+/// One member on the leaderboard.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LeaderRow {
+    /// Rank.
+    pub rank: u32,
+    /// Name, or `member N` when anonymised.
+    pub user: String,
+    /// Jobs.
+    pub jobs: u64,
+    /// GPU-hours.
+    pub gpu_hours: f64,
+    /// Utilisation over their sampled GPU-hours, percent (None: none sampled).
+    pub util: Option<f64>,
+}
+
+/// The report.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    /// The range's label.
+    pub label: String,
+    /// From, ms.
+    pub from_ms: i64,
+    /// To, ms.
+    pub to_ms: i64,
+    /// GPUs in the pool.
+    pub pool_gpus: u32,
+    /// All jobs together.
+    pub total: UseRow,
+    /// Per user, most GPU-hours first.
+    pub by_user: Vec<UseRow>,
+    /// Per account (`-`: none).
+    pub by_account: Vec<UseRow>,
+    /// Per GPU type.
+    pub by_gpu_type: Vec<UseRow>,
+    /// Per partition.
+    pub by_partition: Vec<UseRow>,
+    /// Pool utilisation: allocated GPU-hours over the pool's, percent.
+    pub utilisation: f64,
+    /// GPU-hours left idle while jobs waited for GPUs (sreport's "Planned").
+    pub idle_with_demand_gpu_hours: f64,
+    /// Pool utilisation per day: (date, percent).
+    pub by_day: Vec<(String, f64)>,
+    /// Waits per partition.
+    pub waits_by_partition: Vec<WaitRow>,
+    /// Waits per job size.
+    pub waits_by_size: Vec<WaitRow>,
+    /// Jobs ended in the range, by state.
+    pub outcomes: Vec<(String, u64)>,
+    /// Credits.
+    pub credits: CreditRow,
+    /// Energy of the sampled jobs that ended in the range, kWh (None: nothing sampled).
+    pub energy_kwh: Option<f64>,
+    /// By GPU-hours (None: switched off).
+    pub leaderboard: Option<Vec<LeaderRow>>,
+    /// By utilisation, among members with sampled use (None: switched off).
+    pub efficiency: Option<Vec<LeaderRow>>,
+    /// True when no job in the range was sampled: use is allocation only.
+    pub allocation_only: bool,
+}

@@ -1,0 +1,124 @@
+//! `GET /v1/report`: the pool's history over a range, as `labpool_reports` computes a report
+//! from it. Admins get the whole pool; a member may ask for their own use (`labpool usage`).
+
+use crate::api::reports::ReportQuery;
+use crate::controller::engine::request::Request;
+use crate::controller::error::ApiError;
+use crate::controller::http::{AppState, Peer, admin_only, ask, caller};
+use axum::Json;
+use axum::Router;
+use axum::extract::connect_info::ConnectInfo;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State};
+use axum::routing::get;
+use labpool_reports::{Input, JobRecord, LedgerRecord, Report, compute};
+use std::collections::BTreeMap;
+
+/// The report routes.
+pub fn routes() -> Router<AppState> {
+    Router::new().route("/v1/report", get(report))
+}
+
+async fn report(
+    State(state): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<Peer>,
+    query: Result<Query<ReportQuery>, QueryRejection>,
+) -> Result<Json<Report>, ApiError> {
+    let c = caller(&state, &peer)?;
+    let Query(q) = query.map_err(|e| ApiError::bad_request(e.body_text(), None))?;
+    match &q.user {
+        Some(u) if *u == c.user => {}
+        Some(_) => admin_only(&state.config, &c, "see another member's usage")?,
+        None => admin_only(&state.config, &c, "see the pool's report")?,
+    }
+    if q.to_ms <= q.from_ms {
+        return Err(ApiError::bad_request(
+            format!(
+                "the range ends ({}) before it starts ({})",
+                q.to_ms, q.from_ms
+            ),
+            Some("give --from before --to".into()),
+        ));
+    }
+    Ok(Json(compute(&input(&state, &q).await?)))
+}
+
+/// Gathers what a report over the query's range is computed from.
+pub async fn input(state: &AppState, q: &ReportQuery) -> Result<Input, ApiError> {
+    let nodes = ask(state, |reply| Request::Nodes { reply }).await?;
+    let types: BTreeMap<String, String> = nodes
+        .iter()
+        .filter_map(|n| Some((n.name.clone(), n.gpus.first()?.gpu_type.clone())))
+        .collect();
+    let rows = state
+        .db
+        .jobs_in_range(q.from_ms, q.to_ms, q.user.as_deref())
+        .await?;
+    let ids: Vec<u64> = rows.iter().map(|r| r.id).collect();
+    let usage = state.db.gpu_usage_of(&ids).await?;
+    let jobs = rows
+        .iter()
+        .map(|r| {
+            // GPUs held once started (all nodes); asked for while it waits.
+            let gpus = match r.start_time {
+                Some(_) => {
+                    (r.gpus.len() + r.others.iter().map(|o| o.gpus.len()).sum::<usize>()) as u32
+                }
+                None => r.request.gpus * r.request.node_count.max(1),
+            };
+            let u = usage.get(&r.id).filter(|u| u.samples > 0);
+            JobRecord {
+                id: r.id,
+                user: r.spec.user.clone(),
+                account: r.spec.account.clone(),
+                partition: r.spec.partition.clone(),
+                gpu_type: r
+                    .request
+                    .gpu_type
+                    .clone()
+                    .or_else(|| r.node.as_ref().and_then(|n| types.get(n).cloned()))
+                    .unwrap_or_else(|| "-".into()),
+                gpus,
+                submit_ms: r.spec.submit_time.0,
+                start_ms: r.start_time,
+                end_ms: r.end_time,
+                state: r.state.to_string(),
+                util_mean: u.map(|u| u.util_mean()),
+                energy_j: u.map(|u| u.energy_j),
+            }
+        })
+        .collect();
+    let ledger = state
+        .db
+        .ledger(q.user.as_deref(), q.from_ms)
+        .await?
+        .into_iter()
+        .filter(|e| e.time.0 < q.to_ms)
+        .map(|e| LedgerRecord {
+            time_ms: e.time.0,
+            user: e.user,
+            kind: e.kind.as_str().to_string(),
+            amount: e.amount,
+        })
+        .collect();
+    let offset = chrono::DateTime::from_timestamp_millis(q.from_ms)
+        .map(|t| {
+            use chrono::Offset;
+            t.with_timezone(&chrono::Local)
+                .offset()
+                .fix()
+                .local_minus_utc()
+                / 60
+        })
+        .unwrap_or(0);
+    Ok(Input {
+        from_ms: q.from_ms,
+        to_ms: q.to_ms,
+        label: q.label.clone(),
+        pool_gpus: nodes.iter().map(|n| n.gpus.len() as u32).sum(),
+        jobs,
+        ledger,
+        leaderboard: state.config.reports.leaderboard,
+        utc_offset_min: offset,
+    })
+}

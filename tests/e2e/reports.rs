@@ -1,0 +1,122 @@
+//! `labpool report` and `labpool usage` on a real pool's history: the CSV's GPU-hours, job
+//! counts, outcomes and waits agree with a computation by hand from `history --json`, the HTML
+//! is one page with its charts and no script, the same range gives the same bytes, and members
+//! see only their own use.
+
+use crate::pool::{Pool, ensure_user, have_root, s};
+use serde_json::Value;
+use std::time::Duration;
+
+/// The value of one `section,key,metric` line of a CSV report.
+fn csv_value(csv: &str, section: &str, key: &str, metric: &str) -> f64 {
+    csv.lines()
+        .find(|l| l.starts_with(&format!("{section},{key},{metric},")))
+        .and_then(|l| l.rsplit(',').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no {section},{key},{metric} in:\n{csv}"))
+}
+
+fn ms(v: &Value, key: &str) -> i64 {
+    chrono::DateTime::parse_from_rfc3339(s(v, key))
+        .unwrap()
+        .timestamp_millis()
+}
+
+#[test]
+fn the_report_agrees_with_the_history_and_is_the_same_twice() {
+    let mut pool = Pool::new("2:rtx4090");
+    pool.start();
+    let ids = [
+        pool.submit(&["--gres=gpu:2", "--wrap", "sleep 1"]),
+        pool.submit(&["--gres=gpu:1", "--wrap", "sleep 2"]),
+        pool.submit(&["--gres=gpu:1", "--wrap", "sleep 1; exit 3"]),
+        pool.submit(&["--wrap", "true"]),
+    ];
+    for id in ids {
+        pool.wait_done(id, Duration::from_secs(30));
+    }
+    let month = chrono::Local::now().format("%Y-%m").to_string();
+    let csv = pool.ok(&["report", "--month", &month, "--format", "csv"]);
+
+    // By hand: GPUs x (end - start) over the jobs that held GPUs.
+    let history: Vec<Value> = serde_json::from_str(&pool.ok(&["history", "--json"])).unwrap();
+    let mut gpu_hours = 0.0;
+    let mut waits: Vec<i64> = Vec::new();
+    for j in &history {
+        let gpus = j["gpus"].as_array().unwrap().len() as f64;
+        gpu_hours += gpus * (ms(j, "end_time") - ms(j, "start_time")) as f64 / 3.6e6;
+        waits.push((ms(j, "start_time") - ms(j, "submit_time")) / 1000);
+    }
+    waits.sort_unstable();
+    let me = s(&history[0], "user").to_string();
+    let got = csv_value(&csv, "use_by_user", &me, "gpu_hours");
+    assert!(
+        (got - gpu_hours).abs() < 0.0002,
+        "{got} against {gpu_hours}:\n{csv}"
+    );
+    assert_eq!(
+        csv_value(&csv, "use_by_user", &me, "jobs"),
+        3.0,
+        "the CPU job holds no GPU"
+    );
+    assert_eq!(csv_value(&csv, "outcomes", "COMPLETED", "jobs"), 3.0);
+    assert_eq!(csv_value(&csv, "outcomes", "FAILED", "jobs"), 1.0);
+    let p50 = waits[(waits.len() as f64 * 0.5).ceil() as usize - 1];
+    assert_eq!(
+        csv_value(&csv, "waits_by_partition", "normal", "p50_s"),
+        p50 as f64
+    );
+    assert_eq!(csv_value(&csv, "pool", "all", "gpus"), 2.0);
+    assert_eq!(csv_value(&csv, "leaderboard", &me, "rank"), 1.0);
+
+    // HTML: one page, its charts inline, no script; the same range gives the same bytes.
+    let a = pool.dir.join("a.html");
+    let b = pool.dir.join("b.html");
+    for out in [&a, &b] {
+        pool.ok(&["report", "--month", &month, "--out", out.to_str().unwrap()]);
+    }
+    let html = std::fs::read_to_string(&a).unwrap();
+    assert!(html.starts_with("<!DOCTYPE html>"), "{html}");
+    assert!(html.matches("<svg").count() >= 3, "{html}");
+    assert!(
+        !html.contains("<script") && !html.contains(" src="),
+        "{html}"
+    );
+    assert_eq!(std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
+    let json: Value =
+        serde_json::from_str(&pool.ok(&["report", "--month", &month, "--format", "json"])).unwrap();
+    assert_eq!(json["total"]["jobs"], 3);
+
+    // A bad range is refused, naming it.
+    let out = pool.cli(&["report", "--from", "2026-12-05", "--to", "2026-12-01"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is after --to"));
+
+    let usage = pool.ok(&["usage"]);
+    assert!(
+        usage.contains("GPU-hours") && usage.contains(&month),
+        "{usage}"
+    );
+}
+
+#[test]
+fn members_see_their_own_usage_and_not_the_pools_report() {
+    if !have_root("members_see_their_own_usage_and_not_the_pools_report") {
+        return;
+    }
+    let (uid, gid) = ensure_user("lp-alice");
+    let mut pool = Pool::new("1:rtx4090").for_users();
+    pool.start();
+    let out = pool.cli_as(uid, gid, &["report", "--format", "csv"]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("only admins may see the pool's report"),
+        "{out:?}"
+    );
+    let out = pool.cli_as(uid, gid, &["usage", "--user", "root"]);
+    assert!(!out.status.success(), "{out:?}");
+    let out = pool.cli_as(uid, gid, &["usage", "--json"]);
+    assert!(out.status.success(), "{out:?}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["user"], "lp-alice");
+    assert_eq!(v["month"]["total"]["jobs"], 0);
+}
