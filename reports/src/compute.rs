@@ -231,6 +231,54 @@ fn leaders(
     (Some(board), Some(efficiency))
 }
 
+/// The forecast from the range's own demand (jobs submitted in it that ran), when the range
+/// holds two weeks or more.
+fn forecast(input: &Input) -> Option<ForecastView> {
+    use crate::forecast::{Demand, forecast};
+    if input.to_ms - input.from_ms < 14 * DAY_MS {
+        return None;
+    }
+    let demand: Vec<Demand> = input
+        .jobs
+        .iter()
+        .filter(|j| (input.from_ms..input.to_ms).contains(&j.submit_ms))
+        .filter_map(|j| {
+            let (a, b) = held(j, input.to_ms)?;
+            Some(Demand {
+                at_ms: j.submit_ms,
+                for_ms: b - a,
+                gpus: f64::from(j.gpus),
+            })
+        })
+        .collect();
+    let (slots, slope) = forecast(&demand, input.to_ms);
+    let start = input.to_ms;
+    let offset = i64::from(input.utc_offset_min) * 60_000;
+    let names = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"];
+    let (mut by_weekday, mut by_hour) = (vec![0.0; 7], vec![0.0; 24]);
+    for (s, v) in slots.iter().enumerate() {
+        let t = start + s as i64 * 3_600_000 + offset;
+        // 1970-01-01 was a Thursday: day 0 is weekday 3, Monday being 0.
+        by_weekday[((t.div_euclid(DAY_MS) + 3) % 7) as usize] += v;
+        by_hour[(t.rem_euclid(DAY_MS) / 3_600_000) as usize] += v;
+    }
+    let week_total: f64 = slots.iter().sum();
+    Some(ForecastView {
+        next_30_days_gpu_hours: round(week_total * 30.0 / 7.0, 1),
+        trend_per_week: round(slope, 2),
+        by_weekday: names
+            .iter()
+            .zip(&by_weekday)
+            .map(|(n, v)| (n.to_string(), round(*v, 2)))
+            .collect(),
+        by_hour: by_hour
+            .iter()
+            .enumerate()
+            .map(|(h, v)| (h as u32, round(*v, 2)))
+            .collect(),
+    })
+}
+
 /// The report for `input`.
 pub fn compute(input: &Input) -> Report {
     let by_user: Vec<UseRow> = group(input, |j| j.user.clone())
@@ -312,6 +360,7 @@ pub fn compute(input: &Input) -> Report {
         energy_kwh: energy.map(|j| round(j / 3.6e6, 4)),
         leaderboard,
         efficiency,
+        forecast: forecast(input),
     }
 }
 

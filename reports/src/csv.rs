@@ -100,6 +100,34 @@ pub fn to_csv(r: &Report) -> String {
     if let Some(kwh) = r.energy_kwh {
         line(&mut out, "energy", "all", "kwh", kwh);
     }
+    if let Some(f) = &r.forecast {
+        line(
+            &mut out,
+            "forecast",
+            "all",
+            "next_30_days_gpu_hours",
+            f.next_30_days_gpu_hours,
+        );
+        line(
+            &mut out,
+            "forecast",
+            "all",
+            "trend_per_week",
+            f.trend_per_week,
+        );
+        for (day, v) in &f.by_weekday {
+            line(&mut out, "forecast_by_weekday", day, "gpu_hours", v);
+        }
+        for (hour, v) in &f.by_hour {
+            line(
+                &mut out,
+                "forecast_by_hour",
+                &format!("{hour:02}"),
+                "gpu_hours",
+                v,
+            );
+        }
+    }
     for (section, board) in [
         ("leaderboard", &r.leaderboard),
         ("efficiency", &r.efficiency),

@@ -73,7 +73,7 @@ fn columns(title: &str, rows: &[(String, f64)], max: f64) -> String {
         let x = pad as f64 + i as f64 * col;
         let _ = write!(
             s,
-            "<rect x=\"{x:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{bh:.1}\" class=\"bar\"><title>{} {v:.1}%</title></rect>",
+            "<rect x=\"{x:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{bh:.1}\" class=\"bar\"><title>{} {v:.1}</title></rect>",
             h as f64 - bh,
             (col - 1.0).max(1.0),
             esc(label)
@@ -218,6 +218,35 @@ pub fn to_html(r: &Report) -> String {
         None => s.push_str("<p class=\"note\">No power samples in this range.</p>"),
     }
     s.push_str("</section>");
+    match &r.forecast {
+        Some(f) => {
+            let _ = write!(
+                s,
+                "<section><h2>Demand forecast</h2><p>The next 30 days: about {:.0} GPU-hours wanted; the weekly trend is {:+.1} GPU-hours a week.</p>",
+                f.next_30_days_gpu_hours, f.trend_per_week
+            );
+            s.push_str(&bars(
+                "GPU-hours wanted per weekday (a week)",
+                &f.by_weekday,
+                " h",
+            ));
+            let hours: Vec<(String, f64)> = f
+                .by_hour
+                .iter()
+                .map(|(h, v)| (format!("{h:02}:00"), *v))
+                .collect();
+            let top = hours.iter().map(|(_, v)| *v).fold(0.0, f64::max);
+            s.push_str(&columns(
+                "GPU-hours wanted per hour of the day (a week)",
+                &hours,
+                top,
+            ));
+            s.push_str("</section>");
+        }
+        None => {
+            s.push_str("<p class=\"note\">No forecast: the range is shorter than two weeks.</p>")
+        }
+    }
     if let (Some(l), Some(e)) = (&r.leaderboard, &r.efficiency) {
         s.push_str("<section><h2>Leaderboard</h2>");
         s.push_str(&board("Most GPU-hours", l));

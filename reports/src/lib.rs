@@ -4,6 +4,7 @@
 
 pub mod compute;
 pub mod csv;
+pub mod forecast;
 pub mod html;
 pub mod model;
 

@@ -136,6 +136,19 @@ pub struct LeaderRow {
     pub util: Option<f64>,
 }
 
+/// Next month's expected demand, from the range's own weeks.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ForecastView {
+    /// GPU-hours expected to be asked for in the next 30 days.
+    pub next_30_days_gpu_hours: f64,
+    /// The weekly totals' trend: GPU-hours per week, per week.
+    pub trend_per_week: f64,
+    /// Expected GPU-hours asked for on each weekday of a week, Monday first.
+    pub by_weekday: Vec<(String, f64)>,
+    /// Expected GPU-hours asked for in each hour of a day, summed over a week.
+    pub by_hour: Vec<(u32, f64)>,
+}
+
 /// The report.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Report {
@@ -179,4 +192,6 @@ pub struct Report {
     pub efficiency: Option<Vec<LeaderRow>>,
     /// True when no job in the range was sampled: use is allocation only.
     pub allocation_only: bool,
+    /// The demand forecast (None: the range is shorter than two weeks).
+    pub forecast: Option<ForecastView>,
 }

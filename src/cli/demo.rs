@@ -17,14 +17,22 @@ pub struct SimArgs {
     #[arg(
         long,
         value_name = "FILE",
-        required_unless_present = "sweep",
+        required_unless_present_any = ["sweep", "from_history"],
         requires = "datasets"
     )]
     pub trace: Option<std::path::PathBuf>,
+    /// Replay the jobs this pool ran in a month (--month) on today's pool, and on a proposed
+    /// one given as --nodes +COUNTxGPUS (e.g. +2x8:a100), next to the waits they really had
+    #[arg(long, conflicts_with_all = ["trace", "sweep", "accounts"])]
+    pub from_history: bool,
+    /// With --from-history: the month, YYYY-MM [default: last month]
+    #[arg(long, value_name = "YYYY-MM", requires = "from_history")]
+    pub month: Option<String>,
     /// Dataset sizes (CSV: dataset,bytes,...)
     #[arg(long, value_name = "FILE", requires = "trace")]
     pub datasets: Option<std::path::PathBuf>,
-    /// Nodes: COUNTxGPUS:TYPE groups, comma-separated
+    /// Nodes: COUNTxGPUS:TYPE groups, comma-separated; with --from-history, +COUNTxGPUS adds
+    /// to today's pool
     #[arg(long, value_name = "SPEC", default_value = "8x8:v100")]
     pub nodes: String,
     /// Dataset cache (local SSD) per node (binary units, as everywhere: 1G is 1024M)

@@ -16,6 +16,7 @@ pub mod reservations;
 pub mod run;
 pub mod serve;
 pub mod sim;
+pub mod sim_history;
 pub mod snapshots;
 pub mod submit;
 pub mod submit_modes;
@@ -33,6 +34,9 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<()> {
     }
     match &cli.command {
         Command::Init(args) => return init::run(args),
+        Command::Sim(args) if args.from_history => {
+            return sim_history::run(args, cli.config.as_deref());
+        }
         Command::Sim(args) => return sim::run(args, cli.config.as_deref()),
         Command::Shim { dir } => return crate::shim::run(dir),
         Command::InstallSlurmCommands { dir } => return crate::slurm::install_commands(dir),

@@ -120,3 +120,49 @@ fn members_see_their_own_usage_and_not_the_pools_report() {
     assert_eq!(v["user"], "lp-alice");
     assert_eq!(v["month"]["total"]["jobs"], 0);
 }
+
+/// The pool's own month replayed through the simulator: on today's pool the waits come out as
+/// they were; with two more GPUs nobody waits.
+#[test]
+fn a_replay_of_the_pools_history_matches_its_waits_and_answers_what_if() {
+    let mut pool = Pool::new("2:rtx4090");
+    pool.start();
+    let ids: Vec<u64> = (0..4)
+        .map(|_| pool.submit(&["--gres=gpu:1", "--wrap", "sleep 3"]))
+        .collect();
+    for id in &ids {
+        pool.wait_done(*id, Duration::from_secs(30));
+    }
+    let month = chrono::Local::now().format("%Y-%m").to_string();
+    let out: Value = serde_json::from_str(&pool.ok(&[
+        "sim",
+        "--from-history",
+        "--month",
+        &month,
+        "--nodes",
+        "+1x2:a100",
+        "--json",
+    ]))
+    .unwrap();
+    assert_eq!(out["jobs"], 4, "{out:#}");
+    let recorded = out["recorded"]["p95_wait_s"].as_f64().unwrap();
+    assert!(
+        (2.5..6.0).contains(&recorded),
+        "two jobs waited for a 3 s job: {out:#}"
+    );
+    let today = out["replays"][0]["p95_wait_s"].as_f64().unwrap();
+    assert!(
+        (today - recorded).abs() <= 1.5,
+        "replay {today} against recorded {recorded}: {out:#}"
+    );
+    let bigger = out["replays"][1]["p95_wait_s"].as_f64().unwrap();
+    assert!(bigger < 0.5, "with 2 more GPUs nobody waits: {out:#}");
+    let text = pool.ok(&["sim", "--from-history", "--month", &month]);
+    assert!(
+        text.contains("recorded: p50 wait") && text.contains("today's pool"),
+        "{text}"
+    );
+    let out = pool.cli(&["sim", "--from-history", "--month", "1999-01"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("nothing to replay"));
+}

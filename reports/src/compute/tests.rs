@@ -220,3 +220,49 @@ fn csv_reads_back_and_html_is_one_page_with_its_charts() {
         "same input, same bytes"
     );
 }
+
+#[test]
+fn the_forecast_spreads_a_daily_habit_over_weekdays_and_hours() {
+    // Three weeks from Thursday 1970-01-01, 2 GPUs for an hour at 10:00 UTC every day.
+    let day = 24 * H;
+    let jobs = (0..21)
+        .map(|d| {
+            let mut j = job(d as u64 + 1, "alice", None, "normal", "a100", 2);
+            (j.submit_ms, j.start_ms, j.end_ms, j.state) = (
+                d * day + 10 * H,
+                Some(d * day + 10 * H),
+                Some(d * day + 11 * H),
+                "COMPLETED".into(),
+            );
+            j
+        })
+        .collect();
+    let input = Input {
+        from_ms: 0,
+        to_ms: 21 * day,
+        pool_gpus: 4,
+        jobs,
+        ..Input::default()
+    };
+    let f = compute(&input)
+        .forecast
+        .expect("three weeks make a forecast");
+    assert_eq!(f.trend_per_week, 0.0);
+    assert_eq!(f.next_30_days_gpu_hours, 60.0, "2 GPU-hours a day, 30 days");
+    assert!(
+        f.by_weekday.iter().all(|(_, v)| *v == 2.0),
+        "{:?}",
+        f.by_weekday
+    );
+    assert_eq!(f.by_weekday[0].0, "Mon");
+    // Smoothed over the neighbouring hours: half at 10:00, a quarter either side, times 7 days.
+    assert_eq!(
+        (f.by_hour[9].1, f.by_hour[10].1, f.by_hour[11].1),
+        (3.5, 7.0, 3.5)
+    );
+    let short = Input {
+        to_ms: 13 * day,
+        ..input
+    };
+    assert!(compute(&short).forecast.is_none());
+}
