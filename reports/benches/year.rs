@@ -37,7 +37,9 @@ fn main() {
                 submit_ms: submit,
                 start_ms: Some(submit + wait),
                 end_ms: Some(submit + wait + run),
-                state: ["COMPLETED", "COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"][next(5) as usize].into(),
+                state: ["COMPLETED", "COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"]
+                    [next(5) as usize]
+                    .into(),
                 util_mean: (next(4) > 0).then(|| next(100) as f64),
                 energy_j: Some(next(10_000_000) as f64),
             }
