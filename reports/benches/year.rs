@@ -63,6 +63,7 @@ fn main() {
         ledger,
         leaderboard: Leaderboard::On,
         utc_offset_min: 480,
+        storage: None,
     };
     let mut times = Vec::new();
     let mut sizes = (0, 0);

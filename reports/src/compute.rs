@@ -361,6 +361,7 @@ pub fn compute(input: &Input) -> Report {
         leaderboard,
         efficiency,
         forecast: forecast(input),
+        storage: input.storage.clone(),
     }
 }
 

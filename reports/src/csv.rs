@@ -100,6 +100,35 @@ pub fn to_csv(r: &Report) -> String {
     if let Some(kwh) = r.energy_kwh {
         line(&mut out, "energy", "all", "kwh", kwh);
     }
+    if let Some(st) = &r.storage {
+        for q in &st.quotas {
+            let key = format!("{}/{}", q.user, q.fs);
+            line(&mut out, "storage_quota", &key, "used_bytes", q.used_bytes);
+            if let Some(h) = q.hard_bytes {
+                line(&mut out, "storage_quota", &key, "hard_bytes", h);
+            }
+        }
+        if let Some(b) = st.snapshot_stored_bytes {
+            line(&mut out, "storage_snapshots", "all", "stored_bytes", b);
+        }
+        if let Some(b) = st.snapshot_logical_bytes {
+            line(&mut out, "storage_snapshots", "all", "logical_bytes", b);
+        }
+        if let Some(d) = st.dedup_ratio() {
+            line(
+                &mut out,
+                "storage_snapshots",
+                "all",
+                "dedup_ratio",
+                format!("{d:.2}"),
+            );
+        }
+        if let Some((at, files, bytes)) = st.last_purge {
+            line(&mut out, "storage_purge", "last", "at_ms", at);
+            line(&mut out, "storage_purge", "last", "files", files);
+            line(&mut out, "storage_purge", "last", "bytes", bytes);
+        }
+    }
     if let Some(f) = &r.forecast {
         line(
             &mut out,

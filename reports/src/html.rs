@@ -157,6 +157,62 @@ fn board(title: &str, rows: &[LeaderRow]) -> String {
     s
 }
 
+/// Bytes as `1.5G`, binary, as labpool prints sizes.
+fn size(b: u64) -> String {
+    let units = ["", "K", "M", "G", "T", "P"];
+    let mut v = b as f64;
+    let mut i = 0;
+    while v >= 1024.0 && i < units.len() - 1 {
+        v /= 1024.0;
+        i += 1;
+    }
+    if i == 0 {
+        format!("{b}")
+    } else {
+        format!("{v:.1}{}", units[i])
+    }
+}
+
+fn storage(st: &crate::model::Storage) -> String {
+    let mut s = String::from("<section><h2>Storage (now)</h2>");
+    if !st.quotas.is_empty() {
+        s.push_str("<table><tr><th>member</th><th>file system</th><th>used</th><th>soft</th><th>hard</th></tr>");
+        for q in &st.quotas {
+            let lim = |v: Option<u64>| v.map_or("-".into(), size);
+            let _ = write!(
+                s,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                esc(&q.user),
+                esc(&q.fs),
+                size(q.used_bytes),
+                lim(q.soft_bytes),
+                lim(q.hard_bytes)
+            );
+        }
+        s.push_str("</table>");
+    }
+    if let (Some(l), Some(b)) = (st.snapshot_logical_bytes, st.snapshot_stored_bytes) {
+        let _ = write!(
+            s,
+            "<p>Snapshots hold {} of files in {} on disk{}.</p>",
+            size(l),
+            size(b),
+            st.dedup_ratio().map_or(String::new(), |d| format!(
+                ": deduplication and compression save {d:.1}x"
+            ))
+        );
+    }
+    if let Some((_, files, bytes)) = st.last_purge {
+        let _ = write!(
+            s,
+            "<p>The last scratch purge reclaimed {} in {files} files.</p>",
+            size(bytes)
+        );
+    }
+    s.push_str("</section>");
+    s
+}
+
 const STYLE: &str = "body{font-family:sans-serif;max-width:60em;margin:2em auto;color:#222}\
 table{border-collapse:collapse;margin:.5em 0 1.5em}td,th{border-bottom:1px solid #ccc;padding:.2em .8em;text-align:right}\
 td:first-child,th:first-child{text-align:left}.bar{fill:#3b6ea8}svg text{font-size:12px}\
@@ -218,6 +274,9 @@ pub fn to_html(r: &Report) -> String {
         None => s.push_str("<p class=\"note\">No power samples in this range.</p>"),
     }
     s.push_str("</section>");
+    if let Some(st) = &r.storage {
+        s.push_str(&storage(st));
+    }
     match &r.forecast {
         Some(f) => {
             let _ = write!(

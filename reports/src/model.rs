@@ -57,6 +57,45 @@ pub enum Leaderboard {
     Off,
 }
 
+/// One member's use of a quota file system, at the last scan.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct QuotaLine {
+    /// Member.
+    pub user: String,
+    /// `home` or `scratch`.
+    pub fs: String,
+    /// Bytes used.
+    pub used_bytes: u64,
+    /// Soft limit, bytes.
+    pub soft_bytes: Option<u64>,
+    /// Hard limit, bytes.
+    pub hard_bytes: Option<u64>,
+}
+
+/// Storage as it stands when the report is made (not over the range: scans and the snapshot
+/// repository keep no history of their own).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Storage {
+    /// Home and scratch use against quota, per member.
+    pub quotas: Vec<QuotaLine>,
+    /// The bytes the snapshots hold, summed over every snapshot (what restoring all would give).
+    pub snapshot_logical_bytes: Option<u64>,
+    /// The bytes the snapshot repository takes on disk.
+    pub snapshot_stored_bytes: Option<u64>,
+    /// The last scratch purge: when (ms), files and bytes reclaimed.
+    pub last_purge: Option<(i64, u64, u64)>,
+}
+
+impl Storage {
+    /// Logical over stored snapshot bytes: how many times deduplication and compression pay.
+    pub fn dedup_ratio(&self) -> Option<f64> {
+        match (self.snapshot_logical_bytes, self.snapshot_stored_bytes) {
+            (Some(l), Some(s)) if s > 0 => Some(l as f64 / s as f64),
+            _ => None,
+        }
+    }
+}
+
 /// What a report is computed from.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Input {
@@ -76,6 +115,9 @@ pub struct Input {
     pub leaderboard: Leaderboard,
     /// Hours are counted in this offset from UTC, minutes (for days).
     pub utc_offset_min: i32,
+    /// Storage now, when the caller may see it.
+    #[serde(default)]
+    pub storage: Option<Storage>,
 }
 
 /// GPU use of one group (a user, an account, a GPU type, a partition, or all).
@@ -194,4 +236,6 @@ pub struct Report {
     pub allocation_only: bool,
     /// The demand forecast (None: the range is shorter than two weeks).
     pub forecast: Option<ForecastView>,
+    /// Storage now.
+    pub storage: Option<Storage>,
 }

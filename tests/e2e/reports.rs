@@ -82,9 +82,23 @@ fn the_report_agrees_with_the_history_and_is_the_same_twice() {
         "{html}"
     );
     assert_eq!(std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
+    // Storage: a snapshot of home, deduplicated in the repository.
+    let home = pool.dir.join("shared/home");
+    std::fs::create_dir_all(home.join("a")).unwrap();
+    for name in ["one", "two"] {
+        std::fs::write(home.join("a").join(name), vec![7u8; 256 << 10]).unwrap();
+    }
+    pool.ok(&["snapshot", "create", "--source", "home"]);
     let json: Value =
         serde_json::from_str(&pool.ok(&["report", "--month", &month, "--format", "json"])).unwrap();
     assert_eq!(json["total"]["jobs"], 3);
+    let logical = json["storage"]["snapshot_logical_bytes"].as_u64().unwrap();
+    let stored = json["storage"]["snapshot_stored_bytes"].as_u64().unwrap();
+    assert!(logical >= 512 << 10, "{json:#}");
+    assert!(
+        stored > 0 && stored < logical / 2,
+        "two equal files are stored once: {json:#}"
+    );
 
     // A bad range is refused, naming it.
     let out = pool.cli(&["report", "--from", "2026-12-05", "--to", "2026-12-01"]);

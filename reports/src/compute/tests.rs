@@ -77,6 +77,18 @@ fn fixture(board: Leaderboard) -> Input {
         ],
         leaderboard: board,
         utc_offset_min: 0,
+        storage: Some(Storage {
+            quotas: vec![QuotaLine {
+                user: "alice".into(),
+                fs: "scratch".into(),
+                used_bytes: 3 << 30,
+                soft_bytes: None,
+                hard_bytes: Some(4 << 30),
+            }],
+            snapshot_logical_bytes: Some(10 << 30),
+            snapshot_stored_bytes: Some(4 << 30),
+            last_purge: Some((2 * H, 7, 1 << 20)),
+        }),
     }
 }
 
@@ -156,6 +168,7 @@ fn idle_with_demand_waits_outcomes_credits_and_energy() {
         }
     );
     assert_eq!(r.energy_kwh, Some(1.0));
+    assert_eq!(r.storage.as_ref().and_then(|s| s.dedup_ratio()), Some(2.5));
 }
 
 #[test]
@@ -204,6 +217,11 @@ fn csv_reads_back_and_html_is_one_page_with_its_charts() {
     assert_eq!(find("use_by_user", "alice", "gpu_hours"), "16");
     assert_eq!(find("pool", "all", "idle_with_demand_gpu_hours"), "13");
     assert_eq!(find("waits_by_partition", "normal", "p90_s"), "10800");
+    assert_eq!(find("storage_snapshots", "all", "dedup_ratio"), "2.50");
+    assert_eq!(
+        find("storage_quota", "alice/scratch", "hard_bytes"),
+        "4294967296"
+    );
     assert!(csv.lines().all(|l| l.split(',').count() == 4), "{csv}");
     let html = crate::to_html(&r);
     assert!(html.starts_with("<!DOCTYPE html>") && html.ends_with("</html>\n"));
@@ -213,6 +231,10 @@ fn csv_reads_back_and_html_is_one_page_with_its_charts() {
         "utilisation by day, by user, by outcome"
     );
     assert!(!html.contains("<script"));
+    assert!(
+        html.contains("save 2.5x") && html.contains("reclaimed 1.0M in 7 files"),
+        "{html}"
+    );
     assert!(!html.contains("src="), "no outside fetch");
     assert_eq!(
         html,

@@ -111,7 +111,9 @@ pub async fn input(state: &AppState, q: &ReportQuery) -> Result<Input, ApiError>
                 / 60
         })
         .unwrap_or(0);
+    let storage = storage(state, q.user.as_deref()).await;
     Ok(Input {
+        storage: Some(storage),
         from_ms: q.from_ms,
         to_ms: q.to_ms,
         label: q.label.clone(),
@@ -121,4 +123,60 @@ pub async fn input(state: &AppState, q: &ReportQuery) -> Result<Input, ApiError>
         leaderboard: state.config.reports.leaderboard,
         utc_offset_min: offset,
     })
+}
+
+/// Storage now: quotas (of one member when asked for theirs), and for the pool's report the
+/// snapshot repository's logical and stored bytes and the last purge.
+async fn storage(state: &AppState, user: Option<&str>) -> labpool_reports::Storage {
+    let mut st = labpool_reports::Storage::default();
+    if let Ok(report) = state.quotas.report().await {
+        for u in report
+            .into_iter()
+            .filter(|u| user.is_none_or(|me| me == u.user))
+        {
+            for fs in u.filesystems {
+                if let Some(usage) = fs.usage {
+                    st.quotas.push(labpool_reports::QuotaLine {
+                        user: u.user.clone(),
+                        fs: fs.fs,
+                        used_bytes: usage.bytes,
+                        soft_bytes: fs.limit.soft_bytes,
+                        hard_bytes: fs.limit.hard_bytes,
+                    });
+                }
+            }
+        }
+    }
+    if user.is_some() {
+        return st;
+    }
+    let snapshots = state.snapshots.clone();
+    let sizes = tokio::task::spawn_blocking(move || -> Option<(u64, u64)> {
+        let repo = snapshots.repo().ok()??;
+        let logical = repo.snapshots().ok()?.iter().map(|s| s.bytes).sum();
+        let mut stored = 0;
+        for id in repo.pack_files().ok()? {
+            stored += repo.pack_file(&id).ok()?.metadata().ok()?.len();
+        }
+        Some((logical, stored))
+    })
+    .await
+    .ok()
+    .flatten();
+    if let Some((logical, stored)) = sizes {
+        st.snapshot_logical_bytes = Some(logical);
+        st.snapshot_stored_bytes = Some(stored);
+    }
+    let purge = state
+        .config
+        .controller
+        .state_dir
+        .join(crate::controller::monitor::extras::PURGE_LAST);
+    st.last_purge = std::fs::read_to_string(purge)
+        .ok()
+        .and_then(|t| {
+            serde_json::from_str::<crate::controller::monitor::extras::PurgeLast>(&t).ok()
+        })
+        .map(|p| (p.at_ms, p.files, p.bytes));
+    st
 }
