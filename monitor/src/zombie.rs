@@ -155,18 +155,9 @@ impl Ladder {
     }
 }
 
-/// `90s`, `10m`, `7d`: the largest whole unit.
-pub fn human_ms(ms: i64) -> String {
-    let s = ms / 1000;
-    if s >= 86_400 && s % 86_400 == 0 {
-        format!("{}d", s / 86_400)
-    } else if s >= 3_600 && s % 3_600 == 0 {
-        format!("{}h", s / 3_600)
-    } else if s >= 60 && s % 60 == 0 {
-        format!("{}m", s / 60)
-    } else {
-        format!("{s}s")
-    }
+/// A rule's duration as labpool prints durations (`7d`, `1h`, `1m 30s`).
+fn human_ms(ms: i64) -> String {
+    labpool_units::format_duration(std::time::Duration::from_millis(ms.max(0) as u64))
 }
 
 #[cfg(test)]

@@ -17,14 +17,9 @@ fn hours(v: f64) -> String {
     format!("{v:.1}")
 }
 
-/// `3h 20m` from seconds.
+/// `3h 20m` from seconds: labpool's duration, to its two largest units.
 fn wait(s: i64) -> String {
-    let m = s / 60;
-    match (m / 60, m % 60) {
-        (0, 0) => format!("{s}s"),
-        (0, m) => format!("{m}m"),
-        (h, m) => format!("{h}h {m}m"),
-    }
+    labpool_units::format_duration_approx(std::time::Duration::from_secs(s.max(0) as u64))
 }
 
 /// A horizontal bar chart: one bar per (label, value), scaled to the largest.
@@ -157,34 +152,18 @@ fn board(title: &str, rows: &[LeaderRow]) -> String {
     s
 }
 
-/// Bytes as `1.5G`, binary, as labpool prints sizes.
-fn size(b: u64) -> String {
-    let units = ["", "K", "M", "G", "T", "P"];
-    let mut v = b as f64;
-    let mut i = 0;
-    while v >= 1024.0 && i < units.len() - 1 {
-        v /= 1024.0;
-        i += 1;
-    }
-    if i == 0 {
-        format!("{b}")
-    } else {
-        format!("{v:.1}{}", units[i])
-    }
-}
-
 fn storage(st: &crate::model::Storage) -> String {
     let mut s = String::from("<section><h2>Storage (now)</h2>");
     if !st.quotas.is_empty() {
         s.push_str("<table><tr><th>member</th><th>file system</th><th>used</th><th>soft</th><th>hard</th></tr>");
         for q in &st.quotas {
-            let lim = |v: Option<u64>| v.map_or("-".into(), size);
+            let lim = |v: Option<u64>| v.map_or("-".into(), labpool_units::format_size);
             let _ = write!(
                 s,
                 "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
                 esc(&q.user),
                 esc(&q.fs),
-                size(q.used_bytes),
+                labpool_units::format_size(q.used_bytes),
                 lim(q.soft_bytes),
                 lim(q.hard_bytes)
             );
@@ -195,8 +174,8 @@ fn storage(st: &crate::model::Storage) -> String {
         let _ = write!(
             s,
             "<p>Snapshots hold {} of files in {} on disk{}.</p>",
-            size(l),
-            size(b),
+            labpool_units::format_size(l),
+            labpool_units::format_size(b),
             st.dedup_ratio().map_or(String::new(), |d| format!(
                 ": deduplication and compression save {d:.1}x"
             ))
@@ -206,7 +185,7 @@ fn storage(st: &crate::model::Storage) -> String {
         let _ = write!(
             s,
             "<p>The last scratch purge reclaimed {} in {files} files.</p>",
-            size(bytes)
+            labpool_units::format_size(bytes)
         );
     }
     s.push_str("</section>");

@@ -12,15 +12,9 @@ fn finding(check: &str, status: Status, subject: &str, what: String, fix: &str) 
     }
 }
 
-/// `3d 4h`, `5h 12m`, `40m`.
+/// `3d 4h`, `5h 12m`, `40m`: labpool's duration, to its two largest units.
 fn age(ms: i64) -> String {
-    let m = ms.max(0) / 60_000;
-    let (d, h, m) = (m / 1440, (m / 60) % 24, m % 60);
-    match (d, h) {
-        (0, 0) => format!("{m}m"),
-        (0, _) => format!("{h}h {m}m"),
-        _ => format!("{d}d {h}h"),
-    }
+    labpool_units::format_duration_approx(std::time::Duration::from_millis(ms.max(0) as u64))
 }
 
 /// Each check's findings; one `ok` finding for a check that found nothing.

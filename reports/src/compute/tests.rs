@@ -232,7 +232,7 @@ fn csv_reads_back_and_html_is_one_page_with_its_charts() {
     );
     assert!(!html.contains("<script"));
     assert!(
-        html.contains("save 2.5x") && html.contains("reclaimed 1.0M in 7 files"),
+        html.contains("save 2.5x") && html.contains("reclaimed 1M in 7 files"),
         "{html}"
     );
     assert!(!html.contains("src="), "no outside fetch");
