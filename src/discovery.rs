@@ -48,14 +48,21 @@ pub fn nvml_library(config: Option<&Path>) -> Option<PathBuf> {
         .or_else(|| std::env::var_os(env_vars::LABPOOL_NVML_LIBRARY).map(PathBuf::from))
 }
 
+/// Loads NVML from `library`, or the system's.
+pub fn load_nvml(
+    library: Option<&Path>,
+) -> Result<nvml_wrapper::Nvml, nvml_wrapper::error::NvmlError> {
+    match library {
+        Some(lib) => nvml_wrapper::Nvml::builder()
+            .lib_path(lib.as_os_str())
+            .init(),
+        None => nvml_wrapper::Nvml::init(),
+    }
+}
+
 /// Asks NVML for this machine's GPUs.
 pub fn nvml_gpus(library: Option<&Path>) -> Result<Vec<GpuDevice>, String> {
-    use nvml_wrapper::Nvml;
-    let nvml = match library {
-        Some(lib) => Nvml::builder().lib_path(lib.as_os_str()).init(),
-        None => Nvml::init(),
-    }
-    .map_err(|e| format!("NVML did not load ({e})"))?;
+    let nvml = load_nvml(library).map_err(|e| format!("NVML did not load ({e})"))?;
     let count = nvml
         .device_count()
         .map_err(|e| format!("NVML device count failed: {e}"))?;
@@ -91,19 +98,12 @@ pub fn gpu_minors(
 ) -> std::collections::BTreeMap<u32, u32> {
     let mut out: std::collections::BTreeMap<u32, u32> =
         gpus.iter().map(|g| (g.index, g.index)).collect();
-    if *source == GpuSource::Nvml {
-        let library = nvml_library(config.nvml_library.as_deref());
-        let nvml = match library {
-            Some(lib) => nvml_wrapper::Nvml::builder()
-                .lib_path(lib.as_os_str())
-                .init(),
-            None => nvml_wrapper::Nvml::init(),
-        };
-        if let Ok(nvml) = nvml {
-            for g in gpus {
-                if let Ok(minor) = nvml.device_by_index(g.index).and_then(|d| d.minor_number()) {
-                    out.insert(g.index, minor);
-                }
+    if *source == GpuSource::Nvml
+        && let Ok(nvml) = load_nvml(nvml_library(config.nvml_library.as_deref()).as_deref())
+    {
+        for g in gpus {
+            if let Ok(minor) = nvml.device_by_index(g.index).and_then(|d| d.minor_number()) {
+                out.insert(g.index, minor);
             }
         }
     }

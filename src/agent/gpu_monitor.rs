@@ -40,11 +40,7 @@ pub fn start(
 ) -> Latest {
     let (tx, rx) = watch::channel(None);
     let nvml = if nvml_present {
-        let loaded = match library {
-            Some(lib) => Nvml::builder().lib_path(lib.as_os_str()).init(),
-            None => Nvml::init(),
-        };
-        match loaded {
+        match crate::discovery::load_nvml(library.as_deref()) {
             Ok(n) => Some(Arc::new(n)),
             Err(e) => {
                 tracing::warn!("GPU sampling is off: NVML did not load ({e})");
