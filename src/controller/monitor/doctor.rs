@@ -137,17 +137,12 @@ async fn facts(state: &AppState) -> Result<Facts, ApiError> {
         .into_iter()
         .map(|(p, v)| (p.display().to_string(), v))
         .collect();
-    if config.snapshots.enabled {
-        let (last, failed) = crate::controller::timers::read_runs(
-            &config.controller.state_dir.join("snapshot-timer.json"),
-        );
-        for src in config.snapshot_sources() {
-            facts.snapshots.push(SnapshotFact {
-                last_ok_ms: last.get(&src.name).map(|t| t.timestamp_millis()),
-                failure: failed.get(&src.name).map(|f| f.why.clone()),
-                source: src.name,
-            });
-        }
+    for run in crate::controller::snapshots::service::runs(&config) {
+        facts.snapshots.push(SnapshotFact {
+            last_ok_ms: run.last_ok_ms,
+            failure: run.failure.map(|f| f.why),
+            source: run.name,
+        });
     }
     for u in &quotas {
         for fs in &u.filesystems {

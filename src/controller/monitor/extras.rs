@@ -4,6 +4,7 @@
 
 use super::MonitorService;
 use crate::controller::engine::request::Request;
+use crate::controller::quotas::purge::PurgeLast;
 use labpool_monitor::page::Extras;
 use std::collections::BTreeSet;
 use tokio::sync::oneshot;
@@ -12,20 +13,6 @@ use tokio::sync::oneshot;
 /// faster than every 5 s.
 pub fn every_ms(sample_interval: std::time::Duration) -> i64 {
     (sample_interval.as_millis() as i64 * 6).min(30_000)
-}
-
-/// Where the last purge's result is kept (written by the purge, read here).
-pub const PURGE_LAST: &str = "purge-last.json";
-
-/// The last purge, as kept in `STATE_DIR/purge-last.json`.
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-pub struct PurgeLast {
-    /// When it ran, ms.
-    pub at_ms: i64,
-    /// Files removed.
-    pub files: u64,
-    /// Bytes removed.
-    pub bytes: u64,
 }
 
 /// Gathers the extras.
@@ -76,15 +63,9 @@ pub async fn gather(service: &MonitorService) -> anyhow::Result<Extras> {
             ));
         }
     }
-    if config.snapshots.enabled {
-        let (last, failed) = crate::controller::timers::read_runs(
-            &config.controller.state_dir.join("snapshot-timer.json"),
-        );
-        for src in config.snapshot_sources() {
-            let ok = last.get(&src.name).map(|t| t.timestamp_millis());
-            let failing = failed.contains_key(&src.name);
-            x.snapshots.push((src.name, ok, failing));
-        }
+    for run in crate::controller::snapshots::service::runs(config) {
+        x.snapshots
+            .push((run.name, run.last_ok_ms, run.failure.is_some()));
     }
     if let Some(quotas) = &service.quotas
         && let Ok(report) = quotas.report().await
@@ -98,9 +79,6 @@ pub async fn gather(service: &MonitorService) -> anyhow::Result<Extras> {
             }
         }
     }
-    x.purge = std::fs::read_to_string(config.controller.state_dir.join(PURGE_LAST))
-        .ok()
-        .and_then(|t| serde_json::from_str::<PurgeLast>(&t).ok())
-        .map(|p| (p.at_ms, p.files, p.bytes));
+    x.purge = PurgeLast::read(&config.controller.state_dir).map(|p| (p.at_ms, p.files, p.bytes));
     Ok(x)
 }

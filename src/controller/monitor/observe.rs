@@ -101,39 +101,34 @@ pub fn observations(service: &MonitorService) -> Vec<Observation> {
             None,
         ));
     }
-    if config.snapshots.enabled {
-        let state = config.controller.state_dir.join("snapshot-timer.json");
-        let (last, failed) = crate::controller::timers::read_runs(&state);
-        for src in config.snapshot_sources() {
-            let name = src.name;
-            let failure = failed.get(&name);
+    for run in crate::controller::snapshots::service::runs(config) {
+        let name = run.name;
+        out.push(obs(
+            names::SNAPSHOT_FAILED,
+            format!("snapshot {name}"),
+            if run.failure.is_some() { 1.0 } else { 0.0 },
+            match &run.failure {
+                Some(f) => format!(
+                    "the snapshot of {name} failed at {}: {}; it is tried again every 5 minutes; `labpool snapshot check` tells whether the repository is sound",
+                    f.at.to_rfc3339(),
+                    f.why
+                ),
+                None => format!("the snapshot of {name} succeeded again"),
+            },
+            None,
+        ));
+        if let Some(t) = run.last_ok_ms {
+            let age_s = (now - t).max(0) as f64 / 1000.0;
             out.push(obs(
-                names::SNAPSHOT_FAILED,
+                names::SNAPSHOT_STALE,
                 format!("snapshot {name}"),
-                if failure.is_some() { 1.0 } else { 0.0 },
-                match failure {
-                    Some(f) => format!(
-                        "the snapshot of {name} failed at {}: {}; it is tried again every 5 minutes; `labpool snapshot check` tells whether the repository is sound",
-                        f.at.to_rfc3339(),
-                        f.why
-                    ),
-                    None => format!("the snapshot of {name} succeeded again"),
-                },
+                age_s,
+                format!(
+                    "the last snapshot of {name} is {} old; check the controller log for why the nightly run did not happen",
+                    labpool_units::format_duration(std::time::Duration::from_secs(age_s as u64))
+                ),
                 None,
             ));
-            if let Some(t) = last.get(&name) {
-                let age_s = (now - t.timestamp_millis()).max(0) as f64 / 1000.0;
-                out.push(obs(
-                    names::SNAPSHOT_STALE,
-                    format!("snapshot {name}"),
-                    age_s,
-                    format!(
-                        "the last snapshot of {name} is {} old; check the controller log for why the nightly run did not happen",
-                        labpool_units::format_duration(std::time::Duration::from_secs(age_s as u64))
-                    ),
-                    None,
-                ));
-            }
         }
     }
     for (user, fs, used, hard) in &inner.extras.0.quotas {

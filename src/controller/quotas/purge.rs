@@ -164,22 +164,12 @@ impl QuotaService {
         for (path, why) in &outcome.skipped {
             tracing::info!(path = %path.display(), "purge left a planned file: {why}");
         }
-        let last = crate::controller::monitor::extras::PurgeLast {
+        PurgeLast {
             at_ms: now_ms(),
             files: outcome.removed.len() as u64,
             bytes: outcome.removed.iter().map(|r| r.bytes).sum(),
-        };
-        let path = self
-            .config
-            .controller
-            .state_dir
-            .join(crate::controller::monitor::extras::PURGE_LAST);
-        if let Err(e) = std::fs::write(&path, serde_json::to_vec(&last).unwrap_or_default()) {
-            tracing::warn!(
-                "cannot record the purge's result in {}: {e}",
-                path.display()
-            );
         }
+        .write(&self.config.controller.state_dir);
         Ok(PurgeDone {
             removed: Tally {
                 files: outcome.removed.len() as u64,
@@ -229,5 +219,37 @@ impl QuotaService {
             }
         }
         sent
+    }
+}
+
+/// The last purge's result, kept in `STATE_DIR/purge-last.json` for `/metrics` and reports.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct PurgeLast {
+    /// When it ran, ms.
+    pub at_ms: i64,
+    /// Files removed.
+    pub files: u64,
+    /// Bytes removed.
+    pub bytes: u64,
+}
+
+impl PurgeLast {
+    const FILE: &'static str = "purge-last.json";
+
+    /// The last purge's result, if one was recorded.
+    pub fn read(state_dir: &std::path::Path) -> Option<PurgeLast> {
+        let text = std::fs::read_to_string(state_dir.join(Self::FILE)).ok()?;
+        serde_json::from_str(&text).ok()
+    }
+
+    /// Records it (a failure is logged: only the figures on /metrics miss it).
+    fn write(&self, state_dir: &std::path::Path) {
+        let path = state_dir.join(Self::FILE);
+        if let Err(e) = std::fs::write(&path, serde_json::to_vec(self).unwrap_or_default()) {
+            tracing::warn!(
+                "cannot record the purge's result in {}: {e}",
+                path.display()
+            );
+        }
     }
 }

@@ -167,16 +167,8 @@ async fn storage(state: &AppState, user: Option<&str>) -> labpool_reports::Stora
         st.snapshot_logical_bytes = Some(logical);
         st.snapshot_stored_bytes = Some(stored);
     }
-    let purge = state
-        .config
-        .controller
-        .state_dir
-        .join(crate::controller::monitor::extras::PURGE_LAST);
-    st.last_purge = std::fs::read_to_string(purge)
-        .ok()
-        .and_then(|t| {
-            serde_json::from_str::<crate::controller::monitor::extras::PurgeLast>(&t).ok()
-        })
-        .map(|p| (p.at_ms, p.files, p.bytes));
+    st.last_purge =
+        crate::controller::quotas::purge::PurgeLast::read(&state.config.controller.state_dir)
+            .map(|p| (p.at_ms, p.files, p.bytes));
     st
 }

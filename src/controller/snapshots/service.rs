@@ -270,8 +270,39 @@ pub fn timers(service: Arc<SnapshotService>, db: Db, clock: Arc<dyn Clock>) -> T
     }
     Timers {
         name: "snapshots",
-        state_file: config.controller.state_dir.join("snapshot-timer.json"),
+        state_file: config.controller.state_dir.join(TIMER_STATE),
         tasks,
         clock,
     }
+}
+
+/// Where the snapshot timer keeps its last runs, in the state directory.
+pub const TIMER_STATE: &str = "snapshot-timer.json";
+
+/// One snapshot source's scheduled runs, as the timer recorded them.
+pub struct SourceRuns {
+    /// The source.
+    pub name: String,
+    /// Its last successful run, ms.
+    pub last_ok_ms: Option<i64>,
+    /// Its last run's failure, while it has not succeeded since.
+    pub failure: Option<crate::controller::timers::Failure>,
+}
+
+/// Each configured source's runs; none when scheduled snapshots are off.
+pub fn runs(config: &Config) -> Vec<SourceRuns> {
+    if !config.snapshots.enabled {
+        return Vec::new();
+    }
+    let (mut last, mut failed) =
+        crate::controller::timers::read_runs(&config.controller.state_dir.join(TIMER_STATE));
+    config
+        .snapshot_sources()
+        .into_iter()
+        .map(|src| SourceRuns {
+            last_ok_ms: last.remove(&src.name).map(|t| t.timestamp_millis()),
+            failure: failed.remove(&src.name),
+            name: src.name,
+        })
+        .collect()
 }
