@@ -55,13 +55,9 @@ fn ms(t: Option<&str>) -> Option<i64> {
         .map(|t| t.timestamp_millis())
 }
 
-/// Nearest-rank percentile, as the report computes it.
-fn percentile(sorted: &[f64], q: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let rank = (q * sorted.len() as f64).ceil().max(1.0) as usize;
-    sorted[rank.min(sorted.len()) - 1]
+/// A recorded wait percentile in seconds, by the report's nearest-rank method.
+fn wait_s(sorted_ms: &[i64], q: f64) -> f64 {
+    labpool_reports::compute::percentile(sorted_ms, q) as f64 / 1000.0
 }
 
 /// Runs the replay.
@@ -130,11 +126,8 @@ pub fn run(args: &SimArgs, config_path: Option<&Path>) -> anyhow::Result<()> {
             }
         })
         .collect();
-    let mut recorded: Vec<f64> = ran
-        .iter()
-        .map(|(_, s, st, _)| (st - s) as f64 / 1000.0)
-        .collect();
-    recorded.sort_by(f64::total_cmp);
+    let mut recorded: Vec<i64> = ran.iter().map(|(_, s, st, _)| st - s).collect();
+    recorded.sort_unstable();
     let mut today: BTreeMap<u32, u32> = BTreeMap::new();
     for n in nodes.iter().filter(|n| !n.gpus.is_empty()) {
         *today.entry(n.gpus.len() as u32).or_default() += 1;
@@ -184,7 +177,7 @@ pub fn run(args: &SimArgs, config_path: Option<&Path>) -> anyhow::Result<()> {
         let v = serde_json::json!({
             "month": month,
             "jobs": ran.len(),
-            "recorded": { "p50_wait_s": percentile(&recorded, 0.5), "p95_wait_s": percentile(&recorded, 0.95) },
+            "recorded": { "p50_wait_s": wait_s(&recorded, 0.5), "p95_wait_s": wait_s(&recorded, 0.95) },
             "replays": reports,
         });
         crate::out!("{}", serde_json::to_string_pretty(&v)?);
@@ -196,8 +189,8 @@ pub fn run(args: &SimArgs, config_path: Option<&Path>) -> anyhow::Result<()> {
     );
     crate::out!(
         "recorded: p50 wait {:.0} s, p95 wait {:.0} s",
-        percentile(&recorded, 0.5),
-        percentile(&recorded, 0.95)
+        wait_s(&recorded, 0.5),
+        wait_s(&recorded, 0.95)
     );
     crate::out!("{}", table(&reports));
     Ok(())
