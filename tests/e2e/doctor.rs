@@ -2,6 +2,7 @@
 //! test hook), a full loop-mounted scratch disk, and a config that schedules fewer GPUs than
 //! NVML reports (the seed lab's gres pitfall). A healthy pool passes with exit 0.
 
+use crate::monitoring::get_metrics;
 use crate::nodes::Cluster;
 use crate::nvml::build_fake_nvml;
 use crate::pool::{Pool, have_root, have_tool};
@@ -93,19 +94,6 @@ fn doctor_names_a_dead_agent_and_a_skewed_clock() {
     let text = String::from_utf8_lossy(&text.stdout);
     assert!(text.contains("fix: check that its agent runs"), "{text}");
     assert!(text.contains("need a person"), "{text}");
-}
-
-/// The `/metrics` page at the address a daemon wrote to `addr_file`.
-fn get_metrics(addr_file: &Path) -> String {
-    use std::io::{Read, Write};
-    let addr = std::fs::read_to_string(addr_file)
-        .unwrap_or_else(|e| panic!("{}: {e}", addr_file.display()));
-    let mut conn = std::net::TcpStream::connect(addr.trim()).unwrap();
-    conn.write_all(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n")
-        .unwrap();
-    let mut text = String::new();
-    conn.read_to_string(&mut text).unwrap();
-    text
 }
 
 /// Waits until `labpool alerts` has `rule` firing for `subject`.

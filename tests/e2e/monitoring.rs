@@ -39,8 +39,13 @@ fn pool_on(lib: &Path, hook: &str, extra: &str) -> Pool {
 
 /// The controller's `/metrics` page.
 fn metrics(pool: &Pool) -> String {
-    let addr_file = pool.dir.join("state/metrics.addr");
-    let addr = read_line(&addr_file);
+    get_metrics(&pool.dir.join("state/metrics.addr"))
+}
+
+/// The `/metrics` page of the daemon that wrote its address to `addr_file`, checked to be
+/// served as Prometheus text.
+pub fn get_metrics(addr_file: &Path) -> String {
+    let addr = read_line(addr_file);
     let mut conn = std::net::TcpStream::connect(addr.trim()).unwrap();
     conn.write_all(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n")
         .unwrap();
