@@ -2,6 +2,7 @@
 //! computed from its job history and credit ledger. [`compute`] gives the figures (every one
 //! defined in the README, section "Reports"); [`csv`] and [`html`] write them out.
 
+pub mod charts;
 pub mod compute;
 pub mod csv;
 pub mod forecast;
