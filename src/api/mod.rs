@@ -18,6 +18,7 @@ pub mod reservations;
 pub mod snapshots;
 pub mod steps;
 pub mod test_only;
+pub mod web;
 
 pub use accounts::{
     AccountChange, AccountView, AccountsView, CreditsView, GrantRequest, LedgerLine,
@@ -322,6 +323,12 @@ pub struct GpuView {
     /// How many `--gpu-share` jobs may hold it at once (1: not shared).
     #[serde(default = "one")]
     pub share: u32,
+    /// Its latest utilisation, percent, where NVML samples it.
+    #[serde(default)]
+    pub util_percent: Option<u32>,
+    /// Its latest temperature, degrees C, where NVML samples it.
+    #[serde(default)]
+    pub temperature_c: Option<u32>,
 }
 
 /// `POST /v1/nodes/drain`: drain a node, or resume it.

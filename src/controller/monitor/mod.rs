@@ -182,6 +182,23 @@ impl MonitorService {
         self.lock().skew_ms.insert(node.to_string(), agent_ms - now);
     }
 
+    /// Writes each GPU's latest utilisation and temperature into `nodes` (for the pool page
+    /// and `labpool nodes --json`).
+    pub fn fill_readings(&self, nodes: &mut [crate::api::NodeView]) {
+        let inner = self.lock();
+        for node in nodes {
+            let Some((sample, _)) = inner.samples.get(&node.name) else {
+                continue;
+            };
+            for gpu in &mut node.gpus {
+                if let Some(s) = sample.gpus.iter().find(|s| s.index == gpu.index) {
+                    gpu.util_percent = s.util;
+                    gpu.temperature_c = s.temp_c;
+                }
+            }
+        }
+    }
+
     /// The alerts now firing, and those pending.
     pub fn alerts(&self) -> (Vec<Alert>, Vec<Alert>, Vec<Alert>) {
         let inner = self.lock();

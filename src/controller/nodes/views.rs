@@ -70,6 +70,8 @@ impl Engine {
                         job: n.gpu_holders(g.index).first().map(|j| j.0),
                         jobs: n.gpu_holders(g.index).iter().map(|j| j.0).collect(),
                         share: g.share,
+                        util_percent: None,
+                        temperature_c: None,
                     })
                     .collect();
                 NodeView {
