@@ -31,6 +31,7 @@ pub mod shim;
 pub mod slurm;
 pub mod socket;
 pub mod transport;
+pub mod web;
 pub mod webhook;
 pub mod when;
 

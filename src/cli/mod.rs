@@ -111,6 +111,8 @@ pub enum Command {
     Nodes(JsonArg),
     /// Alerts firing now (hot GPUs, lost nodes, full disks, zombie jobs, ...) and pending
     Alerts(AlertsArgs),
+    /// A one-time URL that logs your browser in to the web dashboard
+    Web(WebArgs),
     /// Usage report for the lab and its funding body: GPU-hours, waits, outcomes, credits,
     /// energy, leaderboard, as HTML, CSV or JSON (admins)
     Report(ReportArgs),
@@ -226,6 +228,17 @@ pub struct UsageArgs {
     #[arg(long, value_name = "YYYY-MM")]
     pub month: Option<String>,
     /// Print JSON instead of a table
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `labpool web`.
+#[derive(Args, Debug)]
+pub struct WebArgs {
+    /// Open this dashboard page after login, e.g. /queue or /jobs/12
+    #[arg(long, value_name = "PATH")]
+    pub next: Option<String>,
+    /// Print JSON instead of the URL
     #[arg(long)]
     pub json: bool,
 }

@@ -236,6 +236,13 @@ warn_days = 7
 listen = "127.0.0.1:9400"    # "off" switches it off
 # sample_interval = "5s"
 
+# The web dashboard: `labpool web` prints a one-time URL that logs your browser in. Plain HTTP
+# on loopback; from another machine, forward the port with ssh -L.
+[web]
+listen = "127.0.0.1:9402"    # "off" switches it off
+# login_token_lifetime = "2m"
+# session_lifetime = "12h"
+
 # Zombie jobs hold GPUs and do not use them: their member is told, then the admins; set
 # cancel_after to cancel them too.
 # [zombies]

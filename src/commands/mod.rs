@@ -20,6 +20,7 @@ pub mod sim_history;
 pub mod snapshots;
 pub mod submit;
 pub mod submit_modes;
+pub mod web;
 
 use crate::cli::{Cli, Command, PartitionCommand};
 use crate::settings::Config;
@@ -107,6 +108,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<()> {
                 )
                 .await
             }
+            Command::Web(a) => web::login_url(a.next.clone(), a.json, &config).await,
             Command::Usage(a) => {
                 reports::usage(a.user.as_deref(), a.month.as_deref(), a.json, &config).await
             }

@@ -42,7 +42,7 @@ pub fn month_range(month: &str) -> anyhow::Result<(i64, i64)> {
 }
 
 /// The month before `month`, as `YYYY-MM`.
-fn month_before(month: &str) -> anyhow::Result<String> {
+pub fn month_before(month: &str) -> anyhow::Result<String> {
     let first = NaiveDate::parse_from_str(&format!("{month}-01"), "%Y-%m-%d")
         .with_context(|| format!("--month {month:?}: give YYYY-MM, e.g. 2026-11"))?;
     let prev = first.pred_opt().expect("a day before exists");

@@ -44,6 +44,8 @@ pub struct AppState {
     pub storage: crate::controller::storage::StorageGate,
     /// GPU samples, usage summaries and alerts.
     pub monitor: Arc<crate::controller::monitor::MonitorService>,
+    /// The web dashboard's login tokens and sessions.
+    pub logins: Arc<crate::web::auth::Logins>,
 }
 
 pub use crate::socket::Peer;
@@ -88,6 +90,7 @@ pub fn router(state: AppState) -> Router {
         .merge(crate::controller::reports::routes())
         .merge(crate::controller::envs::http::routes())
         .merge(crate::controller::reservations::http::routes())
+        .merge(crate::web::login_routes())
         .fallback(|| async {
             ApiError::not_found(
                 "no such API path",
@@ -403,8 +406,11 @@ fn parse_cursor(text: &str) -> Option<(i64, u64)> {
     Some((end.parse().ok()?, id.parse().ok()?))
 }
 
+/// The nodes, with each GPU's latest utilisation and temperature from the monitor.
 async fn nodes(State(state): State<AppState>) -> Result<Json<Vec<NodeView>>, ApiError> {
-    Ok(Json(ask(&state, |reply| Request::Nodes { reply }).await?))
+    let mut nodes = ask(&state, |reply| Request::Nodes { reply }).await?;
+    state.monitor.fill_readings(&mut nodes);
+    Ok(Json(nodes))
 }
 
 async fn partitions(State(state): State<AppState>) -> Json<Vec<PartitionView>> {

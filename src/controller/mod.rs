@@ -164,8 +164,20 @@ pub async fn serve(
         envs: env_service,
         storage,
         monitor: monitor_service,
+        logins: Arc::new(crate::web::auth::Logins::new(
+            config.web.login_token_lifetime,
+            config.web.session_lifetime,
+        )),
     };
     let app = http::router(app_state.clone());
+    if let Some(addr) = config.web.address() {
+        let web = crate::web::WebState {
+            api: crate::web::api_call::Api::new(http::router(app_state.clone())),
+            logins: app_state.logins.clone(),
+            config: config.clone(),
+        };
+        crate::web::serve(addr, web, state_dir, stop_rx.clone()).await;
+    }
     // Agents' own routes, and the members' API forwarded by agents (caller: the vouched uid).
     let agent_state = app_state.clone();
     let agent_api = http::router(app_state);

@@ -36,15 +36,11 @@ impl MetricsConfig {
     /// `listen` is `HOST:PORT` or `off`; the interval is at least 100 ms.
     pub(super) fn check(&self) -> Result<(), String> {
         let mut problems = Vec::new();
-        if let Some(addr) = self.address()
-            && addr
-                .rsplit_once(':')
-                .is_none_or(|(_, p)| p.parse::<u16>().is_err())
-        {
-            problems.push(format!(
-                "[metrics] listen {addr:?}: give HOST:PORT (e.g. \"127.0.0.1:9400\"), or \"off\""
-            ));
-        }
+        problems.extend(super::values::listen_problem(
+            "metrics",
+            &self.listen,
+            "127.0.0.1:9400",
+        ));
         if self.sample_interval < Duration::from_millis(100) {
             problems.push(format!(
                 "[metrics] sample_interval {:?}: give at least 100ms (the default is 5s)",

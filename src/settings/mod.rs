@@ -27,6 +27,7 @@ mod snapshots;
 #[cfg(test)]
 mod tests;
 mod values;
+mod web;
 
 pub use agent::AgentConfig;
 pub use alerts::AlertsConfig;
@@ -44,6 +45,7 @@ pub use purge::PurgeConfig;
 pub use quotas::{QuotaFs, QuotaFsConfig, QuotasConfig};
 pub use reports::ReportsConfig;
 pub use snapshots::{SnapshotSource, SnapshotsConfig};
+pub use web::WebConfig;
 
 use labpool_scheduler::partition::{Partition, check_partitions};
 use labpool_scheduler::policy::{PlacementPolicy, Policy};
@@ -105,6 +107,9 @@ pub struct Config {
     /// `[reports]`: what usage reports show.
     #[serde(default)]
     pub reports: ReportsConfig,
+    /// `[web]`: the dashboard for browsers.
+    #[serde(default)]
+    pub web: WebConfig,
     /// `[jobs]`: the rules every job's environment follows.
     #[serde(default)]
     pub jobs: JobsConfig,
@@ -235,6 +240,7 @@ impl Config {
         self.purge.check_max_age()?;
         self.alerts.check()?;
         self.metrics.check()?;
+        self.web.check()?;
         self.zombies.check()?;
         self.mail.check()?;
         snapshots::check_sources(&self.snapshot_sources())?;

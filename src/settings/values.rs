@@ -77,3 +77,14 @@ pub(super) fn ser_opt_duration<S: Serializer>(
         None => s.collect_str("off"),
     }
 }
+
+/// A `listen` key's problem, if any: it must be `HOST:PORT` or `"off"`.
+pub(super) fn listen_problem(section: &str, listen: &str, example: &str) -> Option<String> {
+    (listen != "off"
+        && listen
+            .rsplit_once(':')
+            .is_none_or(|(_, p)| p.parse::<u16>().is_err()))
+    .then(|| {
+        format!("[{section}] listen {listen:?}: give HOST:PORT (e.g. \"{example}\"), or \"off\"")
+    })
+}
