@@ -21,11 +21,7 @@ fn use_table(title: &str, rows: &[UseRow]) -> String {
         esc(title)
     );
     for r in rows {
-        let util = if r.sampled_gpu_hours > 0.0 {
-            format!("{:.0}%", 100.0 * r.used_gpu_hours / r.sampled_gpu_hours)
-        } else {
-            "-".into()
-        };
+        let util = r.utilisation_text();
         let _ = write!(
             s,
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{util}</td></tr>",

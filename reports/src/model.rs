@@ -135,6 +135,20 @@ pub struct UseRow {
     pub sampled_gpu_hours: f64,
 }
 
+impl UseRow {
+    /// Device utilisation over the sampled jobs as `37%`, or `-` when none was sampled.
+    pub fn utilisation_text(&self) -> String {
+        if self.sampled_gpu_hours > 0.0 {
+            format!(
+                "{:.0}%",
+                100.0 * self.used_gpu_hours / self.sampled_gpu_hours
+            )
+        } else {
+            "-".into()
+        }
+    }
+}
+
 /// Waits of one group of jobs started in the range.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct WaitRow {

@@ -167,16 +167,7 @@ pub async fn usage(
 }
 
 fn usage_text(user: &str, now: &Report, before: &Report, quota: Option<&UserQuota>) -> String {
-    let util = |r: &Report| {
-        if r.total.sampled_gpu_hours > 0.0 {
-            format!(
-                "{:.0}%",
-                100.0 * r.total.used_gpu_hours / r.total.sampled_gpu_hours
-            )
-        } else {
-            "-".into()
-        }
-    };
+    let util = |r: &Report| r.total.utilisation_text();
     let p = |r: &Report, f: fn(&labpool_reports::WaitRow) -> i64| {
         let mut all: Vec<(u64, i64)> = r
             .waits_by_partition

@@ -111,16 +111,7 @@ fn quota_table(ctx: &Ctx, q: &UserQuota) -> Markup {
 }
 
 fn usage(ctx: &Ctx, reports: &[Report]) -> Markup {
-    let util = |r: &Report| {
-        if r.total.sampled_gpu_hours > 0.0 {
-            format!(
-                "{:.0}%",
-                100.0 * r.total.used_gpu_hours / r.total.sampled_gpu_hours
-            )
-        } else {
-            "-".into()
-        }
-    };
+    let util = |r: &Report| r.total.utilisation_text();
     let col = |i: usize| reports.get(i);
     html! {
         table.usage {
