@@ -362,6 +362,7 @@ pub fn compute(input: &Input) -> Report {
         efficiency,
         forecast: forecast(input),
         storage: input.storage.clone(),
+        what_if: None,
     }
 }
 

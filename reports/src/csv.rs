@@ -157,6 +157,19 @@ pub fn to_csv(r: &Report) -> String {
             );
         }
     }
+    if let Some(w) = &r.what_if {
+        line(&mut out, "what_if", &w.added, "jobs", w.jobs);
+        for (key, (p50, p95)) in [
+            ("recorded", w.recorded_wait_s),
+            ("today", w.today_wait_s),
+            ("proposed", w.proposed_wait_s),
+        ] {
+            line(&mut out, "what_if", key, "p50_wait_s", p50);
+            line(&mut out, "what_if", key, "p95_wait_s", p95);
+        }
+        line(&mut out, "what_if", "today", "gpu_util", w.util.0);
+        line(&mut out, "what_if", "proposed", "gpu_util", w.util.1);
+    }
     for (section, board) in [
         ("leaderboard", &r.leaderboard),
         ("efficiency", &r.efficiency),

@@ -121,6 +121,33 @@ td:first-child,th:first-child{text-align:left}.bar{fill:#3b6ea8}svg text{font-si
 figure{margin:1em 0}figcaption{font-weight:bold;margin-bottom:.3em}.note{color:#666}\
 @media print{body{margin:0}section{break-inside:avoid}}";
 
+/// The what-if replay: waits recorded, replayed on today's pool, and with the nodes added.
+fn what_if(w: &crate::model::WhatIf) -> String {
+    let row = |name: &str, (p50, p95): (f64, f64), util: Option<f64>| {
+        format!(
+            "<tr><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td></tr>",
+            esc(name),
+            wait(p50 as i64),
+            wait(p95 as i64),
+            util.map_or("-".into(), |u| format!("{:.0}%", 100.0 * u))
+        )
+    };
+    format!(
+        "<section><h2>What if: {added}</h2><p>With {added}, the p95 wait goes from {} to {} (the {} GPU jobs of the range replayed through labpool's own scheduler, with their real submit times and run times).</p><table><tr><th></th><th>p50 wait</th><th>p95 wait</th><th>GPU utilisation</th></tr>{}{}{}</table></section>",
+        wait(w.today_wait_s.1 as i64),
+        wait(w.proposed_wait_s.1 as i64),
+        w.jobs,
+        row("recorded", w.recorded_wait_s, None),
+        row("replayed, today's pool", w.today_wait_s, Some(w.util.0)),
+        row(
+            &format!("replayed, with {}", w.added),
+            w.proposed_wait_s,
+            Some(w.util.1)
+        ),
+        added = esc(&w.added),
+    )
+}
+
 /// The HTML page.
 pub fn to_html(r: &Report) -> String {
     let mut s = format!(
@@ -207,6 +234,9 @@ pub fn to_html(r: &Report) -> String {
         None => {
             s.push_str("<p class=\"note\">No forecast: the range is shorter than two weeks.</p>")
         }
+    }
+    if let Some(w) = &r.what_if {
+        s.push_str(&what_if(w));
     }
     if let (Some(l), Some(e)) = (&r.leaderboard, &r.efficiency) {
         s.push_str("<section><h2>Leaderboard</h2>");

@@ -252,4 +252,26 @@ pub struct Report {
     pub forecast: Option<ForecastView>,
     /// Storage now.
     pub storage: Option<Storage>,
+    /// The range's jobs replayed on today's pool and on a proposed one (`labpool report
+    /// --what-if`); None unless asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub what_if: Option<WhatIf>,
+}
+
+/// The range's GPU jobs replayed through the daemon's own scheduler and lifecycle, on today's
+/// pool and with nodes added: the figure a funding application quotes.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct WhatIf {
+    /// The nodes added, as given (`+2x8:a100`).
+    pub added: String,
+    /// GPU jobs replayed.
+    pub jobs: usize,
+    /// (p50, p95) wait the jobs really had, seconds.
+    pub recorded_wait_s: (f64, f64),
+    /// (p50, p95) wait in the replay on today's pool, seconds.
+    pub today_wait_s: (f64, f64),
+    /// (p50, p95) wait in the replay with the nodes added, seconds.
+    pub proposed_wait_s: (f64, f64),
+    /// GPU utilisation in the replay on today's pool and with the nodes added, 0 to 1.
+    pub util: (f64, f64),
 }

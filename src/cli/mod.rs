@@ -216,6 +216,10 @@ pub struct ReportArgs {
     /// Write to FILE instead of standard output
     #[arg(long, value_name = "FILE")]
     pub out: Option<std::path::PathBuf>,
+    /// Add a what-if section: the range's GPU jobs replayed on today's pool and with these
+    /// nodes added, e.g. +2x8:a100 (as `labpool sim --from-history --nodes`)
+    #[arg(long, value_name = "+COUNTxGPUS[:TYPE]")]
+    pub what_if: Option<String>,
 }
 
 /// `labpool usage`.

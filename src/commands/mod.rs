@@ -104,6 +104,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<()> {
                     a.to.as_deref(),
                     a.format,
                     a.out.as_deref(),
+                    a.what_if.as_deref(),
                     &config,
                 )
                 .await

@@ -85,6 +85,24 @@ pub fn range(
     }
 }
 
+/// The what-if section: the range's jobs replayed with the simulator's default link and disk
+/// figures (those of `labpool sim`), on today's pool and with `spec` added.
+async fn what_if_section(
+    spec: &str,
+    q: &ReportQuery,
+    config: &Config,
+) -> anyhow::Result<Option<labpool_reports::WhatIf>> {
+    #[derive(clap::Parser)]
+    struct Defaults {
+        #[command(flatten)]
+        sim: crate::cli::SimArgs,
+    }
+    let mut args = <Defaults as clap::Parser>::try_parse_from(["labpool", "--from-history"])?.sim;
+    args.nodes = spec.to_string();
+    let replay = super::sim_history::replay(&args, config, q.from_ms, q.to_ms, &q.label).await?;
+    Ok(replay.what_if(spec))
+}
+
 /// `labpool report`.
 pub async fn report(
     month: Option<&str>,
@@ -92,8 +110,15 @@ pub async fn report(
     to: Option<&str>,
     format: Format,
     out: Option<&std::path::Path>,
+    what_if: Option<&str>,
     config: &Config,
 ) -> anyhow::Result<()> {
+    if let Some(spec) = what_if {
+        anyhow::ensure!(
+            spec.starts_with('+'),
+            "--what-if {spec:?}: give the nodes to add as +COUNTxGPUS[:TYPE], e.g. +2x8:a100"
+        );
+    }
     let last_month = month_before(&Local::now().format("%Y-%m").to_string())?;
     let (from_ms, to_ms, label) = range(month, from, to, last_month)?;
     let q = ReportQuery {
@@ -102,9 +127,12 @@ pub async fn report(
         label,
         user: None,
     };
-    let r: Report = Client::new(&config.controller.socket)
+    let mut r: Report = Client::new(&config.controller.socket)
         .get_query("/v1/report", &q)
         .await?;
+    if let Some(spec) = what_if {
+        r.what_if = what_if_section(spec, &q, config).await?;
+    }
     let text = match format {
         Format::Html => to_html(&r),
         Format::Csv => to_csv(&r),

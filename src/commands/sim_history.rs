@@ -60,32 +60,47 @@ fn wait_s(sorted_ms: &[i64], q: f64) -> f64 {
     labpool_reports::compute::percentile(sorted_ms, q) as f64 / 1000.0
 }
 
-/// Runs the replay.
-pub fn run(args: &SimArgs, config_path: Option<&Path>) -> anyhow::Result<()> {
-    let config = Config::locate(config_path)?;
-    let month = match &args.month {
-        Some(m) => m.clone(),
-        None => {
-            let this = chrono::Local::now().format("%Y-%m").to_string();
-            let first = chrono::NaiveDate::parse_from_str(&format!("{this}-01"), "%Y-%m-%d")?;
-            first
-                .pred_opt()
-                .expect("a day before exists")
-                .format("%Y-%m")
-                .to_string()
-        }
-    };
-    let (from, to) = super::reports::month_range(&month)?;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    let (history, nodes, datasets) = runtime.block_on(async {
-        let client = Client::new(&config.controller.socket);
-        let history = client.history(None, Some(from), usize::MAX).await?;
-        let nodes: Vec<crate::api::NodeView> = client.get("/v1/nodes").await?;
-        let datasets: Vec<DatasetView> = client.get("/v1/datasets").await.unwrap_or_default();
-        anyhow::Ok((history, nodes, datasets))
-    })?;
+/// What a replay found: the jobs replayed, the waits they really had, and the simulator's
+/// report for today's pool and, when `--nodes +…` was given, for the proposed one.
+pub struct Replay {
+    /// GPU jobs replayed.
+    pub jobs: usize,
+    /// (p50, p95) recorded wait, seconds.
+    pub recorded_wait_s: (f64, f64),
+    /// Today's pool, then the proposed one.
+    pub reports: Vec<labpool_sim::report::SimReport>,
+}
+
+impl Replay {
+    /// The report's what-if section, when a proposed pool was replayed.
+    pub fn what_if(&self, added: &str) -> Option<labpool_reports::WhatIf> {
+        let [today, proposed] = self.reports.as_slice() else {
+            return None;
+        };
+        Some(labpool_reports::WhatIf {
+            added: added.to_string(),
+            jobs: self.jobs,
+            recorded_wait_s: self.recorded_wait_s,
+            today_wait_s: (today.p50_wait_s, today.p95_wait_s),
+            proposed_wait_s: (proposed.p50_wait_s, proposed.p95_wait_s),
+            util: (today.gpu_util, proposed.gpu_util),
+        })
+    }
+}
+
+/// Replays the GPU jobs submitted in [from, to) (`label` names the range in messages) on
+/// today's pool and, with `args.nodes` as `+COUNTxGPUS`, on the pool with those nodes added.
+pub async fn replay(
+    args: &SimArgs,
+    config: &Config,
+    from: i64,
+    to: i64,
+    label: &str,
+) -> anyhow::Result<Replay> {
+    let client = Client::new(&config.controller.socket);
+    let history = client.history(None, Some(from), usize::MAX).await?;
+    let nodes: Vec<crate::api::NodeView> = client.get("/v1/nodes").await?;
+    let datasets: Vec<DatasetView> = client.get("/v1/datasets").await.unwrap_or_default();
     let ran: Vec<(&JobView, i64, i64, i64)> = history
         .iter()
         .filter_map(|j| {
@@ -99,7 +114,7 @@ pub fn run(args: &SimArgs, config_path: Option<&Path>) -> anyhow::Result<()> {
         .collect();
     anyhow::ensure!(
         !ran.is_empty(),
-        "no GPU job submitted in {month} ran to its end: nothing to replay (try --month with another month)"
+        "no GPU job submitted in {label} ran to its end: nothing to replay (try another month)"
     );
     let mut sizes: BTreeMap<String, u64> =
         datasets.iter().map(|d| (d.name.clone(), d.bytes)).collect();
@@ -173,11 +188,34 @@ pub fn run(args: &SimArgs, config_path: Option<&Path>) -> anyhow::Result<()> {
         r.policy = format!("labpool, with {}", args.nodes);
         reports.push(r);
     }
+    Ok(Replay {
+        jobs: ran.len(),
+        recorded_wait_s: (wait_s(&recorded, 0.5), wait_s(&recorded, 0.95)),
+        reports,
+    })
+}
+
+/// Runs `labpool sim --from-history`.
+pub fn run(args: &SimArgs, config_path: Option<&Path>) -> anyhow::Result<()> {
+    let config = Config::locate(config_path)?;
+    let month = match &args.month {
+        Some(m) => m.clone(),
+        None => {
+            let this = chrono::Local::now().format("%Y-%m").to_string();
+            super::reports::month_before(&this)?
+        }
+    };
+    let (from, to) = super::reports::month_range(&month)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let r = runtime.block_on(replay(args, &config, from, to, &month))?;
+    let reports = r.reports;
     if args.json {
         let v = serde_json::json!({
             "month": month,
-            "jobs": ran.len(),
-            "recorded": { "p50_wait_s": wait_s(&recorded, 0.5), "p95_wait_s": wait_s(&recorded, 0.95) },
+            "jobs": r.jobs,
+            "recorded": { "p50_wait_s": r.recorded_wait_s.0, "p95_wait_s": r.recorded_wait_s.1 },
             "replays": reports,
         });
         crate::out!("{}", serde_json::to_string_pretty(&v)?);
@@ -185,12 +223,12 @@ pub fn run(args: &SimArgs, config_path: Option<&Path>) -> anyhow::Result<()> {
     }
     crate::out!(
         "{} GPU jobs submitted in {month}, replayed with their real submit times and run times (every GPU type taken as equally fast)",
-        ran.len()
+        r.jobs
     );
     crate::out!(
         "recorded: p50 wait {:.0} s, p95 wait {:.0} s",
-        wait_s(&recorded, 0.5),
-        wait_s(&recorded, 0.95)
+        r.recorded_wait_s.0,
+        r.recorded_wait_s.1
     );
     crate::out!("{}", table(&reports));
     Ok(())

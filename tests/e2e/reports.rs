@@ -179,4 +179,36 @@ fn a_replay_of_the_pools_history_matches_its_waits_and_answers_what_if() {
     let out = pool.cli(&["sim", "--from-history", "--month", "1999-01"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("nothing to replay"));
+
+    // The report's what-if section holds the same replay.
+    let csv = pool.ok(&[
+        "report",
+        "--month",
+        &month,
+        "--format",
+        "csv",
+        "--what-if",
+        "+1x2:a100",
+    ]);
+    assert_eq!(csv_value(&csv, "what_if", "+1x2:a100", "jobs"), 4.0);
+    assert_eq!(
+        csv_value(&csv, "what_if", "today", "p95_wait_s"),
+        today,
+        "{csv}"
+    );
+    assert_eq!(
+        csv_value(&csv, "what_if", "proposed", "p95_wait_s"),
+        bigger,
+        "{csv}"
+    );
+    assert_eq!(
+        csv_value(&csv, "what_if", "recorded", "p95_wait_s"),
+        recorded,
+        "{csv}"
+    );
+    let html = pool.ok(&["report", "--month", &month, "--what-if", "+1x2:a100"]);
+    assert!(html.contains("<h2>What if: +1x2:a100</h2>"), "{html}");
+    let out = pool.cli(&["report", "--month", &month, "--what-if", "2x8"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("+COUNTxGPUS"));
 }
