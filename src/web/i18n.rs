@@ -106,6 +106,7 @@ impl Lang {
             "gone" => "已删除",
             "Restoring" => "正在恢复",
             "Done" => "完成",
+            "Failed" => "失败",
             "Recent snapshots" => "最近的快照",
             "Firing" => "触发中",
             "Pending" => "待定",

@@ -152,8 +152,8 @@ pub struct PageQuery {
 
 /// The rows of page `page` of `total`, `per` a page.
 pub fn page_range(page: usize, per: usize, total: usize) -> std::ops::Range<usize> {
-    let start = (page * per).min(total);
-    start..(start + per).min(total)
+    let start = page.saturating_mul(per).min(total);
+    start..start.saturating_add(per).min(total)
 }
 
 /// "1–100 of 872", with links to the pages before and after.
@@ -164,7 +164,7 @@ pub fn pager(ctx: &Ctx, path: &str, page: usize, per: usize, total: usize) -> Ma
             p.pager {
                 (r.start + 1) "–" (r.end) " / " (total) " "
                 @if page > 0 { a href={ (path) "?page=" (page - 1) } { "← " (ctx.t("Previous")) } " " }
-                @if r.end < total { a href={ (path) "?page=" (page + 1) } { (ctx.t("Next")) " →" } }
+                @if r.end < total { a href={ (path) "?page=" (page.saturating_add(1)) } { (ctx.t("Next")) " →" } }
             }
         }
     }

@@ -80,17 +80,18 @@ pub async fn serve(
     let Ok(bound) = listener.local_addr() else {
         return;
     };
-    let host = if bound.ip().is_unspecified() {
-        nix::unistd::gethostname()
+    // A wildcard address is no place to browse to: name this host instead. Otherwise the
+    // address as bound, which SocketAddr writes with brackets for IPv6.
+    let base = if bound.ip().is_unspecified() {
+        let host = nix::unistd::gethostname()
             .ok()
             .and_then(|h| h.into_string().ok())
-            .unwrap_or_else(|| "localhost".into())
+            .unwrap_or_else(|| "localhost".into());
+        format!("http://{host}:{}", bound.port())
     } else {
-        bound.ip().to_string()
+        format!("http://{bound}")
     };
-    state
-        .logins
-        .set_base(format!("http://{host}:{}", bound.port()));
+    state.logins.set_base(base);
     let path = state_dir.join("web.addr");
     if let Err(e) = std::fs::write(&path, format!("{bound}\n")) {
         tracing::warn!("cannot write {}: {e}", path.display());

@@ -12,7 +12,7 @@ const WINDOW: u64 = 64 * 1024;
 /// Why no tail can be shown.
 #[derive(Debug, thiserror::Error)]
 pub enum TailError {
-    /// Missing, unreadable, or a link.
+    /// Missing or unreadable.
     #[error("cannot read {path}: {why}")]
     Unreadable {
         /// The file.
@@ -20,7 +20,7 @@ pub enum TailError {
         /// What the system said.
         why: String,
     },
-    /// Someone else's file, or not a regular file.
+    /// Someone else's file, or not a regular file (a link, a FIFO, a terminal).
     #[error("{path} is not a file of the job's owner (uid {owner}); it is not shown")]
     NotTheOwners {
         /// The file.
@@ -36,13 +36,29 @@ pub fn tail(path: &Path, owner: u32, lines: usize) -> Result<String, TailError> 
         path: path.display().to_string(),
         why: e.to_string(),
     };
+    // Look before opening: a terminal or a FIFO named as --output is never opened as root.
+    let before = std::fs::symlink_metadata(path).map_err(unreadable)?;
+    if !before.is_file() || before.uid() != owner {
+        return Err(TailError::NotTheOwners {
+            path: path.display().to_string(),
+            owner,
+        });
+    }
     let mut f = std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags((nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_NONBLOCK).bits())
+        .custom_flags(
+            (nix::fcntl::OFlag::O_NOFOLLOW
+                | nix::fcntl::OFlag::O_NONBLOCK
+                | nix::fcntl::OFlag::O_NOCTTY)
+                .bits(),
+        )
         .open(path)
         .map_err(unreadable)?;
     let meta = f.metadata().map_err(unreadable)?;
-    if !meta.is_file() || meta.uid() != owner {
+    if !meta.is_file()
+        || meta.uid() != owner
+        || (meta.dev(), meta.ino()) != (before.dev(), before.ino())
+    {
         return Err(TailError::NotTheOwners {
             path: path.display().to_string(),
             owner,
@@ -80,7 +96,17 @@ mod tests {
         std::os::unix::fs::symlink(&out, &link).unwrap();
         assert!(matches!(
             tail(&link, me, 3),
-            Err(TailError::Unreadable { .. })
+            Err(TailError::NotTheOwners { .. })
+        ));
+        let fifo = dir.path().join("fifo.out");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        assert!(matches!(
+            tail(&fifo, me, 3),
+            Err(TailError::NotTheOwners { .. })
+        ));
+        assert!(matches!(
+            tail(Path::new("/dev/tty"), me, 3),
+            Err(TailError::NotTheOwners { .. } | TailError::Unreadable { .. })
         ));
         let big = dir.path().join("big.out");
         std::fs::write(&big, "x".repeat(200_000) + "\nlast\n").unwrap();

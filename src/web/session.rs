@@ -28,7 +28,11 @@ fn lang_of(headers: &HeaderMap) -> Lang {
 
 /// A path on this dashboard (`/jobs/12`), never another site (`//evil`, `http://…`).
 pub(super) fn local_path(p: &str) -> bool {
-    p.starts_with('/') && !p.starts_with("//") && !p.contains('\\')
+    p.starts_with('/')
+        && p.bytes().all(|b| b.is_ascii_graphic())
+        && !p.contains('\\')
+        && !p.starts_with("//")
+        && !p.contains("/%")
 }
 
 /// `GET /login?token=T`: trades a one-time token for a session cookie, then goes to `next`.
@@ -150,5 +154,28 @@ impl FromRequestParts<WebState> for LoggedIn {
             session,
             headers: parts.headers.clone(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::local_path;
+
+    #[test]
+    fn next_stays_on_the_dashboard() {
+        for ok in ["/", "/queue", "/jobs/12", "/snapshots?path=/home/a"] {
+            assert!(local_path(ok), "{ok}");
+        }
+        for bad in [
+            "//evil.example",
+            "/\t/evil.example",
+            "/\\evil",
+            "http://x",
+            "/ /x",
+            "/%2F/evil",
+            "queue",
+        ] {
+            assert!(!local_path(bad), "{bad}");
+        }
     }
 }

@@ -183,11 +183,18 @@ impl MonitorService {
     }
 
     /// Writes each GPU's latest utilisation and temperature into `nodes` (for the pool page
-    /// and `labpool nodes --json`).
+    /// and `labpool nodes --json`). A sample older than three sample intervals (at least 15 s) is left out: a
+    /// node that stopped reporting shows no reading rather than an old one.
     pub fn fill_readings(&self, nodes: &mut [crate::api::NodeView]) {
+        let now = self.clock.now_ms();
+        let fresh_ms = (3 * self.config.metrics.sample_interval.as_millis() as i64).max(15_000);
         let inner = self.lock();
         for node in nodes {
-            let Some((sample, _)) = inner.samples.get(&node.name) else {
+            let Some((sample, _)) = inner
+                .samples
+                .get(&node.name)
+                .filter(|(_, at)| now - *at <= fresh_ms)
+            else {
                 continue;
             };
             for gpu in &mut node.gpus {

@@ -18,7 +18,7 @@ const PAGE_LINES: usize = 60;
 
 pub(super) async fn page(
     State(state): State<WebState>,
-    Path(id): Path<String>,
+    Path(id): Path<u64>,
     me: LoggedIn,
 ) -> Response {
     let ctx = &me.ctx;
@@ -78,7 +78,7 @@ pub(super) async fn page(
 /// `POST /jobs/{id}/cancel`: cancels through the API, which allows it for the owner and admins.
 pub(super) async fn cancel(
     State(state): State<WebState>,
-    Path(id): Path<String>,
+    Path(id): Path<u64>,
     me: LoggedIn,
     Form(form): Form<CsrfForm>,
 ) -> Response {
@@ -87,7 +87,7 @@ pub(super) async fn cancel(
         return forged(ctx, "/jobs");
     }
     let req = CancelRequest {
-        ids: vec![id.clone()],
+        ids: vec![id.to_string()],
     };
     let outcome: Vec<CancelOutcome> = match state.api.post(ctx.uid, "/v1/jobs/cancel", &req).await {
         Ok(o) => o,

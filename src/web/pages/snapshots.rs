@@ -152,7 +152,9 @@ pub(super) async fn progress(
         @if let Some(e) = &st.error { p.problem { (e) } }
         p { a href="/snapshots" { (ctx.t("Back")) } }
     };
-    let title = if done {
+    let title = if st.error.is_some() {
+        ctx.t("Failed")
+    } else if done {
         ctx.t("Done")
     } else {
         ctx.t("Restoring")
