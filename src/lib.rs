@@ -29,6 +29,7 @@ pub mod session;
 pub mod settings;
 pub mod shim;
 pub mod slurm;
+pub mod slurm_gate;
 pub mod socket;
 pub mod transport;
 pub mod web;

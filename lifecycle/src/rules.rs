@@ -204,6 +204,18 @@ pub fn report_ended(
             time: outcome.end_time_ms,
         });
     }
+    // An attempt lost with its node (NODE_FAIL, as Slurm reports it) follows the node-down
+    // rules: requeued, unless it asked for --no-requeue.
+    if outcome.state == JobState::NodeFail
+        && let Some(t) = node_down(
+            life,
+            node,
+            outcome.reason.as_deref().unwrap_or("lost with its node"),
+            outcome.end_time_ms,
+        )
+    {
+        return Ok(t);
+    }
     Ok(ended(outcome, life.cancel_requested_by.as_deref()))
 }
 

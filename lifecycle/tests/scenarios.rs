@@ -369,3 +369,24 @@ fn requeue_kills_the_attempt_then_queues_the_job_again_and_a_cancel_wins() {
     assert_eq!(h.requeue_charges[&a], vec![30_000]);
     h.all_ended_once().unwrap();
 }
+
+#[test]
+fn an_attempt_reported_lost_with_its_node_follows_the_node_down_rules() {
+    // Slurm reports NODE_FAIL for the job itself: requeued, or NODE_FAIL with --no-requeue.
+    let mut h = Harness::new(2, 1);
+    let j = h.submit(true);
+    let k = h.submit(false);
+    assert!(h.place(j, "n0", 1, Harness::ready()));
+    assert!(h.place(k, "n1", 1, Harness::ready()));
+    h.now += 5_000;
+    h.finish("n0", j, 1, JobState::NodeFail);
+    h.finish("n1", k, 1, JobState::NodeFail);
+    assert_eq!(h.store[&j].state, JobState::Pending);
+    assert_eq!(h.store[&j].reason.as_deref(), Some("NodeFail"));
+    assert_eq!(h.store[&k].state, JobState::NodeFail);
+    assert!(h.place(j, "n1", 1, Harness::ready()));
+    assert_eq!(h.attempt_of(j), (2, Some("n1".into())));
+    h.finish("n1", j, 2, JobState::Completed);
+    h.check().unwrap();
+    h.all_ended_once().unwrap();
+}

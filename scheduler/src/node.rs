@@ -3,6 +3,11 @@
 //! A GPU is held either whole, by one job, or in share slots: a GPU configured with
 //! `share = N` (N > 1) may be held by up to N jobs that asked for `--gpu-share` at once, and by
 //! no whole holder meanwhile. A GPU with `share = 1` (the default) is never shared.
+//!
+//! A GPU may also be taken by foreign load: over the Slurm executor, jobs that Slurm runs and
+//! that did not come through labpool. The pool never places over them; which of its indexes
+//! count as foreign is nominal (Slurm picks the real devices), so only their number per type
+//! matters, and they are the highest free indexes.
 
 use crate::job::{JobId, Part};
 use serde::{Deserialize, Serialize};
@@ -99,6 +104,8 @@ pub struct Node {
     gpu_owner: BTreeMap<u32, JobId>,
     /// Sharing holders, by GPU index; an entry is never empty.
     gpu_sharers: BTreeMap<u32, BTreeSet<JobId>>,
+    /// GPUs taken by load outside the pool (see the module's comment).
+    foreign: BTreeSet<u32>,
     cpus_used: u32,
     mem_used: u64,
 }
@@ -112,6 +119,7 @@ impl Node {
             drain: None,
             gpu_owner: BTreeMap::new(),
             gpu_sharers: BTreeMap::new(),
+            foreign: BTreeSet::new(),
             cpus_used: 0,
             mem_used: 0,
         }
@@ -127,7 +135,7 @@ impl Node {
         self.down.is_none() && self.drain.is_none()
     }
 
-    /// GPUs held by any job, whole or shared.
+    /// GPUs held by any job, whole or shared, or by foreign load.
     fn busy_gpus(&self) -> usize {
         self.gpu_owner.len()
             + self
@@ -135,6 +143,38 @@ impl Node {
                 .keys()
                 .filter(|g| !self.gpu_owner.contains_key(g))
                 .count()
+            + self.foreign.len()
+    }
+
+    /// True when GPU `index` is held by a pool job (whole or shared) or by foreign load.
+    fn taken(&self, index: u32) -> bool {
+        self.gpu_owner.contains_key(&index)
+            || self.gpu_sharers.contains_key(&index)
+            || self.foreign.contains(&index)
+    }
+
+    /// Sets the foreign load: `wanted` GPUs per type (`None`: any type), taken from the highest
+    /// indexes that no pool job holds. Where fewer are free than wanted (a pool job and a
+    /// foreign one raced for the same GPUs), it takes what is free; the shell notices the pool
+    /// job that cannot start. Returns the GPUs now foreign.
+    pub fn set_foreign(&mut self, wanted: &BTreeMap<Option<String>, u32>) -> Vec<u32> {
+        self.foreign.clear();
+        for (gpu_type, n) in wanted {
+            let mut free: Vec<u32> = self
+                .gpus_of_type(gpu_type.as_deref())
+                .map(|g| g.index)
+                .filter(|i| !self.taken(*i))
+                .collect();
+            free.reverse();
+            free.truncate(*n as usize);
+            self.foreign.extend(free);
+        }
+        self.foreign.iter().copied().collect()
+    }
+
+    /// GPUs taken by foreign load, by index.
+    pub fn foreign_gpus(&self) -> impl Iterator<Item = u32> + '_ {
+        self.foreign.iter().copied()
     }
 
     /// The state to show. A GPU with sharers counts as in use, even with slots left.
@@ -171,7 +211,7 @@ impl Node {
     pub fn free_gpus(&self, gpu_type: Option<&str>) -> impl Iterator<Item = u32> {
         self.gpus_of_type(gpu_type)
             .map(|g| g.index)
-            .filter(|i| !self.gpu_owner.contains_key(i) && !self.gpu_sharers.contains_key(i))
+            .filter(|i| !self.taken(*i))
     }
 
     /// The GPUs of `gpu_type` (any type when `None`) as a bit mask (bit `i` is GPU index `i`).
@@ -203,7 +243,11 @@ impl Node {
     /// and each GPU's sharing holders as its share count.
     pub fn free_capacity(&self) -> crate::profile::Capacity {
         let all = self.type_mask(None);
-        let mut held = self.gpu_owner.keys().fold(0u64, |m, i| m | (1u64 << i));
+        let mut held = self
+            .gpu_owner
+            .keys()
+            .chain(&self.foreign)
+            .fold(0u64, |m, i| m | (1u64 << i));
         let mut shared = [0u8; 64];
         for (g, jobs) in &self.gpu_sharers {
             held |= 1u64 << g;

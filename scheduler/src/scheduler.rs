@@ -244,6 +244,16 @@ impl Scheduler {
         self.nodes.get_mut(name).map(|n| n.drain = reason).is_some()
     }
 
+    /// Sets the GPUs foreign load takes on `name` ([`Node::set_foreign`]); None when the node
+    /// is unknown.
+    pub fn set_foreign(
+        &mut self,
+        name: &str,
+        wanted: &BTreeMap<Option<String>, u32>,
+    ) -> Option<Vec<u32>> {
+        self.nodes.get_mut(name).map(|n| n.set_foreign(wanted))
+    }
+
     /// A node by name.
     pub fn node(&self, name: &str) -> Option<&Node> {
         self.nodes.get(name)

@@ -111,3 +111,31 @@ fn seeded_node_order_is_reproducible() {
         "different seeds try nodes in different orders"
     );
 }
+
+#[test]
+fn foreign_load_takes_gpus_the_pool_never_places_over() {
+    let mut s = sched();
+    s.upsert_node(node("gn1", &["a100"; 8], 64)).unwrap();
+    submit(&mut s, 1, res(2, None), None);
+    s.schedule(Timestamp(0));
+    // Six GPUs of the eight go to jobs Slurm runs for others: the top free ones.
+    let wanted = [(Some("a100".to_string()), 6)].into_iter().collect();
+    let foreign = s.set_foreign("gn1", &wanted).unwrap();
+    assert_eq!(foreign, [2, 3, 4, 5, 6, 7]);
+    assert_eq!(s.node("gn1").unwrap().state(), NodeState::Allocated);
+    submit(&mut s, 2, res(1, None), None);
+    let d = s.schedule(Timestamp(1));
+    assert!(started(&d).is_empty(), "{d:?}");
+    assert!(reason(&s, 2).starts_with("Resources"), "{}", reason(&s, 2));
+    // The pool's own job ends: its GPUs are free again, the foreign ones stay taken.
+    end(&mut s, 1, Timestamp(2));
+    let d = s.schedule(Timestamp(3));
+    assert_eq!(started(&d)[&2].1, [0]);
+    // The foreign load ends.
+    s.set_foreign("gn1", &Default::default()).unwrap();
+    submit(&mut s, 3, res(7, None), None);
+    let d = s.schedule(Timestamp(4));
+    assert_eq!(started(&d)[&3].1, [1, 2, 3, 4, 5, 6, 7]);
+    s.check_invariants().unwrap();
+    assert!(s.set_foreign("gn9", &wanted).is_none());
+}

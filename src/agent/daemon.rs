@@ -106,6 +106,7 @@ pub async fn run(
         advertise: agent.advertise.clone(),
         instance: instance.clone(),
         version: env!("CARGO_PKG_VERSION").to_string(),
+        cache_dir: Some(config.cache_dir()),
     };
     let shared = Arc::new(Shared {
         node: node.spec.name.clone(),

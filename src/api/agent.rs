@@ -414,6 +414,9 @@ pub struct Registration {
     pub instance: String,
     /// labpool's version on the node.
     pub version: String,
+    /// Its dataset cache's root: over the Slurm executor the controller tells jobs their paths.
+    #[serde(default)]
+    pub cache_dir: Option<PathBuf>,
 }
 
 /// The controller's answer to a registration.

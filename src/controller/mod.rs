@@ -82,6 +82,7 @@ pub async fn serve(
             NodeFacts {
                 gpu_source: node.source.as_str().to_string(),
                 isolation: node.support.clone(),
+                cache_dir: Some(config.cache_dir()),
             },
         );
         local_name = Some(node.spec.name.clone());
@@ -109,6 +110,8 @@ pub async fn serve(
 
     let storage = storage::StorageGate::default();
     let gpu_util = monitor::UtilBoard::default();
+    let (request_tx, request_rx) = mpsc::channel(4096);
+    let gate = crate::slurm_gate::spawn(&config, report_tx.clone(), request_tx.clone());
     let parts = supervisor::EngineParts {
         config: config.clone(),
         db: db.clone(),
@@ -121,11 +124,11 @@ pub async fn serve(
         clock: clock.clone(),
         storage: storage.clone(),
         gpu_util: gpu_util.clone(),
+        gate,
     };
     let engine = parts.build().await?;
 
     let listener = bind_socket(&config.controller.socket)?;
-    let (request_tx, request_rx) = mpsc::channel(4096);
     let (stop_tx, stop_rx) = watch::channel(false);
     let snapshot_service = snapshots::SnapshotService::new(config.clone());
     let quota_service = quotas::QuotaService::new(config.clone(), db.clone());

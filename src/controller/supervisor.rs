@@ -35,6 +35,8 @@ pub struct EngineParts {
     pub storage: StorageGate,
     /// Shared with the monitor: each running attempt's mean GPU utilisation.
     pub gpu_util: crate::controller::monitor::UtilBoard,
+    /// The Slurm gate's order channel, over the Slurm executor.
+    pub gate: Option<mpsc::UnboundedSender<crate::slurm_gate::GateOrder>>,
 }
 
 impl EngineParts {
@@ -57,6 +59,7 @@ impl EngineParts {
         engine.cluster = self.cluster.clone();
         engine.storage = self.storage.clone();
         engine.gpu_util = self.gpu_util.clone();
+        engine.gate = self.gate.clone();
         engine.restore().await?;
         Ok(engine)
     }

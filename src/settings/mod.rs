@@ -14,6 +14,7 @@ mod cache;
 mod controller;
 mod datasets;
 mod envs;
+mod executor;
 mod jobs;
 mod mail;
 mod metrics;
@@ -35,6 +36,7 @@ pub use cache::CacheConfig;
 pub use controller::ControllerConfig;
 pub use datasets::DatasetsConfig;
 pub use envs::EnvsConfig;
+pub use executor::{ExecutorConfig, ExecutorKind};
 pub use jobs::{IsolationMode, JobsConfig, OverridePolicy};
 pub use mail::MailConfig;
 pub use metrics::{MetricsConfig, ZombiesConfig};
@@ -107,6 +109,9 @@ pub struct Config {
     /// `[reports]`: what usage reports show.
     #[serde(default)]
     pub reports: ReportsConfig,
+    /// `[executor]`: labpool's agents, or the lab's Slurm.
+    #[serde(default)]
+    pub executor: ExecutorConfig,
     /// `[web]`: the dashboard for browsers.
     #[serde(default)]
     pub web: WebConfig,
@@ -216,6 +221,7 @@ impl Config {
         self.envs.rebase(base);
         self.snapshots.rebase(base);
         self.quotas.rebase(base);
+        self.executor.rebase(base);
     }
 
     /// Every section's checks and those across sections. The order is kept as it was when
@@ -241,6 +247,7 @@ impl Config {
         self.alerts.check()?;
         self.metrics.check()?;
         self.web.check()?;
+        self.executor.check()?;
         self.zombies.check()?;
         self.mail.check()?;
         snapshots::check_sources(&self.snapshot_sources())?;

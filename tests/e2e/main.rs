@@ -40,6 +40,7 @@ mod session_remote;
 mod show_settings;
 mod slurm_commands;
 mod slurm_differential;
+mod slurm_gate;
 mod slurm_options;
 mod slurm_peer;
 mod slurm_preemption;

@@ -97,6 +97,8 @@ pub struct NodeFacts {
     pub gpu_source: String,
     /// The cgroup isolation it offers.
     pub isolation: labpool_isolation::Support,
+    /// Its dataset cache's root, when its agent said (over Slurm, jobs are told their paths).
+    pub cache_dir: Option<std::path::PathBuf>,
 }
 
 /// The engine's state.
@@ -139,6 +141,10 @@ pub struct Engine {
     /// Each running attempt's mean GPU utilisation, kept by the monitor: the credit rebate
     /// reads it when the job ends.
     pub(crate) gpu_util: crate::controller::monitor::UtilBoard,
+    /// Over the Slurm executor: where orders about running attempts go instead of agents.
+    pub(crate) gate: Option<mpsc::UnboundedSender<crate::slurm_gate::GateOrder>>,
+    /// Nodes this engine marked down or draining because Slurm shows them so.
+    pub(crate) slurm_marks: crate::controller::nodes::slurm::SlurmMarks,
 }
 
 impl Engine {
@@ -174,6 +180,8 @@ impl Engine {
             storage: StorageGate::default(),
             keys_forgotten_at: 0,
             gpu_util: Default::default(),
+            gate: None,
+            slurm_marks: Default::default(),
         }
     }
 
@@ -404,6 +412,7 @@ impl Engine {
                     let out = self.on_agent_reports(batch).await?;
                     self.outbox.reply(reply, out);
                 }
+                Item::Request(Request::SlurmView(view)) => self.on_slurm_view(view),
                 Item::Report(report) => self.on_report(report).await?,
                 Item::NodeCheck => self.check_nodes().await?,
             }

@@ -203,6 +203,8 @@ pub enum Request {
         /// Answer: refused when the agent must register again.
         reply: oneshot::Sender<Result<(), ApiError>>,
     },
+    /// What the Slurm gate read from Slurm: foreign load, nodes down or draining.
+    SlurmView(crate::slurm_gate::SlurmView),
     /// Verify node caches (admins).
     CacheVerify {
         /// One node, or all.

@@ -238,12 +238,17 @@ impl Engine {
         }
         for order in outbox.orders {
             match order {
-                Order::Send(node, order) => match self.agents.get(&node) {
-                    Some(link) => {
-                        let _ = link.send(order);
+                Order::Send(node, order) => {
+                    let Some(order) = self.to_gate(&node, order) else {
+                        continue;
+                    };
+                    match self.agents.get(&node) {
+                        Some(link) => {
+                            let _ = link.send(order);
+                        }
+                        None => tracing::debug!(node, "no link to the node; order dropped"),
                     }
-                    None => tracing::debug!(node, "no link to the node; order dropped"),
-                },
+                }
                 Order::Stage {
                     job,
                     attempt,

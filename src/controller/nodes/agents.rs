@@ -124,6 +124,7 @@ impl Engine {
                 NodeFacts {
                     gpu_source,
                     isolation: Support::default(),
+                    cache_dir: None,
                 },
             );
             self.remote.insert(
@@ -177,6 +178,7 @@ impl Engine {
             NodeFacts {
                 gpu_source: reg.gpu_source.clone(),
                 isolation: reg.isolation.clone(),
+                cache_dir: reg.cache_dir.clone(),
             },
         );
         let (link, orders) = spawn_link(name.clone(), address.clone(), client);

@@ -21,6 +21,7 @@ pub mod db;
 pub mod faults;
 pub mod link;
 pub mod peers;
+pub mod slurm;
 pub mod views;
 
 pub use agents::{RemoteNode, routes};

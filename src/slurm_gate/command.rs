@@ -1,0 +1,249 @@
+//! Slurm's commands as the gate runs them: `sbatch`, `scontrol`, `scancel` and `squeue`, from
+//! `[executor] slurm_bin`, with `SLURM_CONF` from `[executor] slurm_conf`.
+
+use crate::slurm_gate::queue::{self, QueueError, SlurmJob};
+use crate::slurm_gate::submit::{self, Submission};
+use std::path::PathBuf;
+use std::process::Stdio;
+use tokio::io::AsyncWriteExt;
+
+/// Why a Slurm command did not do its work.
+#[derive(Debug, thiserror::Error)]
+pub enum SlurmError {
+    /// It could not be started.
+    #[error("cannot run {command}: {source} (check slurm_bin under [executor])")]
+    Spawn {
+        /// The command.
+        command: String,
+        /// What the system said.
+        source: std::io::Error,
+    },
+    /// It ran and failed.
+    #[error("{command} failed ({status}): {stderr}")]
+    Failed {
+        /// The command and its first arguments.
+        command: String,
+        /// Its exit status.
+        status: String,
+        /// What it wrote on stderr.
+        stderr: String,
+    },
+    /// sbatch answered something other than a job id.
+    #[error("sbatch --parsable answered {0:?}, not a job id")]
+    NoJobId(String),
+    /// squeue's answer.
+    #[error(transparent)]
+    Queue(#[from] QueueError),
+}
+
+/// Where Slurm's commands are and which cluster they talk to.
+#[derive(Debug, Clone)]
+pub struct Slurm {
+    /// The directory of the commands.
+    pub bin: PathBuf,
+    /// `SLURM_CONF`, when set.
+    pub conf: Option<PathBuf>,
+}
+
+impl Slurm {
+    fn command(&self, name: &str) -> tokio::process::Command {
+        let mut c = tokio::process::Command::new(self.bin.join(name));
+        if let Some(conf) = &self.conf {
+            c.env("SLURM_CONF", conf);
+        }
+        c.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        c
+    }
+
+    /// Runs `name args`, giving `input` on stdin; its stdout when it succeeded.
+    async fn run(
+        &self,
+        mut c: tokio::process::Command,
+        name: &str,
+        args: &[String],
+        input: Option<&str>,
+    ) -> Result<Vec<u8>, SlurmError> {
+        let shown = format!(
+            "{name} {}",
+            args.iter().take(3).cloned().collect::<Vec<_>>().join(" ")
+        );
+        c.args(args);
+        if input.is_some() {
+            c.stdin(Stdio::piped());
+        }
+        let mut child = c.spawn().map_err(|source| SlurmError::Spawn {
+            command: self.bin.join(name).display().to_string(),
+            source,
+        })?;
+        if let (Some(text), Some(mut stdin)) = (input, child.stdin.take()) {
+            let _ = stdin.write_all(text.as_bytes()).await;
+        }
+        let out = child
+            .wait_with_output()
+            .await
+            .map_err(|source| SlurmError::Spawn {
+                command: shown.clone(),
+                source,
+            })?;
+        if !out.status.success() {
+            return Err(SlurmError::Failed {
+                command: shown,
+                status: out.status.to_string(),
+                stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+            });
+        }
+        Ok(out.stdout)
+    }
+
+    /// Submits one attempt held; Slurm's job id.
+    pub async fn submit_held(&self, s: &Submission, as_root: bool) -> Result<u64, SlurmError> {
+        let mut c = self.command("sbatch");
+        c.env_clear();
+        if let Some(conf) = &self.conf {
+            c.env("SLURM_CONF", conf);
+        }
+        c.envs(submit::environment(s));
+        let args = submit::sbatch_args(s, as_root);
+        let out = self
+            .run(c, "sbatch", &args, Some(&submit::wrapper(s)))
+            .await?;
+        let text = String::from_utf8_lossy(&out).trim().to_string();
+        // `--parsable` writes `ID` or `ID;CLUSTER`.
+        text.split(';')
+            .next()
+            .and_then(|id| id.parse().ok())
+            .ok_or(SlurmError::NoJobId(text))
+    }
+
+    /// Releases held jobs.
+    pub async fn release(&self, ids: &[u64]) -> Result<(), SlurmError> {
+        let args = vec!["release".to_string(), id_list(ids)];
+        self.run(self.command("scontrol"), "scontrol", &args, None)
+            .await
+            .map(drop)
+    }
+
+    /// Cancels jobs.
+    pub async fn cancel(&self, ids: &[u64]) -> Result<(), SlurmError> {
+        let args: Vec<String> = ids.iter().map(u64::to_string).collect();
+        self.run(self.command("scancel"), "scancel", &args, None)
+            .await
+            .map(drop)
+    }
+
+    /// Sends `signal` to a job's processes: `which` is scancel's `--batch`/`--full` or none.
+    pub async fn signal(
+        &self,
+        id: u64,
+        signal: i32,
+        which: Option<&str>,
+    ) -> Result<(), SlurmError> {
+        let mut args = vec![format!("--signal={signal}")];
+        args.extend(which.map(str::to_string));
+        args.push(id.to_string());
+        self.run(self.command("scancel"), "scancel", &args, None)
+            .await
+            .map(drop)
+    }
+
+    /// The whole queue.
+    pub async fn queue(&self) -> Result<Vec<SlurmJob>, SlurmError> {
+        let out = self
+            .run(
+                self.command("squeue"),
+                "squeue",
+                &["--json".to_string()],
+                None,
+            )
+            .await?;
+        Ok(queue::parse(&out)?)
+    }
+
+    /// Every node's state and reason, from `scontrol show node -o`.
+    pub async fn nodes(&self) -> Result<Vec<NodeLine>, SlurmError> {
+        let args = ["show", "node", "-o"].map(String::from);
+        let out = self
+            .run(self.command("scontrol"), "scontrol", &args, None)
+            .await?;
+        Ok(String::from_utf8_lossy(&out)
+            .lines()
+            .filter_map(NodeLine::parse)
+            .collect())
+    }
+}
+
+/// `1,2,3`.
+fn id_list(ids: &[u64]) -> String {
+    ids.iter().map(u64::to_string).collect::<Vec<_>>().join(",")
+}
+
+/// One node as `scontrol show node -o` writes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeLine {
+    /// `NodeName`.
+    pub name: String,
+    /// `State`, such as `IDLE`, `MIXED+DRAIN`, `DOWN*`.
+    pub state: String,
+    /// `Reason`, when one is set (it runs to the end of the line after `Reason=`).
+    pub reason: String,
+    /// `AvailableFeatures`.
+    pub features: String,
+}
+
+impl NodeLine {
+    /// Reads one line; None for a line that names no node.
+    pub fn parse(line: &str) -> Option<NodeLine> {
+        let field = |key: &str| -> Option<String> {
+            let at = line.find(&format!("{key}="))?;
+            if at > 0 && !line[..at].ends_with(' ') {
+                return None;
+            }
+            let rest = &line[at + key.len() + 1..];
+            Some(rest.split(' ').next().unwrap_or_default().to_string())
+        };
+        // The reason is free text: everything after `Reason=` (it is the last field but for
+        // the dates that follow it in brackets).
+        let reason = line
+            .find(" Reason=")
+            .map(|at| line[at + 8..].trim().to_string())
+            .unwrap_or_default();
+        Some(NodeLine {
+            name: field("NodeName")?,
+            state: field("State").unwrap_or_default(),
+            reason,
+            features: field("AvailableFeatures").unwrap_or_default(),
+        })
+    }
+
+    /// DOWN (or failing, or not responding): its jobs are lost.
+    pub fn is_down(&self) -> bool {
+        self.state.starts_with("DOWN") || self.state.contains("FAIL") || self.state.ends_with('*')
+    }
+
+    /// Draining or drained: it takes no new jobs, and its jobs run on.
+    pub fn is_draining(&self) -> bool {
+        self.state.contains("DRAIN")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn node_lines_are_read_as_scontrol_writes_them() {
+        let l = "NodeName=gn1 Arch=x86_64 CoresPerSocket=32 AvailableFeatures=a100,ib ActiveFeatures=a100,ib Gres=gpu:a100:8 State=IDLE+DRAIN ThreadsPerCore=1 Reason=disk swap [root@2026-12-05T10:00:00]";
+        let n = NodeLine::parse(l).unwrap();
+        assert_eq!(n.name, "gn1");
+        assert_eq!(n.state, "IDLE+DRAIN");
+        assert_eq!(n.features, "a100,ib");
+        assert_eq!(n.reason, "disk swap [root@2026-12-05T10:00:00]");
+        assert!(n.is_draining() && !n.is_down());
+        let d = NodeLine::parse("NodeName=gn2 State=DOWN* Reason=Not responding").unwrap();
+        assert!(d.is_down());
+        assert!(NodeLine::parse("No nodes in the system").is_none());
+    }
+}

@@ -1,0 +1,434 @@
+//! The gate's task: it takes the orders the engine would send agents about running attempts,
+//! carries them out in Slurm, and reads Slurm's queue every `[executor] poll` to report back
+//! what the agents would: ends, adoptions, attempts that never started. It also tells the
+//! engine what Slurm runs for others (foreign load) and which nodes Slurm has down or draining.
+
+use crate::api::SignalTarget;
+use crate::api::agent::{AgentOrder, AgentReport};
+use crate::controller::engine::Request;
+use crate::slurm_gate::command::{NodeLine, Slurm};
+use crate::slurm_gate::outcome::outcome_of;
+use crate::slurm_gate::queue::SlurmJob;
+use crate::slurm_gate::submit::Submission;
+use labpool_lifecycle::Outcome;
+use labpool_scheduler::JobState;
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
+
+/// What the engine sends the gate.
+#[derive(Debug)]
+pub enum GateOrder {
+    /// Submit this attempt held, pinned and tagged, then release it.
+    Start(Box<Submission>),
+    /// An agent order about running attempts (kill, notice, signal, adopt, forget) for `node`.
+    Agent {
+        /// The node it was for.
+        node: String,
+        /// The order.
+        order: AgentOrder,
+    },
+}
+
+/// What Slurm shows, as the engine takes it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SlurmView {
+    /// GPUs that jobs labpool did not submit hold, per node and type.
+    pub foreign: BTreeMap<String, BTreeMap<Option<String>, u32>>,
+    /// Nodes Slurm has DOWN, with why.
+    pub down: BTreeMap<String, String>,
+    /// Nodes Slurm drains, with why.
+    pub drain: BTreeMap<String, String>,
+}
+
+/// One attempt the gate answers for.
+#[derive(Debug)]
+struct Tracked {
+    node: String,
+    /// Slurm's id, once known.
+    slurm: Option<u64>,
+    /// When it was released, while it has not been seen running.
+    released: Option<Instant>,
+    /// Known only from an adoption: it is looked for by its tag.
+    adopted: bool,
+    /// Its stop is due then (after a preemption notice).
+    stop_at: Option<Instant>,
+}
+
+/// The gate's state.
+pub struct Gate {
+    slurm: Slurm,
+    pool: String,
+    as_root: bool,
+    start_timeout: Duration,
+    reports: mpsc::UnboundedSender<AgentReport>,
+    engine: mpsc::Sender<Request>,
+    tracked: BTreeMap<(u64, u32), Tracked>,
+    /// Nodes told what they run since the gate started: a tagged job there that is not
+    /// tracked is an orphan and is cancelled.
+    adopted: BTreeSet<String>,
+    last_view: Option<SlurmView>,
+}
+
+impl Gate {
+    /// A gate over `slurm`.
+    pub fn new(
+        slurm: Slurm,
+        pool: String,
+        start_timeout: Duration,
+        reports: mpsc::UnboundedSender<AgentReport>,
+        engine: mpsc::Sender<Request>,
+    ) -> Gate {
+        Gate {
+            slurm,
+            pool,
+            as_root: nix::unistd::geteuid().is_root(),
+            start_timeout,
+            reports,
+            engine,
+            tracked: BTreeMap::new(),
+            adopted: BTreeSet::new(),
+            last_view: None,
+        }
+    }
+
+    /// Serves orders and polls Slurm until the engine drops its sender.
+    pub async fn run(mut self, mut orders: mpsc::UnboundedReceiver<GateOrder>, poll: Duration) {
+        let mut tick = tokio::time::interval(poll);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                o = orders.recv() => {
+                    let Some(first) = o else { return };
+                    let mut batch = vec![first];
+                    while let Ok(o) = orders.try_recv() {
+                        batch.push(o);
+                    }
+                    self.orders(batch).await;
+                }
+                _ = tick.tick() => self.poll().await,
+            }
+        }
+    }
+
+    async fn orders(&mut self, batch: Vec<GateOrder>) {
+        let mut starts = Vec::new();
+        for order in batch {
+            match order {
+                GateOrder::Start(s) => starts.push(*s),
+                GateOrder::Agent { node, order } => self.agent_order(node, order).await,
+            }
+        }
+        if !starts.is_empty() {
+            self.start(starts).await;
+        }
+    }
+
+    /// Submits each attempt held, then releases them all in one call.
+    async fn start(&mut self, starts: Vec<Submission>) {
+        let mut held = Vec::new();
+        for s in starts {
+            let key = (s.launch.job, s.launch.attempt);
+            if self.tracked.contains_key(&key) {
+                continue;
+            }
+            match self.slurm.submit_held(&s, self.as_root).await {
+                Ok(id) => {
+                    tracing::info!(
+                        job = key.0,
+                        attempt = key.1,
+                        slurm = id,
+                        node = s.node,
+                        "submitted to Slurm, held"
+                    );
+                    self.tracked.insert(
+                        key,
+                        Tracked {
+                            node: s.node.clone(),
+                            slurm: Some(id),
+                            released: Some(Instant::now()),
+                            adopted: false,
+                            stop_at: None,
+                        },
+                    );
+                    held.push(id);
+                }
+                Err(e) => {
+                    tracing::error!(job = key.0, attempt = key.1, "Slurm refused the job: {e}");
+                    let outcome = Outcome::decided(
+                        JobState::Failed,
+                        crate::clock::now_ms(),
+                        format!("Slurm refused it: {e}"),
+                    );
+                    self.report(AgentReport::Ended {
+                        node: s.node.clone(),
+                        job: key.0,
+                        attempt: key.1,
+                        outcome,
+                        steps: Vec::new(),
+                    });
+                }
+            }
+        }
+        if !held.is_empty()
+            && let Err(e) = self.slurm.release(&held).await
+        {
+            // Left held: the next poll sees it pending past the start timeout and it is
+            // placed again.
+            tracing::error!("cannot release Slurm jobs {held:?}: {e}");
+        }
+    }
+
+    async fn agent_order(&mut self, node: String, order: AgentOrder) {
+        match order {
+            AgentOrder::Kill { job, attempt } => {
+                if let Some(t) = self.tracked.remove(&(job, attempt))
+                    && let Some(id) = t.slurm
+                {
+                    self.cancel(id).await;
+                }
+            }
+            AgentOrder::Forget { job, attempt } => {
+                self.tracked.remove(&(job, attempt));
+            }
+            AgentOrder::Notice {
+                job,
+                attempt,
+                signal,
+                grace_ms,
+                ..
+            } => {
+                let Some(t) = self.tracked.get_mut(&(job, attempt)) else {
+                    return;
+                };
+                t.stop_at = Some(Instant::now() + Duration::from_millis(grace_ms));
+                if let Some(id) = t.slurm {
+                    let (sig, which) = match signal {
+                        Some(s) if s.batch_only => (s.signal, Some("--batch")),
+                        Some(s) => (s.signal, None),
+                        None => (15, Some("--full")),
+                    };
+                    if let Err(e) = self.slurm.signal(id, sig, which).await {
+                        tracing::warn!(job, attempt, "cannot signal Slurm job {id}: {e}");
+                    }
+                }
+            }
+            AgentOrder::Signal {
+                job,
+                attempt,
+                signal,
+                target,
+            } => {
+                let Some(id) = self.tracked.get(&(job, attempt)).and_then(|t| t.slurm) else {
+                    return;
+                };
+                let which = match target {
+                    SignalTarget::Steps => None,
+                    SignalTarget::Batch => Some("--batch"),
+                    SignalTarget::All => Some("--full"),
+                };
+                if let Err(e) = self.slurm.signal(id, signal, which).await {
+                    tracing::warn!(job, attempt, "cannot signal Slurm job {id}: {e}");
+                }
+            }
+            AgentOrder::Adopt { expected } => {
+                self.adopted.insert(node.clone());
+                for key in expected {
+                    self.tracked.entry(key).or_insert_with(|| Tracked {
+                        node: node.clone(),
+                        slurm: None,
+                        released: None,
+                        adopted: true,
+                        stop_at: None,
+                    });
+                }
+                // Answered from the queue, at once.
+                self.poll().await;
+            }
+            other => tracing::debug!(node, "not a Slurm order: {other:?}"),
+        }
+    }
+
+    async fn cancel(&self, id: u64) {
+        if let Err(e) = self.slurm.cancel(&[id]).await {
+            tracing::warn!("cannot cancel Slurm job {id}: {e}");
+        }
+    }
+
+    fn report(&self, r: AgentReport) {
+        let _ = self.reports.send(r);
+    }
+
+    /// Reads the queue and the nodes, and reports what changed.
+    async fn poll(&mut self) {
+        // The queue first: a job that failed with its node was failed after the node went
+        // DOWN, so the nodes read next show it DOWN, and the job follows the node's rules.
+        let queue = match self.slurm.queue().await {
+            Ok(q) => q,
+            Err(e) => {
+                tracing::warn!("cannot read Slurm's queue: {e}");
+                return;
+            }
+        };
+        let nodes = match self.slurm.nodes().await {
+            Ok(n) => n,
+            Err(e) => {
+                tracing::warn!("cannot read Slurm's nodes: {e}");
+                return;
+            }
+        };
+        let view = view_of(&nodes, &queue, &self.pool);
+        if self.last_view.as_ref() != Some(&view) {
+            let _ = self.engine.send(Request::SlurmView(view.clone())).await;
+            self.last_view = Some(view.clone());
+        }
+        // The jobs of a node that went down are the engine's to requeue, as a lost agent's.
+        let lost: Vec<(u64, u32)> = self
+            .tracked
+            .iter()
+            .filter(|(_, t)| view.down.contains_key(&t.node))
+            .map(|(k, _)| *k)
+            .collect();
+        let mut by_tag: BTreeMap<(u64, u32), &SlurmJob> = BTreeMap::new();
+        for j in &queue {
+            if let Some(key) = j.labpool(&self.pool) {
+                // Should one attempt have two Slurm jobs, the newest answers for it.
+                if by_tag.get(&key).is_none_or(|o| o.job_id < j.job_id) {
+                    by_tag.insert(key, j);
+                }
+            }
+        }
+        let mut cancel = Vec::new();
+        let mut release = Vec::new();
+        for key in lost {
+            if let Some(t) = self.tracked.remove(&key) {
+                cancel.extend(t.slurm.or_else(|| by_tag.get(&key).map(|j| j.job_id)));
+            }
+        }
+        let now = Instant::now();
+        let mut done = Vec::new();
+        for (key, t) in self.tracked.iter_mut() {
+            let (job, attempt) = *key;
+            let Some(sj) = by_tag.get(key) else {
+                if t.adopted {
+                    // Never submitted (the controller stopped before sbatch): it never will be.
+                    self.reports
+                        .send(AgentReport::NeverStarted {
+                            node: t.node.clone(),
+                            job,
+                            attempt,
+                        })
+                        .ok();
+                    done.push(*key);
+                }
+                continue;
+            };
+            if t.adopted {
+                t.adopted = false;
+                t.slurm = Some(sj.job_id);
+                tracing::info!(job, attempt, slurm = sj.job_id, "re-adopted from Slurm");
+                self.reports
+                    .send(AgentReport::Adopted {
+                        node: t.node.clone(),
+                        job,
+                        attempt,
+                    })
+                    .ok();
+                if sj.job_state == "PENDING" && sj.state_reason.starts_with("JobHeld") {
+                    release.push(sj.job_id);
+                    t.released = Some(now);
+                }
+            }
+            if sj.is_final() {
+                self.reports
+                    .send(AgentReport::Ended {
+                        node: t.node.clone(),
+                        job,
+                        attempt,
+                        outcome: outcome_of(sj),
+                        steps: Vec::new(),
+                    })
+                    .ok();
+                done.push(*key);
+            } else if sj.holds_resources() {
+                t.released = None;
+                if t.stop_at.is_some_and(|at| now >= at) {
+                    t.stop_at = None;
+                    cancel.push(sj.job_id);
+                }
+            } else if t
+                .released
+                .is_some_and(|at| now.duration_since(at) > self.start_timeout)
+            {
+                tracing::warn!(
+                    job,
+                    attempt,
+                    slurm = sj.job_id,
+                    reason = sj.state_reason,
+                    "Slurm did not start it: placed again"
+                );
+                cancel.push(sj.job_id);
+                self.reports
+                    .send(AgentReport::NeverStarted {
+                        node: t.node.clone(),
+                        job,
+                        attempt,
+                    })
+                    .ok();
+                done.push(*key);
+            }
+        }
+        for key in done {
+            self.tracked.remove(&key);
+        }
+        // Orphans: tagged, unfinished, on a node the gate answers for, and not tracked.
+        for (key, sj) in &by_tag {
+            let node_known = sj.node_names().iter().any(|n| self.adopted.contains(n));
+            if !sj.is_final() && !self.tracked.contains_key(key) && node_known {
+                cancel.push(sj.job_id);
+            }
+        }
+        if !release.is_empty()
+            && let Err(e) = self.slurm.release(&release).await
+        {
+            tracing::warn!("cannot release Slurm jobs {release:?}: {e}");
+        }
+        cancel.sort_unstable();
+        cancel.dedup();
+        if !cancel.is_empty()
+            && let Err(e) = self.slurm.cancel(&cancel).await
+        {
+            tracing::warn!("cannot cancel Slurm jobs {cancel:?}: {e}");
+        }
+    }
+}
+
+/// Foreign load and node states from one poll.
+fn view_of(nodes: &[NodeLine], queue: &[SlurmJob], pool: &str) -> SlurmView {
+    let mut v = SlurmView::default();
+    for n in nodes {
+        if n.is_down() {
+            v.down.insert(
+                n.name.clone(),
+                format!("{} in Slurm: {}", n.state, n.reason),
+            );
+        } else if n.is_draining() {
+            v.drain.insert(
+                n.name.clone(),
+                format!("{} in Slurm: {}", n.state, n.reason),
+            );
+        }
+    }
+    for j in queue
+        .iter()
+        .filter(|j| j.labpool(pool).is_none() && j.holds_resources())
+    {
+        for (node, gpus) in j.gpus_by_node() {
+            let entry = v.foreign.entry(node).or_default();
+            for (t, n) in gpus {
+                *entry.entry(t).or_default() += n;
+            }
+        }
+    }
+    v
+}

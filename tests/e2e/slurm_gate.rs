@@ -1,0 +1,418 @@
+//! labpool over a real Slurm 22.05 (`[executor] kind = "slurm"`): the test cluster of
+//! `scripts/slurm-cluster` with one labpool agent (cache only) per Slurm node gn1..gn3. Jobs
+//! are submitted to labpool; Slurm runs them, on the node labpool chose, as their member, with
+//! their datasets staged first.
+
+use crate::nodes::Cluster;
+use crate::pool::{ensure_user, read_output};
+use crate::slurm_peer::slurm;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// A labpool controller over the test Slurm, with agents gn1..gn3.
+struct SlurmPool {
+    c: Cluster,
+    conf: PathBuf,
+    pool: String,
+}
+
+impl SlurmPool {
+    fn new(test: &str) -> Option<SlurmPool> {
+        let conf = slurm(test)?;
+        let c = Cluster::new("127.0.0.1", "30s").for_users();
+        let conf_text = conf.display().to_string();
+        c.ctrl.edit_config(|t| {
+            format!(
+                "{t}\n[executor]\nkind = \"slurm\"\nslurm_conf = \"{conf_text}\"\npoll = \"200ms\"\nstart_timeout = \"4s\"\n"
+            )
+        });
+        let config = labpool::settings::Config::load(&c.ctrl.config).unwrap();
+        let pool = labpool::slurm_gate::pool_id(&config);
+        let mut p = SlurmPool { c, conf, pool };
+        p.c.ctrl.start();
+        for name in ["gn1", "gn2", "gn3"] {
+            let i = p.c.add_agent(name, "8:a100", "127.0.0.1");
+            p.c.start_agent(i);
+        }
+        Some(p)
+    }
+
+    /// A Slurm client command.
+    fn slurm_cmd(&self, name: &str) -> Command {
+        let mut c = Command::new(name);
+        c.env("SLURM_CONF", &self.conf);
+        c
+    }
+
+    /// Runs a Slurm command; its stdout.
+    fn slurm_ok(&self, name: &str, args: &[&str]) -> String {
+        let out = self.slurm_cmd(name).args(args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{name} {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// Every Slurm job this pool submitted, from `squeue --json`.
+    fn ours(&self) -> Vec<Value> {
+        let v: Value = serde_json::from_str(&self.slurm_ok("squeue", &["--json"])).unwrap();
+        let mark = format!(";pool={}", self.pool);
+        v["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|j| j["comment"].as_str().is_some_and(|c| c.contains(&mark)))
+            .cloned()
+            .collect()
+    }
+
+    /// The Slurm jobs of labpool job `id`, oldest first.
+    fn slurm_jobs_of(&self, id: u64) -> Vec<Value> {
+        let tag = format!("labpool:{id}:");
+        let mut jobs: Vec<Value> = self
+            .ours()
+            .into_iter()
+            .filter(|j| j["comment"].as_str().unwrap().starts_with(&tag))
+            .collect();
+        jobs.sort_by_key(|j| j["job_id"].as_u64());
+        jobs
+    }
+
+    /// Submits `script` as `uid`; the job id.
+    fn submit_as(&self, uid: u32, gid: u32, script: &Path) -> u64 {
+        let out = self.c.ctrl.cli_as(
+            uid,
+            gid,
+            &["submit", "--parsable", script.to_str().unwrap()],
+        );
+        assert!(
+            out.status.success(),
+            "submit: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+    }
+}
+
+impl Drop for SlurmPool {
+    fn drop(&mut self) {
+        let ids: Vec<String> = self
+            .ours()
+            .iter()
+            .map(|j| j["job_id"].to_string())
+            .collect();
+        if !ids.is_empty() {
+            let _ = self.slurm_cmd("scancel").args(&ids).output();
+        }
+    }
+}
+
+/// Registers a dataset of `files` small files.
+fn dataset(p: &SlurmPool, name: &str, files: usize) {
+    let src = p.c.ctrl.dir.join("shared/datasets").join(name);
+    std::fs::create_dir_all(&src).unwrap();
+    for k in 0..files {
+        std::fs::write(src.join(format!("{k:04}.bin")), vec![k as u8; 10_000]).unwrap();
+    }
+    p.c.ctrl
+        .ok(&["dataset", "add", name, src.to_str().unwrap()]);
+}
+
+fn wait<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+    let t0 = Instant::now();
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(t0.elapsed() < timeout, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A job that declares a dataset runs in Slurm on the node labpool chose, as its member, and
+/// finds its data complete at its first line; the next job for the same data goes to the node
+/// that holds it. A member's `scancel` in Slurm is recorded as CANCELLED; another member cannot
+/// cancel the job through labpool; an exit code comes back as Slurm saw it.
+#[test]
+fn a_job_runs_in_slurm_where_labpool_placed_it_with_its_data_and_as_its_member() {
+    let Some(p) = SlurmPool::new("slurm_gate_placement") else {
+        return;
+    };
+    let (alice, alice_gid) = ensure_user("lp-alice");
+    let (bob, bob_gid) = ensure_user("lp-bob");
+    dataset(&p, "ds", 40);
+    let script = p.c.ctrl.script(
+        "data.sh",
+        "#!/bin/bash\n#LABPOOL --dataset ds\n#SBATCH --gres=gpu:1\n#SBATCH --output=data-%j.out\n\
+         n=$(ls \"$LABPOOL_DATASET_DS\" | wc -l)\n\
+         echo \"files=$n node=$SLURMD_NODENAME uid=$(id -u) labpool=$LABPOOL_JOB_ID\"\n",
+    );
+    let first = p.submit_as(alice, alice_gid, &script);
+    let j = p.c.ctrl.wait_done(first, Duration::from_secs(60));
+    assert_eq!(j["state"], "COMPLETED", "{j:#}\n{}", p.c.ctrl.serve_log());
+    let node = j["node"].as_str().unwrap().to_string();
+    let out = read_output(&p.c.ctrl.work.join(format!("data-{first}.out")));
+    assert_eq!(
+        out.trim(),
+        format!("files=40 node={node} uid={alice} labpool={first}")
+    );
+    let sj = p.slurm_jobs_of(first);
+    assert_eq!(sj.len(), 1, "one Slurm job per attempt: {sj:#?}");
+    assert_eq!(sj[0]["job_state"], "COMPLETED");
+    assert_eq!(sj[0]["user_id"], alice);
+    assert_eq!(sj[0]["nodes"], node.as_str());
+
+    let second = p.submit_as(alice, alice_gid, &script);
+    let j2 = p.c.ctrl.wait_done(second, Duration::from_secs(60));
+    assert_eq!(j2["state"], "COMPLETED", "{j2:#}");
+    assert_eq!(
+        j2["node"],
+        node.as_str(),
+        "the second job goes where the data is"
+    );
+
+    // An exit code travels through Slurm.
+    let failing = p.c.ctrl.script(
+        "fails.sh",
+        "#!/bin/bash\n#SBATCH --output=fails-%j.out\nexit 3\n",
+    );
+    let f = p.submit_as(alice, alice_gid, &failing);
+    let jf = p.c.ctrl.wait_done(f, Duration::from_secs(60));
+    assert_eq!(
+        (jf["state"].as_str(), jf["exit_code"].as_i64()),
+        (Some("FAILED"), Some(3)),
+        "{jf:#}"
+    );
+
+    // A long job: bob cannot cancel it through labpool; alice's scancel in Slurm ends it.
+    let long = p.c.ctrl.script(
+        "long.sh",
+        "#!/bin/bash\n#SBATCH --output=long-%j.out\nsleep 300\n",
+    );
+    let l = p.submit_as(alice, alice_gid, &long);
+    let slurm_id = wait("the Slurm job to run", Duration::from_secs(30), || {
+        p.slurm_jobs_of(l)
+            .into_iter()
+            .find(|j| j["job_state"] == "RUNNING")
+            .map(|j| j["job_id"].as_u64().unwrap())
+    });
+    let out = p.c.ctrl.cli_as(bob, bob_gid, &["cancel", &l.to_string()]);
+    assert!(!out.status.success(), "bob cancelled alice's job");
+    assert_eq!(p.c.ctrl.job(l)["state"], "RUNNING");
+    let out = Command::new("setpriv")
+        .args([
+            format!("--reuid={alice}"),
+            format!("--regid={alice_gid}"),
+            "--clear-groups".into(),
+        ])
+        .arg("scancel")
+        .arg(slurm_id.to_string())
+        .env("SLURM_CONF", &p.conf)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let jl = p.c.ctrl.wait_done(l, Duration::from_secs(30));
+    assert_eq!(jl["state"], "CANCELLED", "{jl:#}");
+}
+
+/// Jobs Slurm runs for others take GPUs labpool never places over, and labpool's jobs still
+/// start. Then the controller is killed with SIGKILL in the middle of a stream of short jobs:
+/// after its restart every job ran exactly once, and labpool's states match Slurm's.
+#[test]
+fn foreign_load_is_respected_and_a_killed_controller_repeats_and_loses_nothing() {
+    let Some(mut p) = SlurmPool::new("slurm_gate_crash") else {
+        return;
+    };
+    // Foreign load: every GPU of gn1 and gn2.
+    let mut foreign = Vec::new();
+    for node in ["gn1", "gn2"] {
+        let id = p.slurm_ok(
+            "sbatch",
+            &[
+                "--parsable",
+                "--nodelist",
+                node,
+                "--gres=gpu:8",
+                "--mem=1G",
+                "--output=/dev/null",
+                "--wrap",
+                "sleep 120",
+            ],
+        );
+        foreign.push(id.trim().to_string());
+    }
+    wait("the foreign jobs to run", Duration::from_secs(20), || {
+        let v: Value = serde_json::from_str(&p.slurm_ok("squeue", &["--json"])).unwrap();
+        let running = v["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|j| foreign.contains(&j["job_id"].to_string()) && j["job_state"] == "RUNNING")
+            .count();
+        (running == 2).then_some(())
+    });
+    wait(
+        "labpool to see the foreign load",
+        Duration::from_secs(10),
+        || {
+            let n = p.c.nodes();
+            let full = |name: &str| {
+                n.iter()
+                    .find(|x| x["name"] == name)
+                    .is_some_and(|x| x["state"] == "ALLOCATED")
+            };
+            (full("gn1") && full("gn2")).then_some(())
+        },
+    );
+    let runs = p.c.ctrl.work.join("runs.log");
+    let short = p.c.ctrl.script(
+        "short.sh",
+        &format!(
+            "#!/bin/bash\n#SBATCH --gres=gpu:1\n#SBATCH --output=/dev/null\necho \"$LABPOOL_JOB_ID $SLURMD_NODENAME\" >> {}\nsleep 1\n",
+            runs.display()
+        ),
+    );
+    let first = p.c.ctrl.submit(&[short.to_str().unwrap()]);
+    let j = p.c.ctrl.wait_done(first, Duration::from_secs(60));
+    assert_eq!(
+        (j["state"].as_str(), j["node"].as_str()),
+        (Some("COMPLETED"), Some("gn3")),
+        "{j:#}"
+    );
+    p.slurm_ok(
+        "scancel",
+        &foreign.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+
+    // A stream of jobs, and a SIGKILL in its middle.
+    let mut ids = vec![first];
+    for _ in 0..40 {
+        ids.push(p.c.ctrl.submit(&[short.to_str().unwrap()]));
+    }
+    wait("some jobs to run", Duration::from_secs(60), || {
+        (std::fs::read_to_string(&runs)
+            .unwrap_or_default()
+            .lines()
+            .count()
+            >= 8)
+            .then_some(())
+    });
+    p.c.ctrl.kill9();
+    std::thread::sleep(Duration::from_secs(2));
+    p.c.ctrl.start();
+    for id in &ids {
+        let j = p.c.ctrl.wait_done(*id, Duration::from_secs(120));
+        assert_eq!(j["state"], "COMPLETED", "{j:#}");
+    }
+    let text = std::fs::read_to_string(&runs).unwrap();
+    for id in &ids {
+        let n = text
+            .lines()
+            .filter(|l| l.split(' ').next() == Some(&id.to_string()))
+            .count();
+        assert_eq!(n, 1, "job {id} ran {n} times:\n{text}");
+    }
+    // labpool's state matches Slurm's, attempt by attempt: the attempt that ran completed in
+    // both; no attempt ran twice.
+    for id in &ids {
+        let sj = p.slurm_jobs_of(*id);
+        let done: Vec<&Value> = sj
+            .iter()
+            .filter(|j| j["job_state"] == "COMPLETED")
+            .collect();
+        assert_eq!(done.len(), 1, "job {id}: {sj:#?}");
+    }
+}
+
+/// A node Slurm sets DOWN under a running labpool job: labpool requeues the job, which runs
+/// again on another node; the node comes back when Slurm resumes it.
+#[test]
+fn a_node_down_in_slurm_requeues_the_job_elsewhere() {
+    let Some(p) = SlurmPool::new("slurm_gate_node_down") else {
+        return;
+    };
+    let script = p.c.ctrl.script(
+        "long.sh",
+        "#!/bin/bash\n#SBATCH --gres=gpu:1\n#SBATCH --output=/dev/null\nif [ \"$LABPOOL_ATTEMPT\" = 1 ]; then sleep 300; else sleep 1; fi\n",
+    );
+    let id = p.c.ctrl.submit(&[script.to_str().unwrap()]);
+    let j =
+        p.c.ctrl
+            .wait_for(id, Duration::from_secs(30), |j| j["state"] == "RUNNING");
+    let node = j["node"].as_str().unwrap().to_string();
+    wait("the Slurm job to run", Duration::from_secs(30), || {
+        p.slurm_jobs_of(id)
+            .iter()
+            .any(|j| j["job_state"] == "RUNNING")
+            .then_some(())
+    });
+    // The node fails as a real one does: its slurmd stops answering (SIGSTOP), and the admin
+    // (or slurmctld, after SlurmdTimeout) sets it DOWN. A live slurmd would bring it back at once
+    // under the test cluster's ReturnToService=2.
+    let run_dir = p.conf.parent().unwrap().parent().unwrap();
+    let pid = std::fs::read_to_string(run_dir.join(format!("slurmd-{node}.pid"))).unwrap();
+    let slurmd = nix::unistd::Pid::from_raw(pid.trim().parse().unwrap());
+    nix::sys::signal::kill(slurmd, nix::sys::signal::Signal::SIGSTOP).unwrap();
+    p.slurm_ok(
+        "scontrol",
+        &[
+            "update",
+            &format!("nodename={node}"),
+            "state=down",
+            "reason=labpool-test",
+        ],
+    );
+    let resume = Resume {
+        slurmd,
+        node: node.clone(),
+        conf: p.conf.clone(),
+    };
+    let j = p.c.ctrl.wait_done(id, Duration::from_secs(60));
+    drop(resume);
+    assert_eq!(j["state"], "COMPLETED", "{j:#}");
+    assert_eq!(j["attempt"], 2, "{j:#}");
+    assert_ne!(
+        j["node"].as_str(),
+        Some(node.as_str()),
+        "{j:#}\n{:#?}\n{}",
+        p.slurm_jobs_of(id),
+        p.c.ctrl.serve_log()
+    );
+    let events = p.c.ctrl.ok(&["show", &id.to_string()]);
+    assert!(
+        events.contains(&format!("node {node} went DOWN")),
+        "{events}"
+    );
+    wait("the node to come back", Duration::from_secs(30), || {
+        p.c.nodes()
+            .iter()
+            .find(|n| n["name"] == node.as_str())
+            .is_some_and(|n| n["state"] != "DOWN")
+            .then_some(())
+    });
+}
+
+/// Wakes a stopped slurmd and resumes its node, however the test ends: the cluster is shared.
+struct Resume {
+    slurmd: nix::unistd::Pid,
+    node: String,
+    conf: PathBuf,
+}
+
+impl Drop for Resume {
+    fn drop(&mut self) {
+        let _ = nix::sys::signal::kill(self.slurmd, nix::sys::signal::Signal::SIGCONT);
+        let _ = Command::new("scontrol")
+            .args(["update", &format!("nodename={}", self.node), "state=resume"])
+            .env("SLURM_CONF", &self.conf)
+            .output();
+    }
+}
