@@ -254,6 +254,21 @@ impl<J: Tracked> Lifecycle<J> {
                 }
                 out.push(Effect::Forget { job, attempt, node });
             }
+            Event::RunningSince {
+                node,
+                job,
+                attempt,
+                time,
+            } => match rules::report_running_since(self.life(job), &node, attempt, time) {
+                Ok(Some(t)) => self.commit(job, t, &mut out),
+                Ok(None) => {}
+                Err(why) => out.push(Effect::Ignored {
+                    job,
+                    attempt,
+                    node,
+                    why,
+                }),
+            },
             Event::NeverStarted { node, job, attempt } => {
                 match rules::report_never_started(self.life(job), &node, attempt, now) {
                     Ok(t) => self.end_or_requeue(job, t, false, &mut out),

@@ -67,6 +67,19 @@ pub enum Event {
         /// How it ended.
         outcome: Outcome,
     },
+    /// The executor says when an attempt really began to run (over Slurm: Slurm's start time,
+    /// which may follow the start order by the time Slurm took). Its start, and its charge,
+    /// count from then.
+    RunningSince {
+        /// The reporting node.
+        node: String,
+        /// The job.
+        job: u64,
+        /// The attempt.
+        attempt: u32,
+        /// When it began, ms.
+        time: i64,
+    },
     /// A node reported that an attempt's start order never reached a shim.
     NeverStarted {
         /// The reporting node.

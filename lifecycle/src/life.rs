@@ -163,6 +163,7 @@ impl JobLife {
                 self.reason_detail = Some(detail.clone());
             }
             Transition::Noted { .. } => {}
+            Transition::RunningSince { time, .. } => self.start_time = Some(*time),
             Transition::Held { hold, .. } => self.hold = hold.clone(),
             Transition::CancelRequested { by, .. } => self.cancel_requested_by = Some(by.clone()),
             Transition::RequeueRequested { by, .. } => self.requeue_requested_by = Some(by.clone()),

@@ -176,6 +176,18 @@ fn reported_by_its_node<'a>(
     }
 }
 
+/// `node` reported when `attempt` began to run: its start, if it is the current running attempt
+/// on that node and the time differs from the one recorded.
+pub fn report_running_since(
+    life: Option<&JobLife>,
+    node: &str,
+    attempt: u32,
+    time: i64,
+) -> Result<Option<Transition>, Stale> {
+    let life = reported_by_its_node(life, node, attempt)?;
+    Ok((life.start_time != Some(time)).then_some(Transition::RunningSince { attempt, time }))
+}
+
 /// `node` reported that `attempt` ended with `outcome`: its end, if it is the current running
 /// attempt and runs on that node.
 pub fn report_ended(

@@ -139,6 +139,13 @@ pub enum Transition {
         /// When, ms.
         time: i64,
     },
+    /// The running attempt's start, as its executor saw it (see [`crate::Event::RunningSince`]).
+    RunningSince {
+        /// The attempt.
+        attempt: u32,
+        /// When it began, ms.
+        time: i64,
+    },
     /// Ended in a terminal state.
     Ended {
         /// The terminal state.
@@ -212,6 +219,11 @@ impl Transition {
                 *time,
             )),
             Transition::Requeued { detail, time, .. } => Some(("requeue", detail.clone(), *time)),
+            Transition::RunningSince { attempt, time } => Some((
+                "running",
+                format!("attempt {attempt} began to run in its executor"),
+                *time,
+            )),
             Transition::Ended {
                 state,
                 exit_code,

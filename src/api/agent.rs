@@ -305,6 +305,17 @@ pub enum AgentReport {
         #[serde(default)]
         steps: Vec<crate::api::steps::StepRecord>,
     },
+    /// The attempt began to run at `since_ms` (the Slurm executor reports Slurm's start time).
+    Running {
+        /// Node.
+        node: String,
+        /// Job.
+        job: u64,
+        /// Attempt.
+        attempt: u32,
+        /// When it began, ms.
+        since_ms: i64,
+    },
     /// After a restart: this attempt is still running and is watched again.
     Adopted {
         /// Node.
@@ -386,6 +397,7 @@ impl AgentReport {
         match self {
             AgentReport::Ended { node, .. }
             | AgentReport::Adopted { node, .. }
+            | AgentReport::Running { node, .. }
             | AgentReport::NeverStarted { node, .. }
             | AgentReport::Staging { node, .. }
             | AgentReport::Staged { node, .. }

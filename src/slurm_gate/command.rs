@@ -162,6 +162,27 @@ impl Slurm {
         Ok(queue::parse(&out)?)
     }
 
+    /// Jobs in accounting that ended in the last `days` days (all users'), from `sacct`.
+    pub async fn accounting(&self, days: u32) -> Result<Vec<SlurmJob>, SlurmError> {
+        let mut c = self.command("sacct");
+        c.env("SLURM_TIME_FORMAT", "%s");
+        let args = [
+            "-X",
+            "-P",
+            "--noheader",
+            "-a",
+            "-S",
+            &format!("now-{days}days"),
+            "-o",
+            crate::slurm_gate::accounting::FORMAT,
+        ]
+        .map(String::from);
+        let out = self.run(c, "sacct", &args, None).await?;
+        Ok(crate::slurm_gate::accounting::parse(
+            &String::from_utf8_lossy(&out),
+        ))
+    }
+
     /// Every node's state and reason, from `scontrol show node -o`.
     pub async fn nodes(&self) -> Result<Vec<NodeLine>, SlurmError> {
         let args = ["show", "node", "-o"].map(String::from);

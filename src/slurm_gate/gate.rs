@@ -53,6 +53,8 @@ struct Tracked {
     adopted: bool,
     /// Its stop is due then (after a preemption notice).
     stop_at: Option<Instant>,
+    /// The start time reported, ms.
+    started_ms: Option<i64>,
 }
 
 /// The gate's state.
@@ -149,6 +151,7 @@ impl Gate {
                             released: Some(Instant::now()),
                             adopted: false,
                             stop_at: None,
+                            started_ms: None,
                         },
                     );
                     held.push(id);
@@ -240,12 +243,77 @@ impl Gate {
                         released: None,
                         adopted: true,
                         stop_at: None,
+                        started_ms: None,
                     });
                 }
                 // Answered from the queue, at once.
                 self.poll().await;
             }
             other => tracing::debug!(node, "not a Slurm order: {other:?}"),
+        }
+    }
+
+    /// Attempts Slurm's queue no longer shows: their end from accounting; an adopted attempt
+    /// Slurm never saw never started (the controller stopped before sbatch), and one that
+    /// Slurm forgot without a record ended FAILED, with why.
+    async fn settle_missing(&mut self, missing: Vec<(u64, u32)>) {
+        let records = match self.slurm.accounting(7).await {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!("cannot read Slurm's accounting: {e}");
+                Vec::new()
+            }
+        };
+        let mut by_tag: BTreeMap<(u64, u32), &SlurmJob> = BTreeMap::new();
+        for j in &records {
+            if let Some(key) = j.labpool(&self.pool)
+                && by_tag.get(&key).is_none_or(|o| o.job_id < j.job_id)
+            {
+                by_tag.insert(key, j);
+            }
+        }
+        for key in missing {
+            let Some(t) = self.tracked.remove(&key) else {
+                continue;
+            };
+            let (job, attempt) = key;
+            let node = t.node.clone();
+            match by_tag.get(&key) {
+                Some(sj) if sj.is_final() => {
+                    if sj.start_time > 0 {
+                        self.report(AgentReport::Running {
+                            node: node.clone(),
+                            job,
+                            attempt,
+                            since_ms: sj.start_time * 1000,
+                        });
+                    }
+                    self.report(AgentReport::Ended {
+                        node,
+                        job,
+                        attempt,
+                        outcome: outcome_of(sj),
+                        steps: Vec::new(),
+                    });
+                }
+                _ if t.slurm.is_none() => {
+                    self.report(AgentReport::NeverStarted { node, job, attempt });
+                }
+                _ => {
+                    let id = t.slurm.unwrap_or_default();
+                    let why = format!(
+                        "Slurm no longer knows its job {id} and has no finished record of it"
+                    );
+                    tracing::warn!(job, attempt, "{why}");
+                    self.report(AgentReport::Ended {
+                        node,
+                        job,
+                        attempt,
+                        outcome: Outcome::decided(JobState::Failed, crate::clock::now_ms(), why),
+                        steps: Vec::new(),
+                    });
+                }
+            }
         }
     }
 
@@ -307,19 +375,12 @@ impl Gate {
         }
         let now = Instant::now();
         let mut done = Vec::new();
+        let mut missing = Vec::new();
         for (key, t) in self.tracked.iter_mut() {
             let (job, attempt) = *key;
             let Some(sj) = by_tag.get(key) else {
-                if t.adopted {
-                    // Never submitted (the controller stopped before sbatch): it never will be.
-                    self.reports
-                        .send(AgentReport::NeverStarted {
-                            node: t.node.clone(),
-                            job,
-                            attempt,
-                        })
-                        .ok();
-                    done.push(*key);
+                if t.adopted || t.slurm.is_some() {
+                    missing.push(*key);
                 }
                 continue;
             };
@@ -338,6 +399,21 @@ impl Gate {
                     release.push(sj.job_id);
                     t.released = Some(now);
                 }
+            }
+            // Slurm's start time is the attempt's: its elapsed time and its charge count from it.
+            if sj.start_time > 0
+                && (sj.holds_resources() || sj.is_final() && sj.end_time >= sj.start_time)
+                && t.started_ms != Some(sj.start_time * 1000)
+            {
+                t.started_ms = Some(sj.start_time * 1000);
+                self.reports
+                    .send(AgentReport::Running {
+                        node: t.node.clone(),
+                        job,
+                        attempt,
+                        since_ms: sj.start_time * 1000,
+                    })
+                    .ok();
             }
             if sj.is_final() {
                 self.reports
@@ -380,6 +456,9 @@ impl Gate {
         }
         for key in done {
             self.tracked.remove(&key);
+        }
+        if !missing.is_empty() {
+            self.settle_missing(missing).await;
         }
         // Orphans: tagged, unfinished, on a node the gate answers for, and not tracked.
         for (key, sj) in &by_tag {

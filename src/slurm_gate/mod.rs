@@ -27,6 +27,7 @@
 //!   down for labpool, whose rules requeue the job under a new attempt (or end it NODE_FAIL
 //!   with `--no-requeue`), exactly as for a node whose agent stopped answering.
 
+pub mod accounting;
 pub mod command;
 pub mod gate;
 pub mod outcome;

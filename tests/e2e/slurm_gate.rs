@@ -20,6 +20,11 @@ struct SlurmPool {
 
 impl SlurmPool {
     fn new(test: &str) -> Option<SlurmPool> {
+        SlurmPool::with_config(test, |t| t)
+    }
+
+    /// Like [`SlurmPool::new`], with the controller's config edited first.
+    fn with_config(test: &str, edit: impl FnOnce(String) -> String) -> Option<SlurmPool> {
         let conf = slurm(test)?;
         let c = Cluster::new("127.0.0.1", "30s").for_users();
         let conf_text = conf.display().to_string();
@@ -28,6 +33,7 @@ impl SlurmPool {
                 "{t}\n[executor]\nkind = \"slurm\"\nslurm_conf = \"{conf_text}\"\npoll = \"200ms\"\nstart_timeout = \"4s\"\n"
             )
         });
+        c.ctrl.edit_config(edit);
         let config = labpool::settings::Config::load(&c.ctrl.config).unwrap();
         let pool = labpool::slurm_gate::pool_id(&config);
         let mut p = SlurmPool { c, conf, pool };
@@ -80,6 +86,71 @@ impl SlurmPool {
             .collect();
         jobs.sort_by_key(|j| j["job_id"].as_u64());
         jobs
+    }
+
+    /// What `sacct` recorded of Slurm job `id` once it finished: (state, `CODE:SIGNAL`,
+    /// elapsed seconds).
+    fn sacct(&self, id: u64) -> (String, String, u64) {
+        wait("sacct to record the end", Duration::from_secs(30), || {
+            let out = self.slurm_ok(
+                "sacct",
+                &[
+                    "-X",
+                    "-P",
+                    "--noheader",
+                    "-j",
+                    &id.to_string(),
+                    "-o",
+                    "State,ExitCode,ElapsedRaw",
+                ],
+            );
+            let f: Vec<&str> = out.trim().split('|').collect();
+            let state = f.first()?.split(' ').next()?.to_string();
+            if f.len() != 3 || matches!(state.as_str(), "PENDING" | "RUNNING" | "COMPLETING" | "") {
+                return None;
+            }
+            Some((state, f[1].to_string(), f[2].parse().ok()?))
+        })
+    }
+
+    /// For each labpool job, the state of every Slurm job of this pool that ran for it (had a
+    /// start), from `sacct`.
+    fn accounted_runs(&self) -> std::collections::BTreeMap<u64, Vec<String>> {
+        let out = self
+            .slurm_cmd("sacct")
+            .env("SLURM_TIME_FORMAT", "%s")
+            .args([
+                "-X",
+                "-P",
+                "--noheader",
+                "-a",
+                "-S",
+                "now-1days",
+                "-o",
+                "State,Start,Comment%4000",
+            ])
+            .output()
+            .unwrap();
+        let mark = format!(";pool={}", self.pool);
+        let mut runs: std::collections::BTreeMap<u64, Vec<String>> = Default::default();
+        for line in String::from_utf8_lossy(&out.stdout).lines() {
+            let f: Vec<&str> = line.splitn(3, '|').collect();
+            let (Some(state), Some(start), Some(comment)) = (f.first(), f.get(1), f.get(2)) else {
+                continue;
+            };
+            if !comment.contains(&mark) || start.parse::<u64>().is_err() {
+                continue;
+            }
+            let job = comment
+                .trim_start_matches("labpool:")
+                .split(':')
+                .next()
+                .unwrap();
+            runs.entry(job.parse().unwrap())
+                .or_default()
+                .push(state.split(' ').next().unwrap().to_string());
+        }
+        runs
     }
 
     /// Submits `script` as `uid`; the job id.
@@ -139,7 +210,10 @@ fn wait<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T
 /// cancel the job through labpool; an exit code comes back as Slurm saw it.
 #[test]
 fn a_job_runs_in_slurm_where_labpool_placed_it_with_its_data_and_as_its_member() {
-    let Some(p) = SlurmPool::new("slurm_gate_placement") else {
+    // An A100 hour costs 2 credits: the ledger is checked against sacct's elapsed time.
+    let Some(p) = SlurmPool::with_config("slurm_gate_placement", |t| {
+        t.replace("# gpu_weights = {", "gpu_weights = {")
+    }) else {
         return;
     };
     let (alice, alice_gid) = ensure_user("lp-alice");
@@ -148,7 +222,7 @@ fn a_job_runs_in_slurm_where_labpool_placed_it_with_its_data_and_as_its_member()
     let script = p.c.ctrl.script(
         "data.sh",
         "#!/bin/bash\n#LABPOOL --dataset ds\n#SBATCH --gres=gpu:1\n#SBATCH --output=data-%j.out\n\
-         n=$(ls \"$LABPOOL_DATASET_DS\" | wc -l)\n\
+         n=$(ls \"$LABPOOL_DATASET_DS\" | wc -l)\nsleep 2\n\
          echo \"files=$n node=$SLURMD_NODENAME uid=$(id -u) labpool=$LABPOOL_JOB_ID\"\n",
     );
     let first = p.submit_as(alice, alice_gid, &script);
@@ -221,6 +295,37 @@ fn a_job_runs_in_slurm_where_labpool_placed_it_with_its_data_and_as_its_member()
     );
     let jl = p.c.ctrl.wait_done(l, Duration::from_secs(30));
     assert_eq!(jl["state"], "CANCELLED", "{jl:#}");
+
+    // labpool's history and Slurm's accounting agree on every job's state, exit code and
+    // elapsed time, and each charge is sacct's elapsed time × 1 GPU × the A100's weight (2).
+    let credits: Value =
+        serde_json::from_str(&p.c.ctrl.ok(&["credits", "--user", "lp-alice", "--json"])).unwrap();
+    for id in [first, second, f, l] {
+        let j = p.c.ctrl.job(id);
+        let slurm_id = p.slurm_jobs_of(id).last().unwrap()["job_id"]
+            .as_u64()
+            .unwrap();
+        let (state, exit, elapsed) = p.sacct(slurm_id);
+        assert_eq!(j["state"].as_str(), Some(state.as_str()), "job {id}: {j:#}");
+        if let Some(code) = j["exit_code"].as_i64() {
+            assert_eq!(exit, format!("{code}:0"), "job {id}");
+        }
+        assert_eq!(j["elapsed_s"].as_u64(), Some(elapsed), "job {id}: {j:#}");
+        let charged: f64 = credits["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["job"] == id && e["kind"] == "charge")
+            .map(|e| e["amount"].as_f64().unwrap())
+            .sum();
+        let expected = elapsed as f64 / 3600.0 * 2.0;
+        assert!(
+            (charged - expected).abs() < 1e-9,
+            "job {id}: charged {charged}, sacct says {expected}\n{}\n{}",
+            p.c.ctrl.ok(&["show", &id.to_string()]),
+            p.c.ctrl.serve_log()
+        );
+    }
 }
 
 /// Jobs Slurm runs for others take GPUs labpool never places over, and labpool's jobs still
@@ -294,7 +399,7 @@ fn foreign_load_is_respected_and_a_killed_controller_repeats_and_loses_nothing()
 
     // A stream of jobs, and a SIGKILL in its middle.
     let mut ids = vec![first];
-    for _ in 0..40 {
+    for _ in 0..199 {
         ids.push(p.c.ctrl.submit(&[short.to_str().unwrap()]));
     }
     wait("some jobs to run", Duration::from_secs(60), || {
@@ -312,6 +417,10 @@ fn foreign_load_is_respected_and_a_killed_controller_repeats_and_loses_nothing()
         let j = p.c.ctrl.wait_done(*id, Duration::from_secs(120));
         assert_eq!(j["state"], "COMPLETED", "{j:#}");
     }
+    assert!(
+        p.c.ctrl.serve_log().contains("re-adopted from Slurm"),
+        "the SIGKILL came while Slurm ran labpool's jobs, which the restarted controller adopts"
+    );
     let text = std::fs::read_to_string(&runs).unwrap();
     for id in &ids {
         let n = text
@@ -320,15 +429,23 @@ fn foreign_load_is_respected_and_a_killed_controller_repeats_and_loses_nothing()
             .count();
         assert_eq!(n, 1, "job {id} ran {n} times:\n{text}");
     }
-    // labpool's state matches Slurm's, attempt by attempt: the attempt that ran completed in
-    // both; no attempt ran twice.
+    // By Slurm's accounting, each job ran exactly once (one record that started), and it
+    // completed there as in labpool.
+    let accounted = wait("sacct to record every job", Duration::from_secs(60), || {
+        let runs = p.accounted_runs();
+        ids.iter()
+            .all(|id| {
+                runs.get(id)
+                    .is_some_and(|r| r.iter().all(|s| s != "RUNNING"))
+            })
+            .then_some(runs)
+    });
     for id in &ids {
-        let sj = p.slurm_jobs_of(*id);
-        let done: Vec<&Value> = sj
-            .iter()
-            .filter(|j| j["job_state"] == "COMPLETED")
-            .collect();
-        assert_eq!(done.len(), 1, "job {id}: {sj:#?}");
+        assert_eq!(
+            accounted[id],
+            ["COMPLETED"],
+            "job {id}: Slurm's records of its runs"
+        );
     }
 }
 

@@ -485,6 +485,28 @@ impl Engine {
                 request,
                 result,
             } => self.on_verified(node, request, result),
+            AgentReport::Running {
+                node,
+                job,
+                attempt,
+                since_ms,
+            } => {
+                self.lifecycle(Event::RunningSince {
+                    node,
+                    job,
+                    attempt,
+                    time: since_ms,
+                });
+                // The charge counts from the same start.
+                if self
+                    .jobs
+                    .job(job)
+                    .is_some_and(|r| r.start_time == Some(since_ms))
+                {
+                    self.sched
+                        .set_started(labpool_scheduler::JobId(job), Timestamp(since_ms));
+                }
+            }
             AgentReport::Adopted { job, attempt, .. } => {
                 tracing::info!(job, attempt, "job re-adopted")
             }

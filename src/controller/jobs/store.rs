@@ -89,6 +89,13 @@ impl Db {
                     .await?;
             }
             Transition::Noted { .. } => {}
+            Transition::RunningSince { time, .. } => {
+                sqlx::query("UPDATE jobs SET start_time = ? WHERE id = ?")
+                    .bind(time)
+                    .bind(id)
+                    .execute(&mut **tx)
+                    .await?;
+            }
             Transition::Held { hold, .. } => {
                 sqlx::query("UPDATE jobs SET hold = ? WHERE id = ?")
                     .bind(hold_column(hold.as_ref()))
