@@ -45,7 +45,7 @@ impl Default for ExecutorConfig {
             slurm_bin: PathBuf::from("/usr/bin"),
             slurm_conf: None,
             poll: Duration::from_secs(1),
-            start_timeout: Duration::from_secs(10),
+            start_timeout: Duration::from_secs(30),
         }
     }
 }

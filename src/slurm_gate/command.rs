@@ -183,6 +183,20 @@ impl Slurm {
         ))
     }
 
+    /// Sets a node's available and active features.
+    pub async fn set_features(&self, node: &str, features: &[String]) -> Result<(), SlurmError> {
+        let list = features.join(",");
+        let args = [
+            "update".to_string(),
+            format!("NodeName={node}"),
+            format!("AvailableFeatures={list}"),
+            format!("ActiveFeatures={list}"),
+        ];
+        self.run(self.command("scontrol"), "scontrol", &args, None)
+            .await
+            .map(drop)
+    }
+
     /// Every node's state and reason, from `scontrol show node -o`.
     pub async fn nodes(&self) -> Result<Vec<NodeLine>, SlurmError> {
         let args = ["show", "node", "-o"].map(String::from);

@@ -21,6 +21,8 @@ use tokio::sync::mpsc;
 pub enum GateOrder {
     /// Submit this attempt held, pinned and tagged, then release it.
     Start(Box<Submission>),
+    /// The datasets each node holds complete in their current versions (mirrored as features).
+    Holdings(BTreeMap<String, Vec<String>>),
     /// An agent order about running attempts (kill, notice, signal, adopt, forget) for `node`.
     Agent {
         /// The node it was for.
@@ -70,6 +72,8 @@ pub struct Gate {
     /// tracked is an orphan and is cancelled.
     adopted: BTreeSet<String>,
     last_view: Option<SlurmView>,
+    /// The datasets each node holds, as the engine last said.
+    holdings: BTreeMap<String, Vec<String>>,
 }
 
 impl Gate {
@@ -91,6 +95,7 @@ impl Gate {
             tracked: BTreeMap::new(),
             adopted: BTreeSet::new(),
             last_view: None,
+            holdings: BTreeMap::new(),
         }
     }
 
@@ -118,6 +123,7 @@ impl Gate {
         for order in batch {
             match order {
                 GateOrder::Start(s) => starts.push(*s),
+                GateOrder::Holdings(h) => self.holdings = h,
                 GateOrder::Agent { node, order } => self.agent_order(node, order).await,
             }
         }
@@ -317,6 +323,39 @@ impl Gate {
         }
     }
 
+    /// Keeps each node's `ds_<name>` features equal to the datasets it holds, so that plain
+    /// `sbatch --prefer=ds_imagenet` users go where the data is too. Features labpool did not
+    /// set are kept. `scontrol reconfig` and a slurmctld restart reset features to
+    /// `slurm.conf`'s: the next poll sees that and sets them again.
+    async fn mirror_features(&self, nodes: &[NodeLine]) {
+        for n in nodes {
+            let Some(held) = self.holdings.get(&n.name) else {
+                continue;
+            };
+            let have: Vec<&str> = n
+                .features
+                .split(',')
+                .filter(|f| !f.is_empty() && *f != "(null)")
+                .collect();
+            let mut want: Vec<String> = have
+                .iter()
+                .filter(|f| !f.starts_with(FEATURE_PREFIX))
+                .map(|f| f.to_string())
+                .collect();
+            want.extend(held.iter().map(|d| feature_of(d)));
+            let mut sorted_have: Vec<String> = have.iter().map(|f| f.to_string()).collect();
+            sorted_have.sort();
+            let mut sorted_want = want.clone();
+            sorted_want.sort();
+            if sorted_have == sorted_want {
+                continue;
+            }
+            if let Err(e) = self.slurm.set_features(&n.name, &want).await {
+                tracing::warn!(node = n.name, "cannot set the node's dataset features: {e}");
+            }
+        }
+    }
+
     async fn cancel(&self, id: u64) {
         if let Err(e) = self.slurm.cancel(&[id]).await {
             tracing::warn!("cannot cancel Slurm job {id}: {e}");
@@ -335,6 +374,14 @@ impl Gate {
             Ok(q) => q,
             Err(e) => {
                 tracing::warn!("cannot read Slurm's queue: {e}");
+                // While slurmctld does not answer (a restart), no job can start: the start
+                // timeout counts again from when it answers.
+                let now = Instant::now();
+                for t in self.tracked.values_mut() {
+                    if t.released.is_some() {
+                        t.released = Some(now);
+                    }
+                }
                 return;
             }
         };
@@ -345,6 +392,7 @@ impl Gate {
                 return;
             }
         };
+        self.mirror_features(&nodes).await;
         let view = view_of(&nodes, &queue, &self.pool);
         if self.last_view.as_ref() != Some(&view) {
             let _ = self.engine.send(Request::SlurmView(view.clone())).await;
@@ -480,6 +528,25 @@ impl Gate {
             tracing::warn!("cannot cancel Slurm jobs {cancel:?}: {e}");
         }
     }
+}
+
+/// The prefix of the node features that mirror datasets.
+pub const FEATURE_PREFIX: &str = "ds_";
+
+/// The feature for a dataset: `ds_` and its name, with anything but letters, digits and `_`
+/// written as `_` (Slurm's feature grammar).
+pub fn feature_of(dataset: &str) -> String {
+    let name: String = dataset
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!("{FEATURE_PREFIX}{name}")
 }
 
 /// Foreign load and node states from one poll.

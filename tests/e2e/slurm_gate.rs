@@ -30,7 +30,7 @@ impl SlurmPool {
         let conf_text = conf.display().to_string();
         c.ctrl.edit_config(|t| {
             format!(
-                "{t}\n[executor]\nkind = \"slurm\"\nslurm_conf = \"{conf_text}\"\npoll = \"200ms\"\nstart_timeout = \"4s\"\n"
+                "{t}\n[executor]\nkind = \"slurm\"\nslurm_conf = \"{conf_text}\"\npoll = \"200ms\"\nstart_timeout = \"10s\"\n"
             )
         });
         c.ctrl.edit_config(edit);
@@ -532,4 +532,104 @@ impl Drop for Resume {
             .env("SLURM_CONF", &self.conf)
             .output();
     }
+}
+
+impl SlurmPool {
+    /// A node's available features in Slurm.
+    fn features(&self, node: &str) -> Vec<String> {
+        let out = self.slurm_ok("scontrol", &["show", "node", node, "-o"]);
+        out.split(' ')
+            .find_map(|f| f.strip_prefix("AvailableFeatures="))
+            .unwrap_or_default()
+            .split(',')
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// Waits until `node` carries the feature `f` in Slurm.
+    fn wait_feature(&self, node: &str, f: &str) {
+        wait(
+            &format!("feature {f} on {node}"),
+            Duration::from_secs(30),
+            || self.features(node).iter().any(|x| x == f).then_some(()),
+        );
+    }
+}
+
+/// Nodes carry a `ds_<name>` feature for each dataset they hold, so plain `sbatch
+/// --prefer=ds_<name>` users benefit too. slurmctld restarted in the middle of a job, and then
+/// `scontrol reconfigure`: the job finishes, and the features come back.
+#[test]
+fn dataset_features_and_jobs_survive_a_slurmctld_restart_and_a_reconfigure() {
+    let Some(p) = SlurmPool::new("slurm_gate_slurmctld") else {
+        return;
+    };
+    dataset(&p, "imgs", 5);
+    let script = p.c.ctrl.script(
+        "data.sh",
+        "#!/bin/bash\n#LABPOOL --dataset imgs\n#SBATCH --gres=gpu:1\n#SBATCH --output=/dev/null\nsleep 6\n",
+    );
+    let id = p.c.ctrl.submit(&[script.to_str().unwrap()]);
+    let j =
+        p.c.ctrl
+            .wait_for(id, Duration::from_secs(30), |j| j["state"] == "RUNNING");
+    let node = j["node"].as_str().unwrap().to_string();
+    wait("the Slurm job to run", Duration::from_secs(30), || {
+        p.slurm_jobs_of(id)
+            .iter()
+            .any(|j| j["job_state"] == "RUNNING")
+            .then_some(())
+    });
+    p.wait_feature(&node, "ds_imgs");
+    assert!(
+        p.features(&node).iter().any(|f| f == "a100"),
+        "the features slurm.conf gives are kept: {:?}",
+        p.features(&node)
+    );
+
+    // slurmctld stops and starts again (from its saved state, as a service restart does).
+    let run_dir = p.conf.parent().unwrap().parent().unwrap().to_path_buf();
+    let pid: i32 = std::fs::read_to_string(run_dir.join("slurmctld.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    wait("slurmctld to stop", Duration::from_secs(30), || {
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None)
+            .is_err()
+            .then_some(())
+    });
+    let started = p.slurm_cmd("slurmctld").status().unwrap();
+    assert!(started.success());
+    wait("slurmctld to answer", Duration::from_secs(30), || {
+        p.slurm_cmd("scontrol")
+            .arg("ping")
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(drop)
+    });
+    let j = p.c.ctrl.wait_done(id, Duration::from_secs(60));
+    assert_eq!(j["state"], "COMPLETED", "{j:#}\n{}", p.c.ctrl.serve_log());
+    assert_eq!(
+        j["attempt"], 1,
+        "the job ran once, through the restart: {j:#}"
+    );
+    p.wait_feature(&node, "ds_imgs");
+
+    p.slurm_ok("scontrol", &["reconfigure"]);
+    p.wait_feature(&node, "ds_imgs");
+    // A plain Slurm job that asks for the data goes to its node.
+    let out = p
+        .slurm_cmd("sbatch")
+        .args(["--constraint=ds_imgs", "--test-only", "--wrap", "true"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains(&format!("on nodes {node} ")), "{said}");
 }

@@ -277,6 +277,7 @@ impl Engine {
                 inventory,
             },
         );
+        self.tell_gate_holdings();
     }
 
     /// Restart: staging jobs resume their stages (the node's journal skips what is done).

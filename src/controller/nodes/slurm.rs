@@ -73,6 +73,30 @@ impl Engine {
         }
     }
 
+    /// Over the Slurm executor: which datasets each node holds complete in its current
+    /// version, for the gate to mirror as Slurm node features (`ds_<name>`).
+    pub(crate) fn tell_gate_holdings(&self) {
+        let Some(gate) = &self.gate else {
+            return;
+        };
+        let mut holdings: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for (node, cache) in &self.data.caches {
+            let held = holdings.entry(node.clone()).or_default();
+            for v in cache.inventory.versions.iter().filter(|v| v.complete) {
+                let current = self
+                    .data
+                    .datasets
+                    .get(&v.name)
+                    .is_some_and(|d| d.current == v.version);
+                if current && !held.contains(&v.name) {
+                    held.push(v.name.clone());
+                }
+            }
+            held.sort();
+        }
+        let _ = gate.send(GateOrder::Holdings(holdings));
+    }
+
     /// Over the Slurm executor, an order about running attempts goes to the gate; any other
     /// order (stages, inventory) is given back for the node's agent.
     pub(crate) fn to_gate(&self, node: &str, order: AgentOrder) -> Option<AgentOrder> {
