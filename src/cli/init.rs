@@ -31,6 +31,14 @@ pub struct InitArgs {
     /// The controller's cluster.key, copied to this node (with --join)
     #[arg(long, value_name = "FILE", requires = "join")]
     pub key: Option<PathBuf>,
+    /// Who runs jobs: `slurm` reads the nodes and partitions of the Slurm this machine talks to
+    /// (`scontrol`, `$SLURM_CONF` or --slurm-conf) and writes a controller that submits to it
+    /// [default: labpool's own agents]
+    #[arg(long, value_name = "KIND", value_parser = ["agents", "slurm"], conflicts_with = "join")]
+    pub executor: Option<String>,
+    /// Slurm's config file, for --executor slurm [default: $SLURM_CONF, or Slurm's own]
+    #[arg(long, value_name = "FILE", requires = "executor")]
+    pub slurm_conf: Option<PathBuf>,
     /// Where the controller takes agents (without --join), or where this agent takes orders
     /// and peers' requests (with --join) [default: agent 0.0.0.0:7071; controller: none]
     #[arg(long, value_name = "HOST:PORT")]

@@ -11,6 +11,7 @@ use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 /// Choices for a new config.
+#[derive(Clone)]
 pub struct NewConfig {
     /// Directory for config, state, socket and log.
     pub dir: PathBuf,
@@ -308,8 +309,13 @@ fairshare_half_life = "7days"
 
     /// Writes `DIR/labpool.toml` (and creates DIR), then loads it back to be sure it works.
     pub fn write(&self, force: bool) -> anyhow::Result<Config> {
+        self.write_text(&self.render(), force)
+    }
+
+    /// Writes `text` (this config, rendered and perhaps changed) as [`NewConfig::write`] does.
+    pub fn write_text(&self, text: &str, force: bool) -> anyhow::Result<Config> {
         let path = self.dir.join("labpool.toml");
-        let text = self.render();
+        let text = text.to_string();
         // Check the text before anything is made, so that a bad --dir or --name leaves nothing
         // half-made behind.
         Config::parse(&text, &path)?;
@@ -432,7 +438,10 @@ pub fn run(args: &InitArgs) -> anyhow::Result<()> {
         listen: args.listen.clone(),
         dir,
     };
-    let config = new.write(args.force)?;
+    let config = match args.executor.as_deref() {
+        Some("slurm") => crate::commands::init_slurm::write(&new, args)?,
+        _ => new.write(args.force)?,
+    };
     crate::out!("Wrote {}", config.path.display());
     crate::out!(
         "  node   {}: {} cores, {} memory",

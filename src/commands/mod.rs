@@ -7,6 +7,7 @@ pub mod doctor;
 pub mod envs;
 pub mod init;
 pub mod init_agent;
+pub mod init_slurm;
 pub mod jobs;
 pub mod nodes;
 pub mod policy;

@@ -197,6 +197,19 @@ impl Slurm {
             .map(drop)
     }
 
+    /// `scontrol show config`, as `Key = Value` pairs.
+    pub async fn show_config(
+        &self,
+    ) -> Result<std::collections::BTreeMap<String, String>, SlurmError> {
+        let args = ["show", "config"].map(String::from);
+        let out = self
+            .run(self.command("scontrol"), "scontrol", &args, None)
+            .await?;
+        Ok(crate::slurm_gate::doctor::config_values(
+            &String::from_utf8_lossy(&out),
+        ))
+    }
+
     /// Every node's state and reason, from `scontrol show node -o`.
     pub async fn nodes(&self) -> Result<Vec<NodeLine>, SlurmError> {
         let args = ["show", "node", "-o"].map(String::from);

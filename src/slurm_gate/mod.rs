@@ -29,6 +29,7 @@
 
 pub mod accounting;
 pub mod command;
+pub mod doctor;
 pub mod gate;
 pub mod outcome;
 pub mod queue;

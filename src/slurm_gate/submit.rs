@@ -88,7 +88,8 @@ pub fn sbatch_args(s: &Submission, as_root: bool) -> Vec<String> {
     if let Some(acct) = &l.account {
         a.push(format!("--account={acct}"));
     }
-    a.extend(l.args.iter().cloned());
+    // The script's arguments are set in the wrapper: sbatch reads the wrapper on stdin, so an
+    // argument here would be taken for the script's file name.
     a
 }
 
@@ -145,6 +146,10 @@ pub fn wrapper(s: &Submission) -> String {
     }
     let _ = writeln!(w, "{end}");
     let _ = writeln!(w, "chmod 700 \"$script\"");
+    if !l.args.is_empty() {
+        let args: Vec<String> = l.args.iter().map(|a| quote(a)).collect();
+        let _ = writeln!(w, "set -- {}", args.join(" "));
+    }
     let _ = writeln!(w, "\"$script\" \"$@\"");
     let _ = writeln!(w, "rc=$?");
     let _ = writeln!(w, "rm -f \"$script\"");

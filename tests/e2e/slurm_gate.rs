@@ -12,19 +12,22 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// A labpool controller over the test Slurm, with agents gn1..gn3.
-struct SlurmPool {
-    c: Cluster,
-    conf: PathBuf,
-    pool: String,
+pub(crate) struct SlurmPool {
+    pub(crate) c: Cluster,
+    pub(crate) conf: PathBuf,
+    pub(crate) pool: String,
 }
 
 impl SlurmPool {
-    fn new(test: &str) -> Option<SlurmPool> {
+    pub(crate) fn new(test: &str) -> Option<SlurmPool> {
         SlurmPool::with_config(test, |t| t)
     }
 
     /// Like [`SlurmPool::new`], with the controller's config edited first.
-    fn with_config(test: &str, edit: impl FnOnce(String) -> String) -> Option<SlurmPool> {
+    pub(crate) fn with_config(
+        test: &str,
+        edit: impl FnOnce(String) -> String,
+    ) -> Option<SlurmPool> {
         let conf = slurm(test)?;
         let c = Cluster::new("127.0.0.1", "30s").for_users();
         let conf_text = conf.display().to_string();
@@ -46,14 +49,14 @@ impl SlurmPool {
     }
 
     /// A Slurm client command.
-    fn slurm_cmd(&self, name: &str) -> Command {
+    pub(crate) fn slurm_cmd(&self, name: &str) -> Command {
         let mut c = Command::new(name);
         c.env("SLURM_CONF", &self.conf);
         c
     }
 
     /// Runs a Slurm command; its stdout.
-    fn slurm_ok(&self, name: &str, args: &[&str]) -> String {
+    pub(crate) fn slurm_ok(&self, name: &str, args: &[&str]) -> String {
         let out = self.slurm_cmd(name).args(args).output().unwrap();
         assert!(
             out.status.success(),
@@ -64,7 +67,7 @@ impl SlurmPool {
     }
 
     /// Every Slurm job this pool submitted, from `squeue --json`.
-    fn ours(&self) -> Vec<Value> {
+    pub(crate) fn ours(&self) -> Vec<Value> {
         let v: Value = serde_json::from_str(&self.slurm_ok("squeue", &["--json"])).unwrap();
         let mark = format!(";pool={}", self.pool);
         v["jobs"]
@@ -77,7 +80,7 @@ impl SlurmPool {
     }
 
     /// The Slurm jobs of labpool job `id`, oldest first.
-    fn slurm_jobs_of(&self, id: u64) -> Vec<Value> {
+    pub(crate) fn slurm_jobs_of(&self, id: u64) -> Vec<Value> {
         let tag = format!("labpool:{id}:");
         let mut jobs: Vec<Value> = self
             .ours()
@@ -183,7 +186,7 @@ impl Drop for SlurmPool {
 }
 
 /// Registers a dataset of `files` small files.
-fn dataset(p: &SlurmPool, name: &str, files: usize) {
+pub(crate) fn dataset(p: &SlurmPool, name: &str, files: usize) {
     let src = p.c.ctrl.dir.join("shared/datasets").join(name);
     std::fs::create_dir_all(&src).unwrap();
     for k in 0..files {
@@ -193,7 +196,7 @@ fn dataset(p: &SlurmPool, name: &str, files: usize) {
         .ok(&["dataset", "add", name, src.to_str().unwrap()]);
 }
 
-fn wait<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+pub(crate) fn wait<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
     let t0 = Instant::now();
     loop {
         if let Some(v) = f() {
@@ -252,10 +255,24 @@ fn a_job_runs_in_slurm_where_labpool_placed_it_with_its_data_and_as_its_member()
     // An exit code travels through Slurm.
     let failing = p.c.ctrl.script(
         "fails.sh",
-        "#!/bin/bash\n#SBATCH --output=fails-%j.out\nexit 3\n",
+        "#!/bin/bash\n#SBATCH --output=fails-%j.out\necho \"args=$1|$2\"\nexit $2\n",
     );
-    let f = p.submit_as(alice, alice_gid, &failing);
+    let f = p.c.ctrl.cli_as(
+        alice,
+        alice_gid,
+        &[
+            "submit",
+            "--parsable",
+            failing.to_str().unwrap(),
+            "it's",
+            "3",
+        ],
+    );
+    assert!(f.status.success(), "{}", String::from_utf8_lossy(&f.stderr));
+    let f: u64 = String::from_utf8_lossy(&f.stdout).trim().parse().unwrap();
     let jf = p.c.ctrl.wait_done(f, Duration::from_secs(60));
+    let out = read_output(&p.c.ctrl.work.join(format!("fails-{f}.out")));
+    assert_eq!(out.trim(), "args=it's|3", "the script's arguments reach it");
     assert_eq!(
         (jf["state"].as_str(), jf["exit_code"].as_i64()),
         (Some("FAILED"), Some(3)),
@@ -532,104 +549,4 @@ impl Drop for Resume {
             .env("SLURM_CONF", &self.conf)
             .output();
     }
-}
-
-impl SlurmPool {
-    /// A node's available features in Slurm.
-    fn features(&self, node: &str) -> Vec<String> {
-        let out = self.slurm_ok("scontrol", &["show", "node", node, "-o"]);
-        out.split(' ')
-            .find_map(|f| f.strip_prefix("AvailableFeatures="))
-            .unwrap_or_default()
-            .split(',')
-            .map(str::to_string)
-            .collect()
-    }
-
-    /// Waits until `node` carries the feature `f` in Slurm.
-    fn wait_feature(&self, node: &str, f: &str) {
-        wait(
-            &format!("feature {f} on {node}"),
-            Duration::from_secs(30),
-            || self.features(node).iter().any(|x| x == f).then_some(()),
-        );
-    }
-}
-
-/// Nodes carry a `ds_<name>` feature for each dataset they hold, so plain `sbatch
-/// --prefer=ds_<name>` users benefit too. slurmctld restarted in the middle of a job, and then
-/// `scontrol reconfigure`: the job finishes, and the features come back.
-#[test]
-fn dataset_features_and_jobs_survive_a_slurmctld_restart_and_a_reconfigure() {
-    let Some(p) = SlurmPool::new("slurm_gate_slurmctld") else {
-        return;
-    };
-    dataset(&p, "imgs", 5);
-    let script = p.c.ctrl.script(
-        "data.sh",
-        "#!/bin/bash\n#LABPOOL --dataset imgs\n#SBATCH --gres=gpu:1\n#SBATCH --output=/dev/null\nsleep 6\n",
-    );
-    let id = p.c.ctrl.submit(&[script.to_str().unwrap()]);
-    let j =
-        p.c.ctrl
-            .wait_for(id, Duration::from_secs(30), |j| j["state"] == "RUNNING");
-    let node = j["node"].as_str().unwrap().to_string();
-    wait("the Slurm job to run", Duration::from_secs(30), || {
-        p.slurm_jobs_of(id)
-            .iter()
-            .any(|j| j["job_state"] == "RUNNING")
-            .then_some(())
-    });
-    p.wait_feature(&node, "ds_imgs");
-    assert!(
-        p.features(&node).iter().any(|f| f == "a100"),
-        "the features slurm.conf gives are kept: {:?}",
-        p.features(&node)
-    );
-
-    // slurmctld stops and starts again (from its saved state, as a service restart does).
-    let run_dir = p.conf.parent().unwrap().parent().unwrap().to_path_buf();
-    let pid: i32 = std::fs::read_to_string(run_dir.join("slurmctld.pid"))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(pid),
-        nix::sys::signal::Signal::SIGTERM,
-    )
-    .unwrap();
-    wait("slurmctld to stop", Duration::from_secs(30), || {
-        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None)
-            .is_err()
-            .then_some(())
-    });
-    let started = p.slurm_cmd("slurmctld").status().unwrap();
-    assert!(started.success());
-    wait("slurmctld to answer", Duration::from_secs(30), || {
-        p.slurm_cmd("scontrol")
-            .arg("ping")
-            .output()
-            .ok()
-            .filter(|o| o.status.success())
-            .map(drop)
-    });
-    let j = p.c.ctrl.wait_done(id, Duration::from_secs(60));
-    assert_eq!(j["state"], "COMPLETED", "{j:#}\n{}", p.c.ctrl.serve_log());
-    assert_eq!(
-        j["attempt"], 1,
-        "the job ran once, through the restart: {j:#}"
-    );
-    p.wait_feature(&node, "ds_imgs");
-
-    p.slurm_ok("scontrol", &["reconfigure"]);
-    p.wait_feature(&node, "ds_imgs");
-    // A plain Slurm job that asks for the data goes to its node.
-    let out = p
-        .slurm_cmd("sbatch")
-        .args(["--constraint=ds_imgs", "--test-only", "--wrap", "true"])
-        .output()
-        .unwrap();
-    let said = String::from_utf8_lossy(&out.stderr);
-    assert!(said.contains(&format!("on nodes {node} ")), "{said}");
 }

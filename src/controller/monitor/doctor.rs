@@ -35,7 +35,11 @@ pub async fn doctor(
         ..Limits::default()
     };
     let facts = facts(&state).await?;
-    let findings = check(&facts, &limits);
+    let mut findings = check(&facts, &limits);
+    if config.executor.kind == crate::settings::ExecutorKind::Slurm {
+        let agents: Vec<String> = facts.nodes.iter().map(|n| n.name.clone()).collect();
+        findings.extend(crate::slurm_gate::doctor::check(config, &agents).await);
+    }
     Ok(Json(DoctorReport { findings }))
 }
 
