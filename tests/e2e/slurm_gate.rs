@@ -156,6 +156,21 @@ impl SlurmPool {
         runs
     }
 
+    /// Waits until labpool job `id` runs in Slurm; its node.
+    pub(crate) fn running_in_slurm(&self, id: u64) -> String {
+        let j = self
+            .c
+            .ctrl
+            .wait_for(id, Duration::from_secs(30), |j| j["state"] == "RUNNING");
+        wait("the Slurm job to run", Duration::from_secs(30), || {
+            self.slurm_jobs_of(id)
+                .iter()
+                .any(|j| j["job_state"] == "RUNNING")
+                .then_some(())
+        });
+        j["node"].as_str().unwrap().to_string()
+    }
+
     /// Submits `script` as `uid`; the job id.
     fn submit_as(&self, uid: u32, gid: u32, script: &Path) -> u64 {
         let out = self.c.ctrl.cli_as(
@@ -478,16 +493,7 @@ fn a_node_down_in_slurm_requeues_the_job_elsewhere() {
         "#!/bin/bash\n#SBATCH --gres=gpu:1\n#SBATCH --output=/dev/null\nif [ \"$LABPOOL_ATTEMPT\" = 1 ]; then sleep 300; else sleep 1; fi\n",
     );
     let id = p.c.ctrl.submit(&[script.to_str().unwrap()]);
-    let j =
-        p.c.ctrl
-            .wait_for(id, Duration::from_secs(30), |j| j["state"] == "RUNNING");
-    let node = j["node"].as_str().unwrap().to_string();
-    wait("the Slurm job to run", Duration::from_secs(30), || {
-        p.slurm_jobs_of(id)
-            .iter()
-            .any(|j| j["job_state"] == "RUNNING")
-            .then_some(())
-    });
+    let node = p.running_in_slurm(id);
     // The node fails as a real one does: its slurmd stops answering (SIGSTOP), and the admin
     // (or slurmctld, after SlurmdTimeout) sets it DOWN. A live slurmd would bring it back at once
     // under the test cluster's ReturnToService=2.

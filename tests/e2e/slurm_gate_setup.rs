@@ -40,16 +40,7 @@ fn dataset_features_and_jobs_survive_a_slurmctld_restart_and_a_reconfigure() {
         "#!/bin/bash\n#LABPOOL --dataset imgs\n#SBATCH --gres=gpu:1\n#SBATCH --output=/dev/null\nsleep 6\n",
     );
     let id = p.c.ctrl.submit(&[script.to_str().unwrap()]);
-    let j =
-        p.c.ctrl
-            .wait_for(id, Duration::from_secs(30), |j| j["state"] == "RUNNING");
-    let node = j["node"].as_str().unwrap().to_string();
-    wait("the Slurm job to run", Duration::from_secs(30), || {
-        p.slurm_jobs_of(id)
-            .iter()
-            .any(|j| j["job_state"] == "RUNNING")
-            .then_some(())
-    });
+    let node = p.running_in_slurm(id);
     p.wait_feature(&node, "ds_imgs");
     assert!(
         p.features(&node).iter().any(|f| f == "a100"),
