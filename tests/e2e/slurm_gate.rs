@@ -270,7 +270,7 @@ fn a_job_runs_in_slurm_where_labpool_placed_it_with_its_data_and_as_its_member()
     // An exit code travels through Slurm.
     let failing = p.c.ctrl.script(
         "fails.sh",
-        "#!/bin/bash\n#SBATCH --output=fails-%j.out\necho \"args=$1|$2\"\nexit $2\n",
+        "#!/bin/bash\n#SBATCH --gres=gpu:1\n#SBATCH --output=fails-%j.out\necho \"args=$1|$2\"\nexit $2\n",
     );
     let f = p.c.ctrl.cli_as(
         alice,
@@ -297,7 +297,7 @@ fn a_job_runs_in_slurm_where_labpool_placed_it_with_its_data_and_as_its_member()
     // A long job: bob cannot cancel it through labpool; alice's scancel in Slurm ends it.
     let long = p.c.ctrl.script(
         "long.sh",
-        "#!/bin/bash\n#SBATCH --output=long-%j.out\nsleep 300\n",
+        "#!/bin/bash\n#SBATCH --gres=gpu:1\n#SBATCH --output=long-%j.out\nsleep 300\n",
     );
     let l = p.submit_as(alice, alice_gid, &long);
     let slurm_id = wait("the Slurm job to run", Duration::from_secs(30), || {
