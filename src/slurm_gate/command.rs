@@ -98,15 +98,20 @@ impl Slurm {
         Ok(out.stdout)
     }
 
-    /// Submits one attempt held; Slurm's job id.
-    pub async fn submit_held(&self, s: &Submission, as_root: bool) -> Result<u64, SlurmError> {
+    /// Submits one attempt of `pool` held; Slurm's job id.
+    pub async fn submit_held(
+        &self,
+        s: &Submission,
+        as_root: bool,
+        pool: &str,
+    ) -> Result<u64, SlurmError> {
         let mut c = self.command("sbatch");
         c.env_clear();
         if let Some(conf) = &self.conf {
             c.env("SLURM_CONF", conf);
         }
         c.envs(submit::environment(s));
-        let args = submit::sbatch_args(s, as_root);
+        let args = submit::sbatch_args(s, as_root, pool);
         let out = self
             .run(c, "sbatch", &args, Some(&submit::wrapper(s)))
             .await?;

@@ -140,7 +140,7 @@ impl Gate {
             if self.tracked.contains_key(&key) {
                 continue;
             }
-            match self.slurm.submit_held(&s, self.as_root).await {
+            match self.slurm.submit_held(&s, self.as_root, &self.pool).await {
                 Ok(id) => {
                     tracing::info!(
                         job = key.0,

@@ -20,8 +20,6 @@ pub struct Submission {
     pub launch: Launch,
     /// The node labpool chose.
     pub node: String,
-    /// The pool's id in the tag (see [`crate::slurm_gate::pool_id`]).
-    pub pool: String,
     /// Each dataset's directory on that node (a streamed one's shared source), by name.
     pub data: Vec<(String, PathBuf)>,
     /// The directories that must be complete in the node's cache before the job starts.
@@ -35,10 +33,10 @@ pub const NOT_STAGED_EXIT: i32 = 97;
 
 /// The comment: the tag, the pool (`;pool=ID`), then the data directories the Prolog checks
 /// (`;data=DIR,DIR`).
-pub fn comment(s: &Submission) -> String {
+pub fn comment(s: &Submission, pool: &str) -> String {
     let mut c = tag(s.launch.job, s.launch.attempt);
     c.push_str(";pool=");
-    c.push_str(&s.pool);
+    c.push_str(pool);
     if !s.staged.is_empty() {
         c.push_str(";data=");
         let dirs: Vec<String> = s.staged.iter().map(|d| d.display().to_string()).collect();
@@ -48,12 +46,12 @@ pub fn comment(s: &Submission) -> String {
 }
 
 /// `sbatch`'s arguments, the script on its standard input last (none: it reads stdin).
-pub fn sbatch_args(s: &Submission, as_root: bool) -> Vec<String> {
+pub fn sbatch_args(s: &Submission, as_root: bool, pool: &str) -> Vec<String> {
     let l = &s.launch;
     let mut a = vec![
         "--parsable".to_string(),
         "--hold".to_string(),
-        format!("--comment={}", comment(s)),
+        format!("--comment={}", comment(s, pool)),
         format!("--job-name={}", l.name),
         format!("--partition={}", l.partition),
         format!("--nodelist={}", s.node),

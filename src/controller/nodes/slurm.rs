@@ -160,7 +160,6 @@ impl Engine {
         Submission {
             launch,
             node: node.to_string(),
-            pool: crate::slurm_gate::pool_id(&self.config),
             data,
             staged,
             mem_mib,
