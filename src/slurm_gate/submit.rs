@@ -5,7 +5,13 @@
 //! again (an `--array` there would make Slurm run it many times), and labpool has already read
 //! them. The wrapper has no directives; it checks that every dataset the job was given is
 //! complete on the node (the `VERSION.complete` marker), writes the member's script to a private
-//! temporary file, and runs it with its arguments.
+//! temporary file, and becomes it (`exec`) with its arguments, through an open descriptor of
+//! the file it has already removed.
+//!
+//! A multi-node job (a gang) is one Slurm job pinned to all of its nodes (`--nodelist`,
+//! `--nodes`); its tasks on the other nodes are Slurm's to start, with Slurm's own `srun`. Its
+//! `LABPOOL_DATASET_*` paths are the batch node's: Slurm gives every task one environment, so a
+//! gang over Slurm expects `[cache] dir` to be the same path on all nodes (the default is).
 
 use crate::api::agent::Launch;
 use crate::slurm_gate::queue::tag;
@@ -54,10 +60,10 @@ pub fn sbatch_args(s: &Submission, as_root: bool, pool: &str) -> Vec<String> {
         format!("--comment={}", comment(s, pool)),
         format!("--job-name={}", l.name),
         format!("--partition={}", l.partition),
-        format!("--nodelist={}", s.node),
-        "--nodes=1".to_string(),
+        format!("--nodelist={}", nodelist(s)),
+        format!("--nodes={}", l.gang.as_ref().map_or(1, |g| g.nodes.len())),
         format!("--ntasks={}", l.ntasks.max(1)),
-        format!("--cpus-per-task={}", (l.cpus / l.ntasks.max(1)).max(1)),
+        format!("--cpus-per-task={}", cpus_per_task(l)),
         format!("--mem={}M", s.mem_mib.max(1)),
         format!("--chdir={}", l.workdir.display()),
         format!("--output={}", l.stdout.display()),
@@ -70,9 +76,7 @@ pub fn sbatch_args(s: &Submission, as_root: bool, pool: &str) -> Vec<String> {
         a.push(format!("--uid={}", l.uid));
         a.push(format!("--gid={}", l.gid));
     }
-    if !l.gpus.is_empty() {
-        a.push(format!("--gres=gpu:{}", l.gpus.len()));
-    }
+    a.extend(gpus(l));
     if let Some(t) = l.time_limit_s {
         a.push(format!("--time={}:{:02}", t / 60, t % 60));
     }
@@ -91,6 +95,41 @@ pub fn sbatch_args(s: &Submission, as_root: bool, pool: &str) -> Vec<String> {
     a
 }
 
+/// The nodes labpool chose, in Slurm's compressed form.
+fn nodelist(s: &Submission) -> String {
+    s.launch
+        .gang
+        .as_ref()
+        .map_or_else(|| s.node.clone(), |g| g.nodelist())
+}
+
+/// Cores per task: the batch node's cores over its tasks (a gang's cores are per node).
+fn cpus_per_task(l: &Launch) -> u32 {
+    let tasks = match &l.gang {
+        Some(g) => g.tasks_per_node.first().copied().unwrap_or(1),
+        None => l.ntasks,
+    };
+    (l.cpus / tasks.max(1)).max(1)
+}
+
+/// The GPU request: `--gres` is per node, so a gang with the same count on every node asks
+/// for that; one whose nodes hold different counts asks for its total (`--gpus`), which Slurm
+/// spreads over the nodes it was pinned to.
+fn gpus(l: &Launch) -> Option<String> {
+    let per_node: Vec<usize> = match &l.gang {
+        Some(g) => g.nodes.iter().map(|n| n.gpus.len()).collect(),
+        None => vec![l.gpus.len()],
+    };
+    let total: usize = per_node.iter().sum();
+    if total == 0 {
+        None
+    } else if per_node.iter().all(|n| *n == per_node[0]) {
+        Some(format!("--gres=gpu:{}", per_node[0]))
+    } else {
+        Some(format!("--gpus={total}"))
+    }
+}
+
 /// The environment sbatch runs with, which `--export=ALL` gives the job: labpool's job
 /// environment (the submit environment, login defaults, dataset paths, GPU hygiene), less what
 /// Slurm sets itself on the node (the GPUs it picked, its own job id and node list).
@@ -103,6 +142,21 @@ pub fn environment(s: &Submission) -> BTreeMap<String, String> {
             || k == crate::env_vars::LABPOOL_GPUS
             || k == crate::agent::procs::JOB_KEY_VAR)
     });
+    // The leased ports, and where rank 0 listens: the first node's address, as on agents.
+    if let Some(p) = s.launch.ports {
+        let master = s
+            .launch
+            .gang
+            .as_ref()
+            .and_then(|g| g.nodes.first())
+            .map_or_else(|| s.node.clone(), |n| n.host.clone());
+        env.insert(
+            crate::env_vars::LABPOOL_PORTS.to_string(),
+            format!("{}-{}", p.first, p.end() - 1),
+        );
+        env.insert("MASTER_ADDR".to_string(), master);
+        env.insert("MASTER_PORT".to_string(), p.first.to_string());
+    }
     env
 }
 
@@ -148,9 +202,116 @@ pub fn wrapper(s: &Submission) -> String {
         let args: Vec<String> = l.args.iter().map(|a| quote(a)).collect();
         let _ = writeln!(w, "set -- {}", args.join(" "));
     }
-    let _ = writeln!(w, "\"$script\" \"$@\"");
-    let _ = writeln!(w, "rc=$?");
+    // The script is run through an open descriptor of its file, which is already removed: the
+    // batch shell becomes the script itself (`exec`), so the signals Slurm sends the batch shell
+    // alone (`--signal=B:`, `scancel --batch`) and its exit status are the script's own, and no
+    // file is left behind however the job ends.
+    let _ = writeln!(w, "exec 9<\"$script\"");
     let _ = writeln!(w, "rm -f \"$script\"");
-    let _ = writeln!(w, "exit $rc");
+    let _ = writeln!(w, "exec /dev/fd/9 \"$@\"");
     w
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::gang::{Gang, GangNode};
+
+    fn submission(script: &str, args: &[&str]) -> Submission {
+        let launch: Launch = serde_json::from_value(serde_json::json!({
+            "job": 7, "attempt": 2, "name": "t", "user": "u", "uid": 1000, "gid": 1000,
+            "partition": "normal", "script": script, "args": args, "workdir": "/w",
+            "stdout": "/w/o", "stderr": "/w/e", "environment": {}, "gpus": [0, 1],
+            "cpus": 8, "mem_mib": 0, "kill_grace_ms": 1000, "umask": 18, "datasets": [],
+            "ntasks": 4,
+        }))
+        .unwrap();
+        Submission {
+            launch,
+            node: "gn1".into(),
+            data: Vec::new(),
+            staged: Vec::new(),
+            mem_mib: 100,
+        }
+    }
+
+    fn gang(gpus: &[&[u32]]) -> Gang {
+        Gang {
+            nodes: gpus
+                .iter()
+                .enumerate()
+                .map(|(i, g)| GangNode {
+                    name: format!("gn{}", i + 1),
+                    host: format!("10.0.0.{}", i + 1),
+                    gpus: g.to_vec(),
+                })
+                .collect(),
+            index: 0,
+            tasks_per_node: vec![2; gpus.len()],
+            secret: String::new(),
+        }
+    }
+
+    #[test]
+    fn a_gang_is_one_slurm_job_pinned_to_all_of_its_nodes() {
+        let mut s = submission("true", &[]);
+        let one = sbatch_args(&s, false, "p");
+        for want in [
+            "--nodelist=gn1",
+            "--nodes=1",
+            "--cpus-per-task=2",
+            "--gres=gpu:2",
+        ] {
+            assert!(one.iter().any(|a| a == want), "{want} in {one:?}");
+        }
+        s.launch.gang = Some(gang(&[&[0, 1], &[4, 5]]));
+        let two = sbatch_args(&s, false, "p");
+        for want in [
+            "--nodelist=gn[1-2]",
+            "--nodes=2",
+            "--ntasks=4",
+            "--cpus-per-task=4",
+            "--gres=gpu:2",
+        ] {
+            assert!(two.iter().any(|a| a == want), "{want} in {two:?}");
+        }
+        s.launch.gang = Some(gang(&[&[0, 1, 2], &[4]]));
+        let uneven = sbatch_args(&s, false, "p");
+        assert!(uneven.iter().any(|a| a == "--gpus=4"), "{uneven:?}");
+        assert!(
+            !uneven.iter().any(|a| a.starts_with("--gres")),
+            "{uneven:?}"
+        );
+    }
+
+    #[test]
+    fn the_wrapper_becomes_the_script_with_its_arguments_and_leaves_no_file() {
+        let tmp = tempfile::tempdir().unwrap();
+        let s = submission(
+            "#!/bin/sh\ntrap 'echo usr1' USR1\necho \"$1|$2\"\nsleep 1\nexit 5\n",
+            &["a b", "it's"],
+        );
+        let mut child = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(wrapper(&s))
+            .env("TMPDIR", tmp.path())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+        assert_eq!(line, "a b|it's\n");
+        // The batch shell's signal is the script's own: it is the same process.
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(child.id() as i32),
+            nix::sys::signal::Signal::SIGUSR1,
+        )
+        .unwrap();
+        let mut rest = String::new();
+        std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
+        assert_eq!(rest, "usr1\n");
+        assert_eq!(child.wait().unwrap().code(), Some(5));
+        assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0);
+    }
 }

@@ -41,6 +41,7 @@ mod show_settings;
 mod slurm_commands;
 mod slurm_differential;
 mod slurm_gate;
+mod slurm_gate_jobs;
 mod slurm_gate_setup;
 mod slurm_options;
 mod slurm_peer;

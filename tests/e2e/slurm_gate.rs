@@ -93,7 +93,7 @@ impl SlurmPool {
 
     /// What `sacct` recorded of Slurm job `id` once it finished: (state, `CODE:SIGNAL`,
     /// elapsed seconds).
-    fn sacct(&self, id: u64) -> (String, String, u64) {
+    pub(crate) fn sacct(&self, id: u64) -> (String, String, u64) {
         wait("sacct to record the end", Duration::from_secs(30), || {
             let out = self.slurm_ok(
                 "sacct",
@@ -172,7 +172,7 @@ impl SlurmPool {
     }
 
     /// Submits `script` as `uid`; the job id.
-    fn submit_as(&self, uid: u32, gid: u32, script: &Path) -> u64 {
+    pub(crate) fn submit_as(&self, uid: u32, gid: u32, script: &Path) -> u64 {
         let out = self.c.ctrl.cli_as(
             uid,
             gid,
@@ -361,8 +361,9 @@ fn a_job_runs_in_slurm_where_labpool_placed_it_with_its_data_and_as_its_member()
 }
 
 /// Jobs Slurm runs for others take GPUs labpool never places over, and labpool's jobs still
-/// start. Then the controller is killed with SIGKILL in the middle of a stream of short jobs:
-/// after its restart every job ran exactly once, and labpool's states match Slurm's.
+/// start. Then the controller is killed with SIGKILL in the middle of a stream of 200 short
+/// jobs that each check their dataset at their first line: none started without it, after the
+/// restart every job ran exactly once, and labpool's states match Slurm's.
 #[test]
 fn foreign_load_is_respected_and_a_killed_controller_repeats_and_loses_nothing() {
     let Some(mut p) = SlurmPool::new("slurm_gate_crash") else {
@@ -409,11 +410,14 @@ fn foreign_load_is_respected_and_a_killed_controller_repeats_and_loses_nothing()
             (full("gn1") && full("gn2")).then_some(())
         },
     );
+    // Every job reads its dataset at its first line: none may start without it complete.
+    dataset(&p, "ds", 5);
     let runs = p.c.ctrl.work.join("runs.log");
     let short = p.c.ctrl.script(
         "short.sh",
         &format!(
-            "#!/bin/bash\n#SBATCH --gres=gpu:1\n#SBATCH --output=/dev/null\necho \"$LABPOOL_JOB_ID $SLURMD_NODENAME\" >> {}\nsleep 1\n",
+            "#!/bin/bash\n#LABPOOL --dataset ds\n#SBATCH --gres=gpu:1\n#SBATCH --output=/dev/null\n\
+             n=$(ls \"$LABPOOL_DATASET_DS\" | wc -l)\necho \"$LABPOOL_JOB_ID $SLURMD_NODENAME $n\" >> {}\nsleep 1\n",
             runs.display()
         ),
     );
@@ -454,6 +458,9 @@ fn foreign_load_is_respected_and_a_killed_controller_repeats_and_loses_nothing()
         "the SIGKILL came while Slurm ran labpool's jobs, which the restarted controller adopts"
     );
     let text = std::fs::read_to_string(&runs).unwrap();
+    for l in text.lines() {
+        assert!(l.ends_with(" 5"), "a job started without its data: {l}");
+    }
     for id in &ids {
         let n = text
             .lines()

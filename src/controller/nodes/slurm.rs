@@ -111,10 +111,27 @@ impl Engine {
                 }
                 GateOrder::Start(Box::new(self.submission(node, *launch)))
             }
+            AgentOrder::Adopt { mut expected } => {
+                // The gate answers for an attempt from its batch node: a gang's other nodes
+                // run no Slurm job of their own.
+                expected.retain(|(job, _)| !self.gang_part_on(*job, node));
+                GateOrder::Agent {
+                    node: node.to_string(),
+                    order: AgentOrder::Adopt { expected },
+                }
+            }
+            AgentOrder::Kill { job, .. }
+            | AgentOrder::Notice { job, .. }
+            | AgentOrder::Signal { job, .. }
+            | AgentOrder::Forget { job, .. }
+                if self.gang_part_on(job, node) =>
+            {
+                // The same order goes to the gang's batch node, whose Slurm job is the gang's.
+                return None;
+            }
             o @ (AgentOrder::Kill { .. }
             | AgentOrder::Notice { .. }
             | AgentOrder::Signal { .. }
-            | AgentOrder::Adopt { .. }
             | AgentOrder::Forget { .. }) => GateOrder::Agent {
                 node: node.to_string(),
                 order: o,
@@ -123,6 +140,14 @@ impl Engine {
         };
         let _ = gate.send(order);
         None
+    }
+
+    /// True when `node` holds a part of job `job`'s gang other than its batch node.
+    fn gang_part_on(&self, job: u64, node: &str) -> bool {
+        self.jobs.job(job).is_some_and(|j| {
+            let life = labpool_lifecycle::Tracked::life(j);
+            life.node.as_deref() != Some(node) && life.is_on(node)
+        })
     }
 
     /// An attempt as the gate submits it: its data directories on `node`, and the memory to
