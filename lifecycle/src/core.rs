@@ -269,8 +269,13 @@ impl<J: Tracked> Lifecycle<J> {
                     why,
                 }),
             },
-            Event::NeverStarted { node, job, attempt } => {
-                match rules::report_never_started(self.life(job), &node, attempt, now) {
+            Event::NeverStarted {
+                node,
+                job,
+                attempt,
+                why: cause,
+            } => {
+                match rules::report_never_started(self.life(job), &node, attempt, now, cause) {
                     Ok(t) => self.end_or_requeue(job, t, false, &mut out),
                     Err(why @ Stale::OtherNode { .. }) => out.push(Effect::Ignored {
                         job,

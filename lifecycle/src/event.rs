@@ -80,7 +80,8 @@ pub enum Event {
         /// When it began, ms.
         time: i64,
     },
-    /// A node reported that an attempt's start order never reached a shim.
+    /// A node reported that an attempt's start order never reached a shim, or (over Slurm)
+    /// that Slurm did not start it.
     NeverStarted {
         /// The reporting node.
         node: String,
@@ -88,6 +89,8 @@ pub enum Event {
         job: u64,
         /// The attempt.
         attempt: u32,
+        /// Why it did not start, when it is not a start order lost with a restart.
+        why: Option<String>,
     },
     /// Someone (allowed to) cancels the job.
     Cancel {

@@ -231,13 +231,14 @@ pub fn report_ended(
     Ok(ended(outcome, life.cancel_requested_by.as_deref()))
 }
 
-/// A node reported that `attempt` never started (its start order was lost with a restart):
-/// it waits again, or ends CANCELLED when a cancel was asked for meanwhile.
+/// A node reported that `attempt` never started (its start order was lost with a restart, or
+/// `why`): it waits again, or ends CANCELLED when a cancel was asked for meanwhile.
 pub fn report_never_started(
     life: Option<&JobLife>,
     node: &str,
     attempt: u32,
     time: i64,
+    why: Option<String>,
 ) -> Result<Transition, Stale> {
     let life = reported_by_its_node(life, node, attempt)?;
     Ok(match &life.cancel_requested_by {
@@ -247,7 +248,7 @@ pub fn report_never_started(
         ),
         None => Transition::Requeued {
             code: "Requeued".into(),
-            detail: "the start order was lost (the controller or the node's agent restarted) before the job started; it waits again".into(),
+            detail: why.unwrap_or_else(|| "the start order was lost (the controller or the node's agent restarted) before the job started; it waits again".into()),
             time,
         },
     })

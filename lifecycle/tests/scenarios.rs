@@ -252,6 +252,7 @@ fn a_report_about_an_attempt_is_taken_only_from_the_node_running_it() {
             node: "n1".into(),
             job: j,
             attempt: 1,
+            why: None,
         },
     ] {
         let out = h.event(forged);
@@ -298,6 +299,7 @@ fn a_lost_start_order_requeues_or_ends_a_cancelled_job() {
             node: "n0".into(),
             job,
             attempt: 1,
+            why: None,
         });
     }
     assert_eq!(h.store[&a].state, JobState::Pending);

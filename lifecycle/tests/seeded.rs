@@ -180,7 +180,12 @@ fn step(h: &mut Harness, rng: &mut Rng) {
                     .unwrap()
                     .running
                     .remove(&(job, attempt));
-                h.event(Event::NeverStarted { node, job, attempt });
+                h.event(Event::NeverStarted {
+                    node,
+                    job,
+                    attempt,
+                    why: None,
+                });
             }
         }
         18 => h.restart(),
@@ -199,7 +204,12 @@ fn step(h: &mut Harness, rng: &mut Rng) {
                             outcome: Outcome::decided(JobState::Completed, h.now, "forged".into()),
                         }
                     } else {
-                        Event::NeverStarted { node, job, attempt }
+                        Event::NeverStarted {
+                            node,
+                            job,
+                            attempt,
+                            why: None,
+                        }
                     };
                     h.event(e);
                     assert_eq!(

@@ -106,6 +106,8 @@ pub struct Node {
     gpu_sharers: BTreeMap<u32, BTreeSet<JobId>>,
     /// GPUs taken by load outside the pool (see the module's comment).
     foreign: BTreeSet<u32>,
+    /// How many GPUs per type the load outside the pool holds, as last told.
+    foreign_wanted: BTreeMap<Option<String>, u32>,
     cpus_used: u32,
     mem_used: u64,
 }
@@ -120,6 +122,7 @@ impl Node {
             gpu_owner: BTreeMap::new(),
             gpu_sharers: BTreeMap::new(),
             foreign: BTreeSet::new(),
+            foreign_wanted: BTreeMap::new(),
             cpus_used: 0,
             mem_used: 0,
         }
@@ -158,8 +161,18 @@ impl Node {
     /// foreign one raced for the same GPUs), it takes what is free; the shell notices the pool
     /// job that cannot start. Returns the GPUs now foreign.
     pub fn set_foreign(&mut self, wanted: &BTreeMap<Option<String>, u32>) -> Vec<u32> {
+        self.foreign_wanted = wanted.clone();
+        self.fill_foreign();
+        self.foreign.iter().copied().collect()
+    }
+
+    /// Takes the foreign load's GPUs from those free. Run again whenever a pool job frees
+    /// GPUs: a foreign job that raced a pool job for them holds them once the pool job is gone
+    /// (cancelled in Slurm and placed again), though Slurm's view has not changed.
+    fn fill_foreign(&mut self) {
         self.foreign.clear();
-        for (gpu_type, n) in wanted {
+        let wanted = std::mem::take(&mut self.foreign_wanted);
+        for (gpu_type, n) in &wanted {
             let mut free: Vec<u32> = self
                 .gpus_of_type(gpu_type.as_deref())
                 .map(|g| g.index)
@@ -169,7 +182,7 @@ impl Node {
             free.truncate(*n as usize);
             self.foreign.extend(free);
         }
-        self.foreign.iter().copied().collect()
+        self.foreign_wanted = wanted;
     }
 
     /// GPUs taken by foreign load, by index.
@@ -322,6 +335,9 @@ impl Node {
         }
         self.cpus_used = self.cpus_used.saturating_sub(part.cpus);
         self.mem_used = self.mem_used.saturating_sub(part.mem_mib);
+        if !self.foreign_wanted.is_empty() {
+            self.fill_foreign();
+        }
     }
 
     /// Cores and memory in use, for invariant checks.

@@ -139,3 +139,23 @@ fn foreign_load_takes_gpus_the_pool_never_places_over() {
     s.check_invariants().unwrap();
     assert!(s.set_foreign("gn9", &wanted).is_none());
 }
+
+#[test]
+fn foreign_load_that_raced_a_pool_job_takes_its_gpus_once_the_pool_job_lets_go() {
+    let mut s = sched();
+    s.upsert_node(node("gn1", &["a100"; 8], 64)).unwrap();
+    submit(&mut s, 1, res(8, None), None);
+    assert_eq!(started(&s.schedule(Timestamp(0)))[&1].1.len(), 8);
+    // Slurm started a foreign job on all eight GPUs before the pool's job: none is free to
+    // count as foreign yet.
+    let wanted = [(None, 8)].into_iter().collect();
+    assert!(s.set_foreign("gn1", &wanted).unwrap().is_empty());
+    // The pool's job never started and is let go: the foreign job holds the node, though
+    // Slurm's view did not change, and the job is not placed there again.
+    end(&mut s, 1, Timestamp(1));
+    assert_eq!(s.node("gn1").unwrap().foreign_gpus().count(), 8);
+    submit(&mut s, 2, res(1, None), None);
+    let d = s.schedule(Timestamp(2));
+    assert!(started(&d).is_empty(), "{d:?}");
+    s.check_invariants().unwrap();
+}

@@ -486,6 +486,7 @@ impl Executor {
                         node: self.node.clone(),
                         job,
                         attempt,
+                        why: None,
                     });
                 }
                 Err(e) => {

@@ -333,6 +333,9 @@ pub enum AgentReport {
         job: u64,
         /// Attempt.
         attempt: u32,
+        /// Why, when it is not a start order lost with a restart (Slurm did not start it).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        why: Option<String>,
     },
     /// A stage made progress (sent a few times a second at most).
     Staging {

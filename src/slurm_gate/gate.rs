@@ -303,7 +303,12 @@ impl Gate {
                     });
                 }
                 _ if t.slurm.is_none() => {
-                    self.report(AgentReport::NeverStarted { node, job, attempt });
+                    self.report(AgentReport::NeverStarted {
+                        node,
+                        job,
+                        attempt,
+                        why: None,
+                    });
                 }
                 _ => {
                     let id = t.slurm.unwrap_or_default();
@@ -497,6 +502,13 @@ impl Gate {
                         node: t.node.clone(),
                         job,
                         attempt,
+                        why: Some(format!(
+                            "Slurm did not start its job {} on {} within the start timeout ({}s, [executor] start_timeout): {}; it was cancelled there and waits to be placed again",
+                            sj.job_id,
+                            t.node,
+                            self.start_timeout.as_secs(),
+                            sj.state_reason
+                        )),
                     })
                     .ok();
                 done.push(*key);

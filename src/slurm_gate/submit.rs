@@ -17,7 +17,7 @@ use crate::api::agent::Launch;
 use crate::slurm_gate::queue::tag;
 use std::collections::BTreeMap;
 use std::fmt::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// What the gate needs to submit one attempt.
 #[derive(Debug, Clone)]
@@ -142,6 +142,20 @@ pub fn environment(s: &Submission) -> BTreeMap<String, String> {
             || k == crate::env_vars::LABPOOL_GPUS
             || k == crate::agent::procs::JOB_KEY_VAR)
     });
+    // labpool's own commands (`labpool session-host` hosts an interactive session): agents put
+    // them first on a job's PATH; here the controller's install directory comes last, as labs
+    // install labpool at one path on every node.
+    if let Some(dir) = std::env::current_exe()
+        .ok()
+        .as_deref()
+        .and_then(Path::parent)
+    {
+        let path = env.entry("PATH".to_string()).or_default();
+        if !path.split(':').any(|p| Path::new(p) == dir) {
+            path.push(':');
+            path.push_str(&dir.display().to_string());
+        }
+    }
     // The leased ports, and where rank 0 listens: the first node's address, as on agents.
     if let Some(p) = s.launch.ports {
         let master = s

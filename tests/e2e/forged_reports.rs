@@ -124,6 +124,7 @@ fn a_node_cannot_end_or_requeue_a_job_that_runs_on_another_node() {
             node: "evil".into(),
             job,
             attempt: 1,
+            why: None,
         }],
     ];
     for (seq, reports) in batches.into_iter().enumerate() {

@@ -66,6 +66,11 @@ impl Agent {
         std::fs::read_to_string(self.dir.join("agent.out")).unwrap_or_default()
     }
 
+    /// The agent's process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     /// Kills the agent with SIGKILL (its jobs' shims live on).
     pub fn kill9(&mut self) {
         if let Some(mut c) = self.child.take() {

@@ -1,9 +1,11 @@
 //! labpool over a real Slurm, continued: a multi-node job is one Slurm job on the nodes
 //! labpool chose, started by Slurm's own `srun`; Slurm enforces the time limit and sends the
-//! `--signal` warning; one member cannot release another's held job.
+//! `--signal` warning; one member cannot release another's held job; an interactive session
+//! runs as a Slurm job.
 
+use crate::interactive::Terminal;
 use crate::pool::{ensure_user, read_output};
-use crate::slurm_gate::SlurmPool;
+use crate::slurm_gate::{SlurmPool, dataset, wait};
 use std::time::Duration;
 
 /// A 2-node job held at submit: bob cannot release it, alice can; it then runs as one Slurm job
@@ -100,4 +102,163 @@ fn slurm_enforces_the_time_limit_and_sends_the_warning_signal() {
     assert_eq!(state, "TIMEOUT");
     assert!(elapsed >= 60, "ran {elapsed}s of a 1-minute limit");
     assert_eq!(j["elapsed_s"].as_u64(), Some(elapsed), "{j:#}");
+}
+
+/// `labpool run --pty bash` over Slurm: the session's host runs as a Slurm job on the node
+/// labpool chose, and the member's terminal is joined to its shell.
+#[test]
+fn an_interactive_session_runs_as_a_slurm_job() {
+    let Some(p) = SlurmPool::new("slurm_gate_session") else {
+        return;
+    };
+    let mut term = Terminal::open_with(
+        &p.c.ctrl,
+        &p.c.ctrl.bin,
+        &["run", "--pty", "-G", "1", "bash"],
+    );
+    term.expect("labpool: job ");
+    term.type_line("echo \"on=$SLURMD_NODENAME job=$LABPOOL_JOB_ID gpus=$SLURM_GPUS_ON_NODE\"");
+    term.expect("on=gn");
+    let jobs: Vec<serde_json::Value> =
+        serde_json::from_str(&p.c.ctrl.ok(&["queue", "--json"])).unwrap();
+    let id = jobs[0]["id"].as_u64().unwrap();
+    let node = jobs[0]["node"].as_str().unwrap().to_string();
+    term.expect(&format!("on={node} job={id} gpus=1"));
+    let sj = p.slurm_jobs_of(id);
+    assert_eq!(sj.len(), 1, "{sj:#?}");
+    assert_eq!(sj[0]["job_state"], "RUNNING");
+    assert_eq!(sj[0]["nodes"], node.as_str());
+    term.type_line("exit 3");
+    assert_eq!(term.exit_code(), Some(3), "{}", p.c.ctrl.serve_log());
+    let j = p.c.ctrl.wait_done(id, Duration::from_secs(30));
+    assert_eq!(
+        (j["state"].as_str(), j["exit_code"].as_i64()),
+        (Some("FAILED"), Some(3)),
+        "{j:#}"
+    );
+}
+
+/// A foreign job takes a node's GPUs after labpool placed a job there and before Slurm started
+/// it: Slurm cannot start labpool's job, which is cancelled in Slurm within the start timeout
+/// and placed again, and runs once a node is free. No GPU is booked twice.
+#[test]
+fn a_job_whose_gpus_a_foreign_job_took_is_placed_again() {
+    let Some(p) = SlurmPool::new("slurm_gate_race") else {
+        return;
+    };
+    let foreign = |node: &str| -> String {
+        let out = p.slurm_ok(
+            "sbatch",
+            &[
+                "--parsable",
+                "--nodelist",
+                node,
+                "--gres=gpu:8",
+                "--mem=1G",
+                "--output=/dev/null",
+                "--wrap",
+                "sleep 300",
+            ],
+        );
+        out.trim().to_string()
+    };
+    let f2 = foreign("gn2");
+    let f3 = foreign("gn3");
+    let mut left = Scancel(p.conf.clone(), vec![f2.clone(), f3.clone()]);
+    wait(
+        "labpool to see gn2 and gn3 taken",
+        Duration::from_secs(20),
+        || {
+            let n = p.c.nodes();
+            let full = |name: &str| {
+                n.iter()
+                    .any(|x| x["name"] == name && x["state"] == "ALLOCATED")
+            };
+            (full("gn2") && full("gn3")).then_some(())
+        },
+    );
+    // gn1's agent is paused, so the job's data waits there while the foreign job arrives.
+    dataset(&p, "ds", 5);
+    let agent = nix::unistd::Pid::from_raw(p.c.agents[0].pid().unwrap() as i32);
+    assert_eq!(p.c.agents[0].name, "gn1");
+    nix::sys::signal::kill(agent, nix::sys::signal::Signal::SIGSTOP).unwrap();
+    let cont = Cont(agent);
+    let script = p.c.ctrl.script(
+        "job.sh",
+        "#!/bin/bash\n#LABPOOL --dataset ds\n#SBATCH --gres=gpu:8\n#SBATCH --output=/dev/null\nsleep 1\n",
+    );
+    let id = p.c.ctrl.submit(&[script.to_str().unwrap()]);
+    let j =
+        p.c.ctrl
+            .wait_for(id, Duration::from_secs(20), |j| j["node"] == "gn1");
+    assert_ne!(j["state"], "RUNNING", "{j:#}");
+    let f1 = foreign("gn1");
+    left.1.push(f1.clone());
+    wait(
+        "the foreign job to run on gn1",
+        Duration::from_secs(20),
+        || {
+            let v: serde_json::Value =
+                serde_json::from_str(&p.slurm_ok("squeue", &["--json", "--all"])).unwrap();
+            v["jobs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|j| j["job_id"].as_u64() == f1.parse().ok() && j["job_state"] == "RUNNING")
+                .then_some(())
+        },
+    );
+    drop(cont);
+    // Submitted and released once its data is there, it pends behind the foreign job; after
+    // the start timeout (10 s here) it is cancelled in Slurm and placed again.
+    let j = p.c.ctrl.wait_for(id, Duration::from_secs(60), |j| {
+        j["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["event"] == "requeue")
+    });
+    let why = j["events"].as_array().unwrap().last().unwrap()["detail"].to_string();
+    assert!(why.contains("Slurm did not start its job"), "{why}");
+    // gn1 counts as taken now, though Slurm's view did not change: it waits for a free node.
+    std::thread::sleep(Duration::from_secs(2));
+    let j = p.c.ctrl.job(id);
+    assert_eq!(
+        (j["state"].as_str(), j["reason"].as_str()),
+        (Some("PENDING"), Some("Resources")),
+        "{j:#}"
+    );
+    let first = p.slurm_jobs_of(id);
+    assert!(
+        first
+            .iter()
+            .all(|j| j["job_state"] != "RUNNING" && j["job_state"] != "COMPLETED"),
+        "{first:#?}"
+    );
+    p.slurm_ok("scancel", &[&f2]);
+    let j = p.c.ctrl.wait_done(id, Duration::from_secs(90));
+    assert_eq!(j["state"], "COMPLETED", "{j:#}\n{}", p.c.ctrl.serve_log());
+    assert_eq!(j["node"], "gn2", "{j:#}");
+    drop(left);
+}
+
+/// Cancels the test's own Slurm jobs however it ends: the cluster is shared.
+struct Scancel(std::path::PathBuf, Vec<String>);
+
+impl Drop for Scancel {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("scancel")
+            .args(&self.1)
+            .env("SLURM_CONF", &self.0)
+            .output();
+    }
+}
+
+/// Wakes a paused agent however the test ends.
+struct Cont(nix::unistd::Pid);
+
+impl Drop for Cont {
+    fn drop(&mut self) {
+        let _ = nix::sys::signal::kill(self.0, nix::sys::signal::Signal::SIGCONT);
+    }
 }

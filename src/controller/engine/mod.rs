@@ -510,9 +510,17 @@ impl Engine {
             AgentReport::Adopted { job, attempt, .. } => {
                 tracing::info!(job, attempt, "job re-adopted")
             }
-            AgentReport::NeverStarted { node, job, attempt } => {
-                self.lifecycle(Event::NeverStarted { node, job, attempt })
-            }
+            AgentReport::NeverStarted {
+                node,
+                job,
+                attempt,
+                why,
+            } => self.lifecycle(Event::NeverStarted {
+                node,
+                job,
+                attempt,
+                why,
+            }),
         }
         Ok(())
     }
