@@ -2,7 +2,7 @@
 //! (tiers, credits, QOS, locality, backfill: the same scheduler and lifecycle cores); Slurm
 //! keeps slurmd, cgroups, `srun` and accounting.
 //!
-//! Decisions recorded here (see also `docs/slurm-executor.md`):
+//! Decisions recorded here (the README's "On the lab's Slurm cluster" says what members see):
 //! - The lifecycle runs as with agents: a placed job's datasets are staged by the labpool agent
 //!   on the chosen node (agents on Slurm nodes only cache and serve peers; they never get a
 //!   start order). When the stage is done, the engine's start order comes here instead of to
@@ -23,6 +23,14 @@
 //! - Jobs without the tag are foreign load: the GPUs they hold are taken in the scheduler's
 //!   books. A released job that Slurm has not started after `[executor] start_timeout` (a
 //!   foreign job took its GPUs) is cancelled in Slurm and placed again.
+//!   The GPUs a foreign job holds stay taken in the scheduler's books after the pool's job lets
+//!   go of them (`Node::set_foreign` keeps the counts), so the job waits for a free node rather
+//!   than being placed on the same one again.
+//! - A multi-node job is one Slurm job pinned to all of its nodes: orders to its other nodes are
+//!   dropped, the batch node's Slurm job answers for the gang (see [`submit`]). An interactive
+//!   session is a job like any other: its host (`labpool session-host`) runs as the Slurm job.
+//! - Time limits and `--signal` are Slurm's to enforce: they are passed to `sbatch`, and the
+//!   member's script is the batch shell itself.
 //! - Slurm does not requeue labpool's jobs (`--no-requeue`): a node Slurm marks DOWN is a node
 //!   down for labpool, whose rules requeue the job under a new attempt (or end it NODE_FAIL
 //!   with `--no-requeue`), exactly as for a node whose agent stopped answering.
