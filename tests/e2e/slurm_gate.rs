@@ -171,6 +171,41 @@ impl SlurmPool {
         j["node"].as_str().unwrap().to_string()
     }
 
+    /// Submits a Slurm job that did not come through labpool, holding every GPU of `node` for
+    /// `secs`; its Slurm id.
+    pub(crate) fn foreign_job(&self, node: &str, secs: u32) -> String {
+        let out = self.slurm_ok(
+            "sbatch",
+            &[
+                "--parsable",
+                "--nodelist",
+                node,
+                "--gres=gpu:8",
+                "--mem=1G",
+                "--output=/dev/null",
+                "--wrap",
+                &format!("sleep {secs}"),
+            ],
+        );
+        out.trim().to_string()
+    }
+
+    /// Waits until labpool counts every GPU of `nodes` as taken.
+    pub(crate) fn wait_taken(&self, nodes: &[&str]) {
+        wait(
+            "labpool to see the foreign load",
+            Duration::from_secs(20),
+            || {
+                let n = self.c.nodes();
+                let full = |name: &&str| {
+                    n.iter()
+                        .any(|x| x["name"] == *name && x["state"] == "ALLOCATED")
+                };
+                nodes.iter().all(full).then_some(())
+            },
+        );
+    }
+
     /// Submits `script` as `uid`; the job id.
     pub(crate) fn submit_as(&self, uid: u32, gid: u32, script: &Path) -> u64 {
         let out = self.c.ctrl.cli_as(
@@ -370,23 +405,7 @@ fn foreign_load_is_respected_and_a_killed_controller_repeats_and_loses_nothing()
         return;
     };
     // Foreign load: every GPU of gn1 and gn2.
-    let mut foreign = Vec::new();
-    for node in ["gn1", "gn2"] {
-        let id = p.slurm_ok(
-            "sbatch",
-            &[
-                "--parsable",
-                "--nodelist",
-                node,
-                "--gres=gpu:8",
-                "--mem=1G",
-                "--output=/dev/null",
-                "--wrap",
-                "sleep 120",
-            ],
-        );
-        foreign.push(id.trim().to_string());
-    }
+    let foreign = [p.foreign_job("gn1", 120), p.foreign_job("gn2", 120)];
     wait("the foreign jobs to run", Duration::from_secs(20), || {
         let v: Value = serde_json::from_str(&p.slurm_ok("squeue", &["--json"])).unwrap();
         let running = v["jobs"]
@@ -397,19 +416,7 @@ fn foreign_load_is_respected_and_a_killed_controller_repeats_and_loses_nothing()
             .count();
         (running == 2).then_some(())
     });
-    wait(
-        "labpool to see the foreign load",
-        Duration::from_secs(10),
-        || {
-            let n = p.c.nodes();
-            let full = |name: &str| {
-                n.iter()
-                    .find(|x| x["name"] == name)
-                    .is_some_and(|x| x["state"] == "ALLOCATED")
-            };
-            (full("gn1") && full("gn2")).then_some(())
-        },
-    );
+    p.wait_taken(&["gn1", "gn2"]);
     // Every job reads its dataset at its first line: none may start without it complete.
     dataset(&p, "ds", 5);
     let runs = p.c.ctrl.work.join("runs.log");

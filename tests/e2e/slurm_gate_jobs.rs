@@ -146,37 +146,10 @@ fn a_job_whose_gpus_a_foreign_job_took_is_placed_again() {
     let Some(p) = SlurmPool::new("slurm_gate_race") else {
         return;
     };
-    let foreign = |node: &str| -> String {
-        let out = p.slurm_ok(
-            "sbatch",
-            &[
-                "--parsable",
-                "--nodelist",
-                node,
-                "--gres=gpu:8",
-                "--mem=1G",
-                "--output=/dev/null",
-                "--wrap",
-                "sleep 300",
-            ],
-        );
-        out.trim().to_string()
-    };
-    let f2 = foreign("gn2");
-    let f3 = foreign("gn3");
+    let f2 = p.foreign_job("gn2", 300);
+    let f3 = p.foreign_job("gn3", 300);
     let mut left = Scancel(p.conf.clone(), vec![f2.clone(), f3.clone()]);
-    wait(
-        "labpool to see gn2 and gn3 taken",
-        Duration::from_secs(20),
-        || {
-            let n = p.c.nodes();
-            let full = |name: &str| {
-                n.iter()
-                    .any(|x| x["name"] == name && x["state"] == "ALLOCATED")
-            };
-            (full("gn2") && full("gn3")).then_some(())
-        },
-    );
+    p.wait_taken(&["gn2", "gn3"]);
     // gn1's agent is paused, so the job's data waits there while the foreign job arrives.
     dataset(&p, "ds", 5);
     let agent = nix::unistd::Pid::from_raw(p.c.agents[0].pid().unwrap() as i32);
@@ -192,7 +165,7 @@ fn a_job_whose_gpus_a_foreign_job_took_is_placed_again() {
         p.c.ctrl
             .wait_for(id, Duration::from_secs(20), |j| j["node"] == "gn1");
     assert_ne!(j["state"], "RUNNING", "{j:#}");
-    let f1 = foreign("gn1");
+    let f1 = p.foreign_job("gn1", 300);
     left.1.push(f1.clone());
     wait(
         "the foreign job to run on gn1",
