@@ -36,6 +36,25 @@ pub enum SlurmError {
     Queue(#[from] QueueError),
 }
 
+impl SlurmError {
+    /// True when Slurm could not be reached (slurmctld restarting, a timeout) rather than
+    /// refusing what was asked: worth trying again.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            SlurmError::Failed { stderr, .. } => [
+                "Unable to contact slurm controller",
+                "Socket timed out",
+                "Connection refused",
+                "Zero Bytes were transmitted",
+                "Slurm temporarily unable",
+            ]
+            .iter()
+            .any(|m| stderr.contains(m)),
+            _ => false,
+        }
+    }
+}
+
 /// Where Slurm's commands are and which cluster they talk to.
 #[derive(Debug, Clone)]
 pub struct Slurm {
@@ -273,7 +292,9 @@ impl NodeLine {
 
     /// DOWN (or failing, or not responding): its jobs are lost.
     pub fn is_down(&self) -> bool {
-        self.state.starts_with("DOWN") || self.state.contains("FAIL") || self.state.ends_with('*')
+        // `IDLE*` and the like (slurmd briefly not answering) are not down: Slurm sets DOWN
+        // itself after SlurmdTimeout, and its jobs run on meanwhile.
+        self.state.starts_with("DOWN") || self.state.contains("FAIL")
     }
 
     /// Draining or drained: it takes no new jobs, and its jobs run on.

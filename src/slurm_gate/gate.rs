@@ -10,11 +10,14 @@ use crate::slurm_gate::command::{NodeLine, Slurm};
 use crate::slurm_gate::outcome::outcome_of;
 use crate::slurm_gate::queue::SlurmJob;
 use crate::slurm_gate::submit::Submission;
+use crate::slurm_gate::view::{FEATURE_PREFIX, SlurmView, feature_of, view_of};
 use labpool_lifecycle::Outcome;
 use labpool_scheduler::JobState;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
+
+mod settle;
 
 /// What the engine sends the gate.
 #[derive(Debug)]
@@ -23,6 +26,9 @@ pub enum GateOrder {
     Start(Box<Submission>),
     /// The datasets each node holds complete in their current versions (mirrored as features).
     Holdings(BTreeMap<String, Vec<String>>),
+    /// The node's agent was lost and labpool has requeued what ran there: its Slurm jobs are
+    /// cancelled, so that no attempt runs twice.
+    NodeLost(String),
     /// An agent order about running attempts (kill, notice, signal, adopt, forget) for `node`.
     Agent {
         /// The node it was for.
@@ -30,17 +36,6 @@ pub enum GateOrder {
         /// The order.
         order: AgentOrder,
     },
-}
-
-/// What Slurm shows, as the engine takes it.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct SlurmView {
-    /// GPUs that jobs labpool did not submit hold, per node and type.
-    pub foreign: BTreeMap<String, BTreeMap<Option<String>, u32>>,
-    /// Nodes Slurm has DOWN, with why.
-    pub down: BTreeMap<String, String>,
-    /// Nodes Slurm drains, with why.
-    pub drain: BTreeMap<String, String>,
 }
 
 /// One attempt the gate answers for.
@@ -57,6 +52,9 @@ struct Tracked {
     stop_at: Option<Instant>,
     /// The start time reported, ms.
     started_ms: Option<i64>,
+    /// labpool stopped it (cancel, requeue, preemption): cancelled in Slurm, its end is still
+    /// reported from the queue.
+    kill: bool,
 }
 
 /// The gate's state.
@@ -118,17 +116,48 @@ impl Gate {
         }
     }
 
+    /// Carries out orders in the order they came; consecutive starts are released together.
     async fn orders(&mut self, batch: Vec<GateOrder>) {
         let mut starts = Vec::new();
         for order in batch {
+            if !matches!(order, GateOrder::Start(_)) && !starts.is_empty() {
+                self.start(std::mem::take(&mut starts)).await;
+            }
             match order {
                 GateOrder::Start(s) => starts.push(*s),
                 GateOrder::Holdings(h) => self.holdings = h,
+                GateOrder::NodeLost(node) => self.node_lost(&node).await,
                 GateOrder::Agent { node, order } => self.agent_order(node, order).await,
             }
         }
         if !starts.is_empty() {
             self.start(starts).await;
+        }
+    }
+
+    async fn node_lost(&mut self, node: &str) {
+        let keys: Vec<(u64, u32)> = self
+            .tracked
+            .iter()
+            .filter(|(_, t)| t.node == node)
+            .map(|(k, _)| *k)
+            .collect();
+        let mut ids = Vec::new();
+        for key in keys {
+            if let Some(t) = self.tracked.remove(&key) {
+                tracing::warn!(
+                    job = key.0,
+                    attempt = key.1,
+                    node,
+                    "its node's agent was lost and the job placed again: cancelled in Slurm"
+                );
+                ids.extend(t.slurm);
+            }
+        }
+        if !ids.is_empty()
+            && let Err(e) = self.slurm.cancel(&ids).await
+        {
+            tracing::warn!("cannot cancel Slurm jobs {ids:?}: {e}");
         }
     }
 
@@ -158,9 +187,22 @@ impl Gate {
                             adopted: false,
                             stop_at: None,
                             started_ms: None,
+                            kill: false,
                         },
                     );
                     held.push(id);
+                }
+                Err(e) if e.is_transient() => {
+                    // slurmctld restarting or unreachable: placed again, not failed.
+                    tracing::warn!(job = key.0, attempt = key.1, "cannot submit to Slurm: {e}");
+                    self.report(AgentReport::NeverStarted {
+                        node: s.node.clone(),
+                        job: key.0,
+                        attempt: key.1,
+                        why: Some(format!(
+                            "it could not be submitted to Slurm ({e}); it waits to be placed again"
+                        )),
+                    });
                 }
                 Err(e) => {
                     tracing::error!(job = key.0, attempt = key.1, "Slurm refused the job: {e}");
@@ -191,9 +233,13 @@ impl Gate {
     async fn agent_order(&mut self, node: String, order: AgentOrder) {
         match order {
             AgentOrder::Kill { job, attempt } => {
-                if let Some(t) = self.tracked.remove(&(job, attempt))
-                    && let Some(id) = t.slurm
-                {
+                // Still tracked: its end (CANCELLED) is reported from the queue, as an agent
+                // reports the end of a job it killed.
+                let Some(t) = self.tracked.get_mut(&(job, attempt)) else {
+                    return;
+                };
+                t.kill = true;
+                if let Some(id) = t.slurm {
                     self.cancel(id).await;
                 }
             }
@@ -242,6 +288,23 @@ impl Gate {
             }
             AgentOrder::Adopt { expected } => {
                 self.adopted.insert(node.clone());
+                // What the gate tracks there that labpool no longer expects was placed again
+                // (its node was lost): it must not run twice.
+                let stale: Vec<(u64, u32)> = self
+                    .tracked
+                    .iter()
+                    .filter(|(k, t)| t.node == node && !expected.contains(k))
+                    .map(|(k, _)| *k)
+                    .collect();
+                let mut ids = Vec::new();
+                for key in stale {
+                    ids.extend(self.tracked.remove(&key).and_then(|t| t.slurm));
+                }
+                if !ids.is_empty()
+                    && let Err(e) = self.slurm.cancel(&ids).await
+                {
+                    tracing::warn!("cannot cancel Slurm jobs {ids:?}: {e}");
+                }
                 for key in expected {
                     self.tracked.entry(key).or_insert_with(|| Tracked {
                         node: node.clone(),
@@ -250,81 +313,13 @@ impl Gate {
                         adopted: true,
                         stop_at: None,
                         started_ms: None,
+                        kill: false,
                     });
                 }
                 // Answered from the queue, at once.
                 self.poll().await;
             }
             other => tracing::debug!(node, "not a Slurm order: {other:?}"),
-        }
-    }
-
-    /// Attempts Slurm's queue no longer shows: their end from accounting; an adopted attempt
-    /// Slurm never saw never started (the controller stopped before sbatch), and one that
-    /// Slurm forgot without a record ended FAILED, with why.
-    async fn settle_missing(&mut self, missing: Vec<(u64, u32)>) {
-        let records = match self.slurm.accounting(7).await {
-            Ok(r) => r,
-            Err(e) => {
-                tracing::warn!("cannot read Slurm's accounting: {e}");
-                Vec::new()
-            }
-        };
-        let mut by_tag: BTreeMap<(u64, u32), &SlurmJob> = BTreeMap::new();
-        for j in &records {
-            if let Some(key) = j.labpool(&self.pool)
-                && by_tag.get(&key).is_none_or(|o| o.job_id < j.job_id)
-            {
-                by_tag.insert(key, j);
-            }
-        }
-        for key in missing {
-            let Some(t) = self.tracked.remove(&key) else {
-                continue;
-            };
-            let (job, attempt) = key;
-            let node = t.node.clone();
-            match by_tag.get(&key) {
-                Some(sj) if sj.is_final() => {
-                    if sj.start_time > 0 {
-                        self.report(AgentReport::Running {
-                            node: node.clone(),
-                            job,
-                            attempt,
-                            since_ms: sj.start_time * 1000,
-                        });
-                    }
-                    self.report(AgentReport::Ended {
-                        node,
-                        job,
-                        attempt,
-                        outcome: outcome_of(sj),
-                        steps: Vec::new(),
-                    });
-                }
-                _ if t.slurm.is_none() => {
-                    self.report(AgentReport::NeverStarted {
-                        node,
-                        job,
-                        attempt,
-                        why: None,
-                    });
-                }
-                _ => {
-                    let id = t.slurm.unwrap_or_default();
-                    let why = format!(
-                        "Slurm no longer knows its job {id} and has no finished record of it"
-                    );
-                    tracing::warn!(job, attempt, "{why}");
-                    self.report(AgentReport::Ended {
-                        node,
-                        job,
-                        attempt,
-                        outcome: Outcome::decided(JobState::Failed, crate::clock::now_ms(), why),
-                        steps: Vec::new(),
-                    });
-                }
-            }
         }
     }
 
@@ -448,8 +443,11 @@ impl Gate {
                         attempt,
                     })
                     .ok();
-                if sj.job_state == "PENDING" && sj.state_reason.starts_with("JobHeld") {
-                    release.push(sj.job_id);
+                if sj.job_state == "PENDING" {
+                    if sj.state_reason.starts_with("JobHeld") {
+                        release.push(sj.job_id);
+                    }
+                    // Released and pending: the start timeout counts from now.
                     t.released = Some(now);
                 }
             }
@@ -479,6 +477,8 @@ impl Gate {
                     })
                     .ok();
                 done.push(*key);
+            } else if t.kill {
+                cancel.push(sj.job_id);
             } else if sj.holds_resources() {
                 t.released = None;
                 if t.stop_at.is_some_and(|at| now >= at) {
@@ -522,7 +522,10 @@ impl Gate {
         }
         // Orphans: tagged, unfinished, on a node the gate answers for, and not tracked.
         for (key, sj) in &by_tag {
-            let node_known = sj.node_names().iter().any(|n| self.adopted.contains(n));
+            // A multi-node job is an orphan only once all of its nodes were told what they
+            // run: its batch node's list names it, its other nodes' never do.
+            let names = sj.node_names();
+            let node_known = !names.is_empty() && names.iter().all(|n| self.adopted.contains(n));
             if !sj.is_final() && !self.tracked.contains_key(key) && node_known {
                 cancel.push(sj.job_id);
             }
@@ -540,53 +543,4 @@ impl Gate {
             tracing::warn!("cannot cancel Slurm jobs {cancel:?}: {e}");
         }
     }
-}
-
-/// The prefix of the node features that mirror datasets.
-pub const FEATURE_PREFIX: &str = "ds_";
-
-/// The feature for a dataset: `ds_` and its name, with anything but letters, digits and `_`
-/// written as `_` (Slurm's feature grammar).
-pub fn feature_of(dataset: &str) -> String {
-    let name: String = dataset
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    format!("{FEATURE_PREFIX}{name}")
-}
-
-/// Foreign load and node states from one poll.
-fn view_of(nodes: &[NodeLine], queue: &[SlurmJob], pool: &str) -> SlurmView {
-    let mut v = SlurmView::default();
-    for n in nodes {
-        if n.is_down() {
-            v.down.insert(
-                n.name.clone(),
-                format!("{} in Slurm: {}", n.state, n.reason),
-            );
-        } else if n.is_draining() {
-            v.drain.insert(
-                n.name.clone(),
-                format!("{} in Slurm: {}", n.state, n.reason),
-            );
-        }
-    }
-    for j in queue
-        .iter()
-        .filter(|j| j.labpool(pool).is_none() && j.holds_resources())
-    {
-        for (node, gpus) in j.gpus_by_node() {
-            let entry = v.foreign.entry(node).or_default();
-            for (t, n) in gpus {
-                *entry.entry(t).or_default() += n;
-            }
-        }
-    }
-    v
 }

@@ -31,6 +31,11 @@
 //!   session is a job like any other: its host (`labpool session-host`) runs as the Slurm job.
 //! - Time limits and `--signal` are Slurm's to enforce: they are passed to `sbatch`, and the
 //!   member's script is the batch shell itself.
+//! - A node whose labpool agent is lost is DOWN for labpool (its data can be neither staged
+//!   nor checked): the lifecycle requeues its attempts, and the gate cancels their Slurm jobs
+//!   (`GateOrder::NodeLost`), as an agent's attempts are fenced; an agent that rejoins has
+//!   whatever it no longer runs cancelled (`Adopt`). A `Kill` keeps the attempt tracked until
+//!   Slurm shows it ended, so a cancel or requeue is recorded from Slurm's CANCELLED.
 //! - Slurm does not requeue labpool's jobs (`--no-requeue`): a node Slurm marks DOWN is a node
 //!   down for labpool, whose rules requeue the job under a new attempt (or end it NODE_FAIL
 //!   with `--no-requeue`), exactly as for a node whose agent stopped answering.
@@ -42,8 +47,10 @@ pub mod gate;
 pub mod outcome;
 pub mod queue;
 pub mod submit;
+pub mod view;
 
-pub use gate::{Gate, GateOrder, SlurmView};
+pub use gate::{Gate, GateOrder};
+pub use view::SlurmView;
 
 use crate::api::agent::AgentReport;
 use crate::controller::engine::Request;

@@ -37,6 +37,9 @@ pub struct Submission {
 /// Exit status of the wrapper when a dataset is not complete on the node.
 pub const NOT_STAGED_EXIT: i32 = 97;
 
+/// Exit status of the wrapper when it cannot write the member's script on the node.
+pub const NO_SCRIPT_EXIT: i32 = 98;
+
 /// The comment: the tag, the pool (`;pool=ID`), then the data directories the Prolog checks
 /// (`;data=DIR,DIR`).
 pub fn comment(s: &Submission, pool: &str) -> String {
@@ -136,11 +139,16 @@ fn gpus(l: &Launch) -> Option<String> {
 pub fn environment(s: &Submission) -> BTreeMap<String, String> {
     let mut env = crate::agent::environment::job_environment(&s.launch, &s.node, "", None, &s.data);
     env.retain(|k, _| {
-        !(k.starts_with("SLURM_")
-            || k == "CUDA_VISIBLE_DEVICES"
-            || k == "GPU_DEVICE_ORDINAL"
-            || k == crate::env_vars::LABPOOL_GPUS
-            || k == crate::agent::procs::JOB_KEY_VAR)
+        // Each labpool array task is a Slurm job of its own: its array variables are labpool's.
+        // The member's SBATCH_* and SALLOC_* would be read by sbatch as options.
+        k.starts_with("SLURM_ARRAY_")
+            || !(k.starts_with("SLURM_")
+                || k.starts_with("SBATCH_")
+                || k.starts_with("SALLOC_")
+                || k == "CUDA_VISIBLE_DEVICES"
+                || k == "GPU_DEVICE_ORDINAL"
+                || k == crate::env_vars::LABPOOL_GPUS
+                || k == crate::agent::procs::JOB_KEY_VAR)
     });
     // labpool's own commands (`labpool session-host` hosts an interactive session): agents put
     // them first on a job's PATH; here the controller's install directory comes last, as labs
@@ -202,8 +210,8 @@ pub fn wrapper(s: &Submission) -> String {
     }
     let _ = writeln!(
         w,
-        "script=$(mktemp \"${{TMPDIR:-/tmp}}/labpool-{}.XXXXXX\") || exit 98",
-        l.job
+        "script=$(mktemp \"${{TMPDIR:-/tmp}}/labpool-{j}.XXXXXX\" 2>/dev/null || mktemp /tmp/labpool-{j}.XXXXXX) || {{ echo \"labpool: cannot write the job's script to $TMPDIR or /tmp on $(hostname)\" >&2; exit {NO_SCRIPT_EXIT}; }}",
+        j = l.job
     );
     let _ = writeln!(w, "cat > \"$script\" <<'{end}'");
     w.push_str(&l.script);

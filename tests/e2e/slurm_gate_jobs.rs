@@ -235,3 +235,36 @@ impl Drop for Cont {
         let _ = nix::sys::signal::kill(self.0, nix::sys::signal::Signal::SIGCONT);
     }
 }
+
+/// `labpool requeue` and `labpool cancel` of a job running in Slurm: the Slurm job is
+/// cancelled, and its end is recorded, so the requeued job runs again and the cancelled one
+/// ends CANCELLED with its GPUs free.
+#[test]
+fn labpool_requeue_and_cancel_stop_the_slurm_job_and_are_recorded() {
+    let Some(p) = SlurmPool::new("slurm_gate_cancel") else {
+        return;
+    };
+    let script = p.c.ctrl.script(
+        "long.sh",
+        "#!/bin/bash\n#SBATCH --gres=gpu:1\n#SBATCH --output=/dev/null\nsleep 300\n",
+    );
+    let id = p.c.ctrl.submit(&[script.to_str().unwrap()]);
+    p.running_in_slurm(id);
+    p.c.ctrl.ok(&["requeue", &id.to_string()]);
+    p.c.ctrl.wait_for(id, Duration::from_secs(60), |j| {
+        j["state"] == "RUNNING" && j["attempt"] == 2
+    });
+    p.c.ctrl.ok(&["cancel", &id.to_string()]);
+    let j = p.c.ctrl.wait_done(id, Duration::from_secs(30));
+    assert_eq!(j["state"], "CANCELLED", "{j:#}");
+    let jobs = p.slurm_jobs_of(id);
+    assert_eq!(jobs.len(), 2, "one Slurm job per attempt: {jobs:#?}");
+    for sj in &jobs {
+        assert_eq!(sj["job_state"], "CANCELLED", "{sj:#}");
+    }
+    let nodes = p.c.nodes();
+    assert!(
+        nodes.iter().all(|n| n["state"] == "IDLE"),
+        "the GPUs are free again: {nodes:#?}"
+    );
+}

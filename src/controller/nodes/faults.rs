@@ -82,5 +82,10 @@ impl Engine {
             node: node.to_string(),
             reason: reason.to_string(),
         });
+        // Over Slurm the job may still run there: the attempts just requeued are cancelled in
+        // Slurm, as an agent's are fenced, so none runs twice.
+        if let Some(gate) = &self.gate {
+            let _ = gate.send(crate::slurm_gate::GateOrder::NodeLost(node.to_string()));
+        }
     }
 }
