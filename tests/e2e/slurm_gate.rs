@@ -278,10 +278,29 @@ fn a_job_runs_in_slurm_where_labpool_placed_it_with_its_data_and_as_its_member()
          n=$(ls \"$LABPOOL_DATASET_DS\" | wc -l)\nsleep 2\n\
          echo \"files=$n node=$SLURMD_NODENAME uid=$(id -u) labpool=$LABPOOL_JOB_ID\"\n",
     );
-    let first = p.submit_as(alice, alice_gid, &script);
+    // The first job is sent to gn3, the last node by name, so that the second, which names
+    // no node, goes there only for its data (ties go to the first node by name).
+    let out = p.c.ctrl.cli_as(
+        alice,
+        alice_gid,
+        &[
+            "submit",
+            "--parsable",
+            "-w",
+            "gn3",
+            script.to_str().unwrap(),
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let first: u64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
     let j = p.c.ctrl.wait_done(first, Duration::from_secs(60));
     assert_eq!(j["state"], "COMPLETED", "{j:#}\n{}", p.c.ctrl.serve_log());
     let node = j["node"].as_str().unwrap().to_string();
+    assert_eq!(node, "gn3");
     let out = read_output(&p.c.ctrl.work.join(format!("data-{first}.out")));
     assert_eq!(
         out.trim(),
