@@ -25,6 +25,27 @@ pub fn init(args: &[&str]) {
     run(Command::new(bin()).arg("init").args(args));
 }
 
+/// `labpool init` of agent `name` joining `join` with the pool's key `dir/cluster.key`, in
+/// `dir/name`, listening on a free loopback port; its config file.
+pub fn init_agent(dir: &Path, join: &str, name: &str, gpus: &str) -> PathBuf {
+    let node_dir = dir.join(name);
+    init(&[
+        "--dir",
+        node_dir.to_str().unwrap(),
+        "--join",
+        join,
+        "--key",
+        dir.join("cluster.key").to_str().unwrap(),
+        "--name",
+        name,
+        "--virtual-gpus",
+        gpus,
+        "--listen",
+        "127.0.0.1:0",
+    ]);
+    node_dir.join("labpool.toml")
+}
+
 /// Rewrites a config file.
 pub fn edit(config: &Path, f: impl FnOnce(String) -> String) {
     let text = std::fs::read_to_string(config).unwrap();

@@ -2,7 +2,7 @@
 //! socket: placing an array of jobs, adding a dataset and staging it onto node caches.
 
 use crate::common::{scratch_dir, xorshift};
-use crate::daemon::{Daemon, edit, free_port, init, many_cpus};
+use crate::daemon::{Daemon, edit, free_port, init, init_agent, many_cpus};
 use crate::report::{Report, stage_report};
 use labpool::api::data::{AddDatasetRequest, CacheStatus, DatasetView, StageQueued, StageRequest};
 use labpool::api::{SubmitRequest, Submitted};
@@ -66,21 +66,7 @@ impl Pool {
         for i in 1..=nodes {
             let name = format!("node{i}");
             let node_dir = d.join(&name);
-            init(&[
-                "--dir",
-                node_dir.to_str().unwrap(),
-                "--join",
-                &join,
-                "--key",
-                d.join("cluster.key").to_str().unwrap(),
-                "--name",
-                &name,
-                "--virtual-gpus",
-                gpus,
-                "--listen",
-                "127.0.0.1:0",
-            ]);
-            let agent_config = node_dir.join("labpool.toml");
+            let agent_config = init_agent(&d, &join, &name, gpus);
             edit(&agent_config, |t| {
                 let t = many_cpus(
                     t.replace("heartbeat = \"10s\"", "heartbeat = \"250ms\"")

@@ -2,7 +2,7 @@
 //! dataset with `#LABPOOL --dataset`, run by Slurm where labpool placed them once the node's
 //! agent has staged the data.
 
-use crate::mix::{Dataset, Job};
+use crate::mix::{Dataset, Job, pace};
 use crate::pool::Gate;
 use crate::seed::script;
 use crate::{Run, now_ms, wait_files};
@@ -56,7 +56,7 @@ pub fn replay(gate: &Gate, data: &[Dataset], jobs: &[Job], work: f64) -> Vec<Run
     }
     let results = gate.work.join("results");
     std::fs::create_dir_all(&results).unwrap();
-    // One script per job: labpool's gate does not pass a script's arguments on to Slurm.
+    // One script per job: its dataset is a `#LABPOOL` line, its index is in its text.
     let scripts: Vec<_> = jobs
         .iter()
         .map(|j| {
@@ -76,10 +76,7 @@ pub fn replay(gate: &Gate, data: &[Dataset], jobs: &[Job], work: f64) -> Vec<Run
     let t0 = Instant::now();
     let mut submitted = Vec::with_capacity(jobs.len());
     for j in jobs {
-        let due = Duration::from_secs_f64(j.at);
-        if let Some(rest) = due.checked_sub(t0.elapsed()) {
-            std::thread::sleep(rest);
-        }
+        pace(t0, j.at);
         let at = now_ms();
         let id = gate.submit(&scripts[j.index], &[]);
         submitted.push((at, id));

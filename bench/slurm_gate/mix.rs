@@ -90,3 +90,11 @@ pub fn jobs(n: usize, datasets: usize, max_sweep: usize, gap: f64, seed: u64) ->
     }
     out
 }
+
+/// Sleeps until `at` seconds after `t0`: a job of the mix is submitted at its time.
+pub fn pace(t0: std::time::Instant, at: f64) {
+    let due = std::time::Duration::from_secs_f64(at);
+    if let Some(rest) = due.checked_sub(t0.elapsed()) {
+        std::thread::sleep(rest);
+    }
+}

@@ -2,7 +2,7 @@
 //! sets it up: a controller that runs no jobs itself, and one agent (cache only) per Slurm node
 //! gn1..gn3 with 8 virtual A100s each. Driven through its CLI, as a member would.
 
-use crate::daemon::{Daemon, edit, free_port, init, many_cpus};
+use crate::daemon::{Daemon, edit, free_port, init, init_agent, many_cpus};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -78,21 +78,7 @@ impl Gate {
         });
         for name in NODES {
             let node_dir = dir.join(name);
-            init(&[
-                "--dir",
-                node_dir.to_str().unwrap(),
-                "--join",
-                &join,
-                "--key",
-                dir.join("cluster.key").to_str().unwrap(),
-                "--name",
-                name,
-                "--virtual-gpus",
-                "8:a100",
-                "--listen",
-                "127.0.0.1:0",
-            ]);
-            let agent_config = node_dir.join("labpool.toml");
+            let agent_config = init_agent(dir, &join, name, "8:a100");
             edit(&agent_config, |t| {
                 quick(t).replace("heartbeat = \"10s\"", "heartbeat = \"250ms\"")
             });

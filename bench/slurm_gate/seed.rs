@@ -1,7 +1,8 @@
 //! The seed's method: plain `sbatch` (no labpool), every job first `rsync -a` of its dataset
 //! from shared storage into the local cache directory of the node Slurm gave it, then its work.
 
-use crate::mix::{Dataset, Job};
+use crate::common::run;
+use crate::mix::{Dataset, Job, pace};
 use crate::slurm_peer::Slurm;
 use crate::{Run, now_ms, wait_files};
 use std::os::unix::fs::PermissionsExt;
@@ -60,13 +61,11 @@ pub fn replay(slurm: &Slurm, dir: &Path, data: &[Dataset], jobs: &[Job], work: f
     let t0 = Instant::now();
     let mut submitted = Vec::with_capacity(jobs.len());
     for j in jobs {
-        let due = Duration::from_secs_f64(j.at);
-        if let Some(rest) = due.checked_sub(t0.elapsed()) {
-            std::thread::sleep(rest);
-        }
+        pace(t0, j.at);
         let d = &data[j.dataset];
         let at = now_ms();
-        let out = sbatch(slurm, dir)
+        let mut sbatch_job = sbatch(slurm, dir);
+        sbatch_job
             .arg(format!(
                 "--error={}/seed-{}.err",
                 results.display(),
@@ -78,14 +77,8 @@ pub fn replay(slurm: &Slurm, dir: &Path, data: &[Dataset], jobs: &[Job], work: f
             .arg(&d.dir)
             .arg(&cache)
             .arg(&results)
-            .arg(format!("{work}"))
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "sbatch: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+            .arg(format!("{work}"));
+        run(&mut sbatch_job);
         submitted.push((at, now_ms()));
     }
     let lines = wait_files(&results, "seed-", jobs.len(), Duration::from_secs(600));
@@ -120,13 +113,7 @@ pub fn one(slurm: &Slurm, dir: &Path, mark: &Path) -> String {
         &dir.join("plain.sh"),
         "#!/bin/bash\ndate +%s.%N > \"$1.tmp\"\nmv \"$1.tmp\" \"$1\"\n",
     );
-    let out = sbatch(slurm, dir).arg(&s).arg(mark).output().unwrap();
-    assert!(
-        out.status.success(),
-        "sbatch: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout)
+    run(sbatch(slurm, dir).arg(&s).arg(mark))
         .trim()
         .split(';')
         .next()

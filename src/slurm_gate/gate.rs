@@ -154,11 +154,7 @@ impl Gate {
                 ids.extend(t.slurm);
             }
         }
-        if !ids.is_empty()
-            && let Err(e) = self.slurm.cancel(&ids).await
-        {
-            tracing::warn!("cannot cancel Slurm jobs {ids:?}: {e}");
-        }
+        self.cancel(&ids).await;
     }
 
     /// Submits each attempt held, then releases them all in one call.
@@ -240,7 +236,7 @@ impl Gate {
                 };
                 t.kill = true;
                 if let Some(id) = t.slurm {
-                    self.cancel(id).await;
+                    self.cancel(&[id]).await;
                 }
             }
             AgentOrder::Forget { job, attempt } => {
@@ -300,11 +296,7 @@ impl Gate {
                 for key in stale {
                     ids.extend(self.tracked.remove(&key).and_then(|t| t.slurm));
                 }
-                if !ids.is_empty()
-                    && let Err(e) = self.slurm.cancel(&ids).await
-                {
-                    tracing::warn!("cannot cancel Slurm jobs {ids:?}: {e}");
-                }
+                self.cancel(&ids).await;
                 for key in expected {
                     self.tracked.entry(key).or_insert_with(|| Tracked {
                         node: node.clone(),
@@ -356,9 +348,12 @@ impl Gate {
         }
     }
 
-    async fn cancel(&self, id: u64) {
-        if let Err(e) = self.slurm.cancel(&[id]).await {
-            tracing::warn!("cannot cancel Slurm job {id}: {e}");
+    /// Cancels Slurm jobs, if any; a failure is logged (the next poll sees them still there).
+    async fn cancel(&self, ids: &[u64]) {
+        if !ids.is_empty()
+            && let Err(e) = self.slurm.cancel(ids).await
+        {
+            tracing::warn!("cannot cancel Slurm jobs {ids:?}: {e}");
         }
     }
 
@@ -537,10 +532,6 @@ impl Gate {
         }
         cancel.sort_unstable();
         cancel.dedup();
-        if !cancel.is_empty()
-            && let Err(e) = self.slurm.cancel(&cancel).await
-        {
-            tracing::warn!("cannot cancel Slurm jobs {cancel:?}: {e}");
-        }
+        self.cancel(&cancel).await;
     }
 }
