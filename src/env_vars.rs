@@ -34,6 +34,9 @@ pub const LABPOOL_ATTEMPT: &str = "LABPOOL_ATTEMPT";
 pub const LABPOOL_GPUS: &str = "LABPOOL_GPUS";
 /// Set for a job: the node it runs on.
 pub const LABPOOL_NODE: &str = "LABPOOL_NODE";
+/// Set for a job on a node with an agent of its own: the address other machines reach the node
+/// at, where the job's session port listens.
+pub const LABPOOL_NODE_ADDR: &str = "LABPOOL_NODE_ADDR";
 /// Set for a job: its partition.
 pub const LABPOOL_PARTITION: &str = "LABPOOL_PARTITION";
 /// Set for a job: the CPU cores it was given.

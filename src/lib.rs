@@ -20,6 +20,7 @@ pub mod env_vars;
 pub mod homes;
 pub mod http1;
 pub mod identity;
+pub mod link_auth;
 pub mod metrics_http;
 pub mod progress;
 pub mod render;

@@ -123,6 +123,10 @@ pub fn job_environment(
             t.to_string(),
         );
     }
+    match &launch.node_host {
+        Some(h) => env.insert(crate::env_vars::LABPOOL_NODE_ADDR.to_string(), h.clone()),
+        None => env.remove(crate::env_vars::LABPOOL_NODE_ADDR),
+    };
     env
 }
 

@@ -81,6 +81,11 @@ pub struct Launch {
     /// The job's nodes when it has several (a gang), and which of them this order is for.
     #[serde(default)]
     pub gang: Option<crate::api::gang::Gang>,
+    /// The address other machines reach the job's node at (its agent's host): where the job's
+    /// own listeners (a session's port) bind. `None` on a node with no agent of its own, whose
+    /// sessions are joined on the machine itself.
+    #[serde(default)]
+    pub node_host: Option<String>,
 }
 
 fn one() -> u32 {

@@ -4,8 +4,9 @@
 //! The batch script runs on the gang's first node. Every other node runs a step launcher
 //! (`labpool step-host`, started by the shim as the job's user, inside the job's cgroup and
 //! with that node's GPUs) listening on the job's second leased port. `srun` on the first node
-//! sends each other node its tasks over TCP, shows the launcher the gang's secret, and relays
-//! the tasks' output and exit codes back, line by line. The secret is made per attempt by the
+//! sends each other node its tasks over TCP once each side proved the gang's secret to the
+//! other ([`crate::link_auth`]; the secret itself is never sent), and relays the tasks' output
+//! and exit codes back, line by line. The secret is made per attempt by the
 //! controller, sent to the nodes over the signed agent channel, and kept in a file only the
 //! job's user can read (`user/gang.json`), so no one else can run tasks in the job.
 
@@ -80,8 +81,6 @@ pub fn block_tasks(ntasks: u32, nodes: u32) -> Vec<u32> {
 /// What `srun` asks of another node's step launcher: run these tasks of this step.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct StepRequest {
-    /// The gang's secret.
-    pub secret: String,
     /// The step's id.
     pub step: u32,
     /// The command and its arguments.

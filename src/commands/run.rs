@@ -38,9 +38,17 @@ pub async fn run(args: &RunArgs, config: &Config) -> anyhow::Result<i32> {
         .map(|w| shlex::try_quote(w).map(|q| q.into_owned()))
         .collect::<Result<_, _>>()
         .context("the command holds a NUL byte")?;
-    // A name of its own: two pools (or two sessions) never meet on one socket.
-    let socket = crate::session::socket_dir(uid)
-        .join(format!("{:016x}.sock", crate::transport::random_u64()));
+    // A directory of the user's own, made before the job exists; a name of its own in it: two
+    // pools (or two sessions) never meet on one socket.
+    let (dir, passed_over) = crate::session::private_dir(uid)
+        .context("cannot make a private directory for the session's socket in /tmp")?;
+    if let Some(why) = &passed_over {
+        eprintln!(
+            "warning: {why}; this session uses {} instead (an admin can remove the other)",
+            dir.display()
+        );
+    }
+    let socket = dir.join(format!("{}.sock", crate::link_auth::random_hex(8)));
     let script = format!(
         "exec labpool session-host --socket {} --idle {}s -- {}",
         socket.display(),
@@ -60,11 +68,7 @@ pub async fn run(args: &RunArgs, config: &Config) -> anyhow::Result<i32> {
     let cwd = std::env::current_dir().context("cannot read the current directory")?;
     let mut env: BTreeMap<String, String> = std::env::vars().collect();
     // Shown by this client to reach the session from another machine (see session::conn).
-    let token = format!(
-        "{:016x}{:016x}",
-        crate::transport::random_u64(),
-        crate::transport::random_u64()
-    );
+    let token = crate::link_auth::random_hex(16);
     env.insert(crate::session::conn::TOKEN_VAR.into(), token.clone());
     let (mut req, warnings) = super::submit::build_request(&submit, &cwd, &env)?;
     // A person types in it: it is never preempted.
@@ -73,5 +77,9 @@ pub async fn run(args: &RunArgs, config: &Config) -> anyhow::Result<i32> {
         eprintln!("warning: {w}");
     }
     let client = Client::new(&config.controller.socket);
-    crate::session::attach::attach(&client, &req, &socket, &token).await
+    let code = crate::session::attach::attach(&client, &req, &socket, &token).await;
+    if passed_over.is_some() {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    code
 }

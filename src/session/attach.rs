@@ -88,26 +88,29 @@ pub async fn attach(
     // On this machine the socket appears; on another, the job's session port answers.
     let remote = remote_address(client, &job).await;
     let t0 = Instant::now();
+    // Why the last connection was not taken, for the error when none is.
+    let mut last;
     let stream: Box<dyn Conn> = loop {
         match UnixStream::connect(socket) {
-            Ok(s) => break Box::new(s),
-            Err(e) if t0.elapsed() > SOCKET_WITHIN => {
-                let tried = match &remote {
-                    Some((host, port)) => format!("{} and {host}:{port}", socket.display()),
-                    None => socket.display().to_string(),
-                };
-                anyhow::bail!(
-                    "job {id} runs on {} but its session is not reachable from here ({tried}: {e}); the job's ports under [jobs] ports must be open between the nodes",
-                    job.node.unwrap_or_default(),
-                )
-            }
-            Err(_) => {}
+            Ok(s) => match runs_as_me(&s) {
+                Ok(()) => break Box::new(s),
+                Err(why) => last = format!("{}: {why}", socket.display()),
+            },
+            Err(e) => last = format!("{}: {e}", socket.display()),
         }
         if let Some((host, port)) = &remote
-            && let Ok(mut s) = std::net::TcpStream::connect((host.as_str(), *port))
-            && s.write_all(format!("{token}\n").as_bytes()).is_ok()
+            && let Ok(s) = std::net::TcpStream::connect((host.as_str(), *port))
         {
-            break Box::new(s);
+            match crate::link_auth::client(&s, token) {
+                Ok(()) => break Box::new(s),
+                Err(e) => last = format!("{host}:{port}: {e}"),
+            }
+        }
+        if t0.elapsed() > SOCKET_WITHIN {
+            anyhow::bail!(
+                "job {id} runs on {} but its session is not reachable from here ({last}); the job's ports under [jobs] ports must be open between the nodes",
+                job.node.unwrap_or_default(),
+            )
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
@@ -136,6 +139,21 @@ pub async fn attach(
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// `Ok` when the process at the other end of `s` runs as this user, as the session's host
+/// does: a socket someone else put in its place is never talked to.
+fn runs_as_me(s: &UnixStream) -> Result<(), String> {
+    let cred = nix::sys::socket::getsockopt(s, nix::sys::socket::sockopt::PeerCredentials)
+        .map_err(|e| format!("cannot tell who serves it: {e}"))?;
+    let me = nix::unistd::geteuid().as_raw();
+    if cred.uid() != me {
+        return Err(format!(
+            "it is served by uid {}, not by you (uid {me}); not used",
+            cred.uid()
+        ));
+    }
+    Ok(())
 }
 
 /// Waits until job `id` runs or ends, saying once that it waits.

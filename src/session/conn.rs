@@ -1,6 +1,7 @@
 //! A session's connection, on the Unix socket (the client is on the job's machine) or on TCP
 //! (it is not): the job's session port, the second of its leased ports. Over TCP the client
-//! first shows the session's token, which only it and the job's own environment hold.
+//! and the host first prove to each other that they hold the session's token, which only the
+//! client and the job's own environment hold ([`crate::link_auth`]).
 
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
@@ -31,11 +32,6 @@ impl Conn for TcpStream {
 /// node, the step launcher's on a multi-node job's others.
 pub fn session_port(ports: &str) -> Option<u16> {
     ports.split('-').next()?.parse::<u16>().ok()?.checked_add(1)
-}
-
-/// Compares tokens in time that does not depend on where they differ.
-pub fn same_token(a: &str, b: &str) -> bool {
-    a.len() == b.len() && a.bytes().zip(b.bytes()).fold(0u8, |d, (x, y)| d | (x ^ y)) == 0
 }
 
 /// What a client sends after the window size line: `[kind][length, 2 bytes big-endian][bytes]`.

@@ -3,8 +3,8 @@
 //! session's token first (`TOKEN\n`). The client then sends `ROWS COLS\n`, then its keys and
 //! window sizes as [`Frame`]s; the shell's bytes come back as they are.
 
-use super::conn::{Conn, Frame, TOKEN_VAR, same_token, session_port};
-use crate::env_vars::LABPOOL_PORTS;
+use super::conn::{Conn, Frame, TOKEN_VAR, session_port};
+use crate::env_vars::{LABPOOL_NODE_ADDR, LABPOOL_PORTS};
 use nix::pty::{OpenptyResult, Winsize, openpty};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -37,31 +37,28 @@ fn now_ms() -> i64 {
 }
 
 fn serve(socket: &Path, idle: Duration, command: &[String]) -> std::io::Result<i32> {
-    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
-    if let Some(dir) = socket.parent() {
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)?;
-    }
-    let _ = std::fs::remove_file(socket);
-    let listener = UnixListener::bind(socket)?;
-    std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o600))?;
-    listener.set_nonblocking(true)?;
+    let local = local_listener(socket)?;
     let remote = remote_listener()?;
+    if local.is_none() && remote.is_none() {
+        return Err(std::io::Error::other(
+            "no way for the client to reach this session: its socket directory is not here and the job has no session port",
+        ));
+    }
     let t0 = Instant::now();
     let stream: Box<dyn Conn> = loop {
-        match listener.accept() {
-            Ok((s, _)) => {
-                s.set_nonblocking(false)?;
-                break Box::new(s);
+        if let Some(l) = &local {
+            match l.accept() {
+                Ok((s, _)) => {
+                    s.set_nonblocking(false)?;
+                    break Box::new(s);
+                }
+                Err(e) if e.kind() != std::io::ErrorKind::WouldBlock => return Err(e),
+                Err(_) => {}
             }
-            Err(e) if e.kind() != std::io::ErrorKind::WouldBlock => return Err(e),
-            Err(_) => {}
         }
         if let Some((l, token)) = &remote
             && let Ok((s, _)) = l.accept()
-            && let Some(s) = shows_token(s, token)
+            && let Some(s) = proves_token(s, token)
         {
             break Box::new(s);
         }
@@ -73,8 +70,10 @@ fn serve(socket: &Path, idle: Duration, command: &[String]) -> std::io::Result<i
         }
         std::thread::sleep(Duration::from_millis(50));
     };
-    let _ = std::fs::remove_file(socket);
-    drop(remote);
+    if local.is_some() {
+        let _ = std::fs::remove_file(socket);
+    }
+    drop((local, remote));
     let mut reader = BufReader::new(stream.dup()?);
     let mut first = String::new();
     reader.read_line(&mut first)?;
@@ -162,8 +161,33 @@ fn serve(socket: &Path, idle: Duration, command: &[String]) -> std::io::Result<i
     }
 }
 
+/// The session's Unix socket, when its directory is here and the user's alone: the client made
+/// it on this machine before it submitted. Elsewhere (another node, or a directory someone
+/// else made) the client is not on this machine, or must not be trusted to be: `None`.
+fn local_listener(socket: &Path) -> std::io::Result<Option<UnixListener>> {
+    use std::os::unix::fs::PermissionsExt;
+    let Some(dir) = socket.parent() else {
+        return Ok(None);
+    };
+    if let Some(why) = super::not_private(dir) {
+        if dir.exists() {
+            eprintln!(
+                "labpool session: not serving on {}: {why}",
+                socket.display()
+            );
+        }
+        return Ok(None);
+    }
+    let _ = std::fs::remove_file(socket);
+    let listener = UnixListener::bind(socket)?;
+    std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o600))?;
+    listener.set_nonblocking(true)?;
+    Ok(Some(listener))
+}
+
 /// The session's TCP listener and token, for a client on another machine: on the job's second
-/// leased port, when the job has ports and the session a token.
+/// leased port, at the node's own address (`LABPOOL_NODE_ADDR`; loopback on a one-box pool),
+/// when the job has ports and the session a token.
 fn remote_listener() -> std::io::Result<Option<(TcpListener, String)>> {
     let (Ok(ports), Ok(token)) = (std::env::var(LABPOOL_PORTS), std::env::var(TOKEN_VAR)) else {
         return Ok(None);
@@ -171,12 +195,13 @@ fn remote_listener() -> std::io::Result<Option<(TcpListener, String)>> {
     let Some(port) = session_port(&ports) else {
         return Ok(None);
     };
+    let addr = std::env::var(LABPOOL_NODE_ADDR).unwrap_or_else(|_| "127.0.0.1".into());
     // Without it the session is still joined on this machine, through the socket.
-    let l = match TcpListener::bind(("0.0.0.0", port)) {
+    let l = match TcpListener::bind((addr.as_str(), port)) {
         Ok(l) => l,
         Err(e) => {
             eprintln!(
-                "labpool session: port {port} ({e}); the session is reachable on this node only"
+                "labpool session: {addr} port {port} ({e}); the session is reachable on this node only"
             );
             return Ok(None);
         }
@@ -185,19 +210,12 @@ fn remote_listener() -> std::io::Result<Option<(TcpListener, String)>> {
     Ok(Some((l, token)))
 }
 
-/// The connection, once its first line is the session's token; `None` (and it is closed)
-/// otherwise.
-fn shows_token(s: TcpStream, token: &str) -> Option<TcpStream> {
+/// The connection, once its client proved it holds the session's token (and the host proved
+/// it too); `None` (and it is closed) otherwise.
+fn proves_token(s: TcpStream, token: &str) -> Option<TcpStream> {
     s.set_nonblocking(false).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    let mut line = Vec::new();
-    let mut byte = [0u8; 1];
-    let mut r = &s;
-    while line.len() < 256 && r.read(&mut byte).ok()? == 1 && byte[0] != b'\n' {
-        line.push(byte[0]);
-    }
-    s.set_read_timeout(None).ok()?;
-    same_token(std::str::from_utf8(&line).ok()?, token).then_some(s)
+    crate::link_auth::host(&s, token).ok()?;
+    Some(s)
 }
 
 /// Starts `command` with the terminal `slave` as its controlling terminal and standard streams.

@@ -120,7 +120,6 @@ fn run(args: &[String]) -> Result<i32, String> {
         if *i != here {
             let g = gang.as_ref().expect("other nodes only in a gang");
             let request = StepRequest {
-                secret: g.secret.clone(),
                 step,
                 argv: a.command.clone(),
                 cwd: std::env::current_dir()
@@ -138,8 +137,15 @@ fn run(args: &[String]) -> Result<i32, String> {
             };
             let (name, host) = (g.nodes[*i].name.clone(), g.nodes[*i].host.clone());
             let port = ports.ok_or("the job has no leased ports to reach its other nodes on")? + 1;
+            let secret = g.secret.clone();
             remote.push(std::thread::spawn(move || {
-                step_remote::run(&name, &host, port, &request, label)
+                let at = step_remote::Launcher {
+                    node: &name,
+                    host: &host,
+                    port,
+                    secret: &secret,
+                };
+                step_remote::run(&at, &request, label)
             }));
             continue;
         }

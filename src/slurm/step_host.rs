@@ -33,8 +33,16 @@ const NODE_VARS: [&str; 14] = [
 /// The prefix of the variables that name a job's datasets on its node.
 const DATASET_VARS: &str = "LABPOOL_DATASET";
 
-/// Largest request taken: the environment and the task list.
+/// Largest request taken, once the client proved the gang's secret: the environment and the
+/// task list.
 const MAX_REQUEST: u64 = 16 << 20;
+
+/// How long a client that proved the secret has to send its request.
+const REQUEST_WITHIN: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Most connections served at once (a step's `srun` opens one per node); more are closed at
+/// once, so that no one who merely reaches the port can make the launcher hold more.
+const MAX_CONNECTIONS: usize = 16;
 
 /// Serves steps until the shim stops it with the job.
 pub fn main() -> ExitCode {
@@ -52,10 +60,17 @@ fn serve() -> Result<(), String> {
     let text = std::fs::read_to_string(&path).map_err(|e| format!("{path}: {e}"))?;
     let gang: Gang = serde_json::from_str(&text).map_err(|e| format!("{path}: {e}"))?;
     let port = step_port()?;
+    // The node's own address, as the gang's other nodes know it: nothing listens for the job
+    // on the node's other networks.
+    let addr = gang
+        .nodes
+        .get(gang.index as usize)
+        .map(|n| n.host.clone())
+        .ok_or_else(|| format!("{path}: node {} is not in the gang", gang.index))?;
     // The previous attempt's launcher may still be stopping on this node, on the same port.
     let started = std::time::Instant::now();
     let listener = loop {
-        match TcpListener::bind(("0.0.0.0", port)) {
+        match TcpListener::bind((addr.as_str(), port)) {
             Ok(l) => break l,
             Err(e) if started.elapsed() < std::time::Duration::from_secs(20) => {
                 let _ = e;
@@ -63,7 +78,7 @@ fn serve() -> Result<(), String> {
             }
             Err(e) => {
                 return Err(format!(
-                    "cannot listen on the job's step port {port}: {e}; keep the ports under [jobs] free of other services"
+                    "cannot listen on the job's step port {addr}:{port}: {e}; keep the ports under [jobs] free of other services"
                 ));
             }
         }
@@ -74,13 +89,21 @@ fn serve() -> Result<(), String> {
         std::env::var(crate::env_vars::LABPOOL_JOB_ID).unwrap_or_default()
     );
     let secret = Arc::new(gang.secret);
+    let open = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     for conn in listener.incoming() {
         let Ok(conn) = conn else { continue };
-        let secret = secret.clone();
+        use std::sync::atomic::Ordering::SeqCst;
+        if open.fetch_add(1, SeqCst) >= MAX_CONNECTIONS {
+            open.fetch_sub(1, SeqCst);
+            drop(conn);
+            continue;
+        }
+        let (secret, open) = (secret.clone(), open.clone());
         std::thread::spawn(move || {
             if let Err(e) = handle(conn, &secret) {
                 eprintln!("labpool-step-host: {e}");
             }
+            open.fetch_sub(1, SeqCst);
         });
     }
     Ok(())
@@ -101,10 +124,22 @@ fn send(out: &Mutex<TcpStream>, frame: &StepFrame) {
 
 fn handle(conn: TcpStream, secret: &str) -> Result<(), String> {
     let peer = conn.peer_addr().map_err(|e| e.to_string())?;
+    // The secret first, with a small bound and a deadline: nothing else is read from a client
+    // that cannot prove it.
+    if let Err(e) = crate::link_auth::host(&conn, secret) {
+        return Err(format!("{peer}: refused ({e})"));
+    }
     let out = Arc::new(Mutex::new(conn.try_clone().map_err(|e| e.to_string())?));
-    let mut reader = BufReader::new(conn.take(MAX_REQUEST));
+    conn.set_read_timeout(Some(REQUEST_WITHIN))
+        .map_err(|e| e.to_string())?;
+    let mut reader = BufReader::new(
+        conn.try_clone()
+            .map_err(|e| e.to_string())?
+            .take(MAX_REQUEST),
+    );
     let mut line = String::new();
     reader.read_line(&mut line).map_err(|e| e.to_string())?;
+    conn.set_read_timeout(None).map_err(|e| e.to_string())?;
     let req: StepRequest = match serde_json::from_str(&line) {
         Ok(r) => r,
         Err(e) => {
@@ -117,17 +152,6 @@ fn handle(conn: TcpStream, secret: &str) -> Result<(), String> {
             return Err(format!("{peer}: not a step request"));
         }
     };
-    if !crate::session::conn::same_token(&req.secret, secret) {
-        send(
-            &out,
-            &StepFrame::Refused {
-                why: super::step_remote::WRONG_SECRET.into(),
-            },
-        );
-        return Err(format!(
-            "{peer}: a step request with a wrong secret, refused"
-        ));
-    }
     let Some(program) = req.argv.first() else {
         send(
             &out,

@@ -9,41 +9,44 @@ use std::time::{Duration, Instant};
 /// Each task's end: (rank, exit code, signal).
 pub type TaskEnds = Vec<(u32, i32, Option<i32>)>;
 
-/// What a launcher answers a request with another attempt's secret.
-pub const WRONG_SECRET: &str = "wrong secret";
-
 /// How long `srun` keeps trying to reach a launcher that is still starting.
 const CONNECT_FOR: Duration = Duration::from_secs(15);
 
-/// Runs `req`'s tasks on `node` at `host:port`, printing their lines as they come (prefixed
-/// with the rank, `width` wide, with `-l`), and returns each task's (rank, exit code, signal).
-pub fn run(
-    node: &str,
-    host: &str,
-    port: u16,
-    req: &StepRequest,
-    label: Option<usize>,
-) -> Result<TaskEnds, String> {
+/// Where a node's step launcher answers, and the gang's secret both sides prove.
+pub struct Launcher<'a> {
+    /// The node's name.
+    pub node: &'a str,
+    /// Its address.
+    pub host: &'a str,
+    /// The job's step port.
+    pub port: u16,
+    /// The gang's secret.
+    pub secret: &'a str,
+}
+
+/// Runs `req`'s tasks on `at`, printing their lines as they come (prefixed with the rank,
+/// `width` wide, with `-l`), and returns each task's (rank, exit code, signal).
+pub fn run(at: &Launcher, req: &StepRequest, label: Option<usize>) -> Result<TaskEnds, String> {
     let started = Instant::now();
     loop {
-        match attempt(node, host, port, req, label, started)? {
+        match attempt(at, req, label, started)? {
             Some(codes) => return Ok(codes),
-            // A launcher of the job's previous attempt on this port, being stopped: try again.
+            // A launcher of the job's previous attempt on this port, being stopped (it cannot
+            // prove this attempt's secret), or one busy with its connections: try again.
             None => std::thread::sleep(Duration::from_millis(100)),
         }
     }
 }
 
-/// One try: the tasks' ends, or `None` when the launcher that answered holds another
-/// attempt's secret and there is time left to wait for this attempt's.
+/// One try: the tasks' ends, or `None` when what answered could not prove the gang's secret
+/// (another attempt's launcher) and there is time left to wait for this attempt's.
 fn attempt(
-    node: &str,
-    host: &str,
-    port: u16,
+    at: &Launcher,
     req: &StepRequest,
     label: Option<usize>,
     started: Instant,
 ) -> Result<Option<TaskEnds>, String> {
+    let (node, host, port) = (at.node, at.host, at.port);
     let mut stream = loop {
         match TcpStream::connect((host, port)) {
             Ok(s) => break s,
@@ -57,6 +60,14 @@ fn attempt(
             }
         }
     };
+    if let Err(e) = crate::link_auth::client(&stream, at.secret) {
+        if started.elapsed() < CONNECT_FOR {
+            return Ok(None);
+        }
+        return Err(format!(
+            "the step launcher of node {node} at {host}:{port} is not this job's ({e}); is another process holding the job's port there?"
+        ));
+    }
     let mut line = serde_json::to_string(req).map_err(|e| e.to_string())?;
     line.push('\n');
     stream
@@ -71,11 +82,6 @@ fn attempt(
             StepFrame::Out { rank, line } => print_line(false, rank, &line, label),
             StepFrame::Err { rank, line } => print_line(true, rank, &line, label),
             StepFrame::Exit { codes } => return Ok(Some(codes)),
-            StepFrame::Refused { why }
-                if why == WRONG_SECRET && started.elapsed() < CONNECT_FOR =>
-            {
-                return Ok(None);
-            }
             StepFrame::Refused { why } => {
                 return Err(format!("node {node} refused the step: {why}"));
             }

@@ -4,6 +4,7 @@
 //! it posts carries the session's CSRF token. Tokens and sessions live in the controller's
 //! memory: a restart logs every browser out, which is the safe side.
 
+use crate::link_auth::random_hex;
 use axum::http::HeaderMap;
 use std::collections::BTreeMap;
 use std::sync::{Mutex, OnceLock};
@@ -133,13 +134,6 @@ impl Logins {
             self.session_lifetime.as_secs()
         )
     }
-}
-
-/// `n` random bytes, hex: tokens nobody can guess.
-fn random_hex(n: usize) -> String {
-    let mut bytes = vec![0u8; n];
-    getrandom::fill(&mut bytes).expect("the kernel's random source is readable");
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The session id in a request's cookies.

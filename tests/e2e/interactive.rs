@@ -95,6 +95,11 @@ impl Terminal {
         }
     }
 
+    /// Everything the terminal showed so far.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
     pub fn exit_code(&mut self) -> Option<i32> {
         let t0 = Instant::now();
         loop {

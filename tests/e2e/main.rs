@@ -36,6 +36,7 @@ mod quotas;
 mod recovery;
 mod reports;
 mod reservations;
+mod session_hijack;
 mod session_remote;
 mod show_settings;
 mod slurm_commands;

@@ -64,6 +64,10 @@ impl Engine {
             get_user_env: req.get_user_env,
             ports: alloc.ports,
             gang: None,
+            node_host: self
+                .remote
+                .contains_key(&alloc.node)
+                .then(|| self.node_host(&alloc.node)),
         };
         (alloc.node.clone(), launch)
     }
@@ -88,11 +92,7 @@ impl Engine {
                 gpus: p.gpus.to_vec(),
             })
             .collect();
-        let secret = format!(
-            "{:016x}{:016x}",
-            crate::transport::random_u64(),
-            crate::transport::random_u64()
-        );
+        let secret = crate::link_auth::random_hex(16);
         let tasks_per_node = block_tasks(launch.ntasks, nodes.len() as u32);
         nodes
             .iter()
