@@ -13,6 +13,8 @@
 //!     fenced               written by a restarted agent for an attempt that never started:
 //!                          a late shim sees it and exits without running anything
 //!     shim.log             the shim's own messages
+//!     user/                the job user's corner: a small tmpfs of its own, never the state
+//!                          file system (see [`crate::agent::corner`])
 //!     user/script          the job's script, owned by the job's user (0700)
 //!     user/steps.jsonl     the job's `srun` steps, one JSON record a line, written by `srun`
 //!     bin/srun, bin/scontrol  links to labpool, first on the job's PATH
@@ -131,7 +133,8 @@ impl JobDir {
         self.user_dir().join("script")
     }
 
-    /// Creates the directory, `user/` owned by `uid:gid`, and the script.
+    /// Creates the directory, `user/` owned by `uid:gid` (its own tmpfs as root), and the
+    /// script.
     pub fn create(&self, uid: u32, gid: u32, script: &str) -> io::Result<()> {
         std::fs::DirBuilder::new()
             .recursive(true)
@@ -141,6 +144,10 @@ impl JobDir {
         std::fs::DirBuilder::new()
             .mode(0o700)
             .create(self.user_dir())?;
+        if let Err(e) = super::corner::mount(&self.user_dir(), uid, gid, script.len() as u64) {
+            let _ = std::fs::remove_dir_all(&self.path);
+            return Err(e);
+        }
         let mut f = OpenOptions::new()
             .write(true)
             .create_new(true)
@@ -356,8 +363,15 @@ impl JobDir {
         Ok(Liveness::NeverStarted)
     }
 
-    /// Removes the directory.
+    /// Frees the job user's corner (`user/`) and what the job wrote there, once its end and
+    /// steps were read.
+    pub fn release_corner(&self) {
+        super::corner::release(&self.user_dir());
+    }
+
+    /// Removes the directory, its corner first.
     pub fn remove(&self) -> io::Result<()> {
+        self.release_corner();
         match std::fs::remove_dir_all(&self.path) {
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
             other => other,

@@ -141,7 +141,11 @@ impl Executor {
     }
 
     fn ended(&self, job: u64, attempt: u32, outcome: Outcome) {
-        let steps = JobDir::new(&self.spool, job, attempt).steps();
+        let dir = JobDir::new(&self.spool, job, attempt);
+        let steps = dir.steps();
+        // What the job wrote in its corner goes now, whether or not the controller can record
+        // the end yet (its state disk may be full): the report keeps the steps.
+        dir.release_corner();
         let node = self.node.clone();
         let r = AgentReport::Ended {
             node,

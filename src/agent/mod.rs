@@ -2,6 +2,7 @@
 //! inside `labpool serve`, speaking the same protocol ([`crate::api::agent`]) a remote agent does.
 
 pub mod copy_host;
+pub mod corner;
 pub mod daemon;
 pub mod environment;
 pub mod gang;

@@ -1,7 +1,7 @@
 //! Full disks: a job whose spool fills up while it runs is still recorded with its true end,
 //! and is never taken for one that did not start.
 
-use crate::pool::{Pool, have_root, s};
+use crate::pool::{Pool, ensure_user, have_root, read_line, s, stdout_of};
 use std::io::Write;
 use std::path::Path;
 use std::time::Duration;
@@ -196,5 +196,84 @@ fn a_full_state_disk_refuses_new_work_and_the_controller_recovers_by_itself() {
     assert_eq!(done["attempt"], 1, "{done:#}");
     let runs = std::fs::read_to_string(pool.work.join("runs.txt")).unwrap();
     assert_eq!(runs.lines().count(), 1, "ran once");
+    pool.stop();
+}
+
+/// A member's job fills everything it may write in the pool's own directories (the corner its
+/// `srun` steps are recorded in): another member still submits and runs, the job's end is
+/// recorded, and what it wrote is gone with it. Nothing a member writes lands on the state
+/// file system.
+#[test]
+fn a_job_that_fills_its_own_corner_stops_no_one_else() {
+    if !have_root("a_job_that_fills_its_own_corner_stops_no_one_else") {
+        return;
+    }
+    let alice = ensure_user("lp-alice");
+    let bob = ensure_user("lp-bob");
+    let mut pool = Pool::new("2:t4").for_users();
+    let state = SmallFs::mount(&pool.dir.join("state"), "8m");
+    pool.start();
+    let go = pool.work.join("go");
+    let out = pool.cli_as(
+        alice.0,
+        alice.1,
+        &[
+            "submit",
+            "--parsable",
+            "--wrap",
+            &format!(
+                "d=$(dirname \"$LABPOOL_STEPS\"); dd if=/dev/zero of=\"$d/fill\" bs=1M count=64 2>/dev/null; \
+                 du -k \"$d/fill\" | cut -f1 > filled; while [ ! -e {} ]; do sleep 0.1; done",
+                go.display()
+            ),
+        ],
+    );
+    assert!(out.status.success(), "{out:?}");
+    let filler: u64 = stdout_of(&out).trim().parse().unwrap();
+    let filled = read_line(&pool.work.join("filled"));
+    let kib: u64 = filled.trim().parse().unwrap();
+    assert!(
+        kib <= 18 << 10,
+        "the job wrote {kib} KiB where labpool keeps its steps"
+    );
+    let corner = state.0.join(format!("spool/jobs/{filler}.1/user"));
+    let free = nix::sys::statvfs::statvfs(&state.0).unwrap();
+    assert!(
+        free.blocks_available() * free.fragment_size() > 2 << 20,
+        "the state file system filled up"
+    );
+
+    // Bob is not stopped.
+    let out = pool.cli_as(
+        bob.0,
+        bob.1,
+        &["submit", "--parsable", "--wrap", "echo ran > bob-ran"],
+    );
+    assert!(
+        out.status.success(),
+        "bob's submit was refused: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let bobs: u64 = stdout_of(&out).trim().parse().unwrap();
+    let done = pool.wait_done(bobs, Duration::from_secs(30));
+    assert_eq!(s(&done, "state"), "COMPLETED", "{done:#}");
+
+    // Alice's job ends, is recorded, and its corner goes with it.
+    std::fs::write(&go, "").unwrap();
+    let done = pool.wait_done(filler, Duration::from_secs(30));
+    assert_eq!(s(&done, "state"), "COMPLETED", "{done:#}");
+    let t0 = std::time::Instant::now();
+    let mounted = || {
+        std::fs::read_to_string("/proc/self/mounts")
+            .unwrap()
+            .contains(&corner.display().to_string())
+    };
+    while mounted() || corner.join("fill").exists() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "the job's corner outlived it"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
     pool.stop();
 }

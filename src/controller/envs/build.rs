@@ -182,7 +182,8 @@ impl EnvService {
             .map_err(ApiError::internal)?
             .apply(&mut cmd);
         let timeout = self.config.envs.build_timeout;
-        let status = tokio::task::spawn_blocking(move || run_with_timeout(cmd, timeout))
+        let store = dir.to_path_buf();
+        let status = tokio::task::spawn_blocking(move || run_with_timeout(cmd, timeout, &store))
             .await
             .map_err(ApiError::internal)?;
         drop(groups);
@@ -271,24 +272,62 @@ impl EnvService {
     }
 }
 
-/// Runs `cmd`, killing its process group at `timeout`.
+/// Free space a build leaves on the file system it writes to: 5% of it, at least 64 MiB and
+/// at most 2 GiB. A member asks for a build, so a build may never fill that file system (by
+/// default the state disk, where the pool's database lives).
+fn build_floor(size: u64) -> u64 {
+    (size / 20).clamp(64 << 20, 2 << 30)
+}
+
+/// Why a build writing to `store` must stop now: less than [`build_floor`] free there.
+fn short_of_room(store: &std::path::Path) -> Option<String> {
+    let s = nix::sys::statvfs::statvfs(store).ok()?;
+    let (free, size) = (
+        s.blocks_available() * s.fragment_size(),
+        s.blocks() * s.fragment_size(),
+    );
+    let floor = build_floor(size);
+    (free < floor).then(|| {
+        format!(
+            "it was stopped with {} left on the file system of {} (a build leaves {floor_text} free there); free space, or give [envs] store a disk of its own",
+            labpool_units::format_size(free),
+            store.display(),
+            floor_text = labpool_units::format_size(floor)
+        )
+    })
+}
+
+/// Runs `cmd`, killing its process group at `timeout` or when the file system of `store` runs
+/// short of room.
 fn run_with_timeout(
     mut cmd: std::process::Command,
     timeout: Duration,
+    store: &std::path::Path,
 ) -> Result<std::process::ExitStatus, String> {
     let mut child = cmd
         .spawn()
         .map_err(|e| format!("cannot start the build: {e}"))?;
     let deadline = Instant::now() + timeout;
+    let stop = |child: &mut std::process::Child| {
+        let _ = nix::sys::signal::killpg(
+            nix::unistd::Pid::from_raw(child.id() as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+        let _ = child.wait();
+    };
+    let mut looked = Instant::now();
     loop {
+        if looked.elapsed() >= Duration::from_millis(200) {
+            looked = Instant::now();
+            if let Some(why) = short_of_room(store) {
+                stop(&mut child);
+                return Err(why);
+            }
+        }
         match child.try_wait() {
             Ok(Some(status)) => return Ok(status),
             Ok(None) if Instant::now() >= deadline => {
-                let _ = nix::sys::signal::killpg(
-                    nix::unistd::Pid::from_raw(child.id() as i32),
-                    nix::sys::signal::Signal::SIGKILL,
-                );
-                let _ = child.wait();
+                stop(&mut child);
                 return Err(format!(
                     "it ran longer than {} and was stopped (raise [envs] build_timeout)",
                     labpool_units::format_duration(timeout)
@@ -345,4 +384,43 @@ fn log_tail(path: &Path, n: usize) -> String {
     }
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A build that would fill the disk it writes to is stopped with room left there.
+    #[test]
+    fn a_build_never_fills_the_file_system_it_writes_to() {
+        if !nix::unistd::geteuid().is_root() {
+            assert!(
+                std::env::var("LABPOOL_TEST_STRICT").is_err(),
+                "needs root to mount a small tmpfs"
+            );
+            eprintln!("SKIPPED: needs root to mount a small tmpfs");
+            return;
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let mounted = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=96m", "tmpfs"])
+            .arg(tmp.path())
+            .status()
+            .unwrap();
+        assert!(mounted.success());
+        let mut cmd = std::process::Command::new("sh");
+        use std::os::unix::process::CommandExt;
+        cmd.arg("-c")
+            .arg("i=0; while [ $i -lt 200 ]; do head -c 1048576 /dev/zero >> big; i=$((i+1)); sleep 0.02; done; sleep 30")
+            .current_dir(tmp.path())
+            .process_group(0);
+        let why = run_with_timeout(cmd, Duration::from_secs(60), tmp.path()).unwrap_err();
+        assert!(why.contains("give [envs] store a disk of its own"), "{why}");
+        let s = nix::sys::statvfs::statvfs(tmp.path()).unwrap();
+        assert!(s.blocks_available() * s.fragment_size() > 48 << 20);
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(tmp.path())
+            .status();
+    }
 }
