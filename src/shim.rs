@@ -468,7 +468,18 @@ fn spawn(
     groups: Option<&JobCgroups>,
 ) -> std::io::Result<std::process::Child> {
     let env = match spec.login_env_s {
-        Some(s) => match crate::agent::login_env::load(&spec.user, Duration::from_secs(s.into())) {
+        Some(s) => match crate::agent::login_env::load(
+            &spec.user,
+            &crate::agent::login_env::Inside {
+                identity: Some(identity(spec)),
+                groups,
+                key: spec
+                    .env
+                    .get(crate::agent::procs::JOB_KEY_VAR)
+                    .map(String::as_str),
+            },
+            Duration::from_secs(s.min(crate::agent::login_env::MAX_TIMEOUT_S).into()),
+        ) {
             Ok(login) => crate::agent::login_env::merged(login, &spec.env),
             Err(e) => {
                 let note = format!(

@@ -1,59 +1,160 @@
 //! `--get-user-env`: the job owner's login environment (what `su - USER` sets up: their
 //! profile, modules, conda init), read on the node just before the job starts. The submitted
 //! environment is laid over it, as sbatch does: a variable set in both keeps its submitted value.
+//!
+//! The profile is the member's own code, so it runs as the job does and nowhere else: as the
+//! member, in the job's cgroups (its devices and memory), carrying the job's key, with
+//! signals as a job has them, bounded in time and in output.
 
+use labpool_isolation::{Identity, JobCgroups, Sandbox};
+use nix::sys::signal::{Signal, killpg};
+use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid};
+use nix::unistd::Pid;
 use std::collections::BTreeMap;
 use std::io::Read;
+use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-/// The login environment of `user`, from `su - USER -c 'env -0'` (a login shell's
-/// `env -0` when not root), given `timeout`.
-pub fn load(user: &str, timeout: Duration) -> Result<BTreeMap<String, String>, String> {
-    // As root, `su -` (the user's own login shell and profile); otherwise the job runs as
-    // this very user, whose login shell is started directly.
-    let mut cmd = if nix::unistd::geteuid().is_root() {
-        let mut c = Command::new("su");
-        c.args(["-", user, "-c", "env -0"]);
-        c
+/// The longest timeout a job may give its login shell (as the CLI says: 1 to 600 s).
+pub const MAX_TIMEOUT_S: u32 = 600;
+
+/// Most bytes of a login shell's output read: what `env -0` prints fits many times over (the
+/// kernel passes a program 2 MiB of environment at most).
+const MAX_OUTPUT: usize = 4 << 20;
+
+/// The line the login shell prints just before its environment, so that what the profile
+/// itself prints is not taken for variables.
+const MARK: &[u8] = b"LABPOOL-LOGIN-ENV\n";
+
+/// Where and as whom the login shell runs: as the job does, inside the job.
+pub struct Inside<'a> {
+    /// The job's user, to become (`None`: already this process's).
+    pub identity: Option<Identity>,
+    /// The job's cgroups, when the node has them.
+    pub groups: Option<&'a JobCgroups>,
+    /// The job's key (`LABPOOL_JOB_KEY`), which marks every process the shell starts as the
+    /// job's, so the job's end stops them wherever they went.
+    pub key: Option<&'a str>,
+}
+
+/// The login environment of `user`: their login shell (`-sh`, as `login` and `su -` start
+/// it, reading `/etc/profile` and their own profile) runs as them inside the job (its cgroups,
+/// its key, a process group of its own, signals as a job's), given `timeout`, and prints its
+/// environment. At the timeout, or when it prints more than 4 MiB, it and everything it
+/// started are killed; so is whatever it left running once it is done.
+pub fn load(
+    user: &str,
+    inside: &Inside,
+    timeout: Duration,
+) -> Result<BTreeMap<String, String>, String> {
+    let entry = nix::unistd::User::from_name(user)
+        .ok()
+        .flatten()
+        .ok_or_else(|| format!("{user} is not in this node's user database"))?;
+    let shell = entry.shell.clone();
+    let name = shell
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "sh".into());
+    let home = if entry.dir.is_dir() {
+        entry.dir.clone()
     } else {
-        let shell = std::env::var("SHELL").unwrap_or_else(|_| "/bin/sh".into());
-        let mut c = Command::new(shell);
-        c.args(["-l", "-c", "env -0"]);
-        c
+        "/".into()
     };
-    let mut child = cmd
+    let mut cmd = Command::new(&shell);
+    cmd.arg0(format!("-{name}"))
+        .args(["-c", "echo LABPOOL-LOGIN-ENV; exec env -0"])
+        .env_clear()
+        .env("HOME", &home)
+        .env("USER", user)
+        .env("LOGNAME", user)
+        .env("SHELL", &shell)
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(Stdio::null());
+    if let Some(key) = inside.key {
+        cmd.env(crate::agent::procs::JOB_KEY_VAR, key);
+    }
+    Sandbox::new(inside.identity.clone(), inside.groups, Some(&home))
+        .map_err(|e| e.to_string())?
+        .apply(&mut cmd);
+    let mut child = cmd
         .spawn()
-        .map_err(|e| format!("cannot run su: {e}"))?;
+        .map_err(|e| format!("cannot start the login shell {}: {e}", shell.display()))?;
+    let group = Pid::from_raw(child.id() as i32);
     let mut out = child.stdout.take().expect("piped");
-    let reader = std::thread::spawn(move || {
-        let mut bytes = Vec::new();
-        let _ = out.read_to_end(&mut bytes);
-        bytes
+    let (tx, chunks) = mpsc::channel::<Vec<u8>>();
+    std::thread::spawn(move || {
+        let mut buf = vec![0u8; 64 << 10];
+        while let Ok(n) = out.read(&mut buf) {
+            if n == 0 || tx.send(buf[..n].to_vec()).is_err() {
+                break;
+            }
+        }
     });
     let t0 = Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait().map_err(|e| e.to_string())? {
-            break s;
+    let mut bytes = Vec::new();
+    let outcome = loop {
+        while let Ok(chunk) = chunks.try_recv() {
+            bytes.extend_from_slice(&chunk);
+        }
+        if bytes.len() > MAX_OUTPUT {
+            break Err(format!(
+                "the login shell of {user} printed more than {} (is the profile printing in a loop?)",
+                labpool_units::format_size(MAX_OUTPUT as u64)
+            ));
+        }
+        // Seen but not reaped: the process group cannot be taken by anyone else yet.
+        match waitid(
+            Id::Pid(group),
+            WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT | WaitPidFlag::WNOHANG,
+        ) {
+            Ok(WaitStatus::Exited(_, 0)) => break Ok(()),
+            Ok(WaitStatus::Exited(_, code)) => {
+                break Err(format!("the login shell of {user} exited with {code}"));
+            }
+            Ok(WaitStatus::Signaled(_, sig, _)) => {
+                break Err(format!("the login shell of {user} was killed by {sig}"));
+            }
+            Ok(_) => {}
+            Err(e) => break Err(format!("cannot wait for the login shell: {e}")),
         }
         if t0.elapsed() > timeout {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(format!(
+            break Err(format!(
                 "the login shell of {user} did not finish in {}s",
                 timeout.as_secs()
             ));
         }
-        std::thread::sleep(Duration::from_millis(20));
+        std::thread::sleep(Duration::from_millis(10));
     };
-    let bytes = reader.join().unwrap_or_default();
-    if !status.success() {
-        return Err(format!("su - {user} failed ({status})"));
+    // The shell and whatever it started in its group: none of it outlives the reading.
+    let _ = killpg(group, Signal::SIGKILL);
+    let _ = child.wait();
+    outcome?;
+    // What was printed before the shell exited is in the pipe; a process the profile left
+    // behind may hold it open, so what has come is taken.
+    let until = Instant::now() + Duration::from_millis(500);
+    while let Ok(chunk) = chunks.recv_timeout(until.saturating_duration_since(Instant::now())) {
+        bytes.extend_from_slice(&chunk);
+        if bytes.len() > MAX_OUTPUT {
+            return Err(format!(
+                "the login shell of {user} printed more than {}",
+                labpool_units::format_size(MAX_OUTPUT as u64)
+            ));
+        }
     }
-    Ok(parse(&bytes))
+    Ok(parse(after_mark(&bytes)))
+}
+
+/// What follows the last [`MARK`] line: the environment, without the profile's own output.
+fn after_mark(bytes: &[u8]) -> &[u8] {
+    bytes
+        .windows(MARK.len())
+        .rposition(|w| w == MARK)
+        .map_or(bytes, |at| &bytes[at + MARK.len()..])
 }
 
 /// `env -0` output: NUL-separated `KEY=VALUE` entries.
@@ -81,6 +182,14 @@ pub fn merged(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn what_the_profile_prints_is_not_taken_for_variables() {
+        let out = b"Welcome!\nA=1\nLABPOOL-LOGIN-ENV\nPATH=/x\0B=2\0";
+        let env = parse(after_mark(out));
+        assert_eq!(env.len(), 2);
+        assert_eq!(env["PATH"], "/x");
+    }
 
     #[test]
     fn the_submitted_environment_wins_over_the_login_one() {
