@@ -32,12 +32,6 @@ pub async fn run(args: &RunArgs, config: &Config) -> anyhow::Result<i32> {
             );
         options.job_name = Some(name);
     }
-    let quoted: Vec<String> = args
-        .command
-        .iter()
-        .map(|w| shlex::try_quote(w).map(|q| q.into_owned()))
-        .collect::<Result<_, _>>()
-        .context("the command holds a NUL byte")?;
     // A directory of the user's own, made before the job exists; a name of its own in it: two
     // pools (or two sessions) never meet on one socket.
     let (dir, passed_over) = crate::session::private_dir(uid)
@@ -49,12 +43,8 @@ pub async fn run(args: &RunArgs, config: &Config) -> anyhow::Result<i32> {
         );
     }
     let socket = dir.join(format!("{}.sock", crate::link_auth::random_hex(8)));
-    let script = format!(
-        "exec labpool session-host --socket {} --idle {}s -- {}",
-        socket.display(),
-        config.jobs.interactive_idle.as_secs().max(1),
-        quoted.join(" ")
-    );
+    let script = crate::session::host_command(&socket, config.jobs.interactive_idle, &args.command)
+        .context("the command holds a NUL byte")?;
     let submit = SubmitArgs {
         options,
         wrap: Some(script),

@@ -24,6 +24,53 @@ use std::io;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
+/// The command a session's script runs: the session host on `socket`, ending the session
+/// after `idle` without input, giving `command` (the user's shell when empty).
+pub fn host_command(
+    socket: &Path,
+    idle: std::time::Duration,
+    command: &[String],
+) -> Option<String> {
+    let quoted: Vec<String> = command
+        .iter()
+        .map(|w| shlex::try_quote(w).ok().map(|q| q.into_owned()))
+        .collect::<Option<_>>()?;
+    let socket = shlex::try_quote(socket.to_str()?).ok()?.into_owned();
+    Some(format!(
+        "exec labpool session-host --socket {socket} --idle {}s -- {}",
+        idle.as_secs().max(1),
+        quoted.join(" ")
+    ))
+}
+
+/// The idle limit of a session's script as [`host_command`] writes it (after `#!/bin/sh`):
+/// `None` for any other script. The controller calls a job interactive (never preempted) only
+/// when its script is a session host, and only with an idle limit within the pool's.
+pub fn idle_of_script(script: &str) -> Option<std::time::Duration> {
+    let mut lines = script.lines();
+    if lines.next()? != "#!/bin/sh" {
+        return None;
+    }
+    let words = shlex::split(lines.next()?)?;
+    if lines.any(|l| !l.trim().is_empty()) {
+        return None;
+    }
+    match words.as_slice() {
+        [exec, lp, host, s, _, i, idle, dash, ..]
+            if exec == "exec"
+                && lp == "labpool"
+                && host == "session-host"
+                && s == "--socket"
+                && i == "--idle"
+                && dash == "--" =>
+        {
+            let secs = idle.strip_suffix('s')?.parse::<u64>().ok()?;
+            Some(std::time::Duration::from_secs(secs))
+        }
+        _ => None,
+    }
+}
+
 /// Where `uid`'s session sockets live by default.
 pub fn socket_dir(uid: u32) -> PathBuf {
     PathBuf::from(format!("/tmp/labpool-sessions-{uid}"))
@@ -86,6 +133,29 @@ pub fn private_dir(uid: u32) -> io::Result<(PathBuf, Option<String>)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_session_script_is_read_back_and_nothing_else_passes_for_one() {
+        let cmd = host_command(
+            Path::new("/tmp/labpool-sessions-7/ab.sock"),
+            std::time::Duration::from_secs(3600),
+            &["bash".into(), "--norc".into()],
+        )
+        .unwrap();
+        let script = format!("#!/bin/sh\n{cmd}\n");
+        assert_eq!(
+            idle_of_script(&script),
+            Some(std::time::Duration::from_secs(3600))
+        );
+        for other in [
+            "#!/bin/sh\npython train.py\n".to_string(),
+            format!("#!/bin/bash\n{cmd}\n"),
+            format!("#!/bin/sh\n{cmd}\npython train.py\n"),
+            "#!/bin/sh\nexec labpool session-host --socket s --idle forever -- sh\n".into(),
+        ] {
+            assert_eq!(idle_of_script(&other), None, "{other}");
+        }
+    }
 
     #[test]
     fn only_a_directory_of_ones_own_with_no_rights_for_others_is_private() {

@@ -185,9 +185,12 @@ impl Scheduler {
     }
 
     /// What a job owes for its allocated time up to `end`: for each GPU, hours held times the
-    /// weight of that GPU's type, times the preemptible rate for a `--preemptible` job.
+    /// weight of that GPU's type, times the preemptible rate for a `--preemptible` job that
+    /// could be preempted (an emergency job, a session or a reservation's job never is, so it
+    /// pays the full rate whatever it asked for).
     pub fn charge_for(&self, job: &JobSpec, alloc: &Allocation, end: Timestamp) -> f64 {
-        let rate = if job.preemptible {
+        let shielded = job.emergency || job.interactive || job.reservation.is_some();
+        let rate = if job.preemptible && !shielded {
             self.policy.credits.preemptible_rate
         } else {
             1.0

@@ -133,6 +133,13 @@ pub(crate) async fn before_engine(
             ),
         ));
     }
+    let fields = super::fields::field_problems(req, state.config.jobs.interactive_idle);
+    if !fields.is_empty() {
+        return Err(ApiError::bad_request(
+            format!("the job was not queued: {}", fields.join("; ")),
+            Some("change the options named and submit again".to_string()),
+        ));
+    }
     let mut warnings = state.envs.check_submit(req, caller).await?;
     warnings.extend(state.quotas.submit_check(caller).await?);
     Ok(warnings)

@@ -5,6 +5,7 @@
 pub mod cancel;
 pub mod checks;
 pub mod effects;
+pub mod fields;
 pub mod hold;
 pub mod launch;
 pub mod requeue;
