@@ -115,15 +115,19 @@ fn another_member_cannot_block_or_take_a_session_through_tmp() {
     // Opened to everyone, with bob swapping every socket that appears there for his own.
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
     let log = pool.work.join("bob-recorded");
-    let _swapper = Killed(
+    let mut swapper = Killed(
         as_user(bob.0, bob.1)
-            .args(["python3", "-c", SWAPPER])
+            .args(["/usr/bin/python3", "-c", SWAPPER])
             .arg(&dir)
             .arg(&log)
             .spawn()
             .unwrap(),
     );
     alice_session(&pool, alice);
+    assert!(
+        swapper.0.try_wait().unwrap().is_none(),
+        "bob's swapper did not run"
+    );
     let recorded = std::fs::read_to_string(&log).unwrap_or_default();
     assert!(
         !recorded.contains("hf_alices_secret"),
