@@ -212,3 +212,97 @@ fn a_replay_of_the_pools_history_matches_its_waits_and_answers_what_if() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("+COUNTxGPUS"));
 }
+
+/// `GET /v1/report` as a process of `uid`, straight on the socket as any client could send
+/// it; the status code.
+fn report_as(pool: &crate::pool::Pool, uid: u32, gid: u32, query: &str) -> u16 {
+    let script = r#"
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+s.sendall(("GET /v1/report?" + sys.argv[2] + " HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n").encode())
+data = b""
+while True:
+    b = s.recv(65536)
+    if not b:
+        break
+    data += b
+print(data.split(b" ")[1].decode())
+"#;
+    let out = std::process::Command::new("setpriv")
+        .args([
+            format!("--reuid={uid}"),
+            format!("--regid={gid}"),
+            "--init-groups".to_string(),
+            "/usr/bin/python3".to_string(),
+            "-c".to_string(),
+            script.to_string(),
+        ])
+        .arg(pool.dir.join("labpool.sock"))
+        .arg(query)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&out.stderr)))
+}
+
+/// A member's report request cannot stall the controller: a range of 20,000 years is refused
+/// (it built a 150 MB answer), a year of one's own still comes, and while four admin reports
+/// of ten years are built, `ping` answers at once.
+#[test]
+fn report_ranges_are_bounded_and_reports_never_hold_up_other_requests() {
+    if !have_root("report_ranges_are_bounded_and_reports_never_hold_up_other_requests") {
+        return;
+    }
+    let (alice, gid) = ensure_user("lp-alice");
+    let mut pool = Pool::new("2:t4").for_users();
+    pool.start();
+    let day = 86_400_000i64;
+    let now = chrono::Utc::now().timestamp_millis();
+    let mine = |from: i64| format!("from_ms={from}&to_ms={now}&label=x&user=lp-alice");
+    assert_eq!(
+        report_as(&pool, alice, gid, &mine(now - 20_000 * 365 * day)),
+        400
+    );
+    assert_eq!(report_as(&pool, alice, gid, &mine(now - 401 * day)), 400);
+    assert_eq!(report_as(&pool, alice, gid, &mine(now - 365 * day)), 200);
+    let (status, answer) = crate::pool::get_raw(
+        &pool.dir.join("labpool.sock"),
+        &format!("/v1/report?from_ms=0&to_ms={now}&label=x"),
+    );
+    assert_eq!(status, 400, "{answer}");
+    assert!(
+        answer["error"]
+            .as_str()
+            .unwrap()
+            .contains("a report covers at most 3660"),
+        "{answer}"
+    );
+    let sock = pool.dir.join("labpool.sock");
+    let reports: Vec<_> = (0..4)
+        .map(|_| {
+            let (sock, q) = (
+                sock.clone(),
+                format!(
+                    "/v1/report?from_ms={}&to_ms={now}&label=x",
+                    now - 3650 * day
+                ),
+            );
+            std::thread::spawn(move || crate::pool::get_raw(&sock, &q).0)
+        })
+        .collect();
+    let t0 = std::time::Instant::now();
+    let (status, _) = crate::pool::get_raw(&sock, "/v1/ping");
+    assert_eq!(status, 200);
+    assert!(
+        t0.elapsed() < Duration::from_secs(1),
+        "ping took {:?} beside four reports",
+        t0.elapsed()
+    );
+    for r in reports {
+        assert_eq!(r.join().unwrap(), 200);
+    }
+    pool.stop();
+}

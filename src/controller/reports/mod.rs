@@ -1,5 +1,11 @@
 //! `GET /v1/report`: the pool's history over a range, as `labpool_reports` computes a report
 //! from it. Admins get the whole pool; a member may ask for their own use (`labpool usage`).
+//!
+//! A report reads and computes over its whole range, so it is bounded and kept apart from
+//! everyone else's requests: a member's range is at most [`MEMBER_RANGE_DAYS`] and an
+//! admin's [`ADMIN_RANGE_DAYS`]; one report is built at a time (others wait their turn), and
+//! its computing runs on a blocking thread, never on the threads that answer `ping`, `queue`
+//! and submits.
 
 use crate::api::reports::ReportQuery;
 use crate::controller::engine::request::Request;
@@ -13,6 +19,15 @@ use axum::extract::{Query, State};
 use axum::routing::get;
 use labpool_reports::{Input, JobRecord, LedgerRecord, Report, compute};
 use std::collections::BTreeMap;
+
+/// The longest range a member's own report covers: a year, and a little.
+pub const MEMBER_RANGE_DAYS: i64 = 400;
+
+/// The longest range any report covers.
+pub const ADMIN_RANGE_DAYS: i64 = 3660;
+
+/// Reports built at once; the next waits for its turn.
+static BUILDING: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(1);
 
 /// The report routes.
 pub fn routes() -> Router<AppState> {
@@ -40,7 +55,24 @@ async fn report(
             Some("give --from before --to".into()),
         ));
     }
-    Ok(Json(compute(&input(&state, &q).await?)))
+    let days = if c.admin {
+        ADMIN_RANGE_DAYS
+    } else {
+        MEMBER_RANGE_DAYS
+    };
+    let span = (q.to_ms - q.from_ms) / 86_400_000;
+    if span > days {
+        return Err(ApiError::bad_request(
+            format!("the range is {span} days long; a report covers at most {days}"),
+            Some("ask for a shorter range (--from, --to), or several one after another".into()),
+        ));
+    }
+    let _turn = BUILDING.acquire().await.map_err(ApiError::internal)?;
+    let input = input(&state, &q).await?;
+    let report = tokio::task::spawn_blocking(move || compute(&input))
+        .await
+        .map_err(ApiError::internal)?;
+    Ok(Json(report))
 }
 
 /// Gathers what a report over the query's range is computed from.
