@@ -216,12 +216,12 @@ impl<J: Tracked> Lifecycle<J> {
                     // A part of a gang ended on its own: its batch node is stopped, and that
                     // end (reported as any end is) stops the gang's other parts.
                     let head = life.node.clone().unwrap_or_default();
-                    let note = Transition::Noted {
-                        event: "gang-part-ended".into(),
-                        detail: format!(
-                            "its part on node {node} ended ({}); the job is stopped on all of its nodes",
-                            outcome.state
-                        ),
+                    let note = Transition::PartEnded {
+                        part: crate::life::PartEnded {
+                            node: node.clone(),
+                            state: outcome.state,
+                            detail: outcome.reason.clone(),
+                        },
                         time: now,
                     };
                     self.commit(job, note, &mut out);

@@ -50,6 +50,19 @@ pub struct JobLife {
     /// The notice that preempts the running attempt; kept after its requeue until the job is
     /// placed again, so that a restarted controller knows it gives way.
     pub preemption: Option<Preemption>,
+    /// The end of a gang's part that stopped the running attempt, until the job ends with it.
+    pub part_ended: Option<PartEnded>,
+}
+
+/// A part of a gang that ended before the job did: the job ends as that part did.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PartEnded {
+    /// Its node.
+    pub node: String,
+    /// How it ended.
+    pub state: JobState,
+    /// Why, as its node said.
+    pub detail: Option<String>,
 }
 
 /// A notice to stop a running job so that another gets its GPUs.
@@ -96,6 +109,7 @@ impl JobLife {
             hold: None,
             requeue_requested_by: None,
             preemption: None,
+            part_ended: None,
         }
     }
 
@@ -166,6 +180,7 @@ impl JobLife {
             Transition::RunningSince { time, .. } => self.start_time = Some(*time),
             Transition::Held { hold, .. } => self.hold = hold.clone(),
             Transition::CancelRequested { by, .. } => self.cancel_requested_by = Some(by.clone()),
+            Transition::PartEnded { part, .. } => self.part_ended = Some(part.clone()),
             Transition::RequeueRequested { by, .. } => self.requeue_requested_by = Some(by.clone()),
             Transition::PreemptRequested { by, cause, time } => {
                 self.requeue_requested_by = Some(preempt_requester(*by));
@@ -216,6 +231,7 @@ impl JobLife {
         self.cancel_requested_by = None;
         self.requeue_requested_by = None;
         self.preemption = None;
+        self.part_ended = None;
     }
 }
 

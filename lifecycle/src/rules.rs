@@ -216,6 +216,27 @@ pub fn report_ended(
             time: outcome.end_time_ms,
         });
     }
+    // A gang's part ended first and the rest was stopped for it: the job ends as that part
+    // did (its node's launcher killed for memory is OUT_OF_MEMORY, not a cancel).
+    if let (Some(p), None) = (&life.part_ended, &life.cancel_requested_by)
+        && p.state != JobState::Completed
+    {
+        return Ok(Transition::Ended {
+            state: p.state,
+            exit_code: outcome.exit_code,
+            signal: outcome.signal,
+            detail: Some(format!(
+                "its part on node {} ended first ({}{}); the job was stopped on all of its nodes",
+                p.node,
+                p.state,
+                p.detail
+                    .as_deref()
+                    .map(|d| format!(": {d}"))
+                    .unwrap_or_default()
+            )),
+            time: outcome.end_time_ms,
+        });
+    }
     // An attempt lost with its node (NODE_FAIL, as Slurm reports it) follows the node-down
     // rules: requeued, unless it asked for --no-requeue.
     if outcome.state == JobState::NodeFail

@@ -123,6 +123,15 @@ pub enum Transition {
         /// When, ms.
         time: i64,
     },
+    /// A part of a running gang ended on its own (its node's launcher was killed, ran out of
+    /// memory, failed): the job is stopped on all of its nodes, and that part's end is what
+    /// the job ends with. Kept so that a restarted controller still records it so.
+    PartEnded {
+        /// What ended first, and how.
+        part: crate::life::PartEnded,
+        /// When, ms.
+        time: i64,
+    },
     /// Someone asked to stop the running job; kept so that a restarted controller still stops it.
     CancelRequested {
         /// Who.
@@ -207,6 +216,19 @@ impl Transition {
             Transition::RequeueRequested { by, time } => {
                 Some(("requeue", format!("requested by {by}"), *time))
             }
+            Transition::PartEnded { part, time } => Some((
+                "gang-part-ended",
+                format!(
+                    "its part on node {} ended ({}{}); the job is stopped on all of its nodes",
+                    part.node,
+                    part.state,
+                    part.detail
+                        .as_deref()
+                        .map(|d| format!(": {d}"))
+                        .unwrap_or_default()
+                ),
+                *time,
+            )),
             Transition::CancelRequested { by, time } => {
                 Some(("cancel", format!("requested by {by}"), *time))
             }

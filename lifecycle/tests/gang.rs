@@ -175,3 +175,40 @@ fn a_part_that_ends_on_its_own_stops_the_job() {
         "{e:?}"
     );
 }
+
+/// A part killed for memory on its node stops the job, which then ends as that part did:
+/// OUT_OF_MEMORY, naming the node, not the CANCELLED its batch node reports for being stopped.
+#[test]
+fn the_job_ends_as_the_part_that_ended_first_did() {
+    let mut life = Lifecycle::new();
+    placed(&mut life, 1);
+    let mut oom = outcome(JobState::OutOfMemory);
+    oom.reason = Some("the job used more memory than its limit".into());
+    life.handle(
+        Event::Ended {
+            node: "b".into(),
+            job: 1,
+            attempt: 1,
+            outcome: oom,
+        },
+        4,
+    );
+    let mut stopped = outcome(JobState::Cancelled);
+    stopped.reason = Some("cancelled".into());
+    life.handle(
+        Event::Ended {
+            node: "a".into(),
+            job: 1,
+            attempt: 1,
+            outcome: stopped,
+        },
+        6,
+    );
+    let j = life.job(1).unwrap();
+    assert_eq!(j.state, JobState::OutOfMemory);
+    let why = j.reason_detail.as_deref().unwrap();
+    assert!(
+        why.contains("its part on node b ended first (OUT_OF_MEMORY: the job used more memory"),
+        "{why}"
+    );
+}

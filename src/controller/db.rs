@@ -134,6 +134,11 @@ fn migrator() -> Migrator {
             "gpu usage",
             include_str!("../../migrations/0016_gpu_usage.sql"),
         ),
+        migration(
+            17,
+            "gang part ended",
+            include_str!("../../migrations/0017_part_ended.sql"),
+        ),
     ])
 }
 

@@ -50,7 +50,7 @@ print(f"tf worker {me} of {len(tf['cluster']['worker'])} bound {host}:{port}", f
 
 /// A controller on the host, `hostnode` on the host side of a veth pair and `nsnode` in the
 /// namespace, 4 GPUs each.
-fn two_nodes(test: &str) -> Option<(Netns, Cluster)> {
+pub fn two_nodes(test: &str) -> Option<(Netns, Cluster)> {
     if !have_root(test) || !have_tool(test, "ip") || !have_tool(test, "python3") {
         return None;
     }

@@ -52,6 +52,7 @@ mod slurm_preemption;
 mod snapshot_copy;
 mod snapshots;
 mod srun;
+mod step_flood;
 mod streaming;
 mod test_only;
 mod update;

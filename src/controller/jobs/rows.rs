@@ -139,7 +139,7 @@ pub struct JobEvent {
 }
 
 const JOB_COLUMNS: &str = "id, name, user, uid, gid, partition, state, reason, reason_detail, gpus_requested, gpu_type, \
-     cpus, mem_mib, time_limit_s, node, gpus, exit_code, signal, submit_time, start_time, end_time, attempt, cancel_requested_by, stdout, stderr, request, account, emergency, array_id, array_task, isolation, hold, requeue_requested_by, others, ports, preemption";
+     cpus, mem_mib, time_limit_s, node, gpus, exit_code, signal, submit_time, start_time, end_time, attempt, cancel_requested_by, stdout, stderr, request, account, emergency, array_id, array_task, isolation, hold, requeue_requested_by, others, ports, preemption, part_ended";
 
 impl Db {
     /// The id the next job will get (ids are never reused).
@@ -378,6 +378,12 @@ fn job_from_row(r: &SqliteRow) -> Result<JobRow, DbError> {
         preemption: match r.try_get::<Option<String>, _>("preemption")? {
             Some(p) => {
                 Some(serde_json::from_str(&p).map_err(|e| corrupt(format!("preemption: {e}")))?)
+            }
+            None => None,
+        },
+        part_ended: match r.try_get::<Option<String>, _>("part_ended")? {
+            Some(p) => {
+                Some(serde_json::from_str(&p).map_err(|e| corrupt(format!("part_ended: {e}")))?)
             }
             None => None,
         },

@@ -40,7 +40,7 @@ impl Db {
                 sqlx::query(
                     "UPDATE jobs SET state = 'STAGING', reason = ?, reason_detail = ?, node = ?, gpus = ?, attempt = ?, \
                      start_time = NULL, end_time = NULL, exit_code = NULL, signal = NULL, cancel_requested_by = NULL, stdout = ?, stderr = ?, \
-                     others = ?, ports = ?, preemption = NULL WHERE id = ?",
+                     others = ?, ports = ?, preemption = NULL, part_ended = NULL WHERE id = ?",
                 )
                 .bind(kind.reason())
                 .bind(detail)
@@ -65,7 +65,7 @@ impl Db {
                 sqlx::query(
                     "UPDATE jobs SET state = 'RUNNING', reason = NULL, reason_detail = NULL, node = ?, gpus = ?, attempt = ?, \
                      start_time = ?, end_time = NULL, exit_code = NULL, signal = NULL, cancel_requested_by = NULL, stdout = ?, stderr = ?, isolation = ?, \
-                     others = ?, ports = ?, preemption = NULL WHERE id = ?",
+                     others = ?, ports = ?, preemption = NULL, part_ended = NULL WHERE id = ?",
                 )
                 .bind(&p.node)
                 .bind(gpu_column(&p.gpus))
@@ -124,6 +124,13 @@ impl Db {
                 .bind(id)
                 .execute(&mut **tx)
                 .await?;
+            }
+            Transition::PartEnded { part, .. } => {
+                sqlx::query("UPDATE jobs SET part_ended = ? WHERE id = ?")
+                    .bind(serde_json::to_string(part).expect("a part's end serialises"))
+                    .bind(id)
+                    .execute(&mut **tx)
+                    .await?;
             }
             Transition::CancelRequested { by, .. } => {
                 sqlx::query("UPDATE jobs SET cancel_requested_by = ? WHERE id = ?")
