@@ -326,7 +326,7 @@ pub fn compute(input: &Input) -> Report {
     credits.granted = round(credits.granted, 3);
     credits.rebated = round(credits.rebated, 3);
     let (leaderboard, efficiency) = leaders(&by_user, input.leaderboard);
-    Report {
+    let mut report = Report {
         label: input.label.clone(),
         from_ms: input.from_ms,
         to_ms: input.to_ms,
@@ -363,6 +363,42 @@ pub fn compute(input: &Input) -> Report {
         forecast: forecast(input),
         storage: input.storage.clone(),
         what_if: None,
+    };
+    if input.leaderboard == Leaderboard::Anonymous {
+        anonymise(&mut report);
+    }
+    report
+}
+
+/// With an anonymous leaderboard, no part of the report names a member: the by-user table and
+/// the storage lines call each member by their number on the leaderboard (members with storage
+/// and no jobs get the next numbers, in name order).
+fn anonymise(r: &mut Report) {
+    let mut names: std::collections::BTreeMap<String, String> = r
+        .by_user
+        .iter()
+        .enumerate()
+        .map(|(i, u)| (u.key.clone(), format!("member {}", i + 1)))
+        .collect();
+    for u in &mut r.by_user {
+        u.key = names[&u.key].clone();
+    }
+    if let Some(st) = &mut r.storage {
+        let mut rest: Vec<String> = st
+            .quotas
+            .iter()
+            .map(|q| q.user.clone())
+            .filter(|u| !names.contains_key(u))
+            .collect();
+        rest.sort();
+        rest.dedup();
+        for u in rest {
+            let n = names.len() + 1;
+            names.insert(u, format!("member {n}"));
+        }
+        for q in &mut st.quotas {
+            q.user = names[&q.user].clone();
+        }
     }
 }
 

@@ -188,6 +188,23 @@ fn the_leaderboard_ranks_names_or_numbers_or_is_off() {
     assert!(compute(&fixture(Leaderboard::Off)).leaderboard.is_none());
 }
 
+/// An anonymous leaderboard leaves no name anywhere in the report: not in the by-user table,
+/// not in the storage lines, in any of its formats.
+#[test]
+fn an_anonymous_report_names_no_member_anywhere() {
+    let r = compute(&fixture(Leaderboard::Anonymous));
+    assert_eq!(r.by_user[0].key, "member 1");
+    for text in [
+        serde_json::to_string(&r).unwrap(),
+        crate::to_html(&r),
+        crate::to_csv(&r),
+    ] {
+        for name in ["alice", "bob"] {
+            assert!(!text.contains(name), "{name} is named:\n{text}");
+        }
+    }
+}
+
 #[test]
 fn percentiles_are_nearest_rank_and_dates_are_civil() {
     let v: Vec<i64> = (1..=20).collect();

@@ -152,7 +152,11 @@ pub async fn input(state: &AppState, q: &ReportQuery) -> Result<Input, ApiError>
         pool_gpus: nodes.iter().map(|n| n.gpus.len() as u32).sum(),
         jobs,
         ledger,
-        leaderboard: state.config.reports.leaderboard,
+        // A member's own report names only them: nothing to hide, and no one to rank.
+        leaderboard: match (&q.user, state.config.reports.leaderboard) {
+            (Some(_), labpool_reports::Leaderboard::Anonymous) => labpool_reports::Leaderboard::On,
+            (_, setting) => setting,
+        },
         utc_offset_min: offset,
     })
 }
