@@ -236,6 +236,8 @@ warn_days = 7
 [metrics]
 listen = "127.0.0.1:9400"    # "off" switches it off
 # sample_interval = "5s"
+# per_member = false         # true also serves each member's credits and quota use: /metrics has
+#                            # no login, so only where the admins' Prometheus alone reaches it
 
 # The web dashboard: `labpool web` prints a one-time URL that logs your browser in. Plain HTTP
 # on loopback; from another machine, forward the port with ssh -L.

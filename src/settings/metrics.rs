@@ -16,6 +16,11 @@ pub struct MetricsConfig {
     /// Time between two GPU readings on each node (the seed's `--collect-interval 5000`).
     #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
     pub sample_interval: Duration,
+    /// Also serve each member's credits and quota use (`labpool_credits_*{user}`,
+    /// `labpool_quota_*{user,fs}`). `/metrics` has no authentication and anyone on the node
+    /// can read it, while the API shows a member only their own: off unless the endpoint is
+    /// reachable by the admins' Prometheus alone.
+    pub per_member: bool,
 }
 
 impl Default for MetricsConfig {
@@ -23,6 +28,7 @@ impl Default for MetricsConfig {
         MetricsConfig {
             listen: "127.0.0.1:9400".to_string(),
             sample_interval: Duration::from_secs(5),
+            per_member: false,
         }
     }
 }

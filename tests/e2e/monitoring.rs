@@ -199,10 +199,12 @@ fn shared_cards_zombies_and_usage_kept_with_the_job() {
     );
     pool.stop();
     pool.edit_config(|t| {
-        t.replace("[node]\n", "[node]\ngpu_share = 2\n").replace(
-            "[credits]\n",
-            "[credits]\nrebate_fraction = 0.5\nrebate_min_util = 0.3\n",
-        )
+        t.replace("[node]\n", "[node]\ngpu_share = 2\n")
+            .replace(
+                "[credits]\n",
+                "[credits]\nrebate_fraction = 0.5\nrebate_min_util = 0.3\n",
+            )
+            .replace("[metrics]\n", "[metrics]\nper_member = true\n")
     });
     pool.start();
     let work = pool.work.clone();
@@ -467,4 +469,33 @@ fn prometheus_rules_pass_promtool() {
             "no fixture for {line}"
         );
     }
+}
+
+/// `/metrics` has no login and anyone on the node can read it: unless the admin opts in, it
+/// names no member's credits or quota use (the API shows a member only their own).
+#[test]
+fn metrics_name_no_members_credits_unless_the_admin_opts_in() {
+    let mut pool = Pool::new("1:t4");
+    pool.edit_config(|t| t.replace("# sample_interval = \"5s\"", "sample_interval = \"200ms\""));
+    pool.start();
+    let go = pool.work.join("go");
+    let id = pool.submit(&[
+        "--gpus",
+        "1",
+        "--wrap",
+        &format!("while [ ! -e {} ]; do sleep 0.1; done", go.display()),
+    ]);
+    pool.wait_for(id, Duration::from_secs(20), |j| j["state"] == "RUNNING");
+    // The slower-moving series are gathered (every 6 samples), twice over.
+    wait_metric(&pool, "labpool_cache_capacity_bytes{node=");
+    std::thread::sleep(Duration::from_secs(3));
+    let page = metrics(&pool);
+    for series in ["labpool_credits_balance{", "labpool_quota_used_bytes{"] {
+        assert!(
+            !page.contains(series),
+            "{series} served by default:\n{page}"
+        );
+    }
+    std::fs::write(&go, "").unwrap();
+    pool.stop();
 }

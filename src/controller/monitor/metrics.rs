@@ -75,6 +75,10 @@ pub fn render(service: &MonitorService) -> String {
             extras: inner.extras.0.clone(),
         }
     };
+    if !service.config.metrics.per_member {
+        view.extras.credits.clear();
+        view.extras.quotas.clear();
+    }
     view.disks = super::observe::disks(&service.config)
         .into_iter()
         .map(|(p, v)| (p.display().to_string(), v))
