@@ -90,3 +90,18 @@ pub fn gpu_list(gpus: &[u32]) -> String {
 pub fn or_dash<T: ToString>(v: Option<T>) -> String {
     v.map_or_else(|| "-".to_string(), |v| v.to_string())
 }
+
+/// `text` safe to print on someone's terminal: control characters (escape sequences, bells,
+/// carriage returns, newlines) written as `\u{1b}` and so on. A member names jobs, paths and
+/// comments that other members' `show` prints.
+pub fn printable(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_unicode().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}

@@ -68,10 +68,24 @@ pub fn body(format: Format, notice: &Notice) -> Value {
         }),
         Format::Feishu => json!({
             "msg_type": "text",
-            "content": { "text": notice.message() },
+            "content": { "text": feishu_text(&notice.message()) },
         }),
-        Format::Slack => json!({ "text": notice.message() }),
+        Format::Slack => json!({ "text": slack_text(&notice.message()) }),
     }
+}
+
+/// Text as Slack shows it and nothing more: `<!channel>`, `<!everyone>`, `<@U123>` and links
+/// in a job's name or output reach no one (Slack's own escaping of `&`, `<` and `>`).
+fn slack_text(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+/// Text as Feishu shows it: an `<at user_id="all">` in a job's name mentions no one (the
+/// bracket is shown as a full-width one).
+fn feishu_text(text: &str) -> String {
+    text.replace('<', "\u{ff1c}").replace('>', "\u{ff1e}")
 }
 
 #[cfg(test)]
@@ -100,5 +114,31 @@ mod tests {
                 .contains("@alice")
         );
         assert_eq!(body(Format::Generic, &n)["fields"]["job"], 12);
+    }
+
+    /// A member's text (a job name, an output line) mentions no one in a chat.
+    #[test]
+    fn a_members_text_mentions_no_one() {
+        let n = Notice {
+            kind: "job".into(),
+            title: "labpool Job_id=3 Name=<!channel> <!everyone> Began".into(),
+            text: "<at user_id=\"all\">all</at> & <https://x.example|click>".into(),
+            user: None,
+            fields: json!({}),
+        };
+        let slack = body(Format::Slack, &n)["text"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(!slack.contains('<') && !slack.contains('>'), "{slack}");
+        assert!(
+            slack.contains("&lt;!channel&gt;") && slack.contains("&amp;"),
+            "{slack}"
+        );
+        let feishu = body(Format::Feishu, &n)["content"]["text"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(!feishu.contains("<at"), "{feishu}");
     }
 }

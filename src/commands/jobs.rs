@@ -5,7 +5,7 @@ use crate::cli::{CancelArgs, HistoryArgs, QueueArgs, ShowArgs};
 use crate::client::Client;
 use crate::controller::http::JobDetail;
 use crate::identity::{effective_uid, user_name};
-use crate::render::{exit_text, gpu_list, or_dash, print, table};
+use crate::render::{exit_text, gpu_list, or_dash, print, printable, table};
 use crate::settings::Config;
 use crate::when::parse_when;
 use labpool_scheduler::JobState;
@@ -193,12 +193,12 @@ fn show_text(d: &JobDetail) -> String {
         ("stderr", or_dash(j.stderr.as_ref().map(|p| p.display()))),
         ("attempt", j.attempt.to_string()),
     ];
-    let mut out = format!("Job {} ({})\n", j.id, j.name);
+    let mut out = format!("Job {} ({})\n", j.id, printable(&j.name));
     for (k, v) in fields {
         if matches!(k, "not before" | "comment") && v == "-" {
             continue;
         }
-        out.push_str(&format!("  {k:<11} {v}\n"));
+        out.push_str(&format!("  {k:<11} {}\n", printable(&v)));
     }
     out.push_str("Events");
     let rows = d
@@ -208,7 +208,7 @@ fn show_text(d: &JobDetail) -> String {
             vec![
                 short_time(Some(&e.time)),
                 e.event.clone(),
-                e.detail.clone().unwrap_or_default(),
+                printable(e.detail.as_deref().unwrap_or_default()),
             ]
         })
         .collect();

@@ -98,5 +98,22 @@ fn member_set_fields_cannot_dodge_preemption_or_reach_others_raw() {
     assert_eq!(status, 200, "{answer}");
     let id = answer["job_id"].as_u64().unwrap();
     assert_eq!(s(&pool.job(id), "name"), "train");
+
+    // A path is text a member chose too: `show` prints its escape sequences as text.
+    let odd = pool.work.join("w\u{1b}]0;owned\u{7}\r");
+    std::fs::create_dir(&odd).unwrap();
+    let out = pool
+        .command(&["submit", "--parsable", "--hold", "--wrap", "true"])
+        .current_dir(&odd)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let held = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let shown = pool.ok(&["show", &held]);
+    assert!(
+        !shown.contains('\u{1b}') && !shown.contains('\r'),
+        "{shown:?}"
+    );
+    assert!(shown.contains("w\\u{1b}]0;owned\\u{7}\\u{d}"), "{shown}");
     pool.stop();
 }

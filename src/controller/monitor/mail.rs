@@ -213,6 +213,13 @@ async fn deliver(service: &MonitorService, job: &JobRow, kind: &str, subject: &s
     .await;
 }
 
+/// A subject as mail clients show it: a job's name may be any text, and an RFC 2047 encoded word
+/// in it (`=?utf-8?b?…?=`) would be decoded into something else; a zero-width space after the
+/// `=` keeps it literal (and makes the subject an encoded word of its own).
+fn literal_subject(subject: &str) -> String {
+    subject.replace("=?", "=\u{200b}?")
+}
+
 pub(crate) async fn send_mail(
     relay: &str,
     from: Option<&str>,
@@ -220,6 +227,7 @@ pub(crate) async fn send_mail(
     subject: &str,
     body: &str,
 ) -> anyhow::Result<()> {
+    let subject = literal_subject(subject);
     let (host, port) = relay
         .rsplit_once(':')
         .and_then(|(h, p)| Some((h, p.parse::<u16>().ok()?)))
@@ -235,7 +243,7 @@ pub(crate) async fn send_mail(
     let message = Message::builder()
         .from(from)
         .to(to.parse()?)
-        .subject(subject)
+        .subject(subject.as_str())
         .body(body.to_string())?;
     let transport = AsyncSmtpTransport::<Tokio1Executor>::builder_dangerous(host)
         .port(port)
@@ -243,4 +251,24 @@ pub(crate) async fn send_mail(
         .build();
     transport.send(message).await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A job named as an encoded word reaches the subject as the text it is.
+    #[test]
+    fn an_encoded_word_in_a_job_name_stays_literal() {
+        let name = "=?utf-8?b?WW91ciBhY2NvdW50IGlzIHN1c3BlbmRlZA==?=";
+        let subject = literal_subject(&format!("labpool Job_id=4 Name={name} Began"));
+        let m = Message::builder()
+            .from("labpool@lab.example".parse().unwrap())
+            .to("alice@lab.example".parse().unwrap())
+            .subject(subject)
+            .body(String::new())
+            .unwrap();
+        let text = String::from_utf8(m.formatted()).unwrap();
+        assert!(!text.contains(name), "{text}");
+    }
 }
