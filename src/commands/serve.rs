@@ -54,7 +54,13 @@ pub async fn run_agent(config: Config) -> anyhow::Result<()> {
 }
 
 /// Runs `labpool serve`.
-pub async fn run(config: Config) -> anyhow::Result<()> {
+pub async fn run(mut config: Config) -> anyhow::Result<()> {
     init_logging(config.controller.log_file.as_deref(), true)?;
+    let path = config.path.clone();
+    match config.alerts.resolve_webhook(&path) {
+        Ok(Some(warning)) => tracing::warn!("{warning}"),
+        Ok(None) => {}
+        Err(e) => anyhow::bail!(e),
+    }
     crate::controller::serve(config, stop_signal()).await
 }

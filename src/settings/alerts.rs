@@ -12,6 +12,9 @@ use std::time::Duration;
 pub struct AlertsConfig {
     /// A URL (`http://host:port/path`) that notices are POSTed to as JSON.
     pub webhook: Option<String>,
+    /// A file holding the webhook's URL, readable by its owner only: a bot's URL is its key,
+    /// and `labpool.toml` is read by every member's CLI. Read by the controller as it starts.
+    pub webhook_file: Option<std::path::PathBuf>,
     /// The body's shape: generic, wecom, dingtalk, feishu or slack.
     pub webhook_format: Format,
     /// Addresses alerts and zombie notices are also mailed to, through `[mail] smtp`.
@@ -41,6 +44,7 @@ impl Default for AlertsConfig {
         let d = |ms: i64| Duration::from_millis(ms as u64);
         AlertsConfig {
             webhook: None,
+            webhook_file: None,
             webhook_format: Format::Generic,
             mail_to: Vec::new(),
             gpu_temp_celsius: t.gpu_temp_c,
@@ -55,6 +59,45 @@ impl Default for AlertsConfig {
 }
 
 impl AlertsConfig {
+    /// For the controller as it starts: the URL from `webhook_file` (a file only its owner may
+    /// read), and a warning when the URL sits in a config file others can read.
+    pub fn resolve_webhook(
+        &mut self,
+        config_file: &std::path::Path,
+    ) -> Result<Option<String>, String> {
+        use std::os::unix::fs::MetadataExt;
+        if let Some(path) = &self.webhook_file {
+            let meta = std::fs::metadata(path)
+                .map_err(|e| format!("[alerts] webhook_file {}: {e}", path.display()))?;
+            if meta.mode() & 0o077 != 0 {
+                return Err(format!(
+                    "[alerts] webhook_file {} is readable by others (mode {:o}), and the URL is the bot's key; chmod 600 {}",
+                    path.display(),
+                    meta.mode() & 0o777,
+                    path.display()
+                ));
+            }
+            let url = std::fs::read_to_string(path)
+                .map_err(|e| format!("[alerts] webhook_file {}: {e}", path.display()))?;
+            let url = url.trim().to_string();
+            if !url.starts_with("http://") {
+                return Err(format!(
+                    "[alerts] webhook_file {}: give an http:// URL (https is not supported; use a local relay)",
+                    path.display()
+                ));
+            }
+            self.webhook = Some(url);
+            return Ok(None);
+        }
+        let readable = std::fs::metadata(config_file).is_ok_and(|m| m.mode() & 0o004 != 0);
+        Ok((self.webhook.is_some() && readable).then(|| {
+            format!(
+                "[alerts] webhook is written in {}, which every user can read, and a bot's URL is its key: move it to a file of its own (mode 0600) named by [alerts] webhook_file",
+                config_file.display()
+            )
+        }))
+    }
+
     /// The thresholds, in the monitor's units.
     pub fn thresholds(&self) -> Thresholds {
         let ms = |d: Duration| d.as_millis() as i64;
@@ -72,6 +115,11 @@ impl AlertsConfig {
     /// `webhook` is an http:// URL; the clear mark is not above the fire mark.
     pub(super) fn check(&self) -> Result<(), String> {
         let mut problems = Vec::new();
+        if self.webhook.is_some() && self.webhook_file.is_some() {
+            problems.push(
+                "[alerts]: give the webhook's URL once, as webhook or (better) webhook_file".into(),
+            );
+        }
         if let Some(w) = &self.webhook
             && !w.starts_with("http://")
         {

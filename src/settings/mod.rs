@@ -221,6 +221,9 @@ impl Config {
         self.envs.rebase(base);
         self.snapshots.rebase(base);
         self.quotas.rebase(base);
+        if let Some(p) = self.alerts.webhook_file.as_mut() {
+            rebase(base, p);
+        }
         self.executor.rebase(base);
     }
 

@@ -201,3 +201,45 @@ fn mail_types_reach_the_mail_user_and_every_member_is_warned_before_the_limit() 
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--mail-type: FINISH not known"), "{err}");
 }
+
+/// A chat bot's webhook URL is its key, and `labpool.toml` is read by every member's CLI: the
+/// controller warns when the URL is written there, takes it from a file of its own, and will
+/// not start on such a file that others can read.
+#[test]
+fn the_webhook_url_is_kept_where_members_cannot_read_it() {
+    use std::os::unix::fs::PermissionsExt;
+    let (hook, posts) = webhook();
+    let mut pool = Pool::new("1:t4");
+    pool.edit_config(|t| format!("{t}\n[alerts]\nwebhook = \"{hook}\"\n"));
+    std::fs::set_permissions(&pool.config, std::fs::Permissions::from_mode(0o644)).unwrap();
+    pool.start();
+    pool.stop();
+    assert!(
+        pool.serve_log()
+            .contains("which every user can read, and a bot's URL is its key"),
+        "{}",
+        pool.serve_log()
+    );
+
+    let file = pool.dir.join("webhook.url");
+    std::fs::write(&file, format!("{hook}\n")).unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    pool.edit_config(|t| {
+        t.replace(
+            &format!("webhook = \"{hook}\""),
+            &format!("webhook_file = \"{}\"", file.display()),
+        )
+    });
+    let out = pool.command(&["serve"]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("is readable by others (mode 644)"), "{err}");
+
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    pool.start();
+    let id = pool.submit(&["--mail-type=BEGIN", "--wrap", "true"]);
+    pool.wait_done(id, Duration::from_secs(20));
+    let post = posts.recv_timeout(Duration::from_secs(20)).unwrap();
+    assert!(post.contains(&format!("Job_id={id}")), "{post}");
+    pool.stop();
+}

@@ -86,6 +86,7 @@ fn pool_with_a_snapshot(mb: usize) -> (Pool, PathBuf) {
 fn s3_config(pool: &Pool, moto: &Moto) {
     let secret = pool.dir.join("s3.secret");
     std::fs::write(&secret, "test-secret\n").unwrap();
+    set_mode(&secret, 0o600);
     let endpoint = moto.endpoint.clone();
     let secret = secret.display().to_string();
     pool.edit_config(|t| {
@@ -93,6 +94,11 @@ fn s3_config(pool: &Pool, moto: &Moto) {
             "{t}\n[snapshots.s3]\nendpoint = \"http://{endpoint}\"\naccess_key_id = \"test\"\nsecret_access_key_file = \"{secret}\"\n"
         )
     });
+}
+
+fn set_mode(path: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
 }
 
 fn files_in(dir: &Path) -> usize {
@@ -127,6 +133,14 @@ fn a_copy_in_s3_survives_a_kill_names_damage_and_restores_without_the_primary() 
     s3_config(&pool, &moto);
     pool.stop();
     pool.start();
+
+    // A secret anyone on the machine can read is not used.
+    let secret = pool.dir.join("s3.secret");
+    set_mode(&secret, 0o644);
+    let err = crate::pool::fails_stderr(&pool, &["snapshot", "copy", "--to", "s3://lab/labpool"]);
+    assert!(err.contains("is readable by others (mode 644)"), "{err}");
+    assert!(err.contains("chmod 600"), "{err}");
+    set_mode(&secret, 0o600);
 
     // Killed while sending: the next copy sends only the rest.
     let mut first = pool
