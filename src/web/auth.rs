@@ -13,6 +13,12 @@ use std::time::{Duration, Instant};
 /// The session cookie's name.
 pub const COOKIE: &str = "labpool_session";
 
+/// Unused login tokens one user may hold; a new one drops their oldest.
+const TOKENS_PER_USER: usize = 8;
+
+/// Sessions one user may hold (browsers, devices); a new one ends their oldest.
+const SESSIONS_PER_USER: usize = 16;
+
 /// A logged-in browser.
 #[derive(Debug, Clone)]
 pub struct Session {
@@ -84,6 +90,21 @@ impl Logins {
         let mut store = self.lock();
         store.tokens.retain(|_, (_, until)| *until > now);
         store.sessions.retain(|_, s| s.expires > now);
+        // Each user's tokens are bounded, so the store (and this scan) is bounded by the pool's
+        // users, however often anyone asks.
+        let mut mine: Vec<(Instant, String)> = store
+            .tokens
+            .iter()
+            .filter(|(_, (u, _))| *u == uid)
+            .map(|(t, (_, until))| (*until, t.clone()))
+            .collect();
+        mine.sort();
+        for (_, old) in mine
+            .iter()
+            .take((mine.len() + 1).saturating_sub(TOKENS_PER_USER))
+        {
+            store.tokens.remove(old);
+        }
         store
             .tokens
             .insert(token.clone(), (uid, now + self.token_lifetime));
@@ -108,6 +129,19 @@ impl Logins {
             csrf: random_hex(32),
             expires: now + self.session_lifetime,
         };
+        let mut mine: Vec<(Instant, String)> = store
+            .sessions
+            .iter()
+            .filter(|(_, s)| s.uid == uid)
+            .map(|(id, s)| (s.expires, id.clone()))
+            .collect();
+        mine.sort();
+        for (_, old) in mine
+            .iter()
+            .take((mine.len() + 1).saturating_sub(SESSIONS_PER_USER))
+        {
+            store.sessions.remove(old);
+        }
         store.sessions.insert(id.clone(), session.clone());
         Ok((id, session))
     }
@@ -189,6 +223,30 @@ mod tests {
         assert!(logins.redeem(&late).is_err(), "expired");
         logins.end(&id);
         assert!(logins.session(&id).is_none());
+    }
+
+    /// A member who asks for logins in a loop holds a bounded number of tokens and sessions;
+    /// others' are untouched.
+    #[test]
+    fn each_user_holds_a_bounded_number_of_tokens_and_sessions() {
+        let logins = Logins::new(Duration::from_secs(60), Duration::from_secs(600));
+        let alices = logins.issue(1);
+        let (alice_session, _) = logins.redeem(&alices).unwrap();
+        for _ in 0..1000 {
+            let t = logins.issue(2);
+            if logins.redeem(&t).is_err() {
+                panic!("a fresh token was refused");
+            }
+            logins.issue(2);
+        }
+        let store = logins.lock();
+        assert!(store.tokens.values().filter(|(u, _)| *u == 2).count() <= TOKENS_PER_USER);
+        assert_eq!(
+            store.sessions.values().filter(|s| s.uid == 2).count(),
+            SESSIONS_PER_USER
+        );
+        drop(store);
+        assert!(logins.session(&alice_session).is_some());
     }
 
     #[test]
