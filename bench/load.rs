@@ -9,7 +9,8 @@
 //! ```
 //!
 //! Printed: jobs that ran once, twice or never; client retries (a submit that lost its answer
-//! and was sent again with the same key); the drain rate, jobs per second from the first submit
+//! and was sent again with the same key, and one sent again because the controller was down,
+//! as a member's script would); the drain rate, jobs per second from the first submit
 //! to the last job's end; the controller's resident memory once idle after the load, against
 //! its size once restarted on the same database, and their ratio; and the slow statements the
 //! controller logged. The pool has one node of 8 virtual GPUs and each job holds one.
@@ -48,7 +49,10 @@ impl Pool {
             .unwrap();
         let t0 = Instant::now();
         while !self.cli(&["queue", "--me"]).status.success() {
-            assert!(t0.elapsed() < Duration::from_secs(60), "serve did not start");
+            assert!(
+                t0.elapsed() < Duration::from_secs(60),
+                "serve did not start"
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
         child
@@ -64,15 +68,24 @@ impl Pool {
     }
 }
 
-/// Resident memory of `pid`, MiB.
-fn rss_mib(pid: u32) -> f64 {
+/// One `/proc/PID/status` line's value (`VmRSS`, `RssAnon`, `RssFile`), MiB.
+fn status_mib(pid: u32, key: &str) -> f64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     status
         .lines()
-        .find(|l| l.starts_with("VmRSS:"))
+        .find(|l| l.starts_with(&format!("{key}:")))
         .and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
         .unwrap_or(0.0)
         / 1024.0
+}
+
+/// Resident memory of `pid`, MiB, with its anonymous and file-backed parts.
+fn rss_mib(pid: u32) -> (f64, f64, f64) {
+    (
+        status_mib(pid, "VmRSS"),
+        status_mib(pid, "RssAnon"),
+        status_mib(pid, "RssFile"),
+    )
 }
 
 /// Lines of `path` (the job ids that ran, one a line).
@@ -105,24 +118,48 @@ fn main() {
     let submitted = Arc::new(AtomicUsize::new(0));
     let retries = Arc::new(AtomicUsize::new(0));
     let failed = Arc::new(AtomicUsize::new(0));
+    let refused = Arc::new(AtomicUsize::new(0));
     let t0 = Instant::now();
     let pool = Arc::new(pool);
     let workers: Vec<_> = (0..clients)
         .map(|c| {
-            let (pool, submitted, retries, failed) = (
+            let (pool, submitted, retries, failed, refused) = (
                 pool.clone(),
                 submitted.clone(),
                 retries.clone(),
                 failed.clone(),
+                refused.clone(),
             );
             let script = format!("echo $LABPOOL_JOB_ID >> {}", ran_file.display());
             std::thread::spawn(move || {
                 for _ in (c..jobs).step_by(clients) {
-                    let out = pool.cli(&[
-                        "submit", "--parsable", "--gpus", "1", "-o", "/dev/null", "--wrap", &script,
-                    ]);
+                    // A controller that is down (not yet restarted) is tried again: nothing was
+                    // sent, so nothing can be queued twice.
+                    let out = loop {
+                        let out = pool.cli(&[
+                            "submit",
+                            "--parsable",
+                            "--gpus",
+                            "1",
+                            "-o",
+                            "/dev/null",
+                            "--wrap",
+                            &script,
+                        ]);
+                        if String::from_utf8_lossy(&out.stderr)
+                            .contains("cannot reach the labpool controller")
+                        {
+                            refused.fetch_add(1, Ordering::Relaxed);
+                            std::thread::sleep(Duration::from_millis(200));
+                            continue;
+                        }
+                        break out;
+                    };
                     let err = String::from_utf8_lossy(&out.stderr);
-                    retries.fetch_add(err.matches("trying again with the same submit id").count(), Ordering::Relaxed);
+                    retries.fetch_add(
+                        err.matches("trying again with the same submit id").count(),
+                        Ordering::Relaxed,
+                    );
                     if out.status.success() {
                         submitted.fetch_add(1, Ordering::Relaxed);
                     } else {
@@ -142,7 +179,10 @@ fn main() {
         let mut s = server.lock().unwrap();
         let _ = s.kill();
         let _ = s.wait();
-        eprintln!("load: kill -9 {k} of {kills} at {at} submits ({:.0} s)", t0.elapsed().as_secs_f64());
+        eprintln!(
+            "load: kill -9 {k} of {kills} at {at} submits ({:.0} s)",
+            t0.elapsed().as_secs_f64()
+        );
         *s = pool.serve();
     }
     for w in workers {
@@ -202,15 +242,29 @@ fn main() {
     println!("| jobs, clients, kill -9s | {jobs}, {clients}, {kills} |");
     println!("| ran once / twice / never | {once} / {twice} / {never} |");
     println!(
-        "| submits failed / client retries | {} / {} |",
+        "| submits failed / retried after a lost answer / sent again to a stopped controller | {} / {} / {} |",
         failed.load(Ordering::Relaxed),
-        retries.load(Ordering::Relaxed)
+        retries.load(Ordering::Relaxed),
+        refused.load(Ordering::Relaxed)
     );
     println!("| submitting took | {submit_s:.1} s |");
-    println!("| drain rate (first submit to last end) | {:.1} jobs/s |", jobs as f64 / drain_s);
-    println!("| controller idle after the load | {loaded:.0} MiB |");
-    println!("| controller idle, restarted on the same database | {restarted:.0} MiB |");
-    println!("| after load / restarted | {:.2}x |", loaded / restarted.max(1.0));
+    println!(
+        "| drain rate (first submit to last end) | {:.1} jobs/s |",
+        jobs as f64 / drain_s
+    );
+    println!(
+        "| controller idle after the load (anonymous, file) | {:.0} MiB ({:.0}, {:.0}) |",
+        loaded.0, loaded.1, loaded.2
+    );
+    println!(
+        "| controller idle, restarted on the same database (anonymous, file) | {:.0} MiB ({:.0}, {:.0}) |",
+        restarted.0, restarted.1, restarted.2
+    );
+    println!(
+        "| after load / restarted: resident, anonymous | {:.2}x, {:.2}x |",
+        loaded.0 / restarted.0.max(1.0),
+        loaded.1 / restarted.1.max(1.0)
+    );
     println!("| slow statements logged | {slow} |");
     let mut s = server.lock().unwrap();
     let _ = s.kill();

@@ -21,6 +21,7 @@ pub mod homes;
 pub mod http1;
 pub mod identity;
 pub mod link_auth;
+pub mod memory;
 pub mod metrics_http;
 pub mod progress;
 pub mod render;

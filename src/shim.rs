@@ -82,6 +82,9 @@ enum Event {
 /// Runs the shim for the attempt in `dir`. Returns when the job has ended and its status is
 /// written, or at once when the attempt is fenced or already ended.
 pub fn run(dir: &Path) -> anyhow::Result<()> {
+    // A session of its own, first: the shim (and the job) outlive the agent or controller that
+    // started it, and its terminal. (The agent spawns it with nothing run before exec.)
+    let _ = nix::unistd::setsid();
     // Block the stop signals before anything else, so that a cancel that arrives early is
     // queued rather than killing the shim; the signal thread below takes them.
     let mut stop = SigSet::empty();

@@ -59,6 +59,9 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<()> {
         Command::Serve | Command::Agent | Command::Demo(_)
     );
     let runtime = if multi_thread {
+        // A daemon frees as much as it allocates over a day: give it back to the system.
+        crate::memory::limit_arenas();
+        crate::memory::trim_every(std::time::Duration::from_secs(10));
         tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
