@@ -32,6 +32,8 @@ pub mod settings;
 pub mod shim;
 pub mod slurm;
 pub mod slurm_gate;
+#[cfg(test)]
+pub(crate) mod small_fs;
 pub mod socket;
 pub mod transport;
 pub mod web;

@@ -135,7 +135,10 @@ proptest! {
                 let start = s.running().find(|(j, _)| j.id == id).unwrap().1.start;
                 attempts_s += gpus_of(&s, id) * now.secs_since(start) as f64;
                 let (spec, alloc) = s.running().find(|(j, _)| j.id == id).unwrap();
-                let rate = if spec.preemptible { 0.5 } else { 1.0 };
+                // Half price only where preemption is possible: an emergency job or a session
+                // pays in full whatever it asked for.
+                let shielded = spec.emergency || spec.interactive || spec.reservation.is_some();
+                let rate = if spec.preemptible && !shielded { 0.5 } else { 1.0 };
                 charged_s += s.charge_for(spec, alloc, now) * 3600.0 / rate;
                 stopping.remove(&id);
                 if done {

@@ -458,26 +458,15 @@ mod tests {
     /// On a file system with no room left, the records still land in the room set aside.
     #[test]
     fn records_are_written_into_their_room_on_a_full_file_system() {
-        if !nix::unistd::geteuid().is_root() {
-            assert!(
-                std::env::var("LABPOOL_TEST_STRICT").is_err(),
-                "needs root to mount a small tmpfs"
-            );
-            eprintln!("SKIPPED: needs root to mount a small tmpfs");
+        let Some(fs) = crate::small_fs::SmallFs::mount("256k") else {
             return;
-        }
-        let tmp = tempfile::tempdir().unwrap();
-        let mounted = std::process::Command::new("mount")
-            .args(["-t", "tmpfs", "-o", "size=256k", "tmpfs"])
-            .arg(tmp.path())
-            .status()
-            .unwrap();
-        assert!(mounted.success());
-        let d = JobDir::new(tmp.path(), 9, 1);
+        };
+        let tmp = fs.path();
+        let d = JobDir::new(tmp, 9, 1);
         d.create(0, 0, "#!/bin/sh\n").unwrap();
         d.reserve(&RESERVED_RECORDS).unwrap();
         // Fill every block that is left.
-        let mut filler = File::create(tmp.path().join("filler")).unwrap();
+        let mut filler = File::create(tmp.join("filler")).unwrap();
         while filler.write_all(&[0u8; 4096]).is_ok() {}
         let _ = filler.sync_all();
         assert!(d.write_json("other.json", &1).is_err(), "the disk is full");
@@ -492,8 +481,5 @@ mod tests {
         assert_eq!(d.started().unwrap().pgid, 2);
         assert_eq!(d.status().unwrap(), outcome);
         drop(filler);
-        let _ = std::process::Command::new("umount")
-            .arg(tmp.path())
-            .status();
     }
 }

@@ -45,6 +45,23 @@ struct Store {
     sessions: BTreeMap<String, Session>,
 }
 
+/// Removes one user's entries of `map` (those `theirs` gives an expiry for), soonest to expire
+/// first, until one more fits under `most`.
+fn make_room<V>(
+    map: &mut BTreeMap<String, V>,
+    most: usize,
+    theirs: impl Fn(&V) -> Option<Instant>,
+) {
+    let mut mine: Vec<(Instant, String)> = map
+        .iter()
+        .filter_map(|(k, v)| Some((theirs(v)?, k.clone())))
+        .collect();
+    mine.sort();
+    for (_, old) in mine.iter().take((mine.len() + 1).saturating_sub(most)) {
+        map.remove(old);
+    }
+}
+
 /// One-time login tokens and the sessions they opened.
 pub struct Logins {
     store: Mutex<Store>,
@@ -92,19 +109,9 @@ impl Logins {
         store.sessions.retain(|_, s| s.expires > now);
         // Each user's tokens are bounded, so the store (and this scan) is bounded by the pool's
         // users, however often anyone asks.
-        let mut mine: Vec<(Instant, String)> = store
-            .tokens
-            .iter()
-            .filter(|(_, (u, _))| *u == uid)
-            .map(|(t, (_, until))| (*until, t.clone()))
-            .collect();
-        mine.sort();
-        for (_, old) in mine
-            .iter()
-            .take((mine.len() + 1).saturating_sub(TOKENS_PER_USER))
-        {
-            store.tokens.remove(old);
-        }
+        make_room(&mut store.tokens, TOKENS_PER_USER, |(u, until)| {
+            (*u == uid).then_some(*until)
+        });
         store
             .tokens
             .insert(token.clone(), (uid, now + self.token_lifetime));
@@ -129,19 +136,9 @@ impl Logins {
             csrf: random_hex(32),
             expires: now + self.session_lifetime,
         };
-        let mut mine: Vec<(Instant, String)> = store
-            .sessions
-            .iter()
-            .filter(|(_, s)| s.uid == uid)
-            .map(|(id, s)| (s.expires, id.clone()))
-            .collect();
-        mine.sort();
-        for (_, old) in mine
-            .iter()
-            .take((mine.len() + 1).saturating_sub(SESSIONS_PER_USER))
-        {
-            store.sessions.remove(old);
-        }
+        make_room(&mut store.sessions, SESSIONS_PER_USER, |s| {
+            (s.uid == uid).then_some(s.expires)
+        });
         store.sessions.insert(id.clone(), session.clone());
         Ok((id, session))
     }
