@@ -2,7 +2,7 @@
 
 use crate::AuthError;
 use std::io::{Read, Write};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 /// The shared secret of a pool's nodes.
@@ -56,20 +56,14 @@ impl ClusterKey {
             path: path.to_path_buf(),
             why,
         };
-        let meta = std::fs::metadata(path).map_err(|e| {
-            bad(format!(
-                "cannot read it ({e}); copy the controller's cluster.key to this node"
-            ))
-        })?;
-        if meta.mode() & 0o077 != 0 {
-            return Err(bad(format!(
-                "it is readable by others (mode {:o}), so anyone on this machine could act as a node; chmod 600 {}",
-                meta.mode() & 0o777,
-                path.display()
-            )));
-        }
-        let text =
-            std::fs::read_to_string(path).map_err(|e| bad(format!("cannot read it: {e}")))?;
+        use crate::secret_file::SecretFileError;
+        let text = crate::read_owner_only(path, "anyone on this machine could act as a node")
+            .map_err(|e| match e {
+                SecretFileError::Missing(e) => bad(format!(
+                    "cannot read it ({e}); copy the controller's cluster.key to this node"
+                )),
+                other => bad(other.to_string()),
+            })?;
         ClusterKey::from_hex(&text).ok_or_else(|| {
             bad("it is not 64 hex digits; copy it again from the controller (labpool init writes it)".to_string())
         })

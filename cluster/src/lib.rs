@@ -15,10 +15,12 @@
 
 pub mod error;
 pub mod key;
+pub mod secret_file;
 pub mod sign;
 pub mod verify;
 
 pub use error::AuthError;
 pub use key::ClusterKey;
+pub use secret_file::{SecretFileError, read_owner_only};
 pub use sign::{Head, Request, Signature, body_sha256};
 pub use verify::Verifier;

@@ -95,6 +95,12 @@ pub fn load(
             }
         }
     });
+    let too_much = || {
+        format!(
+            "the login shell of {user} printed more than {} (is the profile printing in a loop?)",
+            labpool_units::format_size(MAX_OUTPUT as u64)
+        )
+    };
     let t0 = Instant::now();
     let mut bytes = Vec::new();
     let outcome = loop {
@@ -102,10 +108,7 @@ pub fn load(
             bytes.extend_from_slice(&chunk);
         }
         if bytes.len() > MAX_OUTPUT {
-            break Err(format!(
-                "the login shell of {user} printed more than {} (is the profile printing in a loop?)",
-                labpool_units::format_size(MAX_OUTPUT as u64)
-            ));
+            break Err(too_much());
         }
         // Seen but not reaped: the process group cannot be taken by anyone else yet.
         match waitid(
@@ -140,10 +143,7 @@ pub fn load(
     while let Ok(chunk) = chunks.recv_timeout(until.saturating_duration_since(Instant::now())) {
         bytes.extend_from_slice(&chunk);
         if bytes.len() > MAX_OUTPUT {
-            return Err(format!(
-                "the login shell of {user} printed more than {}",
-                labpool_units::format_size(MAX_OUTPUT as u64)
-            ));
+            return Err(too_much());
         }
     }
     Ok(parse(after_mark(&bytes)))

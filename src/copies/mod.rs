@@ -82,23 +82,13 @@ impl CopyTarget {
                     .as_ref()
                     .context("an s3:// copy needs [snapshots.s3] in the config")?;
                 let file = &s3.secret_access_key_file;
-                if let Ok(meta) = std::fs::metadata(file)
-                    && std::os::unix::fs::MetadataExt::mode(&meta) & 0o077 != 0
-                {
-                    anyhow::bail!(
-                        "the secret access key file {} is readable by others (mode {:o}), so anyone on this machine could write to the bucket; chmod 600 {}",
-                        file.display(),
-                        std::os::unix::fs::MetadataExt::mode(&meta) & 0o777,
-                        file.display()
-                    );
-                }
-                let secret =
-                    std::fs::read_to_string(&s3.secret_access_key_file).with_context(|| {
-                        format!(
-                            "cannot read the secret access key from {}",
-                            s3.secret_access_key_file.display()
-                        )
-                    })?;
+                let secret = labpool_cluster::read_owner_only(
+                    file,
+                    "anyone on this machine could write to the bucket",
+                )
+                .map_err(|why| {
+                    anyhow::anyhow!("the secret access key file {}: {why}", file.display())
+                })?;
                 let credentials =
                     rusty_s3::Credentials::new(s3.access_key_id.clone(), secret.trim().to_string());
                 Box::new(s3::S3Store::new(

@@ -67,18 +67,8 @@ impl AlertsConfig {
     ) -> Result<Option<String>, String> {
         use std::os::unix::fs::MetadataExt;
         if let Some(path) = &self.webhook_file {
-            let meta = std::fs::metadata(path)
-                .map_err(|e| format!("[alerts] webhook_file {}: {e}", path.display()))?;
-            if meta.mode() & 0o077 != 0 {
-                return Err(format!(
-                    "[alerts] webhook_file {} is readable by others (mode {:o}), and the URL is the bot's key; chmod 600 {}",
-                    path.display(),
-                    meta.mode() & 0o777,
-                    path.display()
-                ));
-            }
-            let url = std::fs::read_to_string(path)
-                .map_err(|e| format!("[alerts] webhook_file {}: {e}", path.display()))?;
+            let url = labpool_cluster::read_owner_only(path, "they could post as the bot")
+                .map_err(|why| format!("[alerts] webhook_file {}: {why}", path.display()))?;
             let url = url.trim().to_string();
             if !url.starts_with("http://") {
                 return Err(format!(
