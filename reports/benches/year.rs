@@ -64,6 +64,7 @@ fn main() {
         leaderboard: Leaderboard::On,
         utc_offset_min: 480,
         storage: None,
+        now_ms: None,
     };
     let mut times = Vec::new();
     let mut sizes = (0, 0);

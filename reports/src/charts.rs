@@ -11,8 +11,23 @@ pub fn esc(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
-/// A horizontal bar chart: one bar per (label, value), scaled to the largest.
+/// A horizontal bar chart: one bar per (label, value), scaled to the largest, each value
+/// written to one decimal with its unit (`12.5 h`).
 pub fn bars(title: &str, rows: &[(String, f64)], unit: &str) -> String {
+    bars_written(title, rows, |v| format!("{v:.1}{unit}"))
+}
+
+/// A horizontal bar chart of counts (jobs by outcome), each written as the whole number it is.
+pub fn count_bars(title: &str, rows: &[(String, u64)]) -> String {
+    let rows: Vec<(String, f64)> = rows.iter().map(|(k, v)| (k.clone(), *v as f64)).collect();
+    bars_written(title, &rows, |v| format!("{v:.0}"))
+}
+
+fn bars_written(
+    title: &str,
+    rows: &[(String, f64)],
+    write_value: impl Fn(f64) -> String,
+) -> String {
     let max = rows.iter().map(|(_, v)| *v).fold(0.0, f64::max).max(1e-9);
     let (row_h, label_w, bar_w) = (22, 160, 440);
     let h = row_h * rows.len().max(1) + 8;
@@ -27,14 +42,14 @@ pub fn bars(title: &str, rows: &[(String, f64)], unit: &str) -> String {
         let w = (v / max * bar_w as f64).round() as usize;
         let _ = write!(
             s,
-            "<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text><rect x=\"{label_w}\" y=\"{y}\" width=\"{w}\" height=\"{}\" class=\"bar\"/><text x=\"{}\" y=\"{}\">{v:.1}{}</text>",
+            "<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text><rect x=\"{label_w}\" y=\"{y}\" width=\"{w}\" height=\"{}\" class=\"bar\"/><text x=\"{}\" y=\"{}\">{}</text>",
             label_w - 6,
             y + 14,
             esc(label),
             row_h - 6,
             label_w + w + 6,
             y + 14,
-            esc(unit)
+            esc(&write_value(*v))
         );
     }
     s.push_str("</svg></figure>");

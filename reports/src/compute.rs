@@ -12,9 +12,33 @@ fn overlap(a: i64, b: i64, from: i64, to: i64) -> i64 {
     (b.min(to) - a.max(from)).max(0)
 }
 
-/// A job's held interval: start to end, or to the range's end while it runs.
-fn held(j: &JobRecord, to: i64) -> Option<(i64, i64)> {
-    Some((j.start_ms?, j.end_ms.unwrap_or(to)))
+/// A job's held interval: start to end, or to `until` (the range's end, or now in a range
+/// still in progress) while it runs. Nothing is held after `until`.
+fn held(j: &JobRecord, until: i64) -> Option<(i64, i64)> {
+    let start = j.start_ms.filter(|s| *s < until)?;
+    Some((start, j.end_ms.unwrap_or(until).min(until)))
+}
+
+/// A job's asked-for interval: submit until it started, or until it ended without starting
+/// (cancelled while pending), or to `until` while it still waits.
+fn asked(j: &JobRecord, until: i64) -> (i64, i64) {
+    let stop = j.start_ms.or(j.end_ms).unwrap_or(until).min(until);
+    (j.submit_ms.min(stop), stop)
+}
+
+/// Whether a job belongs to the range: submitted before it ended, and not over before it
+/// began.
+fn in_range(j: &JobRecord, from: i64, until: i64) -> bool {
+    j.submit_ms < until && j.end_ms.is_none_or(|e| e >= from)
+}
+
+/// A job's state at `until`: its own when it ended by then, else `RUNNING` or `PENDING`.
+fn state_at(j: &JobRecord, until: i64) -> String {
+    match (j.end_ms, j.start_ms) {
+        (Some(e), _) if e < until => j.state.clone(),
+        (_, Some(s)) if s < until => "RUNNING".into(),
+        _ => "PENDING".into(),
+    }
 }
 
 /// Nearest-rank percentile of sorted values: the smallest value with at least q of them at or
@@ -54,11 +78,12 @@ pub fn date_of_day(days: i64) -> String {
 
 fn group(input: &Input, key: impl Fn(&JobRecord) -> String) -> Vec<UseRow> {
     let mut rows: BTreeMap<String, UseRow> = BTreeMap::new();
+    let until = input.until_ms();
     for j in &input.jobs {
-        let Some((a, b)) = held(j, input.to_ms) else {
+        let Some((a, b)) = held(j, until) else {
             continue;
         };
-        let ms = overlap(a, b, input.from_ms, input.to_ms);
+        let ms = overlap(a, b, input.from_ms, until);
         if ms == 0 || j.gpus == 0 {
             continue;
         }
@@ -85,7 +110,7 @@ fn waits(input: &Input, key: impl Fn(&JobRecord) -> String) -> Vec<WaitRow> {
     for j in &input.jobs {
         if let Some(s) = j
             .start_ms
-            .filter(|s| (input.from_ms..input.to_ms).contains(s))
+            .filter(|s| (input.from_ms..input.until_ms()).contains(s))
         {
             groups
                 .entry(key(j))
@@ -112,17 +137,18 @@ fn waits(input: &Input, key: impl Fn(&JobRecord) -> String) -> Vec<WaitRow> {
 /// GPUs (the pool's less those held) or the GPUs waiting jobs asked for, whichever is fewer.
 fn idle_with_demand(input: &Input) -> f64 {
     // (time, change in held GPUs, change in asked-for GPUs), clipped to the range.
+    let until = input.until_ms();
     let mut events: Vec<(i64, i64, i64)> = Vec::new();
-    let clip = |t: i64| t.clamp(input.from_ms, input.to_ms);
+    let clip = |t: i64| t.clamp(input.from_ms, until);
     for j in &input.jobs {
         let g = i64::from(j.gpus);
         if g == 0 {
             continue;
         }
-        let started = j.start_ms.unwrap_or(input.to_ms);
-        events.push((clip(j.submit_ms), 0, g));
-        events.push((clip(started), 0, -g));
-        if let Some((a, b)) = held(j, input.to_ms) {
+        let (a, b) = asked(j, until);
+        events.push((clip(a), 0, g));
+        events.push((clip(b), 0, -g));
+        if let Some((a, b)) = held(j, until) {
             events.push((clip(a), g, 0));
             events.push((clip(b), -g, 0));
         }
@@ -141,19 +167,24 @@ fn idle_with_demand(input: &Input) -> f64 {
     total
 }
 
+/// Pool utilisation of each day of the range that has begun; today's counts up to now.
 fn by_day(input: &Input) -> Vec<(String, f64)> {
+    let until = input.until_ms();
+    if until <= input.from_ms {
+        return Vec::new();
+    }
     let offset = i64::from(input.utc_offset_min) * 60_000;
     let first = (input.from_ms + offset).div_euclid(DAY_MS);
-    let last = (input.to_ms - 1 + offset).div_euclid(DAY_MS);
+    let last = (until - 1 + offset).div_euclid(DAY_MS);
     let capacity = f64::from(input.pool_gpus) * 24.0;
     (first..=last)
         .map(|day| {
             let (a, b) = (day * DAY_MS - offset, (day + 1) * DAY_MS - offset);
-            let (a, b) = (a.max(input.from_ms), b.min(input.to_ms));
+            let (a, b) = (a.max(input.from_ms), b.min(until));
             let hours: f64 = input
                 .jobs
                 .iter()
-                .filter_map(|j| held(j, input.to_ms).map(|(s, e)| (j, s, e)))
+                .filter_map(|j| held(j, until).map(|(s, e)| (j, s, e)))
                 .map(|(j, s, e)| f64::from(j.gpus) * overlap(s, e, a, b) as f64 / HOUR_MS)
                 .sum();
             let cap = capacity * (b - a) as f64 / DAY_MS as f64;
@@ -235,15 +266,16 @@ fn leaders(
 /// holds two weeks or more.
 fn forecast(input: &Input) -> Option<ForecastView> {
     use crate::forecast::{Demand, forecast};
-    if input.to_ms - input.from_ms < 14 * DAY_MS {
+    let until = input.until_ms();
+    if until - input.from_ms < 14 * DAY_MS {
         return None;
     }
     let demand: Vec<Demand> = input
         .jobs
         .iter()
-        .filter(|j| (input.from_ms..input.to_ms).contains(&j.submit_ms))
+        .filter(|j| (input.from_ms..until).contains(&j.submit_ms))
         .filter_map(|j| {
-            let (a, b) = held(j, input.to_ms)?;
+            let (a, b) = held(j, until)?;
             Some(Demand {
                 at_ms: j.submit_ms,
                 for_ms: b - a,
@@ -251,8 +283,8 @@ fn forecast(input: &Input) -> Option<ForecastView> {
             })
         })
         .collect();
-    let (slots, slope) = forecast(&demand, input.to_ms);
-    let start = input.to_ms;
+    let (slots, slope) = forecast(&demand, until);
+    let start = until;
     let offset = i64::from(input.utc_offset_min) * 60_000;
     let names = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"];
     let (mut by_weekday, mut by_hour) = (vec![0.0; 7], vec![0.0; 24]);
@@ -293,26 +325,27 @@ pub fn compute(input: &Input) -> Report {
             key: "all".into(),
             ..UseRow::default()
         });
-    let range_hours = f64::from(input.pool_gpus) * (input.to_ms - input.from_ms) as f64 / HOUR_MS;
+    let until = input.until_ms();
+    let range_hours = f64::from(input.pool_gpus) * (until - input.from_ms).max(0) as f64 / HOUR_MS;
     let mut outcomes: BTreeMap<String, u64> = BTreeMap::new();
     let mut energy: Option<f64> = None;
-    for j in &input.jobs {
-        if let Some(e) = j
-            .end_ms
-            .filter(|e| (input.from_ms..input.to_ms).contains(e))
-        {
-            let _ = e;
-            *outcomes.entry(j.state.clone()).or_default() += 1;
-            if let Some(joules) = j.energy_j {
-                *energy.get_or_insert(0.0) += joules;
-            }
+    let mut jobs = 0;
+    for j in input
+        .jobs
+        .iter()
+        .filter(|j| in_range(j, input.from_ms, until))
+    {
+        jobs += 1;
+        *outcomes.entry(state_at(j, until)).or_default() += 1;
+        if let Some(joules) = j.energy_j.filter(|_| j.end_ms.is_some_and(|e| e < until)) {
+            *energy.get_or_insert(0.0) += joules;
         }
     }
     let mut credits = CreditRow::default();
     for l in input
         .ledger
         .iter()
-        .filter(|l| (input.from_ms..input.to_ms).contains(&l.time_ms))
+        .filter(|l| (input.from_ms..until).contains(&l.time_ms))
     {
         match l.kind.as_str() {
             "charge" => credits.charged += l.amount,
@@ -326,11 +359,28 @@ pub fn compute(input: &Input) -> Report {
     credits.granted = round(credits.granted, 3);
     credits.rebated = round(credits.rebated, 3);
     let (leaderboard, efficiency) = leaders(&by_user, input.leaderboard);
+    let label = if until < input.to_ms {
+        // A range in progress says where its figures stop.
+        let offset = i64::from(input.utc_offset_min) * 60_000;
+        let local = until + offset;
+        let minute = local.rem_euclid(DAY_MS) / 60_000;
+        format!(
+            "{} (to {} {:02}:{:02})",
+            input.label,
+            date_of_day(local.div_euclid(DAY_MS)),
+            minute / 60,
+            minute % 60
+        )
+    } else {
+        input.label.clone()
+    };
     let mut report = Report {
-        label: input.label.clone(),
+        label,
         from_ms: input.from_ms,
         to_ms: input.to_ms,
+        until_ms: until,
         pool_gpus: input.pool_gpus,
+        jobs,
         utilisation: if range_hours > 0.0 {
             round(100.0 * total.gpu_hours / range_hours, 1)
         } else {

@@ -52,7 +52,9 @@ pub fn to_csv(r: &Report) -> String {
     let mut out = String::from("section,key,metric,value\n");
     line(&mut out, "range", &r.label, "from_ms", r.from_ms);
     line(&mut out, "range", &r.label, "to_ms", r.to_ms);
+    line(&mut out, "range", &r.label, "until_ms", r.until_ms);
     line(&mut out, "pool", "all", "gpus", r.pool_gpus);
+    line(&mut out, "pool", "all", "jobs", r.jobs);
     line(
         &mut out,
         "pool",

@@ -1,7 +1,7 @@
 //! The report as one self-contained HTML page: inline CSS and inline SVG charts, no script, no
 //! outside fetch, laid out to print cleanly to PDF from a browser.
 
-use crate::charts::{bars, columns, esc};
+use crate::charts::{bars, columns, count_bars, esc};
 use crate::model::{LeaderRow, Report, UseRow, WaitRow};
 use std::fmt::Write;
 
@@ -157,10 +157,11 @@ pub fn to_html(r: &Report) -> String {
     );
     let _ = write!(
         s,
-        "<section><h2>Use</h2><p>{} GPUs. {} GPU-hours allocated to {} jobs: {:.1}% of the pool. {} GPU-hours left idle while jobs waited.</p>",
+        "<section><h2>Use</h2><p>{} GPUs. {} in the range, {} of them held GPUs: {} GPU-hours, {:.1}% of the pool. {} GPU-hours left idle while jobs waited.</p>",
         r.pool_gpus,
-        hours(r.total.gpu_hours),
+        labpool_units::count(r.jobs, "job"),
         r.total.jobs,
+        hours(r.total.gpu_hours),
         r.utilisation,
         hours(r.idle_with_demand_gpu_hours)
     );
@@ -181,12 +182,7 @@ pub fn to_html(r: &Report) -> String {
     s.push_str("</section><section><h2>Waiting and outcomes</h2>");
     s.push_str(&wait_table("Waits by partition", &r.waits_by_partition));
     s.push_str(&wait_table("Waits by job size", &r.waits_by_size));
-    let outcome_bars: Vec<(String, f64)> = r
-        .outcomes
-        .iter()
-        .map(|(k, v)| (k.clone(), *v as f64))
-        .collect();
-    s.push_str(&bars("Jobs by outcome", &outcome_bars, ""));
+    s.push_str(&count_bars("Jobs by outcome", &r.outcomes));
     let c = &r.credits;
     let _ = write!(
         s,

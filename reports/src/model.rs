@@ -118,6 +118,19 @@ pub struct Input {
     /// Storage now, when the caller may see it.
     #[serde(default)]
     pub storage: Option<Storage>,
+    /// Now, ms, when the range has not ended yet (a month in progress): every figure stops
+    /// here. None: the range is over.
+    #[serde(default)]
+    pub now_ms: Option<i64>,
+}
+
+impl Input {
+    /// Where the figures stop: the range's end, or now when that comes first.
+    pub fn until_ms(&self) -> i64 {
+        self.now_ms
+            .map_or(self.to_ms, |now| now.min(self.to_ms))
+            .max(self.from_ms)
+    }
 }
 
 /// GPU use of one group (a user, an account, a GPU type, a partition, or all).
@@ -214,9 +227,17 @@ pub struct Report {
     pub from_ms: i64,
     /// To, ms.
     pub to_ms: i64,
+    /// Where the figures stop: `to_ms`, or the moment the report was made while the range was
+    /// still in progress.
+    #[serde(default)]
+    pub until_ms: i64,
     /// GPUs in the pool.
     pub pool_gpus: u32,
-    /// All jobs together.
+    /// Jobs in the range: submitted before it ended and not over before it began. `outcomes`
+    /// sums to this.
+    #[serde(default)]
+    pub jobs: u64,
+    /// Jobs that held GPUs in the range, and what they held (`total.jobs` of them).
     pub total: UseRow,
     /// Per user, most GPU-hours first.
     pub by_user: Vec<UseRow>,
@@ -236,11 +257,12 @@ pub struct Report {
     pub waits_by_partition: Vec<WaitRow>,
     /// Waits per job size.
     pub waits_by_size: Vec<WaitRow>,
-    /// Jobs ended in the range, by state.
+    /// Every job in the range by its state where the figures stop: how it ended, or
+    /// `RUNNING` / `PENDING` when it had not.
     pub outcomes: Vec<(String, u64)>,
     /// Credits.
     pub credits: CreditRow,
-    /// Energy of the sampled jobs that ended in the range, kWh (None: nothing sampled).
+    /// Energy of the sampled jobs of the range that had ended, kWh (None: nothing sampled).
     pub energy_kwh: Option<f64>,
     /// By GPU-hours (None: switched off).
     pub leaderboard: Option<Vec<LeaderRow>>,

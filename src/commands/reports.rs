@@ -213,11 +213,7 @@ fn usage_text(user: &str, now: &Report, before: &Report, quota: Option<&UserQuot
             format!("{:.1}", now.total.gpu_hours),
             format!("{:.1}", before.total.gpu_hours),
         ],
-        vec![
-            "jobs".into(),
-            now.total.jobs.to_string(),
-            before.total.jobs.to_string(),
-        ],
+        vec!["jobs".into(), now.jobs.to_string(), before.jobs.to_string()],
         vec!["GPU utilisation".into(), util(now), util(before)],
         vec![
             "median wait".into(),

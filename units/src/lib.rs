@@ -1,4 +1,4 @@
-//! Sizes, rates and durations, read with one grammar and written with one printer, so that
+//! Sizes, rates, durations and counts, read with one grammar and written with one printer, so that
 //! config files, command-line options and output agree on what `G` means.
 //!
 //! `K`, `M`, `G`, `T` and `P` are binary everywhere (`50G` is 50 × 2^30 bytes), as `du -h`,
@@ -14,10 +14,12 @@
 
 #![deny(missing_docs)]
 
+mod count;
 mod duration;
 mod rate;
 mod size;
 
+pub use count::count;
 pub use duration::{format_duration, format_duration_approx, format_elapsed, parse_duration};
 pub use rate::{format_rate, parse_rate};
 pub use size::{format_mib, format_mib_exact, format_size, parse_mem_mib, parse_size};

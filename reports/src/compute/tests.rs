@@ -89,6 +89,7 @@ fn fixture(board: Leaderboard) -> Input {
             snapshot_stored_bytes: Some(4 << 30),
             last_purge: Some((2 * H, 7, 1 << 20)),
         }),
+        now_ms: None,
     }
 }
 
@@ -157,7 +158,17 @@ fn idle_with_demand_waits_outcomes_credits_and_energy() {
             ("2-4 GPUs".into(), 2, 0, 10800, 10800)
         ]
     );
-    assert_eq!(r.outcomes, [("COMPLETED".into(), 2), ("FAILED".into(), 1)]);
+    // Job 3 still ran at the range's end and job 4 still waited.
+    assert_eq!(
+        r.outcomes,
+        [
+            ("COMPLETED".into(), 2),
+            ("FAILED".into(), 1),
+            ("PENDING".into(), 1),
+            ("RUNNING".into(), 1)
+        ]
+    );
+    assert_eq!(r.jobs, 5);
     assert_eq!(
         r.credits,
         CreditRow {
@@ -304,4 +315,96 @@ fn the_forecast_spreads_a_daily_habit_over_weekdays_and_hours() {
         ..input
     };
     assert!(compute(&short).forecast.is_none());
+}
+
+/// A month in progress, worked by hand (a 4-GPU pool, the range 30 days from 0h, now 50h):
+///
+/// | job | user | GPUs | submit | start | end | state |
+/// | --- | --- | --- | --- | --- | --- | --- |
+/// | 1 | alice | 2 | 0 | 1 | - | RUNNING |
+/// | 2 | bob | 4 | 10 | - | 12 | CANCELLED while pending |
+/// | 3 | carol | 1 | 20 | 20 | 30 | COMPLETED |
+/// | 4 | bob | 1 | 49 | - | - | PENDING |
+/// | 5 | alice | 0 | 5 | 5 | 6 | FAILED |
+///
+/// Nothing after now is counted: job 1 holds 2 GPUs for 49 h, not to the month's end; job 2
+/// stops wanting GPUs when it is cancelled.
+#[test]
+fn a_month_in_progress_ends_now_and_a_cancelled_job_stops_wanting_gpus() {
+    let mut jobs = vec![
+        job(1, "alice", None, "normal", "a100", 2),
+        job(2, "bob", None, "normal", "a100", 4),
+        job(3, "carol", None, "normal", "a100", 1),
+        job(4, "bob", None, "normal", "a100", 1),
+        job(5, "alice", None, "debug", "-", 0),
+    ];
+    (jobs[0].start_ms, jobs[0].state) = (Some(H), "RUNNING".into());
+    (jobs[1].submit_ms, jobs[1].end_ms, jobs[1].state) = (10 * H, Some(12 * H), "CANCELLED".into());
+    (
+        jobs[2].submit_ms,
+        jobs[2].start_ms,
+        jobs[2].end_ms,
+        jobs[2].state,
+    ) = (20 * H, Some(20 * H), Some(30 * H), "COMPLETED".into());
+    (jobs[3].submit_ms, jobs[3].state) = (49 * H, "PENDING".into());
+    (
+        jobs[4].submit_ms,
+        jobs[4].start_ms,
+        jobs[4].end_ms,
+        jobs[4].state,
+    ) = (5 * H, Some(5 * H), Some(6 * H), "FAILED".into());
+    let input = Input {
+        from_ms: 0,
+        to_ms: 30 * 24 * H,
+        label: "1970-01".into(),
+        pool_gpus: 4,
+        jobs,
+        now_ms: Some(50 * H),
+        ..Input::default()
+    };
+    let r = compute(&input);
+    assert_eq!(r.label, "1970-01 (to 1970-01-03 02:00)");
+    assert_eq!(r.until_ms, 50 * H);
+    // 2 x 49 h (job 1, to now) + 1 x 10 h (job 3).
+    assert_eq!((r.total.jobs, r.total.gpu_hours), (2, 108.0));
+    let users: Vec<(&str, u64, f64)> = r
+        .by_user
+        .iter()
+        .map(|u| (u.key.as_str(), u.jobs, u.gpu_hours))
+        .collect();
+    assert_eq!(users, [("alice", 1, 98.0), ("carol", 1, 10.0)]);
+    assert_eq!(r.utilisation, 54.0, "108 of 4 x 50 GPU-hours");
+    // 0-1 h: 4 idle, job 1 asks 2 -> 2; 10-12 h: 2 idle, job 2 asks 4 -> 4; 49-50 h: 2 idle,
+    // job 4 asks 1 -> 1.
+    assert_eq!(r.idle_with_demand_gpu_hours, 7.0);
+    // Day 1: 2 x 23 + 1 x 4 = 50 of 96; day 2: 2 x 24 + 1 x 6 = 54 of 96; day 3 to 02:00: 4 of 8.
+    assert_eq!(
+        r.by_day,
+        [
+            ("1970-01-01".to_string(), 52.1),
+            ("1970-01-02".to_string(), 56.3),
+            ("1970-01-03".to_string(), 50.0)
+        ]
+    );
+    assert_eq!(r.jobs, 5);
+    assert_eq!(
+        r.outcomes,
+        [
+            ("CANCELLED".into(), 1),
+            ("COMPLETED".into(), 1),
+            ("FAILED".into(), 1),
+            ("PENDING".into(), 1),
+            ("RUNNING".into(), 1)
+        ]
+    );
+    assert!(r.forecast.is_none(), "50 hours make no forecast");
+    let html = crate::to_html(&r);
+    assert!(
+        html.contains("5 jobs in the range, 2 of them held GPUs: 108.0 GPU-hours, 54.0% of the pool. 7.0 GPU-hours left idle"),
+        "{html}"
+    );
+    assert!(
+        html.contains(">1</text>") && !html.contains(">1.0</text>"),
+        "counts are whole: {html}"
+    );
 }

@@ -158,6 +158,8 @@ pub async fn input(state: &AppState, q: &ReportQuery) -> Result<Input, ApiError>
             (_, setting) => setting,
         },
         utc_offset_min: offset,
+        // A month in progress ends now: nothing that has not happened is counted.
+        now_ms: Some(crate::clock::now_ms()),
     })
 }
 

@@ -117,7 +117,7 @@ fn usage(ctx: &Ctx, reports: &[Report]) -> Markup {
         table.usage {
             tr { th {} th.num { (ctx.t("This month")) } th.num { (ctx.t("Last month")) } }
             tr { th { (ctx.t("GPU-hours")) } @for i in 0..2 { td.num { (col(i).map(|r| format!("{:.1}", r.total.gpu_hours)).unwrap_or_default()) } } }
-            tr { th { (ctx.t("Jobs")) } @for i in 0..2 { td.num { (col(i).map(|r| r.total.jobs.to_string()).unwrap_or_default()) } } }
+            tr { th { (ctx.t("Jobs")) } @for i in 0..2 { td.num { (col(i).map(|r| r.jobs.to_string()).unwrap_or_default()) } } }
             tr { th { (ctx.t("GPU utilisation")) } @for i in 0..2 { td.num { (col(i).map(util).unwrap_or_default()) } } }
         }
         (PreEscaped(labpool_reports::charts::bars(
