@@ -100,6 +100,10 @@ pub struct Node {
     pub down: Option<String>,
     /// Why it is draining, when it is.
     pub drain: Option<String>,
+    /// Why it is not responding, when it is not (Slurm's `*`): its agent missed heartbeats or
+    /// takes no orders. Nothing new is placed there; its jobs keep their GPUs until it answers
+    /// again or is declared DOWN.
+    pub not_responding: Option<String>,
     /// Whole holders, by GPU index.
     gpu_owner: BTreeMap<u32, JobId>,
     /// Sharing holders, by GPU index; an entry is never empty.
@@ -119,6 +123,7 @@ impl Node {
             spec,
             down: None,
             drain: None,
+            not_responding: None,
             gpu_owner: BTreeMap::new(),
             gpu_sharers: BTreeMap::new(),
             foreign: BTreeSet::new(),
@@ -133,9 +138,9 @@ impl Node {
         &self.spec.name
     }
 
-    /// True when the node may take new jobs.
+    /// True when the node may take new jobs: up, answering and not draining.
     pub fn accepts_jobs(&self) -> bool {
-        self.down.is_none() && self.drain.is_none()
+        self.down.is_none() && self.drain.is_none() && self.not_responding.is_none()
     }
 
     /// GPUs held by any job, whole or shared, or by foreign load.

@@ -222,6 +222,7 @@ impl Scheduler {
             Some(node) => {
                 node.spec = spec;
                 node.down = None;
+                node.not_responding = None;
             }
             None => {
                 self.nodes.insert(spec.name.clone(), Node::new(spec));
@@ -237,6 +238,15 @@ impl Scheduler {
     /// Marks a node down (with a reason) or up (`None`). False when the node is unknown.
     pub fn set_node_down(&mut self, name: &str, reason: Option<String>) -> bool {
         self.nodes.get_mut(name).map(|n| n.down = reason).is_some()
+    }
+
+    /// Marks a node not responding (with a reason) or answering again (`None`). False when the
+    /// node is unknown.
+    pub fn set_node_not_responding(&mut self, name: &str, reason: Option<String>) -> bool {
+        self.nodes
+            .get_mut(name)
+            .map(|n| n.not_responding = reason)
+            .is_some()
     }
 
     /// Marks a node draining (with a reason) or resumes it (`None`). False when unknown.

@@ -96,14 +96,16 @@ pub async fn run(
             config.path.display()
         )
     })?;
-    let port = listener.local_addr()?.port();
+    let bound = listener.local_addr()?;
+    let port = bound.port();
     let instance = format!("{:016x}", crate::transport::random_u64());
     let registration = Registration {
         node: node.spec.clone(),
         gpu_source: node.source.as_str().to_string(),
         isolation: node.support.clone(),
         port,
-        advertise: agent.advertise.clone(),
+        advertise: advertised(agent.advertise.as_deref(), bound),
+        heartbeat_ms: Some(agent.heartbeat.as_millis() as u64),
         instance: instance.clone(),
         version: env!("CARGO_PKG_VERSION").to_string(),
         cache_dir: Some(config.cache_dir()),
@@ -272,6 +274,18 @@ async fn send_reports(shared: Arc<Shared>, mut reports: mpsc::UnboundedReceiver<
                 }
             })
             .await;
+    }
+}
+
+/// The address the controller is told to send orders to: `advertise` when set; else the
+/// address the agent listens on when that is one address (`--listen 127.0.1.4:18071`); else
+/// (listening on every address) none, and the controller takes the address it sees the
+/// agent's connections come from, with the listening port.
+pub fn advertised(advertise: Option<&str>, bound: std::net::SocketAddr) -> Option<String> {
+    match advertise {
+        Some(a) => Some(a.to_string()),
+        None if bound.ip().is_unspecified() => None,
+        None => Some(bound.to_string()),
     }
 }
 

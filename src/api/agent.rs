@@ -437,6 +437,9 @@ pub struct Registration {
     /// Its dataset cache's root: over the Slurm executor the controller tells jobs their paths.
     #[serde(default)]
     pub cache_dir: Option<PathBuf>,
+    /// Time between its heartbeats, ms: three missed and the node is shown not responding.
+    #[serde(default)]
+    pub heartbeat_ms: Option<u64>,
 }
 
 /// The controller's answer to a registration.

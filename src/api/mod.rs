@@ -348,7 +348,11 @@ pub struct NodeView {
     pub name: String,
     /// State.
     pub state: NodeState,
-    /// Why it is down or draining.
+    /// False while its agent is not responding (missed heartbeats, or orders that cannot be
+    /// delivered): nothing new is placed there. Shown as `IDLE*`, as Slurm does.
+    #[serde(default = "yes")]
+    pub responding: bool,
+    /// Why it is down, not responding or draining.
     pub reason: Option<String>,
     /// Where its GPUs come from: nvml, virtual or none.
     pub gpu_source: String,
@@ -382,6 +386,18 @@ pub struct NodeView {
     /// Its features, for `--constraint`.
     #[serde(default)]
     pub features: Vec<String>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl NodeView {
+    /// The state as `labpool nodes` prints it: `IDLE`, or `IDLE*` while not responding.
+    pub fn state_text(&self) -> String {
+        let star = if self.responding { "" } else { "*" };
+        format!("{}{star}", self.state.as_str())
+    }
 }
 
 /// A partition, as `labpool partition list` prints it.
@@ -425,6 +441,9 @@ pub struct WhyView {
     /// What the member should know besides: datasets it streams from the shared storage.
     #[serde(default)]
     pub warnings: Vec<String>,
+    /// For a waiting job, the nodes that take no new job and why: `gpu2 (not responding: …)`.
+    #[serde(default)]
+    pub nodes_off: Vec<String>,
 }
 
 /// `POST /v1/jobs/cancel`.

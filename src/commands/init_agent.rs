@@ -41,8 +41,8 @@ join = {join}
 key = {key}
 # Where the controller sends orders and other nodes fetch staged datasets from this one.
 listen = {listen}
-# advertise = "10.0.0.12:7071"   # the address others reach this agent at, if not the one
-#                                # the controller sees its connections come from
+# advertise = "10.0.0.12:7071"   # the address others reach this agent at, if not `listen`
+#                                # (or, listening on 0.0.0.0, the one its connections come from)
 heartbeat = "10s"
 
 [node]

@@ -31,7 +31,7 @@ fn nodes_text(nodes: &[NodeView]) -> String {
         .map(|n| {
             vec![
                 n.name.clone(),
-                n.state.as_str().to_string(),
+                n.state_text(),
                 format!("{}/{}", n.gpus_free, n.gpus.len()),
                 format!("{}/{}", n.cpus_used, n.cpus),
                 format!("{}/{}", format_mib(n.mem_used_mib), format_mib(n.mem_mib)),
@@ -139,7 +139,7 @@ pub async fn node(command: &crate::cli::NodeCommand, config: &Config) -> anyhow:
         format!(
             "{} is {}{}",
             n.name,
-            n.state.as_str(),
+            n.state_text(),
             n.reason
                 .as_ref()
                 .map_or_else(String::new, |r| format!(": {r}"))

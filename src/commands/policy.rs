@@ -235,6 +235,9 @@ fn why_text(w: &WhyView) -> String {
             }
         }
     }
+    for node in &w.nodes_off {
+        out.push_str(&format!("  takes no new job: {node}\n"));
+    }
     if !w.limits.is_empty() {
         out.push_str(&format!("  limits: {}\n", w.limits.join(" ")));
     }

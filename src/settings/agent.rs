@@ -19,8 +19,9 @@ pub struct AgentConfig {
     /// Where this agent takes orders and peers' stage requests, `HOST:PORT` (port 0: any).
     #[serde(default = "default_agent_listen")]
     pub listen: String,
-    /// The address others reach this agent at [default: the host the controller sees the
-    /// agent's connections come from, with the listening port].
+    /// The address others reach this agent at [default: `listen` when it names one address;
+    /// when it listens on all (`0.0.0.0`), the host the controller sees the agent's connections
+    /// come from, with the listening port].
     #[serde(default)]
     pub advertise: Option<String>,
     /// Time between heartbeats.

@@ -202,7 +202,12 @@ fn show_job(d: &JobDetail, one_line: bool) -> String {
 }
 
 fn show_node(n: &NodeView, one_line: bool) -> String {
-    let state = format!("{:?}", n.state).to_ascii_uppercase();
+    // Slurm writes a node that stopped answering as `IDLE+NOT_RESPONDING`.
+    let state = format!(
+        "{}{}",
+        n.state.as_str(),
+        if n.responding { "" } else { "+NOT_RESPONDING" }
+    );
     let gres = match n.gpus.first() {
         Some(g) => format!("gpu:{}:{}", g.gpu_type, n.gpus.len()),
         None => "(null)".into(),

@@ -48,6 +48,10 @@ fn state_names(s: NodeState) -> (&'static str, &'static str) {
     }
 }
 
+fn star(n: &NodeView) -> &'static str {
+    if n.responding { "" } else { "*" }
+}
+
 /// One line's worth: a partition and a group of its nodes.
 struct Group<'a> {
     partition: &'a PartitionView,
@@ -78,12 +82,13 @@ pub async fn sinfo(client: &Client, a: &SinfoArgs) -> anyhow::Result<String> {
             }));
             continue;
         }
-        // One line per state, in the order states first appear.
-        let mut by_state: Vec<(NodeState, Vec<&NodeView>)> = Vec::new();
+        // One line per state (a node not responding apart), in the order states first appear.
+        let mut by_state: Vec<((NodeState, bool), Vec<&NodeView>)> = Vec::new();
         for n in members {
-            match by_state.iter_mut().find(|(s, _)| *s == n.state) {
+            let state = (n.state, n.responding);
+            match by_state.iter_mut().find(|(s, _)| *s == state) {
                 Some((_, v)) => v.push(n),
-                None => by_state.push((n.state, vec![n])),
+                None => by_state.push((state, vec![n])),
             }
         }
         groups.extend(by_state.into_iter().map(|(_, nodes)| Group {
@@ -141,8 +146,9 @@ fn field(g: &Group<'_>, c: char) -> String {
         'a' => "up".into(),
         'l' => slurm_limit(g.partition.max_time_s),
         'D' => g.nodes.len().to_string(),
-        't' => state_names(first.state).1.into(),
-        'T' => state_names(first.state).0.into(),
+        // Slurm's `*`: the node is not responding.
+        't' => format!("{}{}", state_names(first.state).1, star(first)),
+        'T' => format!("{}{}", state_names(first.state).0, star(first)),
         'N' => compress(&names),
         'G' => {
             let mut types: Vec<(String, usize)> = Vec::new();

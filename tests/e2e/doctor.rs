@@ -12,7 +12,7 @@ use std::process::{Command, Output};
 use std::time::Duration;
 
 /// The findings that need a person: (check, status, subject, what).
-fn problems(out: &Output) -> Vec<(String, String, String, String)> {
+pub fn problems(out: &Output) -> Vec<(String, String, String, String)> {
     let report: Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("doctor --json: {e}: {out:?}"));
     report["findings"]

@@ -105,6 +105,7 @@ fn a_node_cannot_end_or_requeue_a_job_that_runs_on_another_node() {
         port: free_port("127.0.0.1"),
         advertise: None,
         cache_dir: None,
+        heartbeat_ms: None,
         instance: "evil-1".into(),
         version: env!("CARGO_PKG_VERSION").into(),
     };

@@ -28,6 +28,7 @@ mod monitoring;
 mod netns;
 mod node_faults;
 mod nodes;
+mod not_responding;
 mod nvml;
 mod peer_staging;
 mod permissions;

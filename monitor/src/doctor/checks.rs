@@ -31,19 +31,29 @@ pub fn check(f: &Facts, l: &Limits) -> Vec<Finding> {
     let nodes = f
         .nodes
         .iter()
-        .filter(|n| matches!(n.state.as_str(), "DOWN" | "DRAINED" | "DRAINING"))
+        .filter(|n| {
+            matches!(n.state.as_str(), "DOWN" | "DRAINED" | "DRAINING") || n.state.ends_with('*')
+        })
         .map(|n| {
             let why = n.reason.as_deref().unwrap_or("no reason given");
             if n.state == "DOWN" {
                 finding("nodes", Status::Fail, &n.name, format!("DOWN: {why}"),
                     "check that its agent runs (`labpool agent`) and reaches the controller; its jobs were requeued")
+            } else if n.state.ends_with('*') {
+                // The reason begins "not responding: ".
+                finding("nodes", Status::Fail, &n.name, format!("{}, {why}", n.state),
+                    "check that its agent runs and that the controller reaches it at the address `labpool nodes` shows; nothing new is placed there meanwhile")
             } else {
                 finding("nodes", Status::Warn, &n.name, format!("{}: {why}", n.state),
                     "`labpool node resume NODE` when the maintenance is done")
             }
         })
         .collect();
-    section("nodes", nodes, format!("{} node(s) up", f.nodes.len()));
+    section(
+        "nodes",
+        nodes,
+        format!("{} up", labpool_units::count(f.nodes.len() as u64, "node")),
+    );
 
     let waiting = f
         .waiting
@@ -132,7 +142,19 @@ pub fn check(f: &Facts, l: &Limits) -> Vec<Finding> {
             ));
         }
     }
-    section("gpus", gpus, format!("{} GPU(s) healthy", f.gpus.len()));
+    let scheduled: u32 = f.nodes.iter().map(|n| n.gpus_scheduled).sum();
+    let healthy = if f.gpus.is_empty() {
+        format!(
+            "{}, none read by NVML (virtual GPUs, or no sample yet): no health to judge",
+            labpool_units::count(u64::from(scheduled), "GPU")
+        )
+    } else {
+        format!(
+            "{} read by NVML, all healthy",
+            labpool_units::count(f.gpus.len() as u64, "GPU")
+        )
+    };
+    section("gpus", gpus, healthy);
 
     let long = f
         .running

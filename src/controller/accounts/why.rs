@@ -25,6 +25,31 @@ impl Engine {
         }
     }
 
+    /// `; its node is not responding: …` for a job on a node that stopped answering.
+    fn node_trouble(&self, node: Option<&str>) -> String {
+        node.and_then(|n| self.sched.node(n))
+            .and_then(|n| n.not_responding.as_deref())
+            .map_or(String::new(), |why| format!("; its node is {why}"))
+    }
+
+    /// The nodes that take no new job and why (down, not responding, draining), for `why`.
+    fn nodes_taking_none(&self) -> Vec<String> {
+        self.sched
+            .nodes()
+            .filter(|n| !n.accepts_jobs())
+            .map(|n| {
+                let why = n
+                    .down
+                    .as_deref()
+                    .map(|d| format!("DOWN: {d}"))
+                    .or_else(|| n.not_responding.clone())
+                    .or_else(|| n.drain.as_deref().map(|d| format!("draining: {d}")))
+                    .unwrap_or_default();
+                format!("{} ({why})", n.name())
+            })
+            .collect()
+    }
+
     /// Why a job waits (or what it is doing). The outer error is the database's.
     pub(crate) async fn why(&self, id: u64) -> anyhow::Result<Result<WhyView, ApiError>> {
         let filters = self
@@ -55,11 +80,12 @@ impl Engine {
                     row.reason_detail.as_deref().unwrap_or("staging")
                 ),
                 _ => format!(
-                    "runs on {} with GPUs {:?} since {}{}",
+                    "runs on {} with GPUs {:?} since {}{}{}",
                     row.node.as_deref().unwrap_or("?"),
                     row.gpus,
                     row.start_time.map(rfc3339).unwrap_or_default(),
-                    self.preemption_summary(id)
+                    self.preemption_summary(id),
+                    self.node_trouble(row.node.as_deref())
                 ),
             };
             return Ok(Ok(WhyView {
@@ -71,6 +97,11 @@ impl Engine {
                 scorers,
                 summary,
                 warnings: self.data.stream_notes(&row.spec.datasets),
+                nodes_off: if row.state == JobState::Pending {
+                    self.nodes_taking_none()
+                } else {
+                    Vec::new()
+                },
             }));
         }
         match self.db.job(id).await? {
@@ -91,6 +122,7 @@ impl Engine {
                         .unwrap_or_default()
                 ),
                 warnings: Vec::new(),
+                nodes_off: Vec::new(),
             })),
             None => Ok(Err(ApiError::not_found(
                 format!("no job {id}"),

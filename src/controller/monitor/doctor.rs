@@ -75,7 +75,7 @@ async fn facts(state: &AppState) -> Result<Facts, ApiError> {
                 .filter(|n| *n > 0);
             facts.nodes.push(NodeFact {
                 name: n.name.clone(),
-                state: n.state.as_str().to_string(),
+                state: n.state_text(),
                 reason: n.reason.clone(),
                 isolation: n.isolation.clone(),
                 gpus_scheduled: n.gpus.len() as u32,

@@ -54,7 +54,7 @@ pub fn render(service: &MonitorService) -> String {
                         .iter()
                         .filter(|g| !g.jobs.is_empty() || g.job.is_some())
                         .count() as u32,
-                    up: n.state != NodeState::Down,
+                    up: n.state != NodeState::Down && n.responding,
                 })
                 .collect(),
             running: inner

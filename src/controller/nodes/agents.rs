@@ -28,6 +28,23 @@ pub struct RemoteNode {
     pub last_report: u64,
     /// The last heartbeat.
     pub beat: Option<Heartbeat>,
+    /// Silent this long (three of its heartbeats), the node is shown not responding, ms.
+    pub late_after_ms: i64,
+    /// Set by its order link while orders cannot be delivered (the error), cleared when one
+    /// is taken.
+    pub link_trouble: LinkTrouble,
+    /// Why it is not responding and since when (ms), while it is not.
+    pub not_responding: Option<(String, i64)>,
+}
+
+/// What an order link could not do, shared with the engine: the last error while orders
+/// fail to arrive, None once they do.
+pub type LinkTrouble = std::sync::Arc<std::sync::Mutex<Option<String>>>;
+
+/// Three heartbeats: a node silent this long has missed a few, as Slurm judges a node not
+/// responding. An agent that does not say its period is taken as the default (10 s).
+pub fn late_after_ms(heartbeat_ms: Option<u64>) -> i64 {
+    3 * heartbeat_ms.unwrap_or(10_000).clamp(100, 600_000) as i64
 }
 
 /// The agent-facing routes (signed; see [`crate::transport::verify_signed`]).
@@ -136,6 +153,9 @@ impl Engine {
                     down: false,
                     last_report: 0,
                     beat: None,
+                    late_after_ms: late_after_ms(None),
+                    link_trouble: LinkTrouble::default(),
+                    not_responding: None,
                 },
             );
         }
@@ -181,7 +201,8 @@ impl Engine {
                 cache_dir: reg.cache_dir.clone(),
             },
         );
-        let (link, orders) = spawn_link(name.clone(), address.clone(), client);
+        let trouble = LinkTrouble::default();
+        let (link, orders) = spawn_link(name.clone(), address.clone(), client, trouble.clone());
         self.agents.insert(name.clone(), orders);
         let previous = self.remote.get(&name).cloned();
         let same_instance = previous
@@ -200,8 +221,13 @@ impl Engine {
                     0
                 },
                 beat: None,
+                late_after_ms: late_after_ms(reg.heartbeat_ms),
+                link_trouble: trouble,
+                not_responding: None,
             },
         );
+        // A new registration answers: whatever kept it silent is over.
+        self.sched.set_node_not_responding(&name, None);
         tracing::info!(
             node = name,
             address,

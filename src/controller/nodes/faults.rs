@@ -37,28 +37,83 @@ impl Engine {
         }
     }
 
-    /// Declares DOWN every remote node whose last sign of life is older than `node_timeout`.
+    /// Shows not responding every remote node that missed three heartbeats or takes no
+    /// orders, and answering again every one that came back; declares DOWN every one silent,
+    /// or unreachable, for `node_timeout`.
     pub(crate) async fn check_nodes(&mut self) -> anyhow::Result<()> {
         let timeout = self.config.controller.node_timeout.as_millis() as i64;
+        let timeout_text = labpool_units::format_duration(self.config.controller.node_timeout);
         let now = self.clock.now_ms();
-        let late: Vec<(String, i64, bool)> = self
-            .remote
-            .iter()
-            .filter(|(_, n)| !n.down && now - n.last_seen_ms > timeout)
-            .map(|(name, n)| (name.clone(), n.last_seen_ms, n.instance.is_empty()))
-            .collect();
-        for (node, last, never) in late {
-            let timeout_text = labpool_units::format_duration(self.config.controller.node_timeout);
-            let reason = if never {
-                format!(
-                    "its agent did not register within node_timeout ({timeout_text}) of the controller's restart"
-                )
+        let mut down: Vec<(String, String)> = Vec::new();
+        for (name, n) in self.remote.iter_mut().filter(|(_, n)| !n.down) {
+            let silent = now - n.last_seen_ms;
+            if silent > timeout {
+                let reason = if n.instance.is_empty() {
+                    format!(
+                        "its agent did not register within node_timeout ({timeout_text}) of the controller's restart"
+                    )
+                } else {
+                    format!(
+                        "no heartbeat since {} (node_timeout {timeout_text})",
+                        crate::clock::short(n.last_seen_ms)
+                    )
+                };
+                down.push((name.clone(), reason));
+                continue;
+            }
+            let trouble = n
+                .link_trouble
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone();
+            let why = if n.instance.is_empty() {
+                // Still waiting to register after a restart: shown DOWN with that reason.
+                None
+            } else if silent > n.late_after_ms {
+                Some(format!(
+                    "not responding: no heartbeat since {} (its agent sends one every {}); DOWN after node_timeout ({timeout_text})",
+                    crate::clock::short(n.last_seen_ms),
+                    labpool_units::format_duration(std::time::Duration::from_millis(
+                        (n.late_after_ms / 3) as u64
+                    )),
+                ))
             } else {
-                format!(
-                    "no heartbeat since {} (node_timeout {timeout_text})",
-                    crate::clock::short(last)
-                )
+                trouble.map(|e| {
+                    format!(
+                        "not responding: orders cannot be delivered to its agent at {} ({e}); set listen or advertise under [agent] to an address the controller reaches",
+                        n.address
+                    )
+                })
             };
+            match (&n.not_responding, why) {
+                (None, None) => {}
+                (Some((_, since)), Some(_)) if now - since > timeout => {
+                    down.push((
+                        name.clone(),
+                        format!(
+                            "its orders could not be delivered to {} for node_timeout ({timeout_text})",
+                            n.address
+                        ),
+                    ));
+                }
+                // The same trouble (an error's words may change from one retry to the next).
+                (Some((old, _)), Some(new)) if old.split('(').next() == new.split('(').next() => {}
+                (was, Some(new)) => {
+                    tracing::warn!(node = %name, "{new}");
+                    let since = was.as_ref().map_or(now, |(_, s)| *s);
+                    self.sched.set_node_not_responding(name, Some(new.clone()));
+                    n.not_responding = Some((new, since));
+                    self.pass_need = PassNeed::Full;
+                }
+                (Some(_), None) => {
+                    tracing::info!(node = %name, "responding again");
+                    self.sched.set_node_not_responding(name, None);
+                    n.not_responding = None;
+                    self.pass_need = PassNeed::Full;
+                }
+            }
+        }
+        for (node, reason) in down {
             self.node_down(&node, &reason);
         }
         Ok(())
@@ -68,11 +123,12 @@ impl Engine {
     fn node_down(&mut self, node: &str, reason: &str) {
         self.pass_need = PassNeed::Full;
         tracing::warn!(node, reason, "node DOWN");
-        self.sched
-            .set_node_down(node, Some(format!("DOWN: {reason}")));
+        self.sched.set_node_down(node, Some(reason.to_string()));
+        self.sched.set_node_not_responding(node, None);
         self.agents.remove(node);
         if let Some(n) = self.remote.get_mut(node) {
             n.down = true;
+            n.not_responding = None;
         }
         // Its stages, and the stages it served, will not report an end.
         self.data

@@ -13,10 +13,14 @@ const ORDER_BATCH: usize = 256;
 /// Opens an order link to the agent at `address`: orders sent on the returned channel go out
 /// in order, in batches, each retried until the agent takes it or the link is dropped (a new
 /// registration, or the node went DOWN).
+///
+/// While a batch fails to arrive past the first few retries, `trouble` holds the error (the
+/// engine shows the node not responding); a batch taken clears it.
 pub fn spawn_link(
     node: String,
     address: String,
     client: SignedClient,
+    trouble: super::LinkTrouble,
 ) -> (u64, mpsc::UnboundedSender<AgentOrder>) {
     let (tx, mut rx) = mpsc::unbounded_channel::<AgentOrder>();
     // 53 bits: the id survives a JSON round trip through any parser.
@@ -45,14 +49,18 @@ pub fn spawn_link(
                 .notify(|e, wait| {
                     // The first orders of a link may arrive before the agent has read its
                     // registration answer: only a refusal that lasts is worth a warning.
-                    if wait >= Duration::from_millis(400) && !std::mem::replace(&mut warned, true) {
-                        tracing::warn!(node, address, "cannot send orders, retrying: {e}");
+                    if wait >= Duration::from_millis(400) {
+                        *trouble.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.to_string());
+                        if !std::mem::replace(&mut warned, true) {
+                            tracing::warn!(node, address, "cannot send orders, retrying: {e}");
+                        }
                     }
                 })
                 .await;
             if sent.is_err() {
                 return;
             }
+            trouble.lock().unwrap_or_else(|p| p.into_inner()).take();
         }
     });
     (link, tx)

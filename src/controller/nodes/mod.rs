@@ -10,9 +10,14 @@
 //!   declared DOWN never keeps running a job that was requeued or failed meanwhile.
 //! - Orders go to an agent over one link at a time; a new registration opens a new link and
 //!   the agent refuses orders from the old one, so nothing sent before the fence lands after.
-//! - A node that misses heartbeats for `node_timeout` goes DOWN: its running jobs are requeued
-//!   (or end NODE_FAIL with `--no-requeue`), its staging jobs wait again. While it is only late,
-//!   nothing is placed on it and nothing of it is touched.
+//! - A node that misses three heartbeats, or whose orders cannot be delivered (its agent
+//!   listens where the controller cannot reach), is shown not responding (`IDLE*`, Slurm's
+//!   `idle*`): nothing new is placed there, and `nodes`, `sinfo`, `why` and `doctor` say why.
+//!   Its jobs keep their GPUs meanwhile; it answers again with its next heartbeat (or order
+//!   taken).
+//! - A node that misses heartbeats for `node_timeout`, or whose orders cannot be delivered for
+//!   that long, goes DOWN: its running jobs are requeued (or end NODE_FAIL with
+//!   `--no-requeue`), its staging jobs wait again.
 //! - After a controller restart, nodes known to have agents wait `node_timeout` to register
 //!   again before they are declared DOWN; their jobs keep their GPUs meanwhile.
 
@@ -24,4 +29,4 @@ pub mod peers;
 pub mod slurm;
 pub mod views;
 
-pub use agents::{RemoteNode, routes};
+pub use agents::{LinkTrouble, RemoteNode, routes};

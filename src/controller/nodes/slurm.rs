@@ -32,7 +32,7 @@ impl Engine {
             }
             tracing::warn!(node, why, "node DOWN in Slurm");
             self.slurm_marks.down.insert(node.clone(), why.clone());
-            self.sched.set_node_down(node, Some(format!("DOWN: {why}")));
+            self.sched.set_node_down(node, Some(why.to_string()));
             self.lifecycle(Event::NodeDown {
                 node: node.clone(),
                 reason: why.clone(),

@@ -77,7 +77,12 @@ impl Engine {
                 NodeView {
                     name: n.name().to_string(),
                     state: n.state(),
-                    reason: n.down.clone().or_else(|| n.drain.clone()),
+                    responding: n.not_responding.is_none(),
+                    reason: n
+                        .down
+                        .clone()
+                        .or_else(|| n.not_responding.clone())
+                        .or_else(|| n.drain.clone()),
                     gpu_source: facts.map(|f| f.gpu_source.clone()).unwrap_or_default(),
                     isolation: facts.map(|f| f.isolation.describe()).unwrap_or_default(),
                     gpus_free: gpus.iter().filter(|g| g.job.is_none()).count() as u32,

@@ -40,7 +40,7 @@ pub(super) async fn page(State(state): State<WebState>, me: LoggedIn) -> Respons
             @for n in &nodes {
                 tr data-node=(n.name) {
                     td { b { (n.name) } br; span.muted { (n.gpus_free) " " (ctx.t("free")) } }
-                    td { (n.state.as_str()) @if let Some(r) = &n.reason { br; span.muted { (r) } } }
+                    td { (n.state_text()) @if let Some(r) = &n.reason { br; span.muted { (r) } } }
                     td { div.gpus {
                         @for g in &n.gpus {
                             @let holders: Vec<&JobView> = g.jobs.iter().filter_map(|id| by_id.get(id).copied()).collect();
