@@ -231,6 +231,16 @@ warn_days = 7
 # node_lost_after = "5m"
 # disk_percent = 90
 
+# Mail: --mail-type notices (and the warnings before a job is killed at its time or memory
+# limit) are e-mailed through an SMTP relay, such as this host's own postfix. Without smtp no
+# e-mail is sent: notices go to the webhook above (or the controller's log), and sbatch warns.
+# [mail]
+# smtp = "127.0.0.1:25"
+# from = "labpool@gpu1.lab.example"
+# domain = "lab.example"      # a login name is mailed at NAME@domain
+# warn_time_percent = 90
+# warn_memory_percent = 90
+
 # GPU metrics: every node samples its GPUs through NVML; the controller serves the whole pool
 # at http://LISTEN/metrics under dcgm-exporter's names, for Prometheus and Grafana.
 [metrics]

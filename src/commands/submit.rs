@@ -316,8 +316,13 @@ pub async fn submit_as(args: &SubmitArgs, config: &Config, style: Style) -> anyh
     let cwd = std::env::current_dir().context("cannot read the current directory")?;
     let env: BTreeMap<String, String> = std::env::vars().collect();
     let (req, warnings) = build_request(args, &cwd, &env)?;
+    // sbatch writes its warnings as it writes its errors: `sbatch: warning: …`.
+    let prefix = match style {
+        Style::Labpool => "",
+        Style::Sbatch => "sbatch: ",
+    };
     for w in warnings {
-        eprintln!("warning: {w}");
+        eprintln!("{prefix}warning: {w}");
     }
     let client = Client::new(&config.controller.socket);
     if args.test_only {
@@ -325,7 +330,7 @@ pub async fn submit_as(args: &SubmitArgs, config: &Config, style: Style) -> anyh
     }
     let submitted = post_with_retries(&client, &req).await?;
     for w in &submitted.warnings {
-        eprintln!("warning: {w}");
+        eprintln!("{prefix}warning: {w}");
     }
     let n = submitted.job_ids.len();
     if args.parsable {

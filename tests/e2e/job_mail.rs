@@ -243,3 +243,62 @@ fn the_webhook_url_is_kept_where_members_cannot_read_it() {
     assert!(post.contains(&format!("Job_id={id}")), "{post}");
     pool.stop();
 }
+
+/// `--mail-type` on a pool with no mail relay is not silently dropped: sbatch warns, in its own
+/// words, naming the setting; a login name with no `[mail] domain` is warned about too; and
+/// `init` writes the `[mail]` block to fill in.
+#[test]
+fn mail_types_that_cannot_be_mailed_are_warned_about_at_submit() {
+    let mut pool = Pool::new("1:rtx4090");
+    let config = std::fs::read_to_string(&pool.config).unwrap();
+    assert!(
+        config.contains("# [mail]\n# smtp = \"127.0.0.1:25\""),
+        "{config}"
+    );
+    pool.start();
+    let bin = pool.dir.join("slurm-bin");
+    pool.ok(&["install-slurm-commands", bin.to_str().unwrap()]);
+    let (config, work) = (pool.config.clone(), pool.work.clone());
+    let sbatch = |args: &[&str]| {
+        let out = std::process::Command::new(bin.join("sbatch"))
+            .args(args)
+            .env("LABPOOL_CONFIG", &config)
+            .current_dir(&work)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stderr).to_string()
+    };
+    let err = sbatch(&[
+        "--mail-type=END",
+        "--mail-user=alice@uni.example",
+        "--wrap",
+        "true",
+    ]);
+    assert!(
+        err.contains("sbatch: warning: --mail-type: no e-mail is sent")
+            && err.contains("[mail] smtp")
+            && err.contains("controller's log"),
+        "{err}"
+    );
+    assert!(
+        sbatch(&["--wrap", "true"]).is_empty(),
+        "no mail asked for, no word"
+    );
+    pool.stop();
+    let (relay, _mails) = smtp_sink();
+    pool.edit_config(|t| format!("{t}\n[mail]\nsmtp = \"{relay}\"\n"));
+    pool.start();
+    let err = sbatch(&["--mail-type=FAIL", "--mail-user=alice", "--wrap", "true"]);
+    assert!(
+        err.contains("no e-mail is sent to \"alice\"") && err.contains("[mail] domain"),
+        "{err}"
+    );
+    let err = sbatch(&[
+        "--mail-type=FAIL",
+        "--mail-user=alice@uni.example",
+        "--wrap",
+        "true",
+    ]);
+    assert!(!err.contains("warning"), "{err}");
+}

@@ -190,11 +190,7 @@ async fn deliver(service: &MonitorService, job: &JobRow, kind: &str, subject: &s
         .clone()
         .unwrap_or_else(|| job.spec.user.clone());
     let mail = &service.config.mail;
-    let address = if who.contains('@') {
-        Some(who.clone())
-    } else {
-        mail.domain.as_ref().map(|d| format!("{who}@{d}"))
-    };
+    let address = address_of(mail, &who);
     if let (Some(relay), Some(to)) = (&mail.smtp, &address)
         && let Err(e) = send_mail(relay, mail.from.as_deref(), to, subject, body).await
     {
@@ -211,6 +207,44 @@ async fn deliver(service: &MonitorService, job: &JobRow, kind: &str, subject: &s
         },
     )
     .await;
+}
+
+/// The address `who` (an address, or a login name) is mailed at, when there is one.
+fn address_of(mail: &crate::settings::MailConfig, who: &str) -> Option<String> {
+    if who.contains('@') {
+        Some(who.to_string())
+    } else {
+        mail.domain.as_ref().map(|d| format!("{who}@{d}"))
+    }
+}
+
+/// Why a job's `--mail-type` notices will not be e-mailed, for a warning at submit: no relay is
+/// set, or a login name has no domain to be mailed at. Says where the notices go instead and
+/// which setting would mail them. None when they will be mailed, or none were asked for.
+pub(crate) fn unmailed(
+    config: &crate::settings::Config,
+    req: &crate::api::SubmitRequest,
+    user: &str,
+) -> Option<String> {
+    if req.mail_types.is_empty() {
+        return None;
+    }
+    let instead = if config.alerts.webhook.is_some() || config.alerts.webhook_file.is_some() {
+        "they are posted to the pool's [alerts] webhook only"
+    } else {
+        "they are written to the controller's log only"
+    };
+    let who = req.mail_user.as_deref().unwrap_or(user);
+    if config.mail.smtp.is_none() {
+        return Some(format!(
+            "--mail-type: no e-mail is sent, as this pool has no mail relay ([mail] smtp in the controller's labpool.toml); {instead}. Ask an admin to set [mail] smtp, or drop --mail-type"
+        ));
+    }
+    address_of(&config.mail, who).is_none().then(|| {
+        format!(
+            "--mail-type: no e-mail is sent to {who:?}: it is a login name and [mail] domain is not set; {instead}. Give --mail-user=ADDRESS"
+        )
+    })
 }
 
 /// A subject as mail clients show it: a job's name may be any text, and an RFC 2047 encoded word
