@@ -126,9 +126,97 @@ pub async fn run(args: &DemoArgs) -> anyhow::Result<()> {
         );
     }
     crate::out!(
-        "Next: `labpool init --dir DIR` writes a config for this machine; the README shows the rest."
+        "Next: `{} init --dir DIR` writes a config for this machine; the README shows the rest.",
+        this_program()
     );
     Ok(())
+}
+
+/// How to run this program again from here: `labpool` when that name on PATH is this binary,
+/// else its path (relative to the current directory when under it, as after `cargo run`).
+fn this_program() -> String {
+    let Ok(me) = std::env::current_exe().and_then(std::fs::canonicalize) else {
+        return "labpool".into();
+    };
+    let on_path = std::env::var_os("PATH").is_some_and(|path| {
+        std::env::split_paths(&path)
+            .any(|dir| std::fs::canonicalize(dir.join("labpool")).is_ok_and(|p| p == me))
+    });
+    if on_path {
+        return "labpool".into();
+    }
+    let cwd = std::env::current_dir().and_then(std::fs::canonicalize);
+    match cwd
+        .ok()
+        .and_then(|c| me.strip_prefix(c).ok().map(|p| p.to_path_buf()))
+    {
+        Some(rel) => format!("./{}", rel.display()),
+        None => me.display().to_string(),
+    }
+}
+
+/// The transitions already printed, so each is printed once and in the order it happened.
+#[derive(Default)]
+struct Told {
+    /// Per job: waiting, started and ended told.
+    jobs: BTreeMap<u64, (bool, bool, bool)>,
+}
+
+impl Told {
+    /// The lines for what happened since the last look, in the order it happened (an end
+    /// before a start at the same moment, as a GPU is freed before it is taken). A job that
+    /// started and ended between two looks still gets its start line.
+    fn news<'a>(&mut self, jobs: impl Iterator<Item = &'a JobView>, t0_ms: i64) -> Vec<String> {
+        let ms = |t: &Option<String>| t.as_deref().and_then(crate::clock::parse_ms);
+        // (when, 0 for an end, 1 for a start, 2 for a wait, the job, its name, the line's
+        // state and text)
+        let mut events: Vec<(i64, u8, u64, String, &'static str, String)> = Vec::new();
+        for j in jobs {
+            let told = self.jobs.entry(j.id).or_default();
+            if j.state == JobState::Pending && !told.0 {
+                told.0 = true;
+                let reason = j.reason.clone().unwrap_or_default();
+                let at = crate::clock::parse_ms(&j.submit_time).unwrap_or(t0_ms);
+                events.push((
+                    at,
+                    2,
+                    j.id,
+                    j.name.clone(),
+                    "PENDING",
+                    format!("waits: {reason}"),
+                ));
+            }
+            if let Some(start) = ms(&j.start_time)
+                && !told.1
+            {
+                told.1 = true;
+                let what = format!("runs on GPU {}", gpu_list(&j.gpus));
+                events.push((start, 1, j.id, j.name.clone(), "RUNNING", what));
+            }
+            let ended = !matches!(
+                j.state,
+                JobState::Pending | JobState::Staging | JobState::Running
+            );
+            if ended && !told.2 {
+                told.2 = true;
+                let what = match (j.exit_code, &j.reason_detail) {
+                    (Some(c), _) => format!("exit code {c}"),
+                    (None, Some(d)) => d.clone(),
+                    _ => String::new(),
+                };
+                let at = ms(&j.end_time).unwrap_or(t0_ms);
+                events.push((at, 0, j.id, j.name.clone(), j.state.as_str(), what));
+            }
+        }
+        events.sort_by_key(|(at, kind, id, ..)| (*at, *kind, *id));
+        events
+            .into_iter()
+            .map(|(at, _, id, name, state, what)| {
+                let secs = (at - t0_ms).max(0) as f64 / 1000.0;
+                format!("[{secs:>5.1}s] job {id:<2} {name:<15} {state:<10} {what}")
+            })
+            .collect()
+    }
 }
 
 /// Cancels every demo job still queued or running and waits (briefly) for them to end.
@@ -197,33 +285,22 @@ async fn drive(
     crate::out!();
 
     let t0 = Instant::now();
-    let mut last: BTreeMap<u64, JobState> = BTreeMap::new();
+    let t0_ms = crate::clock::now_ms();
+    let mut told = Told::default();
     let finished = loop {
+        // Active first, then the history: a job that ends between the two is in both, and its
+        // end is what counts.
         let active: Vec<JobView> = client.get("/v1/jobs").await?;
         let done = client.history(None, None, 1000).await?;
-        for j in active.iter().chain(done.iter()) {
-            if last.get(&j.id) == Some(&j.state) {
-                continue;
-            }
-            last.insert(j.id, j.state);
-            let what = match j.state {
-                JobState::Pending => format!("waits: {}", j.reason.clone().unwrap_or_default()),
-                JobState::Running => format!("runs on GPU {}", gpu_list(&j.gpus)),
-                _ => match (j.exit_code, &j.reason_detail) {
-                    (Some(c), _) => format!("exit code {c}"),
-                    (None, Some(d)) => d.clone(),
-                    _ => String::new(),
-                },
-            };
-            let at = t0.elapsed().as_secs_f64();
-            crate::out!(
-                "[{at:>5.1}s] job {:<2} {:<15} {:<10} {what}",
-                j.id,
-                j.name,
-                j.state.as_str()
-            );
+        let ended: std::collections::BTreeSet<u64> = done.iter().map(|j| j.id).collect();
+        let seen = active
+            .iter()
+            .filter(|j| !ended.contains(&j.id))
+            .chain(done.iter());
+        for line in told.news(seen, t0_ms) {
+            crate::out!("{line}");
         }
-        if active.is_empty() && done.len() == jobs.len() {
+        if active.iter().all(|j| ended.contains(&j.id)) && done.len() == jobs.len() {
             break done;
         }
         if t0.elapsed() > Duration::from_secs(120) {
@@ -256,7 +333,10 @@ async fn drive(
     let rows = rows.into_iter().map(|(_, r)| r).collect();
     crate::out!(
         "{}",
-        table(&["JOB", "NAME", "STATE", "EXIT", "GPUS", "RAN"], rows)
+        table(
+            &["JOB", "NAME", "STATE", "EXIT", "GPU INDEXES", "RAN"],
+            rows
+        )
     );
     crate::out!();
     match gpu_overlap(&finished) {

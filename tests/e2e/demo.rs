@@ -27,6 +27,43 @@ fn demo_runs_and_leaves_nothing_running() {
     ] {
         assert!(stdout.contains(part), "expected {part:?} in:\n{stdout}");
     }
+    // Read in the order printed, no GPU is taken while another job holds it, and every job
+    // that ended after running was shown running first.
+    let mut holder: std::collections::BTreeMap<String, u64> = Default::default();
+    let mut ran = std::collections::BTreeSet::new();
+    for line in stdout.lines().filter(|l| l.starts_with('[')) {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let job: u64 = words[words.iter().position(|w| *w == "job").unwrap() + 1]
+            .parse()
+            .unwrap();
+        if line.contains(" RUNNING ") {
+            ran.insert(job);
+            let gpus = line.rsplit("runs on GPU ").next().unwrap();
+            for g in gpus.split(',') {
+                if let Some(other) = holder.insert(g.to_string(), job) {
+                    panic!(
+                        "job {job} runs on GPU {g} before job {other} let it go:
+{stdout}"
+                    );
+                }
+            }
+        } else if [" COMPLETED ", " FAILED ", " TIMEOUT "]
+            .iter()
+            .any(|s| line.contains(s))
+        {
+            assert!(
+                ran.contains(&job),
+                "job {job} ended, never shown running:
+{stdout}"
+            );
+            holder.retain(|_, j| *j != job);
+        }
+    }
+    assert_eq!(ran.len(), 7, "{stdout}");
+    assert!(stdout.contains("GPU INDEXES"), "{stdout}");
+    // The binary is not on PATH here: the next step names it by its path.
+    let next = format!("Next: `{} init --dir DIR`", crate::pool::bin().display());
+    assert!(stdout.contains(&next), "expected {next:?} in:\n{stdout}");
     let dir = stdout
         .split_whitespace()
         .find(|w| w.starts_with("/tmp/labpool-demo-"))
