@@ -98,7 +98,7 @@ pub enum Command {
     Requeue(CancelArgs),
     /// Hold waiting jobs: they stay queued but do not start until released
     Hold(CancelArgs),
-    /// Link Slurm's command names (sbatch, squeue, scancel, sinfo, scontrol, srun) to labpool in DIR
+    /// Link Slurm's command names (sbatch, squeue, scancel, sinfo, sacct, scontrol, srun, salloc) to labpool in DIR
     InstallSlurmCommands {
         /// Where to make the links (e.g. /usr/local/bin)
         dir: std::path::PathBuf,

@@ -191,4 +191,18 @@ mod tests {
         super::scancel::ScancelArgs::command().debug_assert();
         super::sacct::SacctArgs::command().debug_assert();
     }
+
+    /// `labpool install-slurm-commands --help` names every command it links.
+    #[test]
+    fn the_install_help_names_every_command_it_links() {
+        let mut cli = crate::cli::Cli::command();
+        let about = cli
+            .find_subcommand_mut("install-slurm-commands")
+            .expect("the subcommand exists")
+            .render_help()
+            .to_string();
+        for name in super::COMMANDS {
+            assert!(about.contains(name), "{name} missing from:\n{about}");
+        }
+    }
 }

@@ -8,6 +8,7 @@ mod bad_input_tour;
 mod browser;
 mod datasets;
 mod demo;
+mod docs_agree;
 mod doctor;
 mod drain;
 mod envs;
