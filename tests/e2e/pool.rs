@@ -382,6 +382,30 @@ impl Drop for Pool {
     fn drop(&mut self) {
         self.kill9();
         self.kill_jobs();
+        kill_shims_under(&self.dir);
+    }
+}
+
+/// Kills every job shim whose job directory lies under `dir` (the controller's and its agents'
+/// spools), and the shim's own process group: a shim lives on after its controller or agent is
+/// killed, by design, and one that started just before has no `started.json` to find it by.
+pub fn kill_shims_under(dir: &Path) {
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+        let under = args
+            .get(2)
+            .is_some_and(|a| Path::new(&*String::from_utf8_lossy(a)).starts_with(dir));
+        if args.get(1) == Some(&&b"shim"[..]) && under {
+            let pid = nix::unistd::Pid::from_raw(pid);
+            let _ = nix::sys::signal::killpg(pid, nix::sys::signal::Signal::SIGKILL);
+            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+        }
     }
 }
 
@@ -536,4 +560,14 @@ pub fn webhook() -> (String, std::sync::mpsc::Receiver<String>) {
         }
     });
     (url, rx)
+}
+
+/// An RFC 3339 time from the API as labpool writes moments for people: local,
+/// `YYYY-MM-DD HH:MM:SS`.
+pub fn local_moment(rfc3339: &str) -> String {
+    chrono::DateTime::parse_from_rfc3339(rfc3339)
+        .unwrap()
+        .with_timezone(&chrono::Local)
+        .format("%Y-%m-%d %H:%M:%S")
+        .to_string()
 }
