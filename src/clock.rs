@@ -59,7 +59,21 @@ pub fn rfc3339(ms: i64) -> String {
     }
 }
 
-/// Milliseconds since the epoch as a short local time for tables: `2026-12-02T15:04:05`.
+/// Milliseconds since the epoch as labpool writes a moment for people, everywhere outside the
+/// Slurm commands (`show`, `why`, `nodes`, `snapshot list`, the web): local time to the
+/// second, `2026-12-02 15:04:05`.
+pub fn when(ms: i64) -> String {
+    match chrono::DateTime::from_timestamp_millis(ms) {
+        Some(t) => t
+            .with_timezone(&chrono::Local)
+            .format("%Y-%m-%d %H:%M:%S")
+            .to_string(),
+        None => ms.to_string(),
+    }
+}
+
+/// Milliseconds since the epoch as Slurm's commands write a local time: `2026-12-02T15:04:05`
+/// (squeue, scontrol, sacct, sbatch --test-only); labpool's own commands use [`when`].
 pub fn short(ms: i64) -> String {
     match chrono::DateTime::from_timestamp_millis(ms) {
         Some(t) => t

@@ -32,6 +32,20 @@ pub struct UnknownUser {
     pub why: String,
 }
 
+/// What is wrong with `[controller] admin_group` on this host, when something is: a group that
+/// does not exist makes only root an admin, and nothing else would say so.
+pub fn admin_group_problem(group: &str) -> Option<String> {
+    match nix::unistd::Group::from_name(group) {
+        Ok(Some(_)) => None,
+        Ok(None) => Some(format!(
+            "[controller] admin_group {group:?} does not exist on this host, so only root is an admin: create it (groupadd {group}; usermod -aG {group} USER) or name an existing group"
+        )),
+        Err(e) => Some(format!(
+            "[controller] admin_group {group:?} cannot be looked up ({e}), so only root is an admin: check nsswitch and the group database"
+        )),
+    }
+}
+
 /// Resolves `uid` and decides whether it is an admin (root or a member of `admin_group`).
 pub fn resolve(uid: u32, admin_group: &str) -> Result<Caller, UnknownUser> {
     let user = User::from_uid(Uid::from_raw(uid))

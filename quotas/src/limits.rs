@@ -334,7 +334,7 @@ mod tests {
         );
         assert_eq!(
             f[0].describe("scratch"),
-            "scratch: 100 used, at or over the hard limit of 100"
+            "scratch: 100B used, at or over the hard limit of 100B"
         );
     }
 
@@ -378,7 +378,7 @@ mod tests {
         l.soft_bytes = Some(200);
         let e = l.validate().unwrap_err().to_string();
         assert!(
-            e.contains("soft limit on bytes (200) is above the hard limit (100)"),
+            e.contains("soft limit on bytes (200B) is above the hard limit (100B)"),
             "{e}"
         );
         l.soft_bytes = None;

@@ -44,7 +44,7 @@ pub struct QueueArgs {
     #[arg(long, conflicts_with = "user")]
     pub me: bool,
     /// Only this user's jobs
-    #[arg(long, short = 'u', value_name = "USER")]
+    #[arg(long, short = 'u', value_name = "USER", value_parser = super::values::login_name)]
     pub user: Option<String>,
     /// Print JSON instead of a table
     #[arg(long)]
@@ -55,6 +55,7 @@ pub struct QueueArgs {
 #[derive(Args, Debug)]
 pub struct ShowArgs {
     /// Job id
+    #[arg(value_parser = super::values::job_id)]
     pub id: u64,
     /// Print JSON instead of text
     #[arg(long)]
@@ -145,7 +146,7 @@ impl CancelJobArgs {
 #[derive(Args, Debug)]
 pub struct HistoryArgs {
     /// Only this user's jobs
-    #[arg(long, short = 'u', value_name = "USER")]
+    #[arg(long, short = 'u', value_name = "USER", value_parser = super::values::login_name)]
     pub user: Option<String>,
     /// Only jobs that ended since: YYYY-MM-DD[THH:MM], today, yesterday, or an age like 3d
     #[arg(long, value_name = "DATE")]

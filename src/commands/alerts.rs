@@ -2,7 +2,7 @@
 
 use crate::api::alerts::AlertsView;
 use crate::client::Client;
-use crate::clock::rfc3339;
+use crate::clock::when;
 use crate::render::{print, table};
 use crate::settings::Config;
 use labpool_monitor::alerts::Alert;
@@ -28,7 +28,7 @@ fn text(v: &AlertsView) -> String {
             a.severity.as_str().to_string(),
             a.rule.clone(),
             a.subject.clone(),
-            rfc3339(a.fired_ms.unwrap_or(a.since_ms)),
+            when(a.fired_ms.unwrap_or(a.since_ms)),
             a.text.clone(),
         ]
     };

@@ -42,9 +42,9 @@ pub async fn dataset(command: &DatasetCommand, config: &Config) -> anyhow::Resul
             let d = result?;
             print(*json, &d, |d| {
                 format!(
-                    "registered {} ({} files, {}) version {}\njobs declare it with --dataset {} and read it at ${}",
+                    "registered {} ({}, {}) version {}\njobs declare it with --dataset {} and read it at ${}",
                     d.name,
-                    d.files,
+                    labpool_units::count(d.files, "file"),
                     labpool_units::format_size(d.bytes),
                     short(&d.current),
                     d.name,

@@ -14,7 +14,7 @@ use labpool_units::format_mib;
 
 pub(crate) fn short_time(rfc: Option<&str>) -> String {
     rfc.and_then(crate::clock::parse_ms)
-        .map_or_else(|| "-".to_string(), crate::clock::short)
+        .map_or_else(|| "-".to_string(), crate::clock::when)
 }
 
 fn gpus_asked(j: &JobView) -> String {

@@ -206,7 +206,7 @@ fn why_text(w: &WhyView) -> String {
             if let Some((node, at)) = &n.reservation {
                 out.push_str(&format!(
                     "  reserved: {node} at {}\n",
-                    crate::clock::rfc3339(at.0)
+                    crate::clock::when(at.0)
                 ));
             }
             if let Some(r) = &n.rejections {

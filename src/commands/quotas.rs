@@ -7,7 +7,7 @@ use crate::api::quotas::{
 };
 use crate::cli::{LimitArgs, PurgeCommand, QuotaArgs, QuotaCommand};
 use crate::client::Client;
-use crate::clock::short;
+use crate::clock::when;
 use crate::render::{print, table};
 use crate::settings::Config;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -94,7 +94,7 @@ fn render_user(q: &UserQuota) -> String {
     for f in &q.filesystems {
         out.push_str(&format!("\n\n{} ({})", f.fs, f.user_dir.display()));
         match f.scanned_at {
-            Some(t) => out.push_str(&format!("\n  scanned  {}", short(t))),
+            Some(t) => out.push_str(&format!("\n  scanned  {}", when(t))),
             None => out.push_str("\n  scanned  never: `labpool quota scan` counts now"),
         }
         if !same || q.filesystems.len() == 1 {
@@ -336,7 +336,7 @@ fn render_plan(p: &PurgePlanView) -> String {
         out.push_str(&format!("note: {note}\n"));
     }
     if p.per_user.is_empty() {
-        out.push_str("nothing to delete\n");
+        out.push_str("nothing to delete: 0 files, 0B\n");
     } else {
         out.push_str(&table(
             &["USER", "FILES", "BYTES"],
@@ -352,8 +352,8 @@ fn render_plan(p: &PurgePlanView) -> String {
                 .collect(),
         ));
         out.push_str(&format!(
-            "\ntotal: {} files, {}\n\noldest:\n",
-            p.total.files,
+            "\ntotal: {}, {}\n\noldest:\n",
+            labpool_units::count(p.total.files, "file"),
             format_size(p.total.bytes)
         ));
         for f in &p.oldest {
@@ -409,7 +409,18 @@ pub async fn purge(command: &PurgeCommand, config: &Config) -> anyhow::Result<()
         .await?;
     spinner.finish_and_clear();
     if *dry_run {
-        print(*json, &plan, render_plan);
+        print(*json, &plan, |p| {
+            format!(
+                "{}\ndry run: {} ({}) of {} would be deleted, {} warned, {} kept by .labpool-keep, {} of running jobs skipped; nothing was deleted",
+                render_plan(p).trim_end(),
+                labpool_units::count(p.total.files, "file"),
+                format_size(p.total.bytes),
+                labpool_units::count(p.per_user.len() as u64, "member"),
+                labpool_units::count(p.warned.len() as u64, "member"),
+                labpool_units::count(p.kept.len() as u64, "path"),
+                labpool_units::count(p.jobs_skipped.len() as u64, "directory"),
+            )
+        });
         return Ok(());
     }
     if !*json {
@@ -425,8 +436,8 @@ pub async fn purge(command: &PurgeCommand, config: &Config) -> anyhow::Result<()
             );
         }
         eprint!(
-            "Delete {} files ({}) and send the notices? [y/N] ",
-            plan.total.files,
+            "Delete {} ({}) and send the notices? [y/N] ",
+            labpool_units::count(plan.total.files, "file"),
             format_size(plan.total.bytes)
         );
         std::io::stderr().flush()?;
@@ -447,16 +458,16 @@ pub async fn purge(command: &PurgeCommand, config: &Config) -> anyhow::Result<()
         .await?;
     print(*json, &done, |d| {
         let mut out = format!(
-            "Deleted {} files ({}); each is listed in {}",
-            d.removed.files,
+            "Deleted {} ({}); each is listed in {}",
+            labpool_units::count(d.removed.files, "file"),
             format_size(d.removed.bytes),
             d.audit_log.display()
         );
         for u in &d.per_user {
             out.push_str(&format!(
-                "\n  {}: {} files, {}",
+                "\n  {}: {}, {}",
                 u.user,
-                u.tally.files,
+                labpool_units::count(u.tally.files, "file"),
                 format_size(u.tally.bytes)
             ));
         }

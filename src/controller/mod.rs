@@ -61,6 +61,9 @@ pub async fn serve(
             "not running as root: only {me}'s jobs can run here; other users are refused at submit"
         );
     }
+    if let Some(problem) = crate::identity::admin_group_problem(&config.controller.admin_group) {
+        tracing::warn!("{problem}");
+    }
     let db = Db::open(&config.database_path()).await?;
 
     let (report_tx, report_rx) = mpsc::unbounded_channel();

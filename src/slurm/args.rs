@@ -102,6 +102,10 @@ pub struct SrunArgs {
     pub ntasks_per_node: Option<u32>,
     /// `--gpus-per-task`: each task sees only its own GPUs.
     pub gpus_per_task: Option<u32>,
+    /// `-c`: cores each task needs (the step must fit the job's cores on each node).
+    pub cpus_per_task: Option<u32>,
+    /// `-O`, `--overcommit`: run more tasks than the job has cores for.
+    pub overcommit: bool,
     /// `-l`: each output line starts with the task's rank.
     pub label: bool,
     /// `--pty`.
@@ -172,6 +176,8 @@ pub fn parse_srun(args: &[String]) -> Result<SrunArgs, String> {
                 let n = v.rsplit(':').next().unwrap_or_default().to_string();
                 out.gpus_per_task = Some(number(&Some(n))?);
             }
+            "c" | "cpus-per-task" => out.cpus_per_task = Some(number(&value)?),
+            "O" | "overcommit" => out.overcommit = true,
             "l" | "label" => out.label = true,
             "pty" => out.pty = true,
             "w" | "nodelist" => out.nodelist = value,

@@ -134,6 +134,17 @@ fn layout(lines: Vec<Vec<(&str, String)>>, one_line: bool) -> String {
     }
 }
 
+/// When a job ends: when it did; for a running job, when its time limit ends it (as Slurm
+/// shows it); `Unknown` while it waits or runs without a limit.
+fn end_time(j: &crate::api::JobView) -> String {
+    let ms = |t: Option<&str>| t.and_then(crate::clock::parse_ms);
+    let end = ms(j.end_time.as_deref()).or_else(|| {
+        let start = ms(j.start_time.as_deref())?;
+        Some(start + 1000 * j.time_limit_s? as i64)
+    });
+    end.map_or_else(|| "Unknown".to_string(), crate::clock::short)
+}
+
 fn show_job(d: &JobDetail, one_line: bool) -> String {
     let j = &d.job;
     let time = |t: Option<&str>| {
@@ -169,7 +180,7 @@ fn show_job(d: &JobDetail, one_line: bool) -> String {
             vec![
                 ("SubmitTime", time(Some(&j.submit_time))),
                 ("StartTime", time(j.start_time.as_deref())),
-                ("EndTime", time(j.end_time.as_deref())),
+                ("EndTime", end_time(j)),
             ],
             vec![
                 ("Partition", j.partition.clone()),

@@ -215,9 +215,12 @@ fn field(
             _ => format!("({})", j.reason.as_deref().unwrap_or("None")),
         },
         'r' => j.reason.clone().unwrap_or_else(|| "None".into()),
-        'S' => match (&j.start_time, reserved) {
-            (Some(s), _) => time(Some(s)),
-            (None, Some((_, at))) => crate::clock::short(at.0),
+        // Started; else where the scheduler holds it a place; else, waiting for its --begin,
+        // no earlier than that (as Slurm shows it).
+        'S' => match (&j.start_time, reserved, &j.begin_time) {
+            (Some(s), _, _) => time(Some(s)),
+            (None, Some((_, at)), _) => crate::clock::short(at.0),
+            (None, None, Some(b)) => time(Some(b)),
             _ => "N/A".into(),
         },
         'Y' => reserved.map_or_else(|| "(null)".into(), |(n, _)| n.clone()),

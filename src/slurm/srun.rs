@@ -78,6 +78,11 @@ fn run(args: &[String]) -> Result<i32, String> {
             job_ntasks: var("SLURM_NTASKS")
                 .and_then(|n| n.parse().ok())
                 .unwrap_or(1),
+            cpus_per_task: a.cpus_per_task,
+            job_cpus_per_node: var("SLURM_CPUS_ON_NODE")
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(0),
+            overcommit: a.overcommit,
         },
     )
     .map_err(|e| format!("{e} (job {job} runs on {})", compress(&names)))?;

@@ -26,6 +26,12 @@ pub struct StepAsk {
     pub per_node: Option<u32>,
     /// The job's `SLURM_NTASKS`.
     pub job_ntasks: u32,
+    /// `-c`: cores each of the step's tasks needs [default 1].
+    pub cpus_per_task: Option<u32>,
+    /// The job's cores on each of its nodes (`SLURM_CPUS_ON_NODE`); 0: not known, not checked.
+    pub job_cpus_per_node: u32,
+    /// `--overcommit`: more tasks than cores is allowed.
+    pub overcommit: bool,
 }
 
 /// Plans a step over a job with `job_nodes` nodes, as Slurm does: `-N` takes the job's first
@@ -52,6 +58,22 @@ pub fn plan(job_nodes: usize, ask: StepAsk) -> Result<StepPlan, String> {
         (None, Some(p)) => vec![p.max(1); nodes as usize],
         (None, None) => block_tasks(ask.job_ntasks.max(nodes), nodes),
     };
+    // As Slurm refuses a step that needs more cores than the job holds on a node ("More
+    // processors requested than permitted"), unless it may overcommit.
+    let cpt = ask.cpus_per_task.unwrap_or(1).max(1);
+    if !ask.overcommit
+        && ask.job_cpus_per_node > 0
+        && let Some(most) = counts.iter().copied().max()
+        && most * cpt > ask.job_cpus_per_node
+    {
+        return Err(format!(
+            "More processors requested than permitted: {most} task{} x {cpt} core{} on one node, and the job holds {} core{} there; srun fewer tasks (-n), ask sbatch for more (-n, -c), or add --overcommit",
+            if most == 1 { "" } else { "s" },
+            if cpt == 1 { "" } else { "s" },
+            ask.job_cpus_per_node,
+            if ask.job_cpus_per_node == 1 { "" } else { "s" },
+        ));
+    }
     let mut next = 0;
     let plan_nodes = counts
         .iter()
@@ -145,6 +167,7 @@ mod tests {
             nodes,
             per_node,
             job_ntasks: 4,
+            ..StepAsk::default()
         };
         let p = plan(2, ask(None, None, None)).unwrap();
         assert_eq!(p.nodes, [(0, vec![0, 1]), (1, vec![2, 3])]);
@@ -161,6 +184,42 @@ mod tests {
         );
         let p = plan(1, ask(Some(3), None, None)).unwrap();
         assert_eq!(p.nodes, [(0, vec![0, 1, 2])]);
+    }
+
+    /// A step needs a core per task (or `-c`) on each node, as Slurm counts them: `srun -n 2`
+    /// in a one-core job is refused, unless it may overcommit.
+    #[test]
+    fn a_step_that_needs_more_cores_than_the_job_holds_is_refused() {
+        let ask = |ntasks, cpus_per_task, overcommit| StepAsk {
+            ntasks: Some(ntasks),
+            job_ntasks: 1,
+            cpus_per_task,
+            job_cpus_per_node: 1,
+            overcommit,
+            ..StepAsk::default()
+        };
+        let e = plan(1, ask(2, None, false)).unwrap_err();
+        assert!(
+            e.starts_with("More processors requested than permitted: 2 tasks x 1 core on one node, and the job holds 1 core there"),
+            "{e}"
+        );
+        assert!(plan(1, ask(2, None, true)).is_ok(), "--overcommit");
+        assert!(plan(1, ask(1, None, false)).is_ok());
+        let four = StepAsk {
+            job_cpus_per_node: 4,
+            ..ask(2, Some(2), false)
+        };
+        assert!(plan(1, four).is_ok(), "2 tasks x 2 cores fit 4");
+        assert!(
+            plan(
+                1,
+                StepAsk {
+                    cpus_per_task: Some(3),
+                    ..four
+                }
+            )
+            .is_err()
+        );
     }
 
     #[test]

@@ -122,15 +122,10 @@ pub fn problem(ctx: &Ctx, active: &str, error: &str, hint: Option<&str>) -> Mark
     )
 }
 
-/// A time from the API (RFC 3339) as `YYYY-MM-DD HH:MM`, local to the controller.
+/// A time from the API (RFC 3339) as labpool writes moments everywhere
+/// ([`crate::clock::when`]), local to the controller.
 pub fn when(rfc3339: &str) -> String {
-    chrono::DateTime::parse_from_rfc3339(rfc3339)
-        .map(|t| {
-            t.with_timezone(&chrono::Local)
-                .format("%Y-%m-%d %H:%M")
-                .to_string()
-        })
-        .unwrap_or_else(|_| rfc3339.to_string())
+    crate::clock::parse_ms(rfc3339).map_or_else(|| rfc3339.to_string(), crate::clock::when)
 }
 
 /// How long ago an RFC 3339 time was, as labpool prints durations.

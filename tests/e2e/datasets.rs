@@ -309,7 +309,7 @@ fn a_rescan_makes_a_version_that_copies_only_changed_files_and_running_jobs_keep
     assert_eq!(s(&j3, "state"), "COMPLETED", "{j3:#}");
     has(
         &events(&j3, "staged")[0],
-        &["copied 1 files (6.8K)", "linked 0", "reused 20 in place"],
+        &["copied 1 file (6.8K)", "linked 0", "reused 20 in place"],
     );
     let status = json(&pool, &["cache", "status", "--json"]);
     assert_eq!(
@@ -509,7 +509,7 @@ fn versions_that_share_files_are_removed_together_to_make_room() {
     pool.ok(&["dataset", "rescan", "alpha"]);
     let j2 = pool.submit(&["--gpus", "1", "--dataset", "alpha", "--wrap", "true"]);
     let staged = events(&pool.wait_done(j2, T), "staged");
-    has(&staged[0], &["copied 1 files", "linked 3 unchanged"]);
+    has(&staged[0], &["copied 1 file", "linked 3 unchanged"]);
     assert_eq!(s(&pool.wait_done(j1, T), "state"), "COMPLETED");
     // Each alpha version alone holds only its one different file, but together they hold
     // 2.5 MB: beta (2 MB) fits once both go, and it does not wait forever.

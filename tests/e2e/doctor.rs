@@ -174,8 +174,14 @@ fn doctor_passes_a_healthy_pool_and_finds_a_full_disk_and_hidden_gpus() {
     assert_eq!(out.status.code(), Some(0), "{:?}", problems(&out));
     pool.stop();
 
-    // Two GPUs in the box, one in the config; and scratch fills up.
-    pool.edit_config(|t| t.replace("[node]\n", "[node]\nvirtual_gpus = \"1:rtx4090\"\n"));
+    // Two GPUs in the box, one in the config; scratch fills up; the admin group is misspelt.
+    pool.edit_config(|t| {
+        t.replace("[node]\n", "[node]\nvirtual_gpus = \"1:rtx4090\"\n")
+            .replace(
+                "admin_group = \"labpool-admins\"",
+                "admin_group = \"labpool-admns\"",
+            )
+    });
     let scratch = pool.dir.join("shared/scratch");
     let disk = LoopDisk::mount(&scratch, &build.path().join("scratch.img"));
     disk.fill();
@@ -195,6 +201,18 @@ fn doctor_passes_a_healthy_pool_and_finds_a_full_disk_and_hidden_gpus() {
             && s == "fail"
             && what == "NVML reports 2 GPU(s) but the pool schedules 1"),
         "{found:?}"
+    );
+    assert!(
+        found.iter().any(|(c, s, subject, what)| c == "admins"
+            && s == "warn"
+            && subject == "labpool-admns"
+            && what.contains("does not exist on this host, so only root is an admin")),
+        "{found:?}"
+    );
+    assert!(
+        pool.serve_log()
+            .contains("admin_group \"labpool-admns\" does not exist"),
+        "serve says so too"
     );
     // The seed's "disk above 90%" alert fires for it too.
     firing(&pool, "disk_full", scratch.to_str().unwrap());

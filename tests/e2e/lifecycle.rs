@@ -93,9 +93,10 @@ fn submit_runs_with_directives_and_shows_in_history() {
     let since_tomorrow: Vec<serde_json::Value> =
         serde_json::from_str(&pool.ok(&["history", "--since", "2099-01-01", "--json"])).unwrap();
     assert!(since_tomorrow.is_empty());
-    let me: Vec<serde_json::Value> =
-        serde_json::from_str(&pool.ok(&["history", "--user", "nobody-here", "--json"])).unwrap();
-    assert!(me.is_empty());
+    // A user nobody has is an error, not an empty list that looks like "no jobs".
+    let out = pool.cli(&["history", "--user", "nobody-here", "--json"]);
+    assert!(!out.status.success(), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no user \"nobody-here\" on this host"));
 }
 
 #[test]

@@ -33,6 +33,7 @@ mod not_responding;
 mod nvml;
 mod peer_staging;
 mod permissions;
+mod plain_answers;
 mod policy;
 mod pool;
 mod preemption;

@@ -179,7 +179,7 @@ fn sacct_lists_the_job_its_batch_step_and_its_srun_steps() {
     pool.ok(&["install-slurm-commands", bin.to_str().unwrap()]);
     pool.script(
         "steps.sh",
-        "#!/bin/bash\nsrun -n 2 true\nsrun false\nexit 0\n",
+        "#!/bin/bash\n#SBATCH -n 2\nsrun -n 2 true\nsrun false\nexit 0\n",
     );
     let id = pool.submit(&["steps.sh"]);
     assert_eq!(s(&pool.wait_done(id, T), "state"), "COMPLETED");
@@ -197,7 +197,7 @@ fn sacct_lists_the_job_its_batch_step_and_its_srun_steps() {
     assert_eq!(
         out,
         format!(
-            "JobID|JobName|State|ExitCode|NTasks\n{id}|steps.sh|COMPLETED|0:0|\n{id}.batch|batch|COMPLETED|0:0|1\n{id}.0|true|COMPLETED|0:0|2\n{id}.1|false|FAILED|1:0|1\n"
+            "JobID|JobName|State|ExitCode|NTasks\n{id}|steps.sh|COMPLETED|0:0|\n{id}.batch|batch|COMPLETED|0:0|1\n{id}.0|true|COMPLETED|0:0|2\n{id}.1|false|FAILED|1:0|2\n"
         )
     );
     let table = text(&run(&bin, "sacct", &["-X"], &pool));

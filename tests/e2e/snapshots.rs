@@ -78,7 +78,14 @@ fn a_member_finds_and_restores_their_own_deleted_files_and_nobody_elses() {
     // Back in place, as it was: content, mode, owner, mtime.
     let out = as_alice(&["snapshot", "restore", notes_s, "--at", &first_id[..8]]);
     let text = stdout_of(&out);
-    has(&text, &["restored", &first_id[..8]]);
+    has(
+        &text,
+        &[
+            "restored",
+            &first_id[..8],
+            ": 1 file, 0 directories, 0 other, ",
+        ],
+    );
     let back = std::fs::metadata(&notes).unwrap();
     assert_eq!(std::fs::read_to_string(&notes).unwrap(), "monday's notes");
     assert_eq!(
@@ -163,13 +170,12 @@ fn a_member_finds_and_restores_their_own_deleted_files_and_nobody_elses() {
         &["no snapshot holds it (or it was not yours)"],
     );
     assert!(!target.join("secret.txt").exists());
-    let f = json(&stdout_of(&as_alice(&[
-        "snapshot",
-        "find",
-        secret.to_str().unwrap(),
-        "--json",
-    ])));
+    // Found in none of the snapshots that cover it: said so, and the exit status says it too.
+    let out = as_alice(&["snapshot", "find", secret.to_str().unwrap(), "--json"]);
+    assert!(!out.status.success(), "{out:?}");
+    let f = json(&String::from_utf8_lossy(&out.stdout));
     assert!(f["last_seen"].is_null());
+    has(&stderr(&out), &["is in none of the", "nothing to restore"]);
     // Nor may she write into bob's directory, or anywhere not hers.
     let out = as_alice(&[
         "snapshot", "restore", notes_s, "--at", &first_id, "--target", "/tmp",

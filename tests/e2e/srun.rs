@@ -18,7 +18,8 @@ fn srun_starts_ranked_tasks_on_their_own_gpus_and_show_lists_the_steps() {
          srun -n 2 bash -c 'exit $((SLURM_PROCID + 3))'; echo second=$?\n\
          srun --mpi=pmix -N 1 --cpu-bind=cores true\n\
          echo nodes=$(scontrol show hostnames)\n\
-         srun -N 2 true; echo too-many=$?\n",
+         srun -N 2 true; echo too-many=$?\n\
+         srun -n 4 true; echo over=$?\n",
     );
     let id = pool.submit(&["steps.sh"]);
     let job = pool.wait_done(id, T);
@@ -41,6 +42,14 @@ fn srun_starts_ranked_tasks_on_their_own_gpus_and_show_lists_the_steps() {
     assert!(gpus.iter().all(|g| !g.contains(',')), "{out}");
     // The step's exit code is its highest task's; -N 2 on a one-node job is refused.
     has(&out, &["second=4", &format!("nodes={node}"), "too-many=1"]);
+    // Four tasks in a three-core job: refused, as Slurm refuses it.
+    has(
+        &out,
+        &[
+            "srun: error: More processors requested than permitted: 4 tasks x 1 core on one node, and the job holds 3 cores there",
+            "over=1",
+        ],
+    );
     has(&out, &["srun: warning: --mpi, --cpu-bind ignored"]);
 
     let steps = job["steps"].as_array().unwrap();

@@ -89,14 +89,15 @@ pub fn parse_mem_mib(text: &str) -> Result<u64, UnitError> {
 ///
 /// ```
 /// use labpool_units::format_size;
-/// assert_eq!(format_size(512), "512");
+/// assert_eq!(format_size(512), "512B");
 /// assert_eq!(format_size(4096), "4K");
 /// assert_eq!(format_size(8_499), "8.3K");
 /// assert_eq!(format_size(64 << 20), "64M");
 /// ```
 pub fn format_size(bytes: u64) -> String {
     if bytes < 1024 {
-        return bytes.to_string();
+        // Bytes say so: a bare `512` reads as a count.
+        return format!("{bytes}B");
     }
     let mut value = bytes as f64;
     let mut unit = 0;
@@ -190,8 +191,8 @@ mod tests {
 
     #[test]
     fn one_printer() {
-        assert_eq!(format_size(0), "0");
-        assert_eq!(format_size(1023), "1023");
+        assert_eq!(format_size(0), "0B");
+        assert_eq!(format_size(1023), "1023B");
         assert_eq!(format_size(1024), "1K");
         assert_eq!(format_size(3 << 29), "1.5G");
         assert_eq!(format_size(50 << 30), "50G");

@@ -396,5 +396,44 @@ mod tests {
                 .iter()
                 .any(|f| f.what == "NVML reports 4 GPU(s) but the pool schedules 2")
         );
+        // The node's reason is shown once, not as "DOWN: DOWN: …".
+        let down = found.iter().find(|f| f.check == "nodes").unwrap();
+        assert_eq!(down.what, "DOWN: no reason given");
+    }
+
+    /// Six virtual GPUs with no NVML readings are not "0 GPU(s) healthy"; a node not
+    /// responding is a failure.
+    #[test]
+    fn gpus_without_readings_are_not_called_healthy_and_a_silent_node_fails() {
+        let node = |name: &str, state: &str| NodeFact {
+            name: name.into(),
+            state: state.into(),
+            reason: Some("not responding: no heartbeat since 10:00:00".into()),
+            gpus_scheduled: 3,
+            ..NodeFact::default()
+        };
+        let facts = Facts {
+            nodes: vec![node("a", "IDLE"), node("b", "IDLE*")],
+            ..Facts::default()
+        };
+        let found = check(&facts, &Limits::default());
+        let gpus = found.iter().find(|f| f.check == "gpus").unwrap();
+        assert_eq!(
+            gpus.what,
+            "6 GPUs, none read by NVML (virtual GPUs, or no sample yet): no health to judge"
+        );
+        let nodes: Vec<(&str, Status, &str)> = found
+            .iter()
+            .filter(|f| f.check == "nodes")
+            .map(|f| (f.subject.as_str(), f.status, f.what.as_str()))
+            .collect();
+        assert_eq!(
+            nodes,
+            [(
+                "b",
+                Status::Fail,
+                "IDLE*, not responding: no heartbeat since 10:00:00"
+            )]
+        );
     }
 }

@@ -91,11 +91,11 @@ pub(super) async fn create(
         made.iter()
             .map(|s| {
                 format!(
-                    "snapshot {} of {} ({}): {} files, {}, added {}{}",
+                    "snapshot {} of {} ({}): {}, {}, added {}{}",
                     &s.id[..8],
                     s.source,
                     s.path.display(),
-                    s.files,
+                    labpool_units::count(s.files, "file"),
                     labpool_units::format_size(s.bytes),
                     labpool_units::format_size(s.added_bytes),
                     if s.errors > 0 {

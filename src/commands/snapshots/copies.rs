@@ -19,8 +19,8 @@ use std::path::Path;
 
 fn report_text(r: &CopyReport) -> String {
     format!(
-        "{} files sent ({}), {} there already{}; the copy holds {} snapshots",
-        r.files_sent,
+        "{} sent ({}), {} there already{}; the copy holds {}",
+        labpool_units::count(r.files_sent, "file"),
         labpool_units::format_size(r.bytes_sent),
         r.files_present,
         if r.files_removed > 0 {
@@ -28,7 +28,7 @@ fn report_text(r: &CopyReport) -> String {
         } else {
             String::new()
         },
-        r.records
+        labpool_units::count(r.records, "snapshot")
     )
 }
 
@@ -128,9 +128,9 @@ pub(super) async fn restore_from(
     .await?;
     print(json, &report, |r| {
         format!(
-            "restored {} ({} files, {})",
+            "restored {} ({}, {})",
             r.restored_to.display(),
-            r.files,
+            labpool_units::count(r.files, "file"),
             labpool_units::format_size(r.bytes)
         )
     });

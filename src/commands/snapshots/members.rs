@@ -143,6 +143,13 @@ pub(super) async fn find(client: &Client, path: &Path, json: bool) -> anyhow::Re
         anyhow::bail!("{}", find_text(&f));
     }
     print(json, &f, find_text);
+    // In none of them: nothing to restore, and a script that checks `$?` must know.
+    anyhow::ensure!(
+        f.last_seen.is_some(),
+        "{} is in none of the {} snapshots that cover it: nothing to restore",
+        f.path,
+        f.sightings.len()
+    );
     Ok(())
 }
 
@@ -177,19 +184,19 @@ pub(super) async fn restore(
     };
     print(json, &report, |r| {
         let mut text = format!(
-            "restored {} from snapshot {} ({}): {} files, {} directories, {} other, {}",
+            "restored {} from snapshot {} ({}): {}, {}, {} other, {} in all",
             r.restored_to.display(),
             &started.snapshot.id[..8],
             local(started.snapshot.time),
-            r.files,
-            r.dirs,
+            labpool_units::count(r.files, "file"),
+            labpool_units::count(r.dirs, "directory"),
             r.others,
             labpool_units::format_size(r.bytes)
         );
         if r.skipped_not_owned > 0 {
             text += &format!(
-                "\n{} entries were left out: they were not yours in the snapshot",
-                r.skipped_not_owned
+                "\n{} left out: they were not yours in the snapshot",
+                labpool_units::count(r.skipped_not_owned, "entry")
             );
         }
         for f in &r.failed {

@@ -9,7 +9,7 @@ mod members;
 use crate::cli::SnapshotCommand;
 use crate::client::Client;
 use crate::settings::Config;
-use chrono::{DateTime, Local, Utc};
+use chrono::{DateTime, Utc};
 
 /// Runs `labpool snapshot …`.
 pub async fn run(command: &SnapshotCommand, config: &Config) -> anyhow::Result<()> {
@@ -103,7 +103,5 @@ pub async fn run(command: &SnapshotCommand, config: &Config) -> anyhow::Result<(
 }
 
 fn local(t: DateTime<Utc>) -> String {
-    t.with_timezone(&Local)
-        .format("%Y-%m-%d %H:%M:%S")
-        .to_string()
+    crate::clock::when(t.timestamp_millis())
 }

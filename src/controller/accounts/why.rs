@@ -1,7 +1,7 @@
 //! `why`: what a job waits for, or what it is doing, with the limits and stages that judge it.
 
 use crate::api::WhyView;
-use crate::clock::rfc3339;
+use crate::clock::when;
 use crate::controller::engine::Engine;
 use crate::controller::error::ApiError;
 use labpool_scheduler::{JobId, JobState};
@@ -83,7 +83,7 @@ impl Engine {
                     "runs on {} with GPUs {:?} since {}{}{}",
                     row.node.as_deref().unwrap_or("?"),
                     row.gpus,
-                    row.start_time.map(rfc3339).unwrap_or_default(),
+                    row.start_time.map(when).unwrap_or_default(),
                     self.preemption_summary(id),
                     self.node_trouble(row.node.as_deref())
                 ),
@@ -114,7 +114,7 @@ impl Engine {
                 scorers,
                 summary: format!(
                     "ended {} ({}){}",
-                    row.end_time.map(rfc3339).unwrap_or_default(),
+                    row.end_time.map(when).unwrap_or_default(),
                     row.state,
                     row.reason_detail
                         .as_ref()

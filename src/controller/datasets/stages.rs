@@ -211,10 +211,10 @@ impl Engine {
                     .map(|s| {
                         let r = &s.report;
                         format!(
-                            "{}@{} on {node}: copied {} files ({}), linked {} unchanged ({}), reused {} in place ({}), resumed {}",
+                            "{}@{} on {node}: copied {} ({}), linked {} unchanged ({}), reused {} in place ({}), resumed {}",
                             s.name,
                             short(&s.version),
-                            r.files_copied,
+                            labpool_units::count(r.files_copied, "file"),
                             labpool_units::format_size(r.bytes_copied),
                             r.files_linked,
                             labpool_units::format_size(r.bytes_linked),

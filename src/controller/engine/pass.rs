@@ -38,7 +38,7 @@ impl Engine {
                     let detail = match self.jobs.job(job.0).and_then(|r| r.request.deadline_ms) {
                         Some(d) => format!(
                             "its time limit no longer fits before its --deadline ({}); it never started",
-                            crate::clock::short(d)
+                            crate::clock::when(d)
                         ),
                         None => "its --deadline could no longer be met".to_string(),
                     };

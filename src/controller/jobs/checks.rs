@@ -312,7 +312,7 @@ impl Engine {
             let limit = crate::api::limit_secs(admitted.time_limit);
             let end = limit.map(|s| start + s as i64 * 1000);
             if end.is_none_or(|e| e > deadline) {
-                let when = crate::clock::short(deadline);
+                let when = crate::clock::when(deadline);
                 let limit = limit.map_or_else(
                     || "UNLIMITED".to_string(),
                     |s| labpool_units::format_duration(std::time::Duration::from_secs(s)),

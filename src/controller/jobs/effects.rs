@@ -317,8 +317,8 @@ impl Engine {
             amount: charge,
             job: Some(job),
             note: Some(format!(
-                "{} GPUs on {} for {held}, then requeued",
-                alloc.gpu_count(),
+                "{} on {} for {held}, then requeued",
+                labpool_units::count(alloc.gpu_count() as u64, "GPU"),
                 alloc.nodelist()
             )),
         };
@@ -346,8 +346,8 @@ impl Engine {
             if charge > 0.0 {
                 let held = labpool_units::format_elapsed(end.secs_since(alloc.start));
                 let note = format!(
-                    "{} GPUs on {} for {held}",
-                    alloc.gpu_count(),
+                    "{} on {} for {held}",
+                    labpool_units::count(alloc.gpu_count() as u64, "GPU"),
                     alloc.nodelist()
                 );
                 entries.push(Entry {

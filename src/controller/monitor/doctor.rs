@@ -36,6 +36,15 @@ pub async fn doctor(
     };
     let facts = facts(&state).await?;
     let mut findings = check(&facts, &limits);
+    if let Some(problem) = crate::identity::admin_group_problem(&config.controller.admin_group) {
+        findings.push(labpool_monitor::doctor::Finding {
+            check: "admins".into(),
+            status: labpool_monitor::doctor::Status::Warn,
+            subject: config.controller.admin_group.clone(),
+            what: problem,
+            fix: "create the group, or set [controller] admin_group to one that exists".into(),
+        });
+    }
     if config.executor.kind == crate::settings::ExecutorKind::Slurm {
         let agents: Vec<String> = facts.nodes.iter().map(|n| n.name.clone()).collect();
         findings.extend(crate::slurm_gate::doctor::check(config, &agents).await);

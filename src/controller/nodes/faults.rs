@@ -55,7 +55,7 @@ impl Engine {
                 } else {
                     format!(
                         "no heartbeat since {} (node_timeout {timeout_text})",
-                        crate::clock::short(n.last_seen_ms)
+                        crate::clock::when(n.last_seen_ms)
                     )
                 };
                 down.push((name.clone(), reason));
@@ -72,7 +72,7 @@ impl Engine {
             } else if silent > n.late_after_ms {
                 Some(format!(
                     "not responding: no heartbeat since {} (its agent sends one every {}); DOWN after node_timeout ({timeout_text})",
-                    crate::clock::short(n.last_seen_ms),
+                    crate::clock::when(n.last_seen_ms),
                     labpool_units::format_duration(std::time::Duration::from_millis(
                         (n.late_after_ms / 3) as u64
                     )),

@@ -131,10 +131,10 @@ async fn scheduled_purge(service: Arc<QuotaService>) -> Result<String, String> {
     let (id, _) = service.plan_purge().await.map_err(|e| e.body.error)?;
     let done = service.execute_purge(&id).await.map_err(|e| e.body.error)?;
     Ok(format!(
-        "scheduled scratch purge done: {} files, {}, {} notices",
-        done.removed.files,
+        "scheduled scratch purge done: {}, {}, {}",
+        labpool_units::count(done.removed.files, "file"),
         labpool_units::format_size(done.removed.bytes),
-        done.notices.len()
+        labpool_units::count(done.notices.len() as u64, "notice")
     ))
 }
 

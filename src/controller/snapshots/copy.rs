@@ -66,11 +66,11 @@ async fn copy_now(service: &SnapshotService, db: &Db, target: &str) -> Result<St
     .map_err(|e| format!("the copy panicked: {e}"))?;
     match done {
         Ok((target, r)) => Ok(format!(
-            "snapshot copy to {target:?}: {} files ({}) sent, {} there already, {} snapshots there",
-            r.files_sent,
+            "snapshot copy to {target:?}: {} ({}) sent, {} there already, {} there",
+            labpool_units::count(r.files_sent, "file"),
             labpool_units::format_size(r.bytes_sent),
             r.files_present,
-            r.records
+            labpool_units::count(r.records, "snapshot")
         )),
         Err(e) => Err(format!("{e:#}")),
     }

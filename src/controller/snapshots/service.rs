@@ -152,10 +152,10 @@ impl SnapshotService {
         let r = labpool_snapshots::create(&repo, &backup_options(src), &Progress::default())?;
         let s = &r.snapshot;
         let mut summary = format!(
-            "snapshot {} of {}: {} files, {}, {} added, {} unreadable",
+            "snapshot {} of {}: {}, {}, {} added, {} unreadable",
             s.short_id(),
             src.name,
-            s.files,
+            labpool_units::count(s.files, "file"),
             format_size(s.bytes),
             format_size(s.added_bytes),
             s.errors
