@@ -129,11 +129,13 @@ pub fn lag_alert(
     let text = format!(
         "the snapshot copy to {} is behind: the newest snapshot ({}) is not in it after {}; last copy that went through: {}; last error: {}",
         status.target,
-        newest.format("%Y-%m-%d %H:%M UTC"),
+        crate::clock::when(newest.timestamp_millis()),
         labpool_units::format_duration_approx(behind),
-        status.last_ok.map_or("never".to_string(), |t| t
-            .format("%Y-%m-%d %H:%M UTC")
-            .to_string()),
+        status
+            .last_ok
+            .map_or("never".to_string(), |t| crate::clock::when(
+                t.timestamp_millis()
+            )),
         status.error.as_deref().unwrap_or("none")
     );
     Some(serde_json::json!({

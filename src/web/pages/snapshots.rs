@@ -62,7 +62,7 @@ pub(super) async fn page(
                 @for s in f.sightings.iter().rev() {
                     tr data-snapshot=(s.snapshot) {
                         td { code { (s.snapshot.get(..8).unwrap_or(&s.snapshot)) } }
-                        td { (s.time.with_timezone(&chrono::Local).format("%Y-%m-%d %H:%M")) }
+                        td { (crate::clock::when(s.time.timestamp_millis())) }
                         td { @if s.present { "✓" } @else { span.muted { (ctx.t("gone")) } } }
                         td.num { (s.size.map(format_size).unwrap_or_default()) }
                         td {
@@ -83,7 +83,7 @@ pub(super) async fn page(
         table {
             tr { th { (ctx.t("Snapshot")) } th { (ctx.t("Time")) } th { (ctx.t("Path")) } th.num { (ctx.t("Files")) } th.num { (ctx.t("Size")) } }
             @for s in recent.iter().rev().take(RECENT) {
-                tr { td { code { (s.id.get(..8).unwrap_or(&s.id)) } } td { (s.time.with_timezone(&chrono::Local).format("%Y-%m-%d %H:%M")) }
+                tr { td { code { (s.id.get(..8).unwrap_or(&s.id)) } } td { (crate::clock::when(s.time.timestamp_millis())) }
                      td { (s.source) " " span.muted { (s.path.display()) } } td.num { (s.files) } td.num { (format_size(s.bytes)) } }
             }
         }
