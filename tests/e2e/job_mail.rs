@@ -301,4 +301,15 @@ fn mail_types_that_cannot_be_mailed_are_warned_about_at_submit() {
         "true",
     ]);
     assert!(!err.contains("warning"), "{err}");
+    // The moments labpool never tells of are named too.
+    let err = sbatch(&[
+        "--mail-type=FAIL,STAGE_OUT,ARRAY_TASKS",
+        "--mail-user=alice@uni.example",
+        "--wrap",
+        "true",
+    ]);
+    assert!(
+        err.contains("STAGE_OUT is never told here") && err.contains("ARRAY_TASKS changes nothing"),
+        "{err}"
+    );
 }

@@ -218,10 +218,39 @@ fn address_of(mail: &crate::settings::MailConfig, who: &str) -> Option<String> {
     }
 }
 
-/// Why a job's `--mail-type` notices will not be e-mailed, for a warning at submit: no relay is
-/// set, or a login name has no domain to be mailed at. Says where the notices go instead and
-/// which setting would mail them. None when they will be mailed, or none were asked for.
-pub(crate) fn unmailed(
+/// What a job's `--mail-type` will not do, for warnings at submit: the moments labpool never
+/// tells of, and why notices will not be e-mailed (no relay, or a login name with no domain to
+/// be mailed at), saying where they go instead and which setting would mail them.
+pub(crate) fn mail_warnings(
+    config: &crate::settings::Config,
+    req: &crate::api::SubmitRequest,
+    user: &str,
+) -> Vec<String> {
+    use labpool_scheduler::options::MailType;
+    let mut out = Vec::new();
+    let never: Vec<&str> = req
+        .mail_types
+        .iter()
+        .filter(|t| matches!(t, MailType::InvalidDepend | MailType::StageOut))
+        .map(|t| t.as_str())
+        .collect();
+    if !never.is_empty() {
+        out.push(format!(
+            "--mail-type: {} is never told here (labpool has no stage-out, and a job whose dependency can never be met just waits, with reason DependencyNeverSatisfied); the other types are",
+            never.join(" and ")
+        ));
+    }
+    if req.mail_types.contains(&MailType::ArrayTasks) {
+        out.push(
+            "--mail-type=ARRAY_TASKS changes nothing here: each task of an array is told of on its own already".to_string(),
+        );
+    }
+    out.extend(unmailed(config, req, user));
+    out
+}
+
+/// Why notices will not be e-mailed, when they will not.
+fn unmailed(
     config: &crate::settings::Config,
     req: &crate::api::SubmitRequest,
     user: &str,
