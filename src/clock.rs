@@ -63,23 +63,19 @@ pub fn rfc3339(ms: i64) -> String {
 /// Slurm commands (`show`, `why`, `nodes`, `snapshot list`, the web): local time to the
 /// second, `2026-12-02 15:04:05`.
 pub fn when(ms: i64) -> String {
-    match chrono::DateTime::from_timestamp_millis(ms) {
-        Some(t) => t
-            .with_timezone(&chrono::Local)
-            .format("%Y-%m-%d %H:%M:%S")
-            .to_string(),
-        None => ms.to_string(),
-    }
+    local_format(ms, "%Y-%m-%d %H:%M:%S")
 }
 
 /// Milliseconds since the epoch as Slurm's commands write a local time: `2026-12-02T15:04:05`
 /// (squeue, scontrol, sacct, sbatch --test-only); labpool's own commands use [`when`].
 pub fn short(ms: i64) -> String {
+    local_format(ms, "%Y-%m-%dT%H:%M:%S")
+}
+
+/// Milliseconds since the epoch in local time, as `format` writes it.
+fn local_format(ms: i64, format: &str) -> String {
     match chrono::DateTime::from_timestamp_millis(ms) {
-        Some(t) => t
-            .with_timezone(&chrono::Local)
-            .format("%Y-%m-%dT%H:%M:%S")
-            .to_string(),
+        Some(t) => t.with_timezone(&chrono::Local).format(format).to_string(),
         None => ms.to_string(),
     }
 }

@@ -256,25 +256,16 @@ fn mail_types_that_cannot_be_mailed_are_warned_about_at_submit() {
         "{config}"
     );
     pool.start();
-    let bin = pool.dir.join("slurm-bin");
-    pool.ok(&["install-slurm-commands", bin.to_str().unwrap()]);
-    let (config, work) = (pool.config.clone(), pool.work.clone());
-    let sbatch = |args: &[&str]| {
-        let out = std::process::Command::new(bin.join("sbatch"))
-            .args(args)
-            .env("LABPOOL_CONFIG", &config)
-            .current_dir(&work)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{out:?}");
-        String::from_utf8_lossy(&out.stderr).to_string()
-    };
-    let err = sbatch(&[
-        "--mail-type=END",
-        "--mail-user=alice@uni.example",
-        "--wrap",
-        "true",
-    ]);
+    let sbatch = |pool: &Pool, args: &[&str]| pool.slurm_out("sbatch", args, true).1;
+    let err = sbatch(
+        &pool,
+        &[
+            "--mail-type=END",
+            "--mail-user=alice@uni.example",
+            "--wrap",
+            "true",
+        ],
+    );
     assert!(
         err.contains("sbatch: warning: --mail-type: no e-mail is sent")
             && err.contains("[mail] smtp")
@@ -282,32 +273,41 @@ fn mail_types_that_cannot_be_mailed_are_warned_about_at_submit() {
         "{err}"
     );
     assert!(
-        sbatch(&["--wrap", "true"]).is_empty(),
+        sbatch(&pool, &["--wrap", "true"]).is_empty(),
         "no mail asked for, no word"
     );
     pool.stop();
     let (relay, _mails) = smtp_sink();
     pool.edit_config(|t| format!("{t}\n[mail]\nsmtp = \"{relay}\"\n"));
     pool.start();
-    let err = sbatch(&["--mail-type=FAIL", "--mail-user=alice", "--wrap", "true"]);
+    let err = sbatch(
+        &pool,
+        &["--mail-type=FAIL", "--mail-user=alice", "--wrap", "true"],
+    );
     assert!(
         err.contains("no e-mail is sent to \"alice\"") && err.contains("[mail] domain"),
         "{err}"
     );
-    let err = sbatch(&[
-        "--mail-type=FAIL",
-        "--mail-user=alice@uni.example",
-        "--wrap",
-        "true",
-    ]);
+    let err = sbatch(
+        &pool,
+        &[
+            "--mail-type=FAIL",
+            "--mail-user=alice@uni.example",
+            "--wrap",
+            "true",
+        ],
+    );
     assert!(!err.contains("warning"), "{err}");
     // The moments labpool never tells of are named too.
-    let err = sbatch(&[
-        "--mail-type=FAIL,STAGE_OUT,ARRAY_TASKS",
-        "--mail-user=alice@uni.example",
-        "--wrap",
-        "true",
-    ]);
+    let err = sbatch(
+        &pool,
+        &[
+            "--mail-type=FAIL,STAGE_OUT,ARRAY_TASKS",
+            "--mail-user=alice@uni.example",
+            "--wrap",
+            "true",
+        ],
+    );
     assert!(
         err.contains("STAGE_OUT is never told here") && err.contains("ARRAY_TASKS changes nothing"),
         "{err}"

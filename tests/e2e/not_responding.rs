@@ -49,26 +49,14 @@ fn an_agent_killed_with_9_is_not_responding_within_seconds_and_gets_no_new_job()
             .any(|l| l.starts_with("gone") && l.contains("IDLE*")),
         "{nodes}"
     );
-    let bin = c.ctrl.dir.join("slurm-bin");
-    c.ctrl
-        .ok(&["install-slurm-commands", bin.to_str().unwrap()]);
-    let slurm = |name: &str, args: &[&str]| {
-        let out = std::process::Command::new(bin.join(name))
-            .args(args)
-            .env("LABPOOL_CONFIG", &c.ctrl.config)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{name} {args:?}: {out:?}");
-        String::from_utf8_lossy(&out.stdout).to_string()
-    };
-    let sinfo = slurm("sinfo", &["-N"]);
+    let sinfo = c.ctrl.slurm("sinfo", &["-N"]);
     assert!(
         sinfo
             .lines()
             .any(|l| l.starts_with("gone") && l.contains("idle*")),
         "{sinfo}"
     );
-    let show = slurm("scontrol", &["show", "node", "gone"]);
+    let show = c.ctrl.slurm("scontrol", &["show", "node", "gone"]);
     assert!(show.contains("State=IDLE+NOT_RESPONDING"), "{show}");
     let out = c.ctrl.cli(&["doctor", "--json"]);
     let found = problems(&out);

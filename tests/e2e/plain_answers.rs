@@ -62,24 +62,13 @@ fn commands_answer_plainly_and_write_moments_one_way() {
 
     // Slurm's tools: a --begin job starts no earlier than its begin time; a running job ends
     // when its time limit does.
-    let bin = pool.dir.join("slurm-bin");
-    pool.ok(&["install-slurm-commands", bin.to_str().unwrap()]);
-    let slurm = |name: &str, args: &[&str]| {
-        let out = std::process::Command::new(bin.join(name))
-            .args(args)
-            .env("LABPOOL_CONFIG", &pool.config)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{name}: {out:?}");
-        String::from_utf8_lossy(&out.stdout).to_string()
-    };
-    let start = slurm("squeue", &["--start", "-h", "-o", "%i %S"]);
+    let start = pool.slurm("squeue", &["--start", "-h", "-o", "%i %S"]);
     let line = start
         .lines()
         .find(|l| l.starts_with(&format!("{later} ")))
         .unwrap_or_else(|| panic!("{start}"));
     assert!(!line.ends_with("N/A"), "{start}");
-    let shown = slurm("scontrol", &["show", "job", &running.to_string()]);
+    let shown = pool.slurm("scontrol", &["show", "job", &running.to_string()]);
     let end = shown
         .split_whitespace()
         .find_map(|w| w.strip_prefix("EndTime="))

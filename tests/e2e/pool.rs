@@ -261,6 +261,31 @@ impl Pool {
         cmd
     }
 
+    /// One of Slurm's commands (`sinfo`, `scontrol`, `sbatch`, …) as `install-slurm-commands`
+    /// links it, with this pool's config; its standard output, the command having succeeded.
+    pub fn slurm(&self, name: &str, args: &[&str]) -> String {
+        self.slurm_out(name, args, true).0
+    }
+
+    /// [`Pool::slurm`], the command having succeeded when `ok`: (stdout, stderr).
+    pub fn slurm_out(&self, name: &str, args: &[&str], ok: bool) -> (String, String) {
+        let bin = self.dir.join("slurm-bin");
+        if !bin.join(name).exists() {
+            self.ok(&["install-slurm-commands", bin.to_str().unwrap()]);
+        }
+        let out = Command::new(bin.join(name))
+            .args(args)
+            .env("LABPOOL_CONFIG", &self.config)
+            .current_dir(&self.work)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.success(), ok, "{name} {args:?}: {out:?}");
+        (
+            String::from_utf8_lossy(&out.stdout).to_string(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    }
+
     /// Runs the CLI.
     pub fn cli(&self, args: &[&str]) -> Output {
         self.command(args).output().unwrap()
