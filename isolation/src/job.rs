@@ -24,9 +24,9 @@ impl JobIsolation {
         let mut parts = Vec::new();
         if let Some(h) = &self.devices {
             parts.push(format!(
-                "devices ({}; {} other GPU(s) denied)",
+                "devices ({}; {} denied)",
                 h.device_word(),
-                self.denied.len()
+                labpool_units::count(self.denied.len() as u64, "other GPU")
             ));
         }
         if let (Some(h), Some(b)) = (&self.memory, self.mem_bytes) {

@@ -260,7 +260,7 @@ mod tests {
             "devices (cgroup v1); not: memory: no memory cgroup controller is mounted"
         );
         let job = s.for_job("k", vec![(195, 1)], Some(1 << 20));
-        assert_eq!(job.describe(), "devices (cgroup v1; 1 other GPU(s) denied)");
+        assert_eq!(job.describe(), "devices (cgroup v1; 1 other GPU denied)");
         assert_eq!(unescape("/a\\040b"), "/a b");
     }
 }

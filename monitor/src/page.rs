@@ -139,7 +139,7 @@ pub fn render(v: &PoolView) -> String {
     page.family(
         "labpool_node_up",
         g,
-        "1 when the node takes or runs jobs, 0 when it is down.",
+        "1 when the node answers and takes or runs jobs, 0 when it is down or not responding.",
     );
     for n in &v.nodes {
         for (state, count) in [

@@ -157,8 +157,8 @@ pub fn to_html(r: &Report) -> String {
     );
     let _ = write!(
         s,
-        "<section><h2>Use</h2><p>{} GPUs. {} in the range, {} of them held GPUs: {} GPU-hours, {:.1}% of the pool. {} GPU-hours left idle while jobs waited.</p>",
-        r.pool_gpus,
+        "<section><h2>Use</h2><p>{}. {} in the range, {} of them held GPUs: {} GPU-hours, {:.1}% of the pool. {} GPU-hours left idle while jobs waited.</p>",
+        labpool_units::count(u64::from(r.pool_gpus), "GPU"),
         labpool_units::count(r.jobs, "job"),
         r.total.jobs,
         hours(r.total.gpu_hours),

@@ -174,8 +174,8 @@ impl Scheduler {
             why_not.push(format!("{name} has {} free then", free.count_ones()));
         }
         Err(ReservationError(vec![format!(
-            "no node has {} GPUs free for the whole window ({}): running jobs' time limits and other reservations hold them; choose a later start, fewer GPUs, or another node",
-            req.gpus,
+            "no node has {} free for the whole window ({}): running jobs' time limits and other reservations hold them; choose a later start, fewer GPUs, or another node",
+            labpool_units::count(u64::from(req.gpus), "GPU"),
             why_not.join(", ")
         )]))
     }
@@ -251,8 +251,8 @@ impl Scheduler {
         }
         if job.resources.gpus as usize > r.gpus.len() {
             problems.push(format!(
-                "the job asks for {} GPUs and reservation {name} holds {}",
-                job.resources.gpus,
+                "the job asks for {} and reservation {name} holds {}",
+                labpool_units::count(u64::from(job.resources.gpus), "GPU"),
                 r.gpus.len()
             ));
         }

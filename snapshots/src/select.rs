@@ -119,7 +119,7 @@ pub fn pick(
     let within = match at {
         At::Before(t) => format!(
             "snapshots taken at or before {}",
-            t.with_timezone(&chrono::Local).format("%Y-%m-%d %H:%M")
+            t.with_timezone(&chrono::Local).format("%Y-%m-%d %H:%M:%S")
         ),
         _ => "any snapshot".to_string(),
     };
@@ -137,7 +137,9 @@ fn not_found(
         Some(s) => format!(
             "; it is in snapshot {} ({}): try --at {}",
             &s.snapshot[..8],
-            s.time.format("%Y-%m-%d %H:%M"),
+            s.time
+                .with_timezone(&chrono::Local)
+                .format("%Y-%m-%d %H:%M:%S"),
             &s.snapshot[..8]
         ),
         None => "; no snapshot holds it (or it was not yours)".into(),

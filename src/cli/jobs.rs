@@ -92,6 +92,7 @@ pub struct RunArgs {
 #[derive(Args, Debug)]
 pub struct UpdateArgs {
     /// Job id
+    #[arg(value_parser = super::values::job_id)]
     pub id: u64,
     /// New time limit (as --time)
     #[arg(short = 't', long, value_name = "TIME")]
@@ -145,8 +146,8 @@ impl CancelJobArgs {
 /// `labpool history`.
 #[derive(Args, Debug)]
 pub struct HistoryArgs {
-    /// Only this user's jobs
-    #[arg(long, short = 'u', value_name = "USER", value_parser = super::values::login_name)]
+    /// Only this user's jobs (one whose account is gone too: their jobs stay in the history)
+    #[arg(long, short = 'u', value_name = "USER")]
     pub user: Option<String>,
     /// Only jobs that ended since: YYYY-MM-DD[THH:MM], today, yesterday, or an age like 3d
     #[arg(long, value_name = "DATE")]

@@ -13,7 +13,7 @@ mod policy;
 mod quotas;
 mod reservations;
 mod snapshots;
-mod values;
+pub mod values;
 
 pub use datasets::{CacheCommand, DatasetCommand};
 pub use demo::{DemoArgs, SimArgs};

@@ -100,7 +100,7 @@ pub async fn dataset(command: &DatasetCommand, config: &Config) -> anyhow::Resul
                     v.files,
                     labpool_units::format_size(v.bytes),
                     v.versions,
-                    v.created,
+                    crate::commands::jobs::moment(Some(&v.created)),
                     v.created_by,
                     v.env_var
                 )
@@ -114,7 +114,7 @@ pub async fn dataset(command: &DatasetCommand, config: &Config) -> anyhow::Resul
                     .map(|v| {
                         vec![
                             format!("{}{}", short(&v.version), if v.current { " *" } else { "" }),
-                            v.created.clone(),
+                            crate::commands::jobs::moment(Some(&v.created)),
                             v.files.to_string(),
                             labpool_units::format_size(v.bytes),
                             v.changed_files.to_string(),

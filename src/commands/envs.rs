@@ -132,7 +132,7 @@ pub async fn run(command: &EnvCommand, config: &Config) -> anyhow::Result<()> {
                             e.kind.as_str().to_string(),
                             e.id.clone(),
                             labpool_units::format_size(e.bytes),
-                            e.built.clone(),
+                            crate::commands::jobs::moment(Some(&e.built)),
                         ]
                     })
                     .collect();
@@ -157,7 +157,7 @@ pub async fn run(command: &EnvCommand, config: &Config) -> anyhow::Result<()> {
                     e.archive.display(),
                     labpool_units::format_size(e.archive_bytes),
                     labpool_units::format_size(e.bytes),
-                    e.built,
+                    crate::commands::jobs::moment(Some(&e.built)),
                     e.built_by,
                     e.build_s,
                     e.build_log.display(),

@@ -12,7 +12,8 @@ use labpool_scheduler::JobState;
 use labpool_units::format_elapsed;
 use labpool_units::format_mib;
 
-pub(crate) fn short_time(rfc: Option<&str>) -> String {
+/// An RFC 3339 time from the API as labpool writes moments ([`crate::clock::when`]), or `-`.
+pub(crate) fn moment(rfc: Option<&str>) -> String {
     rfc.and_then(crate::clock::parse_ms)
         .map_or_else(|| "-".to_string(), crate::clock::when)
 }
@@ -178,11 +179,11 @@ fn show_text(d: &JobDetail) -> String {
             },
         ),
         ("time limit", limit),
-        ("submitted", short_time(Some(&j.submit_time))),
-        ("not before", short_time(j.begin_time.as_deref())),
+        ("submitted", moment(Some(&j.submit_time))),
+        ("not before", moment(j.begin_time.as_deref())),
         ("comment", or_dash(j.comment.as_ref())),
-        ("started", short_time(j.start_time.as_deref())),
-        ("ended", short_time(j.end_time.as_deref())),
+        ("started", moment(j.start_time.as_deref())),
+        ("ended", moment(j.end_time.as_deref())),
         (
             "elapsed",
             j.elapsed_s.map_or_else(|| "-".to_string(), format_elapsed),
@@ -206,7 +207,7 @@ fn show_text(d: &JobDetail) -> String {
         .iter()
         .map(|e| {
             vec![
-                short_time(Some(&e.time)),
+                moment(Some(&e.time)),
                 e.event.clone(),
                 printable(e.detail.as_deref().unwrap_or_default()),
             ]
@@ -335,6 +336,13 @@ pub async fn history(args: &HistoryArgs, config: &Config) -> anyhow::Result<()> 
     let jobs = Client::new(&config.controller.socket)
         .history(args.user.clone(), since_ms, args.limit as usize)
         .await?;
+    // A member whose account was removed still has a history; a name that is nobody's and
+    // has none is a typo, not "no jobs".
+    if let Some(user) = &args.user
+        && jobs.is_empty()
+    {
+        crate::cli::values::login_name(user).map_err(|e| anyhow::anyhow!("{e}"))?;
+    }
     print(args.json, &jobs, |jobs| {
         let rows = jobs
             .iter()
@@ -354,7 +362,7 @@ pub async fn history(args: &HistoryArgs, config: &Config) -> anyhow::Result<()> 
                         }
                         node => or_dash(node.as_ref()),
                     },
-                    short_time(j.end_time.as_deref()),
+                    moment(j.end_time.as_deref()),
                     j.gpu_usage
                         .as_ref()
                         .map_or_else(|| "-".to_string(), |u| format!("{:.0}%", u.util_mean)),

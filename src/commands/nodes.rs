@@ -60,7 +60,7 @@ fn nodes_text(nodes: &[NodeView]) -> String {
             out.push_str(&format!(
                 "\n{} agent: {agent}, last heard from {}{load}",
                 n.name,
-                n.last_seen.as_deref().unwrap_or("-")
+                crate::commands::jobs::moment(n.last_seen.as_deref())
             ));
         }
     }

@@ -141,7 +141,7 @@ fn credits_text(v: &CreditsView) -> String {
             .iter()
             .map(|e| {
                 vec![
-                    e.time.get(..19).unwrap_or(&e.time).to_string(),
+                    crate::commands::jobs::moment(Some(&e.time)),
                     e.kind.clone(),
                     format!("{:.2}", e.amount),
                     e.job.map_or_else(|| "-".to_string(), |j| j.to_string()),

@@ -368,9 +368,9 @@ fn render_plan(p: &PurgePlanView) -> String {
     }
     for u in &p.warned {
         out.push_str(&format!(
-            "notice: {} has {} files ({}) passing the limit within the warning window\n",
+            "notice: {} has {} ({}) passing the limit within the warning window\n",
             u.user,
-            u.tally.files,
+            labpool_units::count(u.tally.files, "file"),
             format_size(u.tally.bytes)
         ));
     }

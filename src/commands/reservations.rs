@@ -61,8 +61,8 @@ pub async fn reservation(command: &ReservationCommand, config: &Config) -> anyho
                     r.name,
                     gpu_list(&r.gpus),
                     r.node,
-                    r.start,
-                    r.end
+                    crate::commands::jobs::moment(Some(&r.start)),
+                    crate::commands::jobs::moment(Some(&r.end))
                 );
                 return Ok(());
             }
@@ -100,8 +100,8 @@ pub fn reservations_table(views: &[ReservationView]) -> String {
             vec![
                 r.name.clone(),
                 r.state.clone(),
-                crate::commands::jobs::short_time(Some(&r.start)),
-                crate::commands::jobs::short_time(Some(&r.end)),
+                crate::commands::jobs::moment(Some(&r.start)),
+                crate::commands::jobs::moment(Some(&r.end)),
                 r.node.clone(),
                 gpu_list(&r.gpus),
                 who.join(", "),

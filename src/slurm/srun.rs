@@ -78,6 +78,9 @@ fn run(args: &[String]) -> Result<i32, String> {
             job_ntasks: var("SLURM_NTASKS")
                 .and_then(|n| n.parse().ok())
                 .unwrap_or(1),
+            // Slurm 22.05's srun takes the job's -c from SLURM_CPUS_PER_TASK, which Slurm sets
+            // only when -c was given; labpool sets it for every job (its cores over its
+            // tasks), so here a step's -c is 1 unless srun gives its own.
             cpus_per_task: a.cpus_per_task,
             job_cpus_per_node: var("SLURM_CPUS_ON_NODE")
                 .and_then(|n| n.parse().ok())

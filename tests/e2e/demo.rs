@@ -41,10 +41,7 @@ fn demo_runs_and_leaves_nothing_running() {
             let gpus = line.rsplit("runs on GPU ").next().unwrap();
             for g in gpus.split(',') {
                 if let Some(other) = holder.insert(g.to_string(), job) {
-                    panic!(
-                        "job {job} runs on GPU {g} before job {other} let it go:
-{stdout}"
-                    );
+                    panic!("job {job} runs on GPU {g} before job {other} let it go:\n{stdout}");
                 }
             }
         } else if [" COMPLETED ", " FAILED ", " TIMEOUT "]
@@ -53,16 +50,22 @@ fn demo_runs_and_leaves_nothing_running() {
         {
             assert!(
                 ran.contains(&job),
-                "job {job} ended, never shown running:
-{stdout}"
+                "job {job} ended, never shown running:\n{stdout}"
             );
             holder.retain(|_, j| *j != job);
         }
     }
     assert_eq!(ran.len(), 7, "{stdout}");
     assert!(stdout.contains("GPU INDEXES"), "{stdout}");
-    // The binary is not on PATH here: the next step names it by its path.
-    let next = format!("Next: `{} init --dir DIR`", crate::pool::bin().display());
+    // The binary is not on PATH here: the next step names it by its path, from here when it
+    // lies below (as after `cargo run`).
+    let bin = std::fs::canonicalize(crate::pool::bin()).unwrap();
+    let here = std::fs::canonicalize(std::env::current_dir().unwrap()).unwrap();
+    let path = match bin.strip_prefix(&here) {
+        Ok(rel) => format!("./{}", rel.display()),
+        Err(_) => bin.display().to_string(),
+    };
+    let next = format!("Next: `{path} init --dir DIR`");
     assert!(stdout.contains(&next), "expected {next:?} in:\n{stdout}");
     let dir = stdout
         .split_whitespace()

@@ -199,7 +199,7 @@ fn doctor_passes_a_healthy_pool_and_finds_a_full_disk_and_hidden_gpus() {
     assert!(
         found.iter().any(|(c, s, _, what)| c == "config"
             && s == "fail"
-            && what == "NVML reports 2 GPU(s) but the pool schedules 1"),
+            && what == "NVML reports 2 GPUs but the pool schedules 1"),
         "{found:?}"
     );
     assert!(

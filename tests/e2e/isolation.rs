@@ -138,8 +138,9 @@ fn only_its_own_gpu(device_filter: Option<&str>, word: &str, hierarchy: &str) {
         has(
             isolation,
             &[&format!(
-                "devices ({word}; {} other GPU(s) denied)",
-                4 - gpus.len()
+                "devices ({word}; {} other GPU{} denied)",
+                4 - gpus.len(),
+                if 4 - gpus.len() == 1 { "" } else { "s" }
             )],
         );
     }

@@ -32,7 +32,9 @@ fn user_with_home(name: &str) -> (u32, u32, PathBuf) {
 
 const PROFILE: &str = r#"
 case "$(cat "$HOME/mode" 2>/dev/null)" in
-  escape) setsid sh -c 'trap "" TERM INT HUP; echo $$ > "$HOME/escaped.pid"; exec sleep 300' > /dev/null 2>&1 & ;;
+  escape) setsid sh -c 'trap "" TERM INT HUP; echo $$ > "$HOME/escaped.pid"; exec sleep 300' > /dev/null 2>&1 &
+    # Until it has left the shell's process group (which ends with the shell), under load too.
+    while [ ! -s "$HOME/escaped.pid" ]; do sleep 0.05; done ;;
   hang) echo $$ > "$HOME/hung.pid"; sleep 300 ;;
   flood) head -c 300000000 /dev/zero | tr '\0' x ;;
 esac

@@ -174,12 +174,13 @@ impl Cluster {
         self.agents.len() - 1
     }
 
-    /// Starts agent `i` and waits until the controller lists its node as up.
+    /// Starts agent `i` and waits until the controller lists its node as up and answering
+    /// (its first orders taken).
     pub fn start_agent(&mut self, i: usize) {
         self.agents[i].spawn();
         let name = self.agents[i].name.clone();
         self.wait_node(&name, Duration::from_secs(20), |n| {
-            n["state"].as_str() != Some("DOWN") && !n["agent"].is_null()
+            n["state"].as_str() != Some("DOWN") && !n["agent"].is_null() && n["responding"] != false
         });
     }
 

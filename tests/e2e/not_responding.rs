@@ -136,9 +136,15 @@ fn orders_go_where_the_agent_listens_and_a_node_they_cannot_reach_is_not_up() {
     )
     .unwrap();
     c.agents[lost].spawn();
+    // Not up from the start: first its orders wait, then they are found undeliverable.
+    let n = c.wait_node("lost", Duration::from_secs(20), |n| !n["agent"].is_null());
+    assert_eq!(n["responding"], false, "{n:#}");
     let n = c.wait_node("lost", Duration::from_secs(20), |n| {
-        n["responding"] == false
+        n["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("cannot be delivered"))
     });
+    assert_eq!(n["responding"], false, "{n:#}");
     let reason = n["reason"].as_str().unwrap_or_default();
     assert!(
         reason.contains(&format!(

@@ -237,7 +237,7 @@ pub fn check(f: &Facts, l: &Limits) -> Vec<Finding> {
         .filter(|(n, nvml)| n.gpus_scheduled != *nvml)
         .map(|(n, nvml)| {
             finding("config", Status::Fail, &n.name,
-                format!("NVML reports {nvml} GPU(s) but the pool schedules {}", n.gpus_scheduled),
+                format!("NVML reports {} but the pool schedules {}", labpool_units::count(u64::from(nvml), "GPU"), n.gpus_scheduled),
                 "remove virtual_gpus from [node] so NVML's GPUs are used (or fix the count); GPUs the pool does not know are never given to jobs")
         })
         .collect();
@@ -394,7 +394,7 @@ mod tests {
         assert!(
             found
                 .iter()
-                .any(|f| f.what == "NVML reports 4 GPU(s) but the pool schedules 2")
+                .any(|f| f.what == "NVML reports 4 GPUs but the pool schedules 2")
         );
         // The node's reason is shown once, not as "DOWN: DOWN: …".
         let down = found.iter().find(|f| f.check == "nodes").unwrap();

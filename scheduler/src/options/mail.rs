@@ -1,6 +1,8 @@
 //! `--mail-type` and `--mail-user`: which moments of a job its member is told about, and where.
-//! The words are sbatch's; `ALL` is sbatch's `ALL` (BEGIN, END, FAIL, INVALID_DEPEND, REQUEUE,
-//! STAGE_OUT), and `NONE` clears the list.
+//! The words are sbatch's; `ALL` is what of sbatch's `ALL` labpool tells (BEGIN, END, FAIL,
+//! REQUEUE: it has no stage-out, and a job whose dependency can never be met just waits, so
+//! INVALID_DEPEND and STAGE_OUT, named on their own, are warned about at submit), and `NONE`
+//! clears the list.
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
@@ -71,7 +73,7 @@ pub fn parse_mail_types(text: &str) -> Result<BTreeSet<MailType>, String> {
     for word in text.split(',').map(str::trim).filter(|w| !w.is_empty()) {
         match word.to_ascii_uppercase().as_str() {
             "NONE" => out.clear(),
-            "ALL" => out.extend([Begin, End, Fail, InvalidDepend, Requeue, StageOut]),
+            "ALL" => out.extend([Begin, End, Fail, Requeue]),
             "BEGIN" => drop(out.insert(Begin)),
             "END" => drop(out.insert(End)),
             "FAIL" => drop(out.insert(Fail)),
@@ -101,19 +103,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn all_is_sbatchs_all_and_every_unknown_word_is_named() {
+    fn all_is_what_labpool_tells_of_sbatchs_all_and_every_unknown_word_is_named() {
         let all = parse_mail_types("all,time_limit_80").unwrap();
         assert_eq!(
             all.iter().map(|m| m.as_str()).collect::<Vec<_>>(),
-            [
-                "BEGIN",
-                "END",
-                "FAIL",
-                "REQUEUE",
-                "INVALID_DEPEND",
-                "STAGE_OUT",
-                "TIME_LIMIT_80"
-            ]
+            ["BEGIN", "END", "FAIL", "REQUEUE", "TIME_LIMIT_80"]
         );
         assert!(parse_mail_types("END,NONE").unwrap().is_empty());
         let e = parse_mail_types("END,BEGINN,ENDD").unwrap_err();

@@ -146,9 +146,9 @@ pub(super) async fn find(client: &Client, path: &Path, json: bool) -> anyhow::Re
     // In none of them: nothing to restore, and a script that checks `$?` must know.
     anyhow::ensure!(
         f.last_seen.is_some(),
-        "{} is in none of the {} snapshots that cover it: nothing to restore",
+        "{} is in none of the {} that cover it: nothing to restore",
         f.path,
-        f.sightings.len()
+        labpool_units::count(f.sightings.len() as u64, "snapshot")
     );
     Ok(())
 }

@@ -236,8 +236,9 @@ pub(crate) fn mail_warnings(
         .collect();
     if !never.is_empty() {
         out.push(format!(
-            "--mail-type: {} is never told here (labpool has no stage-out, and a job whose dependency can never be met just waits, with reason DependencyNeverSatisfied); the other types are",
-            never.join(" and ")
+            "--mail-type: {} {} never told here (labpool has no stage-out, and a job whose dependency can never be met just waits, with reason DependencyNeverSatisfied); the other types are",
+            never.join(" and "),
+            if never.len() == 1 { "is" } else { "are" }
         ));
     }
     if req.mail_types.contains(&MailType::ArrayTasks) {

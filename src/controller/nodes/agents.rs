@@ -30,16 +30,30 @@ pub struct RemoteNode {
     pub beat: Option<Heartbeat>,
     /// Silent this long (three of its heartbeats), the node is shown not responding, ms.
     pub late_after_ms: i64,
-    /// Set by its order link while orders cannot be delivered (the error), cleared when one
-    /// is taken.
+    /// What its order link has managed: set by the link, read by the node check.
     pub link_trouble: LinkTrouble,
     /// Why it is not responding and since when (ms), while it is not.
     pub not_responding: Option<(String, i64)>,
 }
 
-/// What an order link could not do, shared with the engine: the last error while orders
-/// fail to arrive, None once they do.
-pub type LinkTrouble = std::sync::Arc<std::sync::Mutex<Option<String>>>;
+/// What an order link has managed, shared with the engine.
+pub type LinkTrouble = std::sync::Arc<std::sync::Mutex<LinkState>>;
+
+/// Whether an order link has delivered anything yet, and its last error while orders fail to
+/// arrive. A node takes no job until its link has delivered (its first order goes out as it
+/// registers), so a node registered at an address the controller cannot reach is never "up".
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LinkState {
+    /// An order batch was taken by the agent.
+    pub delivered: bool,
+    /// The last error, while orders fail to arrive; None once one is taken.
+    pub error: Option<String>,
+}
+
+/// The reason a node just registered shows until its first orders are taken.
+pub fn first_orders_pending(address: &str) -> String {
+    format!("not responding: its agent at {address} has not taken its first orders yet")
+}
 
 /// Three heartbeats: a node silent this long has missed a few, as Slurm judges a node not
 /// responding. An agent that does not say its period is taken as the default (10 s).
@@ -223,11 +237,12 @@ impl Engine {
                 beat: None,
                 late_after_ms: late_after_ms(reg.heartbeat_ms),
                 link_trouble: trouble,
-                not_responding: None,
+                not_responding: Some((first_orders_pending(&address), self.clock.now_ms())),
             },
         );
-        // A new registration answers: whatever kept it silent is over.
-        self.sched.set_node_not_responding(&name, None);
+        // It takes jobs once its first orders are taken (the node check sees it).
+        self.sched
+            .set_node_not_responding(&name, Some(first_orders_pending(&address)));
         tracing::info!(
             node = name,
             address,

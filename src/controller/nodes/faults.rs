@@ -61,7 +61,7 @@ impl Engine {
                 down.push((name.clone(), reason));
                 continue;
             }
-            let trouble = n
+            let link = n
                 .link_trouble
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
@@ -77,13 +77,15 @@ impl Engine {
                         (n.late_after_ms / 3) as u64
                     )),
                 ))
+            } else if let Some(e) = link.error {
+                Some(format!(
+                    "not responding: orders cannot be delivered to its agent at {} ({e}); set listen or advertise under [agent] to an address the controller reaches",
+                    n.address
+                ))
+            } else if !link.delivered {
+                Some(super::agents::first_orders_pending(&n.address))
             } else {
-                trouble.map(|e| {
-                    format!(
-                        "not responding: orders cannot be delivered to its agent at {} ({e}); set listen or advertise under [agent] to an address the controller reaches",
-                        n.address
-                    )
-                })
+                None
             };
             match (&n.not_responding, why) {
                 (None, None) => {}

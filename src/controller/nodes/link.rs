@@ -15,7 +15,7 @@ const ORDER_BATCH: usize = 256;
 /// registration, or the node went DOWN).
 ///
 /// While a batch fails to arrive past the first few retries, `trouble` holds the error (the
-/// engine shows the node not responding); a batch taken clears it.
+/// engine shows the node not responding); a batch taken marks it delivered and clears it.
 pub fn spawn_link(
     node: String,
     address: String,
@@ -50,7 +50,8 @@ pub fn spawn_link(
                     // The first orders of a link may arrive before the agent has read its
                     // registration answer: only a refusal that lasts is worth a warning.
                     if wait >= Duration::from_millis(400) {
-                        *trouble.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.to_string());
+                        trouble.lock().unwrap_or_else(|p| p.into_inner()).error =
+                            Some(e.to_string());
                         if !std::mem::replace(&mut warned, true) {
                             tracing::warn!(node, address, "cannot send orders, retrying: {e}");
                         }
@@ -60,7 +61,10 @@ pub fn spawn_link(
             if sent.is_err() {
                 return;
             }
-            trouble.lock().unwrap_or_else(|p| p.into_inner()).take();
+            *trouble.lock().unwrap_or_else(|p| p.into_inner()) = super::LinkState {
+                delivered: true,
+                error: None,
+            };
         }
     });
     (link, tx)

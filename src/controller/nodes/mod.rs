@@ -29,4 +29,4 @@ pub mod peers;
 pub mod slurm;
 pub mod views;
 
-pub use agents::{LinkTrouble, RemoteNode, routes};
+pub use agents::{LinkState, LinkTrouble, RemoteNode, routes};
