@@ -1,6 +1,8 @@
-//! `sacct`, as Slurm prints it: jobs that ran or run (today's by default), each with its
-//! `.batch` line and its `srun` steps unless `-X`, `--format` fields with `%WIDTH`,
-//! `--parsable`/`--parsable2`, `-n`, `-j`, `-u`, `-a`, `-S`/`-E`.
+//! `sacct`, as Slurm prints it: jobs that ran or run (today's by default; every one asked for
+//! with `-j`), each with its `.batch` line and its `srun` steps unless `-X`, `--format` fields
+//! with `%WIDTH`, `--parsable`/`--parsable2`, `-n`, `-j`, `-u`, `--name`, `-a`, `-S`/`-E`,
+//! `-M`. As in Slurm (`src/sacct/options.c`), `-j`, `-u` and `--name` take comma-separated
+//! lists and add up when repeated, and `-j` with an array's id lists every task of it.
 
 use super::format::{slurm_elapsed, slurm_limit};
 use super::squeue::{slurm_mem, state_names};
@@ -15,12 +17,18 @@ const DEFAULT: &str = "JobID,JobName,Partition,Account,AllocCPUS,State,ExitCode"
 #[derive(clap::Parser, Debug)]
 #[command(name = "sacct", no_binary_name = true, infer_long_args = true)]
 pub struct SacctArgs {
-    /// Only these jobs (comma-separated)
-    #[arg(short = 'j', long = "jobs")]
-    jobs: Option<String>,
-    /// Only these users' jobs
-    #[arg(short = 'u', long = "user")]
-    users: Option<String>,
+    /// Only these jobs (comma-separated; repeatable); an array's id means all its tasks
+    #[arg(short = 'j', long = "jobs", action = clap::ArgAction::Append, value_delimiter = ',')]
+    jobs: Vec<String>,
+    /// Only these users' jobs (comma-separated; repeatable)
+    #[arg(short = 'u', long = "user", action = clap::ArgAction::Append, value_delimiter = ',')]
+    users: Vec<String>,
+    /// Only jobs of these names (comma-separated; repeatable)
+    #[arg(long = "name", action = clap::ArgAction::Append, value_delimiter = ',')]
+    names: Vec<String>,
+    /// The clusters to report on: labpool is one cluster, so `all` or any name is this one
+    #[arg(short = 'M', long = "clusters")]
+    _clusters: Option<String>,
     /// Every user's jobs
     #[arg(short = 'a', long = "allusers")]
     all: bool,
@@ -68,24 +76,35 @@ pub async fn sacct(client: &Client, a: &SacctArgs, me: &str) -> anyhow::Result<S
         .and_hms_opt(0, 0, 0)
         .and_then(|d| d.and_local_timezone(chrono::Local).earliest())
         .map_or(0, |d| d.timestamp_millis());
-    let (from, to) = (when(&a.start, midnight)?, when(&a.end, i64::MAX)?);
-    let user = if a.all || a.users.is_some() {
+    // With -j and no -S, Slurm looks back to the beginning: a job asked for by id is found
+    // whenever it ran.
+    let default_from = if a.jobs.is_empty() { midnight } else { 0 };
+    let (from, to) = (when(&a.start, default_from)?, when(&a.end, i64::MAX)?);
+    let user = if a.all || !a.users.is_empty() {
         None
     } else {
         Some(me.to_string())
     };
     let mut jobs: Vec<JobView> = client.get("/v1/jobs").await?;
     jobs.extend(client.history(user.clone(), Some(from), 100_000).await?);
-    let list = |s: &Option<String>| -> Option<Vec<String>> {
-        s.as_ref()
-            .map(|v| v.split(',').map(|x| x.trim().to_string()).collect())
+    let list = |v: &[String]| -> Option<Vec<String>> {
+        let v: Vec<String> = v
+            .iter()
+            .map(|x| x.trim().to_string())
+            .filter(|x| !x.is_empty())
+            .collect();
+        (!v.is_empty()).then_some(v)
     };
-    let (ids, users) = (list(&a.jobs), list(&a.users).or(user.map(|u| vec![u])));
+    let (ids, names) = (list(&a.jobs), list(&a.names));
+    let users = list(&a.users).or(user.map(|u| vec![u]));
     let ms = |t: Option<&str>| t.and_then(crate::clock::parse_ms);
     jobs.retain(|j| {
-        ids.as_ref()
-            .is_none_or(|s| s.contains(&j.id.to_string()) || s.contains(&j.display_id()))
-            && users.as_ref().is_none_or(|s| s.contains(&j.user))
+        ids.as_ref().is_none_or(|s| {
+            s.contains(&j.id.to_string())
+                || s.contains(&j.display_id())
+                || j.array_id.is_some_and(|a| s.contains(&a.to_string()))
+        }) && users.as_ref().is_none_or(|s| s.contains(&j.user))
+            && names.as_ref().is_none_or(|s| s.contains(&j.name))
             && ms(Some(&j.submit_time)).is_some_and(|t| t <= to)
     });
     jobs.sort_by_key(|j| j.id);
@@ -195,6 +214,7 @@ fn header(name: &str) -> String {
         "NTasks",
         "Comment",
         "WorkDir",
+        "Reason",
     ];
     NAMES
         .iter()
@@ -264,6 +284,7 @@ fn value(r: &Row<'_>, name: &str) -> String {
         (Row::Batch(_), "ntasks") => "1".into(),
         (Row::Job(j), "comment") => j.comment.clone().unwrap_or_default(),
         (Row::Job(j), "workdir") => j.workdir.display().to_string(),
+        (Row::Job(j), "reason") => j.reason.clone().unwrap_or_else(|| "None".into()),
         // Slurm's GPU accounting TRES (acct_gather_gpu): mean and peak utilisation and memory.
         (Row::Job(j), "tresusageinave") => j.gpu_usage.as_ref().map_or_else(String::new, |u| {
             format!(

@@ -216,3 +216,86 @@ fn sacct_lists_the_job_its_batch_step_and_its_srun_steps() {
     );
     assert_eq!(lines.len(), 3, "{table}");
 }
+
+/// sacct as submitit and snakemake's executor plugin call it: `-j` repeated (one per job in
+/// flight), `--clusters all` and `--name`, `-j` with an array's id (every task), and the
+/// `Reason` field.
+#[test]
+fn sacct_takes_the_calls_slurm_libraries_make() {
+    let mut pool = Pool::new("2:a100");
+    pool.start();
+    let ok = pool.submit(&["-J", "good", "--wrap", "true"]);
+    let bad = pool.submit(&["-J", "bad", "--wrap", "false"]);
+    let array = pool.submit(&["-J", "sweep", "--array=0-2", "--wrap", "true"]);
+    for id in [ok, bad] {
+        pool.wait_done(id, T);
+    }
+    let t0 = std::time::Instant::now();
+    while pool
+        .history()
+        .iter()
+        .filter(|j| j["array_id"] == array)
+        .count()
+        < 3
+    {
+        assert!(t0.elapsed() < T, "the array's tasks did not end");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let sacct = |args: &[&str]| pool.slurm("sacct", args).trim_end().to_string();
+    // One -j per job, as submitit writes it.
+    let out = sacct(&[
+        "-o",
+        "JobID,State",
+        "--parsable2",
+        "-n",
+        "-X",
+        "-j",
+        &ok.to_string(),
+        "-j",
+        &bad.to_string(),
+    ]);
+    assert_eq!(out, format!("{ok}|COMPLETED\n{bad}|FAILED"));
+    // An array's id lists every task.
+    let out = sacct(&[
+        "-X",
+        "-P",
+        "-n",
+        "--format=JobID,State",
+        "-j",
+        &array.to_string(),
+    ]);
+    assert_eq!(
+        out.lines().collect::<Vec<_>>(),
+        [
+            format!("{array}_0|COMPLETED"),
+            format!("{array}_1|COMPLETED"),
+            format!("{array}_2|COMPLETED")
+        ],
+        "{out}"
+    );
+    // snakemake's executor plugin: every cluster, by name, over a time window.
+    let out = sacct(&[
+        "-X",
+        "--parsable2",
+        "--clusters",
+        "all",
+        "--noheader",
+        "--format=JobIdRaw,State",
+        "--starttime",
+        "now-1hours",
+        "--endtime",
+        "now",
+        "--name",
+        "bad",
+    ]);
+    assert_eq!(out, format!("{bad}|FAILED"));
+    let out = sacct(&[
+        "-X",
+        "-P",
+        "-n",
+        "--format=JobID,Reason",
+        "-j",
+        &ok.to_string(),
+    ]);
+    assert_eq!(out, format!("{ok}|None"));
+}
