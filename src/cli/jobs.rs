@@ -5,7 +5,7 @@ use labpool_scheduler::options::JobOptions;
 use std::path::PathBuf;
 
 /// `labpool submit`.
-#[derive(Args, Debug)]
+#[derive(Args, Debug, Clone)]
 pub struct SubmitArgs {
     /// Options, as sbatch spells them.
     #[command(flatten)]
@@ -25,9 +25,12 @@ pub struct SubmitArgs {
     /// With --test-only: print JSON (the resources the job would get, and its start)
     #[arg(long, requires = "test_only")]
     pub json: bool,
-    /// The job script
-    #[arg(value_name = "SCRIPT", required_unless_present = "wrap")]
+    /// The job script (sbatch: read from standard input when none is given)
+    #[arg(value_name = "SCRIPT")]
     pub script: Option<PathBuf>,
+    /// The script sbatch read from standard input, when it was given none.
+    #[arg(skip)]
+    pub stdin_script: Option<String>,
     /// Arguments for the script
     #[arg(
         value_name = "ARGS",

@@ -53,6 +53,7 @@ pub async fn run(args: &RunArgs, config: &Config) -> anyhow::Result<i32> {
         wait: false,
         json: false,
         script: None,
+        stdin_script: None,
         args: Vec::new(),
     };
     let cwd = std::env::current_dir().context("cannot read the current directory")?;

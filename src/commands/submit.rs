@@ -59,7 +59,11 @@ pub fn build_request(
                 .unwrap_or_else(|| "script".into());
             (text, name)
         }
-        (None, None) => anyhow::bail!("give a job script, or a command with --wrap \"CMD\""),
+        // sbatch with no script reads it from standard input, and names the job "sbatch".
+        (None, None) => match &args.stdin_script {
+            Some(text) => (text.clone(), "sbatch".to_string()),
+            None => anyhow::bail!("give a job script, or a command with --wrap \"CMD\""),
+        },
     };
     let label = args
         .script
@@ -212,6 +216,8 @@ fn check_output_dirs(workdir: &Path, outputs: &[(&str, Option<&str>)]) -> anyhow
     } else {
         named
             .iter()
+            // Output thrown away, as Slurm allows.
+            .filter(|(_, pattern)| *pattern != "/dev/null")
             .filter_map(|(flag, pattern)| {
                 let dir = workdir.join(pattern).parent()?.to_path_buf();
                 (!dir.to_string_lossy().contains('%')).then(|| (format!("{flag} {pattern}"), dir))
@@ -242,6 +248,32 @@ fn check_output_dirs(workdir: &Path, outputs: &[(&str, Option<&str>)]) -> anyhow
         "the job could not write its output: {}\nhint: labpool, like Slurm, does not create output directories",
         problems.join("; ")
     )
+}
+
+/// The script on standard input, as sbatch reads it when given no file (bounded as a script
+/// file is). A terminal there means none was piped in.
+fn script_from_stdin() -> anyhow::Result<String> {
+    use std::io::{IsTerminal, Read};
+    let stdin = std::io::stdin();
+    anyhow::ensure!(
+        !stdin.is_terminal(),
+        "give a job script, pipe one in (sbatch < job.sh), or give a command with --wrap \"CMD\""
+    );
+    let mut text = String::new();
+    stdin
+        .lock()
+        .take(MAX_SCRIPT_BYTES + 1)
+        .read_to_string(&mut text)
+        .context("cannot read the script from standard input")?;
+    anyhow::ensure!(
+        text.len() as u64 <= MAX_SCRIPT_BYTES,
+        "the script on standard input is over {MAX_SCRIPT_BYTES} bytes, the limit"
+    );
+    anyhow::ensure!(
+        !text.trim().is_empty(),
+        "standard input held no script: give a job script, or a command with --wrap \"CMD\""
+    );
+    Ok(text)
 }
 
 /// This process's umask.
@@ -315,6 +347,15 @@ pub async fn run(args: &SubmitArgs, config: &Config) -> anyhow::Result<()> {
 pub async fn submit_as(args: &SubmitArgs, config: &Config, style: Style) -> anyhow::Result<()> {
     let cwd = std::env::current_dir().context("cannot read the current directory")?;
     let env: BTreeMap<String, String> = std::env::vars().collect();
+    let stdin_script = if style == Style::Sbatch && args.script.is_none() && args.wrap.is_none() {
+        Some(script_from_stdin()?)
+    } else {
+        None
+    };
+    let args = &SubmitArgs {
+        stdin_script,
+        ..args.clone()
+    };
     let (req, warnings) = build_request(args, &cwd, &env)?;
     // sbatch writes its warnings as it writes its errors: `sbatch: warning: …`.
     let prefix = match style {

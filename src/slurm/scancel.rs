@@ -101,7 +101,15 @@ pub async fn scancel(client: &Client, a: &ScancelArgs) -> anyhow::Result<String>
         .iter()
         .filter(|o| !o.ok)
         .filter(|o| a.ids.contains(&o.id) || !o.message.contains("already ended"))
-        .map(|o| format!("Kill job error on job id {}: {}", o.id, o.message))
+        .map(|o| {
+            // Slurm's words for an id it never had.
+            let why = if o.message == format!("no job {}", o.id) {
+                "Invalid job id specified"
+            } else {
+                o.message.as_str()
+            };
+            format!("Kill job error on job id {}: {why}", o.id)
+        })
         .collect();
     if failed.is_empty() {
         Ok(String::new())

@@ -114,7 +114,7 @@ fn slurm_command_names_print_what_slurm_prints() {
     assert_eq!(bad.status.code(), Some(1));
     has(
         &String::from_utf8_lossy(&bad.stderr),
-        &["scancel: error: Kill job error on job id 99: no job 99"],
+        &["scancel: error: Kill job error on job id 99: Invalid job id specified"],
     );
 
     let info = text(&run(&bin, "sinfo", &[], &pool));
@@ -298,4 +298,62 @@ fn sacct_takes_the_calls_slurm_libraries_make() {
         &ok.to_string(),
     ]);
     assert_eq!(out, format!("{ok}|None"));
+}
+
+/// `sbatch` with no file reads the script from standard input (sbatch(1)), naming the job
+/// `sbatch`; a member may throw output away with `-o /dev/null`.
+#[test]
+fn sbatch_reads_a_piped_script_and_output_may_go_to_dev_null() {
+    if !crate::pool::have_root("sbatch_reads_a_piped_script") {
+        return;
+    }
+    let (uid, gid) = crate::pool::ensure_user("lp-alice");
+    let mut pool = Pool::new("1:a100").for_users();
+    pool.start();
+    let bin = pool.dir.join("slurm-bin");
+    pool.ok(&["install-slurm-commands", bin.to_str().unwrap()]);
+    let mut child = Command::new(bin.join("sbatch"))
+        .env("LABPOOL_CONFIG", &pool.config)
+        .current_dir(&pool.work)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().unwrap();
+        stdin
+            .write_all(b"#!/bin/bash\n#SBATCH -o piped.out\necho from-stdin\n")
+            .unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let id: u64 = String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .strip_prefix("Submitted batch job ")
+        .unwrap()
+        .parse()
+        .unwrap();
+    let job = pool.wait_done(id, T);
+    assert_eq!((s(&job, "state"), s(&job, "name")), ("COMPLETED", "sbatch"));
+    assert_eq!(
+        crate::pool::read_output(&pool.work.join("piped.out")),
+        "from-stdin\n"
+    );
+    // A member's output thrown away: accepted, and the job runs.
+    let out = pool.cli_as(
+        uid,
+        gid,
+        &[
+            "submit",
+            "--parsable",
+            "-o",
+            "/dev/null",
+            "--wrap",
+            "echo gone",
+        ],
+    );
+    assert!(out.status.success(), "{out:?}");
+    let id: u64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+    assert_eq!(s(&pool.wait_done(id, T), "state"), "COMPLETED");
 }
