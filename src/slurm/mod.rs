@@ -26,6 +26,10 @@ pub const COMMANDS: [&str; 8] = [
     "sbatch", "squeue", "scancel", "sinfo", "sacct", "scontrol", "srun", "salloc",
 ];
 
+/// How long an ended job stays in `squeue -t all` (and the value `scontrol show config` gives),
+/// seconds: Slurm's default `MinJobAge`.
+pub const MIN_JOB_AGE_S: i64 = 300;
+
 /// The names a job's `PATH` links to labpool.
 pub const JOB_COMMANDS: [&str; 3] = ["srun", "scontrol", "labpool"];
 

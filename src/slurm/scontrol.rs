@@ -17,6 +17,7 @@ pub async fn scontrol(client: &Client, words: &[String]) -> anyhow::Result<Strin
         .collect();
     match words.as_slice() {
         ["show", "hostnames" | "hostname", rest @ ..] => hostnames(rest.first().copied()),
+        ["show", "config"] => Ok(show_config()),
         ["show", "job", id] => {
             let d: JobDetail = client.get(&format!("/v1/jobs/{id}")).await?;
             Ok(show_job(&d, one_line))
@@ -143,6 +144,24 @@ fn end_time(j: &crate::api::JobView) -> String {
         Some(start + 1000 * j.time_limit_s? as i64)
     });
     end.map_or_else(|| "Unknown".to_string(), crate::clock::short)
+}
+
+/// The settings of `scontrol show config` that mean something on a labpool pool, in Slurm's
+/// layout (`Name                    = value`).
+fn show_config() -> String {
+    let lines = [
+        ("ClusterName", "labpool".to_string()),
+        ("MinJobAge", format!("{} sec", super::MIN_JOB_AGE_S)),
+        ("SLURM_VERSION", "22.05.8".to_string()),
+    ];
+    let mut out = format!(
+        "Configuration data as of {}\n",
+        crate::clock::short(crate::clock::now_ms())
+    );
+    for (k, v) in lines {
+        out.push_str(&format!("{k:<23} = {v}\n"));
+    }
+    out.trim_end().to_string()
 }
 
 fn show_job(d: &JobDetail, one_line: bool) -> String {

@@ -69,6 +69,27 @@ pub async fn squeue(client: &Client, a: &SqueueArgs, me: &str) -> anyhow::Result
     let mut jobs: Vec<JobView> = client.get("/v1/jobs").await?;
     let states =
         list(&a.states).map(|s| s.iter().map(|x| x.to_ascii_uppercase()).collect::<Vec<_>>());
+    // Asked for ended states, squeue shows the jobs that ended within MinJobAge, as Slurm
+    // keeps them that long.
+    let ended_asked = states.as_ref().is_some_and(|s| {
+        s.iter().any(|x| {
+            !matches!(
+                x.as_str(),
+                "PENDING" | "PD" | "RUNNING" | "R" | "CONFIGURING" | "CF" | "COMPLETING" | "CG"
+            )
+        })
+    });
+    if ended_asked {
+        let since = crate::clock::now_ms() - 1000 * super::MIN_JOB_AGE_S;
+        let ended = client.history(None, Some(since), 10_000).await?;
+        jobs.extend(
+            ended
+                .into_iter()
+                .filter(|j| j.end_time.as_deref().and_then(crate::clock::parse_ms) >= Some(since)),
+        );
+        let mut seen = std::collections::BTreeSet::new();
+        jobs.retain(|j| seen.insert(j.id));
+    }
     let (partitions, ids, names, accounts) = (
         list(&a.partitions),
         list(&a.jobs),

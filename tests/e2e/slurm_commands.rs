@@ -357,3 +357,26 @@ fn sbatch_reads_a_piped_script_and_output_may_go_to_dev_null() {
     let id: u64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
     assert_eq!(s(&pool.wait_done(id, T), "state"), "COMPLETED");
 }
+
+/// A job that ended a moment ago is still in `squeue -t all`, for Slurm's MinJobAge, which
+/// `scontrol show config` gives; a plain `squeue` no longer shows it.
+#[test]
+fn squeue_keeps_an_ended_job_for_min_job_age_and_scontrol_says_how_long() {
+    let mut pool = Pool::new("1:a100");
+    pool.start();
+    let id = pool.submit(&["--wrap", "true"]);
+    pool.wait_done(id, T);
+    let all = pool.slurm("squeue", &["-t", "all", "-h", "-o", "%i %T"]);
+    assert!(all.lines().any(|l| l == format!("{id} COMPLETED")), "{all}");
+    let done = pool.slurm("squeue", &["--states=CD", "-h", "-o", "%i"]);
+    assert!(done.lines().any(|l| l == id.to_string()), "{done}");
+    let plain = pool.slurm("squeue", &["-h", "-o", "%i"]);
+    assert!(!plain.lines().any(|l| l == id.to_string()), "{plain}");
+    let config = pool.slurm("scontrol", &["show", "config"]);
+    assert!(
+        config
+            .lines()
+            .any(|l| l == "MinJobAge               = 300 sec"),
+        "{config}"
+    );
+}
