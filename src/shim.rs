@@ -7,7 +7,7 @@
 //! so that it can switch its effective uid safely while still single-threaded.
 
 use crate::agent::jobdir::{JobDir, RESERVED_RECORDS, Started};
-use crate::agent::procs::{kill_job_processes, signal_job_processes};
+use crate::agent::procs::kill_job_processes;
 use crate::api::agent::Outcome;
 use crate::clock::now_ms;
 use labpool_isolation::{Identity, JobCgroups, JobIsolation, Sandbox};
@@ -266,12 +266,10 @@ fn supervise(
     let grace = Duration::from_millis(spec.kill_grace_ms);
     let limit = spec.time_limit_s.map(|s| started + Duration::from_secs(s));
     // `--signal`: when to warn the job, until it has been warned.
-    let mut warn_at = limit.zip(spec.signal).map(|(l, s)| {
-        let at = l
-            .checked_sub(Duration::from_secs(s.before_s.into()))
-            .unwrap_or(started);
-        (at.max(started), s)
-    });
+    let mut warn_at = spec
+        .time_limit_s
+        .zip(spec.signal)
+        .map(|(l, s)| (started + warning_after(l, s.before_s), s));
     // (state to report, when to send KILL) once the job is being stopped.
     let mut stopping: Option<(JobState, Instant)> = None;
     let mut reason: Option<String> = None;
@@ -322,8 +320,23 @@ fn supervise(
     }
 }
 
+/// The longest a job waits for a `--signal` whose lead time is as long as its limit or longer:
+/// Slurm's controller checks time limits every 30 s, so there such a warning comes 0 to 30 s
+/// after the start, never at it, when the program has had no time to set its handler.
+const EARLIEST_WARNING_S: u64 = 15;
+
+/// How long after the start a job with a `time_limit_s` gets a `--signal` sent `before_s`
+/// before it: at the lead time asked for, but not sooner than [`EARLIEST_WARNING_S`] after the
+/// start (or half the limit, for a shorter one), which sbatch(1) allows ("may be sent up to
+/// 60 seconds earlier than specified", so also later than the start).
+fn warning_after(time_limit_s: u64, before_s: u32) -> Duration {
+    let asked = time_limit_s.saturating_sub(before_s.into());
+    let floor = EARLIEST_WARNING_S.min(time_limit_s / 2);
+    Duration::from_secs(asked.max(floor))
+}
+
 /// Sends a job its `--signal` before the time limit: to the batch shell alone with `B:`, else
-/// to every other process of the job, as Slurm signals the steps and not the batch shell.
+/// to its steps' tasks (see [`crate::agent::procs::signal_step_tasks`]).
 fn warn(jd: &JobDir, shell: Pid, s: SignalSpec) {
     let Ok(signal) = Signal::try_from(s.signal) else {
         log(&format!(
@@ -335,7 +348,7 @@ fn warn(jd: &JobDir, shell: Pid, s: SignalSpec) {
     let sent = if s.batch_only {
         usize::from(kill(shell, signal).is_ok())
     } else {
-        signal_job_processes(&jd.key(), signal, &[shell])
+        crate::agent::procs::signal_step_tasks(&jd.key(), signal, shell)
     };
     log(&format!(
         "{signal} sent to {sent} process(es), {} s before the time limit (--signal)",
@@ -421,23 +434,43 @@ fn identity(spec: &ShimSpec) -> Identity {
     }
 }
 
+/// How long a job's start waits for the directory of its output files. A library that names
+/// the log directory after the job id (submitit's `%j` folder) makes it just after `sbatch`
+/// returns; on Slurm that is always before the start, here a job may start within a
+/// millisecond. A job whose directory exists loses no time.
+const WAIT_FOR_OUTPUT_DIR: Duration = Duration::from_secs(10);
+
 /// Opens the output files with the job user's rights, so that a job can write only where its
-/// user may. The shim is still single-threaded here, which makes switching the effective uid safe.
+/// user may (waiting up to [`WAIT_FOR_OUTPUT_DIR`] for their directory). The shim is still
+/// single-threaded here, which makes switching the effective uid safe.
 fn open_outputs(spec: &ShimSpec) -> Result<(File, File), String> {
     identity(spec).as_effective(|| {
         let open = |path: &Path| {
-            OpenOptions::new()
-                .write(true)
-                .create(true)
-                .append(spec.open_append)
-                .truncate(!spec.open_append)
-                .mode(0o644)
-                .open(path)
-                .map_err(|e| {
+            let try_open = || {
+                OpenOptions::new()
+                    .write(true)
+                    .create(true)
+                    .append(spec.open_append)
+                    .truncate(!spec.open_append)
+                    .mode(0o644)
+                    .open(path)
+            };
+            let waited = Instant::now();
+            let mut opened = try_open();
+            while matches!(&opened, Err(e) if e.kind() == std::io::ErrorKind::NotFound)
+                && waited.elapsed() < WAIT_FOR_OUTPUT_DIR
+            {
+                std::thread::sleep(Duration::from_millis(10));
+                opened = try_open();
+            }
+            opened.map_err(|e| {
                     let hint = if e.kind() == std::io::ErrorKind::NotFound {
-                        "; create its directory first (as in Slurm, labpool does not create it)"
+                        format!(
+                            "; waited {} s for its directory; create it before you submit (as in Slurm, labpool does not create it)",
+                            WAIT_FOR_OUTPUT_DIR.as_secs()
+                        )
                     } else {
-                        ""
+                        String::new()
                     };
                     format!(
                         "cannot open output file {} as {}: {e}{hint}",
@@ -508,4 +541,20 @@ fn spawn(
 /// Sends TERM to a shim, which then stops its job: the cancel path.
 pub fn signal_shim(shim_pid: i32) -> nix::Result<()> {
     kill(Pid::from_raw(shim_pid), Signal::SIGTERM)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn warning_comes_at_its_lead_time_but_never_at_the_start() {
+        let at = |limit, before| warning_after(limit, before).as_secs();
+        assert_eq!(at(3600, 90), 3510);
+        // submitit's timeout_min=1 writes --signal=USR2@90.
+        assert_eq!(at(60, 90), 15);
+        assert_eq!(at(60, 60), 15);
+        assert_eq!(at(10, 90), 5);
+        assert_eq!(at(0, 5), 0);
+    }
 }

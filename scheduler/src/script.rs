@@ -18,6 +18,24 @@ pub struct ScriptDirectives {
     pub options: JobOptions,
     /// Lines that look like directives but are not read, with the reason.
     pub warnings: Vec<String>,
+    /// What the directives asked of `sbatch` itself, which reads them with the same table as
+    /// its command line.
+    pub client: ClientFlags,
+}
+
+/// sbatch's options about its own behaviour rather than the job's, which a script may carry
+/// too (`#SBATCH --parsable`).
+#[derive(clap::Args, Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ClientFlags {
+    /// Print only the job id.
+    #[arg(long, hide = true)]
+    pub parsable: bool,
+    /// Wait for the job to end.
+    #[arg(short = 'W', long, hide = true)]
+    pub wait: bool,
+    /// Check the job and queue nothing.
+    #[arg(long, hide = true)]
+    pub test_only: bool,
 }
 
 /// Why a script was refused.
@@ -53,6 +71,8 @@ pub enum ScriptError {
 struct DirectiveLine {
     #[command(flatten)]
     options: JobOptions,
+    #[command(flatten)]
+    client: ClientFlags,
 }
 
 /// Reads the directives of a job script.
@@ -102,7 +122,7 @@ pub fn parse_script(text: &str) -> Result<ScriptDirectives, ScriptError> {
             ));
             continue;
         }
-        let options = match parse_directive(rest) {
+        let (options, client) = match parse_directive(rest) {
             Ok(o) => o,
             Err(message) => {
                 problems.push(format!("line {line_no}: {line}: {message}"));
@@ -119,6 +139,9 @@ pub fn parse_script(text: &str) -> Result<ScriptDirectives, ScriptError> {
             }
         }
         out.options = std::mem::take(&mut out.options).overlay(options);
+        out.client.parsable |= client.parsable;
+        out.client.wait |= client.wait;
+        out.client.test_only |= client.test_only;
     }
     if !problems.is_empty() {
         return Err(ScriptError::Directives {
@@ -170,17 +193,17 @@ fn near_miss(line: &str) -> Option<String> {
 
 /// Parses the options on one directive line and checks their values, so that a bad value is
 /// blamed on its line; the error is a one-line message.
-fn parse_directive(rest: &str) -> Result<JobOptions, String> {
+fn parse_directive(rest: &str) -> Result<(JobOptions, ClientFlags), String> {
     let mut words = shlex::split(rest).ok_or_else(|| "unbalanced quotes".to_string())?;
     // A '#' starts a trailing comment, as in the shell.
     if let Some(pos) = words.iter().position(|w| w.starts_with('#')) {
         words.truncate(pos);
     }
-    let options = DirectiveLine::try_parse_from(words)
-        .map(|d| d.options)
+    let (options, client) = DirectiveLine::try_parse_from(words)
+        .map(|d| (d.options, d.client))
         .map_err(|e| clap_message(&e))?;
     let Err(errors) = options.resolve_all() else {
-        return Ok(options);
+        return Ok((options, client));
     };
     let problems: Vec<String> = errors
         .iter()
@@ -188,7 +211,7 @@ fn parse_directive(rest: &str) -> Result<JobOptions, String> {
         .map(ToString::to_string)
         .collect();
     if problems.is_empty() {
-        Ok(options)
+        Ok((options, client))
     } else {
         Err(problems.join("; "))
     }
@@ -306,6 +329,15 @@ mod tests {
         let d = parse_script("#!/bin/sh\n# SBATCH --gpus 2\n#sbatch -J x\n#SBATCHED\n").unwrap();
         assert_eq!(d.options, JobOptions::default());
         assert_eq!(d.warnings.len(), 3, "{:?}", d.warnings);
+    }
+
+    #[test]
+    fn sbatch_own_options_may_be_directives() {
+        let d = parse_script("#!/bin/sh\n#SBATCH --parsable\n#SBATCH -W --time=5\n").unwrap();
+        assert!(d.client.parsable && d.client.wait && !d.client.test_only);
+        // --wait is itself, not a prefix of --wait-all-nodes.
+        assert_eq!(d.options.slurm.ignored.wait_all_nodes, None);
+        assert_eq!(d.options.time.as_deref(), Some("5"));
     }
 
     #[test]

@@ -84,6 +84,10 @@ pub fn job_environment(
     for (k, v) in set {
         env.insert(k.to_string(), v);
     }
+    if launch.open_append {
+        // As sbatch --open-mode=append sets it: srun's --output files append too.
+        env.insert("SLURM_OPEN_MODE".to_string(), "a".to_string());
+    }
     if launch.mem_mib > 0 {
         env.insert("SLURM_MEM_PER_NODE".to_string(), launch.mem_mib.to_string());
     }

@@ -53,6 +53,29 @@ pub fn signal_job_processes(key: &str, signal: Signal, except: &[Pid]) -> usize 
         .count()
 }
 
+/// Sends `signal` to the tasks of a job's steps, as Slurm signals "the steps" (`--signal`
+/// without `B:`, `scancel -s` without `-b`): every process that carries `key` but the batch
+/// shell and labpool's own (`srun` and the step launchers), which must live on to relay their
+/// tasks' output and exit codes, and, for a requeue, to see their tasks end. Returns how many.
+pub fn signal_step_tasks(key: &str, signal: Signal, shell: Pid) -> usize {
+    let labpool = std::fs::metadata("/proc/self/exe").ok();
+    job_processes(key)
+        .into_iter()
+        .filter(|p| *p != shell)
+        .filter(|p| !same_file(labpool.as_ref(), &format!("/proc/{p}/exe")))
+        .filter(|p| kill(*p, signal).is_ok())
+        .count()
+}
+
+/// Whether `path` is the file `meta` describes (by device and inode).
+fn same_file(meta: Option<&std::fs::Metadata>, path: &str) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (meta, std::fs::metadata(path)) {
+        (Some(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
+    }
+}
+
 /// Sends SIGKILL to every process that carries `key` (see [`JOB_KEY_VAR`]); returns how many.
 pub fn kill_job_processes(key: &str) -> usize {
     signal_job_processes(key, Signal::SIGKILL, &[])

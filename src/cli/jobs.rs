@@ -117,7 +117,7 @@ pub struct CancelJobArgs {
     /// Send this signal (USR1, SIGTERM, 10) instead of cancelling; the job goes on running
     #[arg(short = 's', long, value_name = "SIG")]
     pub signal: Option<String>,
-    /// With --signal: to the batch shell alone [default: every process of the job but it]
+    /// With --signal: to the batch shell alone [default: the steps' tasks, every process of the job but it and srun]
     #[arg(short = 'b', long, requires = "signal", conflicts_with = "full")]
     pub batch: bool,
     /// With --signal: to every process of the job, the batch shell included

@@ -61,7 +61,7 @@ pub async fn run(args: &RunArgs, config: &Config) -> anyhow::Result<i32> {
     // Shown by this client to reach the session from another machine (see session::conn).
     let token = crate::link_auth::random_hex(16);
     env.insert(crate::session::conn::TOKEN_VAR.into(), token.clone());
-    let (mut req, warnings) = super::submit::build_request(&submit, &cwd, &env)?;
+    let (mut req, warnings, _) = super::submit::build_request(&submit, &cwd, &env)?;
     // A person types in it: it is never preempted.
     req.interactive = true;
     for w in warnings {

@@ -6,7 +6,7 @@ use crate::cli::SubmitArgs;
 use crate::client::Client;
 use crate::settings::Config;
 use anyhow::Context;
-use labpool_scheduler::script::{ScriptError, parse_script};
+use labpool_scheduler::script::{ClientFlags, ScriptError, parse_script};
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -18,7 +18,7 @@ pub fn build_request(
     args: &SubmitArgs,
     cwd: &Path,
     env: &BTreeMap<String, String>,
-) -> anyhow::Result<(SubmitRequest, Vec<String>)> {
+) -> anyhow::Result<(SubmitRequest, Vec<String>, ClientFlags)> {
     let (script, default_name) = match (&args.script, &args.wrap) {
         (_, Some(cmd)) => {
             if !args.args.is_empty() {
@@ -176,7 +176,7 @@ pub fn build_request(
             crate::transport::random_u64()
         )),
     };
-    Ok((req, warnings))
+    Ok((req, warnings, directives.client))
 }
 
 /// The error for a submit with problems: one, as it is; several, as a numbered list.
@@ -356,7 +356,7 @@ pub async fn submit_as(args: &SubmitArgs, config: &Config, style: Style) -> anyh
         stdin_script,
         ..args.clone()
     };
-    let (req, warnings) = build_request(args, &cwd, &env)?;
+    let (req, warnings, flags) = build_request(args, &cwd, &env)?;
     // sbatch writes its warnings as it writes its errors: `sbatch: warning: …`.
     let prefix = match style {
         Style::Labpool => "",
@@ -366,7 +366,13 @@ pub async fn submit_as(args: &SubmitArgs, config: &Config, style: Style) -> anyh
         eprintln!("{prefix}warning: {w}");
     }
     let client = Client::new(&config.controller.socket);
-    if args.test_only {
+    // `#SBATCH --parsable`, `--wait` and `--test-only` count as on the command line.
+    let (parsable, wait, test_only) = (
+        args.parsable || flags.parsable,
+        args.wait || flags.wait,
+        args.test_only || flags.test_only,
+    );
+    if test_only {
         return super::submit_modes::test_only(&client, &req, args.json, style).await;
     }
     let submitted = post_with_retries(&client, &req).await?;
@@ -374,7 +380,7 @@ pub async fn submit_as(args: &SubmitArgs, config: &Config, style: Style) -> anyh
         eprintln!("{prefix}warning: {w}");
     }
     let n = submitted.job_ids.len();
-    if args.parsable {
+    if parsable {
         crate::out!("{}", submitted.job_id);
     } else if style == Style::Sbatch {
         crate::out!("Submitted batch job {}", submitted.job_id);
@@ -388,7 +394,7 @@ pub async fn submit_as(args: &SubmitArgs, config: &Config, style: Style) -> anyh
     } else {
         crate::out!("Submitted job {}", submitted.job_id);
     }
-    if args.wait {
+    if wait {
         let code = super::submit_modes::wait(&client, &submitted).await?;
         if code != 0 {
             std::process::exit(code);

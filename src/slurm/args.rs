@@ -60,6 +60,7 @@ const LONG_WITH_VALUE: &[&str] = &[
     "ntasks-per-gpu",
     "ntasks-per-node",
     "ntasks-per-socket",
+    "open-mode",
     "output",
     "partition",
     "power",
@@ -112,6 +113,12 @@ pub struct SrunArgs {
     pub pty: bool,
     /// `-w`: the nodes, as a host list.
     pub nodelist: Option<String>,
+    /// `-o`: the tasks' standard output file pattern (`%t` is the task's rank).
+    pub output: Option<String>,
+    /// `-e`: the tasks' standard error file pattern.
+    pub error: Option<String>,
+    /// `--open-mode`: `append` or `truncate` the output files.
+    pub open_mode: Option<String>,
     /// Options read and not acted on.
     pub ignored: Vec<String>,
     /// The command and its arguments.
@@ -181,6 +188,12 @@ pub fn parse_srun(args: &[String]) -> Result<SrunArgs, String> {
             "l" | "label" => out.label = true,
             "pty" => out.pty = true,
             "w" | "nodelist" => out.nodelist = value,
+            "o" | "output" => out.output = value,
+            "e" | "error" => out.error = value,
+            "open-mode" => out.open_mode = value,
+            // Already so here: tasks write straight to their files or pipes, unbuffered, and
+            // srun prints nothing of its own but errors.
+            "u" | "unbuffered" | "Q" | "quiet" => {}
             _ => out.ignored.push(format!(
                 "{}{name}",
                 if name.len() == 1 { "-" } else { "--" }

@@ -13,6 +13,7 @@ pub mod sinfo;
 pub mod squeue;
 pub mod srun;
 pub mod step_host;
+pub mod step_output;
 pub mod step_plan;
 pub mod step_remote;
 

@@ -8,6 +8,7 @@
 //! asking for more nodes than the job has is refused with the reason.
 
 use super::args::parse_srun;
+use super::step_output::{StepOutput, TaskPlace};
 use super::step_plan::{StepAsk, plan};
 use super::step_remote;
 use crate::api::gang::{Gang, StepRequest, TaskEnv};
@@ -121,6 +122,14 @@ fn run(args: &[String]) -> Result<i32, String> {
     let ports = var(LABPOOL_PORTS).and_then(|p| p.split('-').next()?.parse::<u16>().ok());
     let mut task_env = plan.task_env(step, &names, gang.as_ref(), ports);
     let label = a.label.then(|| (ntasks - 1).to_string().len());
+    let output = std::sync::Arc::new(StepOutput::new(
+        a.output.as_deref(),
+        a.error.as_deref(),
+        a.open_mode.as_deref(),
+        job.parse().unwrap_or(0),
+        step,
+        &var,
+    ));
     let start_ms = crate::clock::now_ms();
     let mut remote = Vec::new();
     let mut children = Vec::new();
@@ -146,14 +155,16 @@ fn run(args: &[String]) -> Result<i32, String> {
             let (name, host) = (g.nodes[*i].name.clone(), g.nodes[*i].host.clone());
             let port = ports.ok_or("the job has no leased ports to reach its other nodes on")? + 1;
             let secret = g.secret.clone();
+            let (output, node_index) = (output.clone(), *i as u32);
             remote.push(std::thread::spawn(move || {
                 let at = step_remote::Launcher {
                     node: &name,
                     host: &host,
                     port,
                     secret: &secret,
+                    node_index,
                 };
-                step_remote::run(&at, &request, label)
+                step_remote::run(&at, &request, label, &output)
             }));
             continue;
         }
@@ -165,20 +176,43 @@ fn run(args: &[String]) -> Result<i32, String> {
                 cmd.env("CUDA_VISIBLE_DEVICES", &mine)
                     .env("SLURM_STEP_GPUS", &mine);
             }
-            if a.label {
-                cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-            }
+            let place = TaskPlace {
+                rank: *rank,
+                node_index: *i as u32,
+                node: &names[*i],
+            };
+            let files = output.files(place)?;
+            // A stream through srun is relayed when it is labelled, else inherited.
+            let relayed = |file: &Option<std::fs::File>| file.is_none() && a.label;
+            let (relay_out, relay_err) = (relayed(&files.out), relayed(&files.err));
+            match files.out {
+                Some(f) => cmd.stdout(f),
+                None if relay_out => cmd.stdout(Stdio::piped()),
+                None => cmd.stdout(Stdio::inherit()),
+            };
+            match files.err {
+                Some(f) => cmd.stderr(f),
+                None if relay_err => cmd.stderr(Stdio::piped()),
+                None => cmd.stderr(Stdio::inherit()),
+            };
             let mut child = cmd
                 .spawn()
                 .map_err(|e| format!("cannot run {}: {e}", a.command[0]))?;
-            let relays = match label {
-                Some(width) => {
-                    let out = child.stdout.take().map(|s| relay(s, *rank, width, false));
-                    let err = child.stderr.take().map(|s| relay(s, *rank, width, true));
-                    vec![out, err].into_iter().flatten().collect()
+            let mut relays = Vec::new();
+            let node = names[*i].clone();
+            let mut relay_stream = |stream: Option<Box<dyn std::io::Read + Send>>, err: bool| {
+                if let Some(s) = stream {
+                    relays.push(relay(
+                        s,
+                        output.clone(),
+                        (*rank, *i as u32, node.clone()),
+                        label,
+                        err,
+                    ));
                 }
-                None => Vec::new(),
             };
+            relay_stream(child.stdout.take().map(|s| Box::new(s) as _), false);
+            relay_stream(child.stderr.take().map(|s| Box::new(s) as _), true);
             children.push((child, relays));
         }
     }
@@ -268,24 +302,25 @@ fn gpu_share(
     ))
 }
 
-/// Copies a task's output line by line, each prefixed with its rank (`-l`).
+/// Copies a task's output line by line to where it goes, each prefixed with its rank (`-l`).
 fn relay(
-    stream: impl std::io::Read + Send + 'static,
-    rank: u32,
-    width: usize,
+    stream: Box<dyn std::io::Read + Send>,
+    output: std::sync::Arc<StepOutput>,
+    (rank, node_index, node): (u32, u32, String),
+    label: Option<usize>,
     to_stderr: bool,
 ) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
+        let at = TaskPlace {
+            rank,
+            node_index,
+            node: &node,
+        };
         for line in std::io::BufReader::new(stream)
             .lines()
             .map_while(Result::ok)
         {
-            let text = format!("{rank:>width$}: {line}\n");
-            let _ = if to_stderr {
-                std::io::stderr().write_all(text.as_bytes())
-            } else {
-                std::io::stdout().write_all(text.as_bytes())
-            };
+            output.line(to_stderr, at, &line, label);
         }
     })
 }

@@ -1,6 +1,7 @@
 //! `srun`'s side of a step's tasks on another node of the gang: it sends them to that node's
 //! step launcher (see [`crate::api::gang`]) and relays their output and exit codes.
 
+use super::step_output::{StepOutput, TaskPlace};
 use crate::api::gang::{StepFrame, StepRequest};
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
@@ -22,14 +23,21 @@ pub struct Launcher<'a> {
     pub port: u16,
     /// The gang's secret.
     pub secret: &'a str,
+    /// The node's index in the job (`%n` in output patterns).
+    pub node_index: u32,
 }
 
-/// Runs `req`'s tasks on `at`, printing their lines as they come (prefixed with the rank,
-/// `width` wide, with `-l`), and returns each task's (rank, exit code, signal).
-pub fn run(at: &Launcher, req: &StepRequest, label: Option<usize>) -> Result<TaskEnds, String> {
+/// Runs `req`'s tasks on `at`, writing their lines as they come to `output` (prefixed with
+/// the rank, `width` wide, with `-l`), and returns each task's (rank, exit code, signal).
+pub fn run(
+    at: &Launcher,
+    req: &StepRequest,
+    label: Option<usize>,
+    output: &StepOutput,
+) -> Result<TaskEnds, String> {
     let started = Instant::now();
     loop {
-        match attempt(at, req, label, started)? {
+        match attempt(at, req, label, output, started)? {
             Some(codes) => return Ok(codes),
             // A launcher of the job's previous attempt on this port, being stopped (it cannot
             // prove this attempt's secret), or one busy with its connections: try again.
@@ -44,6 +52,7 @@ fn attempt(
     at: &Launcher,
     req: &StepRequest,
     label: Option<usize>,
+    output: &StepOutput,
     started: Instant,
 ) -> Result<Option<TaskEnds>, String> {
     let (node, host, port) = (at.node, at.host, at.port);
@@ -73,14 +82,19 @@ fn attempt(
     stream
         .write_all(line.as_bytes())
         .map_err(|e| format!("node {node}: {e}"))?;
+    let place = |rank| TaskPlace {
+        rank,
+        node_index: at.node_index,
+        node,
+    };
     let reader = BufReader::new(stream);
     for frame in reader.lines() {
         let frame = frame.map_err(|e| format!("node {node}: {e}"))?;
         let frame: StepFrame = serde_json::from_str(&frame)
             .map_err(|e| format!("node {node} sent a line that is not a step frame: {e}"))?;
         match frame {
-            StepFrame::Out { rank, line } => print_line(false, rank, &line, label),
-            StepFrame::Err { rank, line } => print_line(true, rank, &line, label),
+            StepFrame::Out { rank, line } => output.line(false, place(rank), &line, label),
+            StepFrame::Err { rank, line } => output.line(true, place(rank), &line, label),
             StepFrame::Exit { codes } => return Ok(Some(codes)),
             StepFrame::Refused { why } => {
                 return Err(format!("node {node} refused the step: {why}"));
@@ -90,17 +104,4 @@ fn attempt(
     Err(format!(
         "lost node {node} before its tasks ended (its step launcher stopped)"
     ))
-}
-
-/// Writes one task line to `srun`'s own output, with the rank first under `-l`.
-pub fn print_line(to_stderr: bool, rank: u32, line: &str, label: Option<usize>) {
-    let text = match label {
-        Some(width) => format!("{rank:>width$}: {line}\n"),
-        None => format!("{line}\n"),
-    };
-    let _ = if to_stderr {
-        std::io::stderr().write_all(text.as_bytes())
-    } else {
-        std::io::stdout().write_all(text.as_bytes())
-    };
 }

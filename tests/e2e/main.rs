@@ -49,6 +49,7 @@ mod slurm_differential;
 mod slurm_gate;
 mod slurm_gate_jobs;
 mod slurm_gate_setup;
+mod slurm_libraries;
 mod slurm_options;
 mod slurm_peer;
 mod slurm_preemption;

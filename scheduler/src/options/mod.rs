@@ -11,7 +11,7 @@ mod slurm;
 
 pub use error::OptionError;
 pub use mail::{MailType, parse_mail_types};
-pub use pattern::{PatternValues, expand_pattern};
+pub use pattern::{BATCH_STEP, PatternValues, expand_pattern};
 pub use request::{JobRequest, check_name};
 pub use slurm::{SignalSpec, SlurmOptions, parse_signal};
 

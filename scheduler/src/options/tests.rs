@@ -109,14 +109,28 @@ fn gpu_share_needs_gpus_and_layers_like_emergency() {
 #[test]
 fn patterns() {
     let v = PatternValues {
-        job_id: 7,
-        job_name: "n",
-        user: "u",
-        node: "h",
         array: Some((5, 2)),
+        ..PatternValues::batch(7, "n", "u", "h", None)
     };
     assert_eq!(
         expand_pattern("%j.%x.%u.%N.%%.%q.%A_%a.%", &v),
         "7.n.u.h.%.%q.5_2.%"
     );
+    // The batch script is Slurm's step 4294967291, task 0 on node 0.
+    assert_eq!(
+        expand_pattern("%J|%s|%t|%n|%3t|%4j|%12j|%2x|%7q", &v),
+        "7.4294967291|4294967291|0|0|000|0007|0000000007|n|%7q"
+    );
+    let step = PatternValues {
+        step: 3,
+        task: 12,
+        node_index: 1,
+        ..PatternValues::batch(42, "n", "u", "h", None)
+    };
+    assert_eq!(
+        expand_pattern("%j_%t_log.out %J %2n %a", &step),
+        "42_12_log.out 42.3 01 4294967294"
+    );
+    // A backslash anywhere: taken as written, backslashes removed.
+    assert_eq!(expand_pattern("out\\%j_%t", &step), "out%j_%t");
 }

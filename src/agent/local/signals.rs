@@ -27,9 +27,7 @@ impl Executor {
         let shell = nix::unistd::Pid::from_raw(started.pgid);
         let sent = match target {
             SignalTarget::Batch => usize::from(nix::sys::signal::kill(shell, sig).is_ok()),
-            SignalTarget::Steps => {
-                crate::agent::procs::signal_job_processes(&dir.key(), sig, &[shell])
-            }
+            SignalTarget::Steps => crate::agent::procs::signal_step_tasks(&dir.key(), sig, shell),
             SignalTarget::All => crate::agent::procs::signal_job_processes(&dir.key(), sig, &[]),
         };
         tracing::info!(job, attempt, %sig, sent, "signal sent");

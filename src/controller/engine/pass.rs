@@ -130,13 +130,13 @@ impl Engine {
 
 /// The job's output files, patterns expanded and taken relative to its working directory.
 fn output_paths(row: &JobRow, node: &str) -> (PathBuf, PathBuf) {
-    let values = PatternValues {
-        job_id: row.id,
-        job_name: &row.spec.name,
-        user: &row.spec.user,
+    let values = PatternValues::batch(
+        row.id,
+        &row.spec.name,
+        &row.spec.user,
         node,
-        array: row.spec.array.as_ref().map(|a| (a.array_id.0, a.task)),
-    };
+        row.spec.array.as_ref().map(|a| (a.array_id.0, a.task)),
+    );
     let req = &row.request;
     let resolve = |pattern: &str| -> PathBuf {
         let p = Path::new(&expand_pattern(pattern, &values)).to_path_buf();

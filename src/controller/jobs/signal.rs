@@ -20,7 +20,7 @@ impl Engine {
             .map(|s| s.as_str().to_string())
             .unwrap_or_else(|_| req.signal.to_string());
         let whom = match req.target {
-            SignalTarget::Steps => "its processes but the batch shell",
+            SignalTarget::Steps => "its steps' tasks (not its batch shell or srun)",
             SignalTarget::Batch => "its batch shell",
             SignalTarget::All => "all its processes",
         };
