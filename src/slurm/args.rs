@@ -4,7 +4,7 @@
 //! warning.
 
 /// srun's long options that take a value in the next word when not written `--opt=value`.
-const LONG_WITH_VALUE: &[&str] = &[
+pub const LONG_WITH_VALUE: &[&str] = &[
     "account",
     "acctg-freq",
     "bb",
@@ -16,6 +16,7 @@ const LONG_WITH_VALUE: &[&str] = &[
     "clusters",
     "comment",
     "constraint",
+    "container",
     "core-spec",
     "cores-per-socket",
     "cpu-bind",
@@ -87,6 +88,66 @@ const LONG_WITH_VALUE: &[&str] = &[
     "accel-bind",
     "network",
     "hint",
+];
+
+/// srun 22.05's other options: flags, or values only written `--opt=value`.
+pub const OTHER_OPTIONS: &[&str] = &[
+    "bcast",
+    "compress",
+    "contiguous",
+    "disable-status",
+    "exact",
+    "exclusive",
+    "hold",
+    "immediate",
+    "kill-on-bad-exit",
+    "label",
+    "multi-prog",
+    "nice",
+    "no-allocate",
+    "no-kill",
+    "overcommit",
+    "overlap",
+    "oversubscribe",
+    "preserve-env",
+    "propagate",
+    "pty",
+    "quiet",
+    "quit-on-interrupt",
+    "reboot",
+    "resv-ports",
+    "send-libs",
+    "spread-job",
+    "unbuffered",
+    "use-min-nodes",
+    "verbose",
+];
+
+/// What srun does itself with an option (the others are named in one warning).
+pub const HONOURED: &[(&str, &str)] = &[
+    ("ntasks", "the step's tasks"),
+    ("nodes", "the step's nodes, of the job's"),
+    ("ntasks-per-node", "the step's tasks on each node"),
+    ("gpus-per-task", "each task sees only its own GPUs"),
+    (
+        "cpus-per-task",
+        "cores each task needs; the step must fit the job's cores",
+    ),
+    ("overcommit", "run more tasks than the job has cores for"),
+    ("label", "each output line starts with its task's rank"),
+    ("pty", "outside a job: an interactive session"),
+    ("nodelist", "the step's nodes, of the job's"),
+    (
+        "output",
+        "each task's standard output file (patterns %j %t %s %n …)",
+    ),
+    ("error", "each task's standard error file"),
+    ("open-mode", "append to or truncate the output files"),
+    (
+        "unbuffered",
+        "always so: tasks write straight to their files or pipes",
+    ),
+    ("quiet", "always so: srun prints only errors"),
 ];
 
 /// srun's short options that take a value.

@@ -5,10 +5,12 @@
 //! login node.
 
 pub mod args;
+pub mod compat;
 pub mod format;
 pub mod sacct;
 pub mod scancel;
 pub mod scontrol;
+pub mod scontrol_partition;
 pub mod sinfo;
 pub mod squeue;
 pub mod srun;
@@ -37,6 +39,36 @@ pub const JOB_COMMANDS: [&str; 3] = ["srun", "scontrol", "labpool"];
 /// Runs the personality the program was called by, if it is one.
 pub fn personality(argv0: &str, args: &[String]) -> Option<ExitCode> {
     let name = std::path::Path::new(argv0).file_name()?.to_str()?;
+    if !COMMANDS.contains(&name) && name != crate::agent::gang::STEP_HOST {
+        return None;
+    }
+    // srun's words after its command are the command's; its parser stops there itself.
+    if name != "srun"
+        && let Some(text) = compat::version_or_usage(name, args)
+    {
+        crate::out!("{text}");
+        return Some(ExitCode::SUCCESS);
+    }
+    let extras = match name {
+        "squeue" => compat::tables::SQUEUE,
+        "sinfo" => compat::tables::SINFO,
+        "sacct" => compat::tables::SACCT,
+        "scancel" => compat::tables::SCANCEL,
+        "scontrol" => compat::tables::SCONTROL,
+        "salloc" => compat::tables::SALLOC,
+        _ => &[],
+    };
+    let stripped = compat::strip(args, extras);
+    for w in &stripped.warnings {
+        eprintln!("{name}: warning: {w}");
+    }
+    if !stripped.refusals.is_empty() {
+        for r in &stripped.refusals {
+            eprintln!("{name}: error: {r}");
+        }
+        return Some(ExitCode::from(1));
+    }
+    let args = &stripped.args[..];
     let code = match name {
         "srun" => srun::main(args),
         crate::agent::gang::STEP_HOST => step_host::main(),
@@ -129,14 +161,16 @@ where
     }
 }
 
+/// sbatch's command line: `labpool submit`'s.
+#[derive(Parser)]
+#[command(name = "sbatch", no_binary_name = true, infer_long_args = true)]
+pub struct Sbatch {
+    #[command(flatten)]
+    args: crate::cli::SubmitArgs,
+}
+
 /// `sbatch`: `labpool submit` with sbatch's words.
 fn sbatch(args: &[String]) -> ExitCode {
-    #[derive(Parser)]
-    #[command(name = "sbatch", no_binary_name = true, infer_long_args = true)]
-    struct Sbatch {
-        #[command(flatten)]
-        args: crate::cli::SubmitArgs,
-    }
     let parsed = match Sbatch::try_parse_from(args) {
         Ok(p) => p,
         Err(e) => {

@@ -1,7 +1,7 @@
 //! `sacct`, as Slurm prints it: jobs that ran or run (today's by default; every one asked for
 //! with `-j`), each with its `.batch` line and its `srun` steps unless `-X`, `--format` fields
-//! with `%WIDTH`, `--parsable`/`--parsable2`, `-n`, `-j`, `-u`, `--name`, `-a`, `-S`/`-E`,
-//! `-M`. As in Slurm (`src/sacct/options.c`), `-j`, `-u` and `--name` take comma-separated
+//! with `%WIDTH`, `--parsable`/`--parsable2` (`--delimiter`), `-b`, `-n`, `-j`, `-u`, `--name`,
+//! `-s`, `-A`, `-r`, `-a`, `-S`/`-E`, `-M`. As in Slurm (`src/sacct/options.c`), `-j`, `-u` and `--name` take comma-separated
 //! lists and add up when repeated, and `-j` with an array's id lists every task of it.
 
 use super::format::{slurm_elapsed, slurm_limit};
@@ -12,6 +12,8 @@ use crate::client::Client;
 use crate::controller::http::JobDetail;
 
 const DEFAULT: &str = "JobID,JobName,Partition,Account,AllocCPUS,State,ExitCode";
+/// `sacct --brief`.
+const BRIEF: &str = "JobID,State,ExitCode";
 
 /// sacct's options.
 #[derive(clap::Parser, Debug)]
@@ -21,8 +23,26 @@ pub struct SacctArgs {
     #[arg(short = 'j', long = "jobs", action = clap::ArgAction::Append, value_delimiter = ',')]
     jobs: Vec<String>,
     /// Only these users' jobs (comma-separated; repeatable)
-    #[arg(short = 'u', long = "user", action = clap::ArgAction::Append, value_delimiter = ',')]
+    #[arg(short = 'u', long = "user", visible_alias = "uid", action = clap::ArgAction::Append, value_delimiter = ',')]
     users: Vec<String>,
+    /// Only jobs in these states (CD,F or COMPLETED,FAILED; comma-separated; repeatable)
+    #[arg(short = 's', long = "state", action = clap::ArgAction::Append, value_delimiter = ',')]
+    states: Vec<String>,
+    /// Only jobs of these accounts (comma-separated; repeatable)
+    #[arg(short = 'A', long = "accounts", action = clap::ArgAction::Append, value_delimiter = ',')]
+    accounts: Vec<String>,
+    /// Only jobs in these partitions (comma-separated; repeatable)
+    #[arg(short = 'r', long = "partition", action = clap::ArgAction::Append, value_delimiter = ',')]
+    partitions: Vec<String>,
+    /// JobID, State and ExitCode only
+    #[arg(short = 'b', long = "brief")]
+    brief: bool,
+    /// List the fields --format takes
+    #[arg(short = 'e', long = "helpformat")]
+    helpformat: bool,
+    /// With -p/-P: the text between fields [default: |]
+    #[arg(long = "delimiter", value_name = "TEXT")]
+    delimiter: Option<String>,
     /// Only jobs of these names (comma-separated; repeatable)
     #[arg(long = "name", action = clap::ArgAction::Append, value_delimiter = ',')]
     names: Vec<String>,
@@ -64,6 +84,9 @@ enum Row<'a> {
 
 /// Runs sacct against the controller; returns what it prints.
 pub async fn sacct(client: &Client, a: &SacctArgs, me: &str) -> anyhow::Result<String> {
+    if a.helpformat {
+        return Ok(help_format());
+    }
     let now = chrono::Local::now();
     let when = |t: &Option<String>, default: i64| -> anyhow::Result<i64> {
         Ok(match t {
@@ -96,6 +119,9 @@ pub async fn sacct(client: &Client, a: &SacctArgs, me: &str) -> anyhow::Result<S
         (!v.is_empty()).then_some(v)
     };
     let (ids, names) = (list(&a.jobs), list(&a.names));
+    let (accounts, partitions) = (list(&a.accounts), list(&a.partitions));
+    let states =
+        list(&a.states).map(|s| s.iter().map(|x| x.to_ascii_uppercase()).collect::<Vec<_>>());
     let users = list(&a.users).or(user.map(|u| vec![u]));
     let ms = |t: Option<&str>| t.and_then(crate::clock::parse_ms);
     jobs.retain(|j| {
@@ -105,6 +131,14 @@ pub async fn sacct(client: &Client, a: &SacctArgs, me: &str) -> anyhow::Result<S
                 || j.array_id.is_some_and(|a| s.contains(&a.to_string()))
         }) && users.as_ref().is_none_or(|s| s.contains(&j.user))
             && names.as_ref().is_none_or(|s| s.contains(&j.name))
+            && accounts
+                .as_ref()
+                .is_none_or(|s| j.account.as_ref().is_some_and(|a| s.contains(a)))
+            && partitions.as_ref().is_none_or(|s| s.contains(&j.partition))
+            && states.as_ref().is_none_or(|s| {
+                let (long, short) = state_names(j.state);
+                s.iter().any(|x| x == long || x == short)
+            })
             && ms(Some(&j.submit_time)).is_some_and(|t| t <= to)
     });
     jobs.sort_by_key(|j| j.id);
@@ -116,10 +150,12 @@ pub async fn sacct(client: &Client, a: &SacctArgs, me: &str) -> anyhow::Result<S
             details.push(d.steps.into_iter().map(|s| s.step).collect::<Vec<_>>());
         }
     }
-    let fields: Vec<(String, Option<usize>)> = a
-        .format
-        .as_deref()
-        .unwrap_or(DEFAULT)
+    let format = match (&a.format, a.brief) {
+        (Some(f), _) => f.as_str(),
+        (None, true) => BRIEF,
+        (None, false) => DEFAULT,
+    };
+    let fields: Vec<(String, Option<usize>)> = format
         .split(',')
         .map(|f| match f.split_once('%') {
             Some((n, w)) => (n.trim().to_ascii_lowercase(), w.parse().ok()),
@@ -137,9 +173,10 @@ pub async fn sacct(client: &Client, a: &SacctArgs, me: &str) -> anyhow::Result<S
     let parsable = a.parsable || a.parsable2;
     let line = |cells: Vec<String>| -> String {
         if parsable {
-            let mut l = cells.join("|");
+            let delimiter = a.delimiter.as_deref().unwrap_or("|");
+            let mut l = cells.join(delimiter);
             if a.parsable {
-                l.push('|');
+                l.push_str(delimiter);
             }
             l
         } else {
@@ -191,32 +228,52 @@ fn default_width(name: &str) -> usize {
     }
 }
 
+/// The fields this sacct fills, as `--helpformat` lists them.
+const FIELDS: &[&str] = &[
+    "JobID",
+    "JobIDRaw",
+    "JobName",
+    "Partition",
+    "Account",
+    "AllocCPUS",
+    "State",
+    "ExitCode",
+    "Elapsed",
+    "Start",
+    "End",
+    "Submit",
+    "NodeList",
+    "User",
+    "Timelimit",
+    "ReqMem",
+    "AllocTRES",
+    "NNodes",
+    "NTasks",
+    "Comment",
+    "WorkDir",
+    "Reason",
+    "TRESUsageInAve",
+    "TRESUsageInMax",
+    "ConsumedEnergy",
+];
+
+/// `--helpformat`: the fields, four to a line, as Slurm lists them.
+fn help_format() -> String {
+    FIELDS
+        .chunks(4)
+        .map(|c| {
+            c.iter()
+                .map(|f| format!("{f:<19}"))
+                .collect::<String>()
+                .trim_end()
+                .to_string()
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 fn header(name: &str) -> String {
-    const NAMES: &[&str] = &[
-        "JobID",
-        "JobIDRaw",
-        "JobName",
-        "Partition",
-        "Account",
-        "AllocCPUS",
-        "State",
-        "ExitCode",
-        "Elapsed",
-        "Start",
-        "End",
-        "Submit",
-        "NodeList",
-        "User",
-        "Timelimit",
-        "ReqMem",
-        "AllocTRES",
-        "NNodes",
-        "NTasks",
-        "Comment",
-        "WorkDir",
-        "Reason",
-    ];
-    NAMES
+    FIELDS
         .iter()
         .find(|n| n.eq_ignore_ascii_case(name))
         .map_or_else(|| name.to_string(), |n| n.to_string())

@@ -1,11 +1,14 @@
-//! `scontrol`: `show hostnames` (what job scripts use), `show job`, `show node`, `hold`,
-//! `release`, `requeue` and `update JobId=…`.
+//! `scontrol`: `show hostnames` (what job scripts use), `show job`, `show node`,
+//! `show partition`, `show config`, `hold`, `release`, `requeue` and `update JobId=…`.
 
 use super::squeue::{slurm_mem, state_names};
 use crate::api::{CancelOutcome, HoldRequest, NodeView};
 use crate::client::Client;
 use crate::controller::http::JobDetail;
 use labpool_scheduler::hostlist::expand;
+
+/// `scontrol help`.
+const HELP: &str = "scontrol [-o] COMMAND\n\n  show hostnames [LIST]   expand a host list (default $SLURM_JOB_NODELIST)\n  show job [ID]           a job, or every job in the queue\n  show node [NAME]        a node, or every node\n  show partition [NAME]   a partition, or every partition\n  show config             the settings libraries read (MinJobAge, ClusterName, SLURM_VERSION)\n  hold ID, uhold ID       keep a pending job from starting\n  release ID              let it start again\n  requeue ID              stop a job and queue it again\n  update JobId=ID K=V     TimeLimit=, Partition=, Dependency=, NumNodes=1\n\n-o, --oneliner puts each record on one line; docs/slurm-compatibility.md lists the rest";
 
 /// Runs `scontrol WORDS`; returns what it prints.
 pub async fn scontrol(client: &Client, words: &[String]) -> anyhow::Result<String> {
@@ -15,20 +18,61 @@ pub async fn scontrol(client: &Client, words: &[String]) -> anyhow::Result<Strin
         .map(String::as_str)
         .filter(|w| !matches!(*w, "-o" | "--oneliner"))
         .collect();
+    if words.first() == Some(&"help") || words.iter().any(|w| matches!(*w, "-h" | "--help")) {
+        return Ok(HELP.to_string());
+    }
+    if let Some(option) = words.iter().find(|w| w.starts_with('-')) {
+        anyhow::bail!(
+            "unknown option '{option}': this scontrol takes -o/--oneliner and the options docs/slurm-compatibility.md lists"
+        );
+    }
+    // Records of `show` come one after another, a blank line between, as Slurm prints them.
+    let records = |r: Vec<String>| r.join(if one_line { "\n" } else { "\n\n" });
     match words.as_slice() {
         ["show", "hostnames" | "hostname", rest @ ..] => hostnames(rest.first().copied()),
         ["show", "config"] => Ok(show_config()),
-        ["show", "job", id] => {
+        ["show", "job" | "jobs" | "jobid", id] => {
             let d: JobDetail = client.get(&format!("/v1/jobs/{id}")).await?;
             Ok(show_job(&d, one_line))
         }
-        ["show", "node", name] => {
+        ["show", "job" | "jobs" | "jobid"] => {
+            let jobs: Vec<crate::api::JobView> = client.get("/v1/jobs").await?;
+            if jobs.is_empty() {
+                return Ok("No jobs in the system".into());
+            }
+            let mut shown = Vec::new();
+            for j in jobs {
+                let d: JobDetail = client.get(&format!("/v1/jobs/{}", j.id)).await?;
+                shown.push(show_job(&d, one_line));
+            }
+            Ok(records(shown))
+        }
+        ["show", "node" | "nodes", rest @ ..] if rest.len() <= 1 => {
             let nodes: Vec<NodeView> = client.get("/v1/nodes").await?;
-            let n = nodes
+            let shown: Vec<String> = nodes
                 .iter()
-                .find(|n| n.name == *name)
-                .ok_or_else(|| anyhow::anyhow!("Node {name} not found"))?;
-            Ok(show_node(n, one_line))
+                .filter(|n| rest.first().is_none_or(|name| n.name == *name))
+                .map(|n| show_node(n, one_line))
+                .collect();
+            match rest.first() {
+                Some(name) if shown.is_empty() => anyhow::bail!("Node {name} not found"),
+                _ => Ok(records(shown)),
+            }
+        }
+        ["show", "partition" | "partitions", rest @ ..] if rest.len() <= 1 => {
+            let parts: Vec<crate::api::PartitionView> = client.get("/v1/partitions").await?;
+            let nodes: Vec<NodeView> = client.get("/v1/nodes").await?;
+            let shown: Vec<String> = parts
+                .iter()
+                .filter(|p| rest.first().is_none_or(|name| p.name == *name))
+                .map(|p| super::scontrol_partition::show_partition(p, &nodes, one_line))
+                .collect();
+            match rest.first() {
+                Some(name) if shown.is_empty() => {
+                    anyhow::bail!("Partition {name} not found")
+                }
+                _ => Ok(records(shown)),
+            }
         }
         [verb @ ("hold" | "release" | "uhold"), ids @ ..] if !ids.is_empty() => {
             let body = HoldRequest {
@@ -45,7 +89,7 @@ pub async fn scontrol(client: &Client, words: &[String]) -> anyhow::Result<Strin
             post_ids(client, "/v1/jobs/requeue", &body).await
         }
         _ => anyhow::bail!(
-            "this scontrol knows `show hostnames [LIST]`, `show job ID`, `show node NAME`, `hold ID`, `release ID`, `requeue ID` and `update JobId=ID ...`"
+            "this scontrol knows `show hostnames [LIST]`, `show job [ID]`, `show node [NAME]`, `show partition [NAME]`, `show config`, `hold ID`, `release ID`, `requeue ID` and `update JobId=ID ...`"
         ),
     }
 }
@@ -118,7 +162,7 @@ fn hostnames(list: Option<&str>) -> anyhow::Result<String> {
 }
 
 /// `key=value` groups, one line each, indented as scontrol does (or all on one line with -o).
-fn layout(lines: Vec<Vec<(&str, String)>>, one_line: bool) -> String {
+pub(super) fn layout(lines: Vec<Vec<(&str, String)>>, one_line: bool) -> String {
     let lines: Vec<String> = lines
         .into_iter()
         .map(|l| {

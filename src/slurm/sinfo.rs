@@ -1,5 +1,6 @@
 //! `sinfo`, as Slurm prints it: partitions with their nodes grouped by state (the default),
-//! `-N` one line per node and partition, `-o/--format` with the common `%` fields, `-h`.
+//! `-N` one line per node and partition, `-o/--format` with the common `%` fields, `-h`, and
+//! the node filters `-d`, `-r`, `-n` and `-t`.
 
 use super::format::{parse_format, render, slurm_limit};
 use crate::api::{NodeView, PartitionView};
@@ -34,6 +35,40 @@ pub struct SinfoArgs {
     /// Print help (-h is --noheader, as in Slurm)
     #[arg(long, action = clap::ArgAction::Help)]
     help: Option<bool>,
+    /// Only nodes that do not answer
+    #[arg(short = 'd', long = "dead", conflicts_with = "responding")]
+    dead: bool,
+    /// Only nodes that answer
+    #[arg(short = 'r', long = "responding")]
+    responding: bool,
+    /// Only these nodes (a host list)
+    #[arg(short = 'n', long = "nodes")]
+    nodes: Option<String>,
+    /// Only nodes in these states (idle,mix,alloc,drain,down…)
+    #[arg(short = 't', long = "states")]
+    states: Option<String>,
+}
+
+/// Whether a node passes sinfo's node filters (`-d`, `-r`, `-n`, `-t`).
+fn node_wanted(a: &SinfoArgs, listed: Option<&[String]>, n: &NodeView) -> bool {
+    let states = a.states.as_deref().map(|s| {
+        s.split(',')
+            .map(|x| x.trim().to_ascii_lowercase())
+            .collect::<Vec<_>>()
+    });
+    let (long, short) = state_names(n.state);
+    (!a.dead || !n.responding)
+        && (!a.responding || n.responding)
+        && listed.is_none_or(|l| l.contains(&n.name))
+        && states.is_none_or(|s| {
+            s.iter().any(|x| {
+                x == long
+                    || x == short
+                    || x == "all"
+                    || (x == "no_respond" && !n.responding)
+                    || (x == "responding" && n.responding)
+            })
+        })
 }
 
 /// Slurm's long and compact names of a node state.
@@ -63,6 +98,17 @@ pub async fn sinfo(client: &Client, a: &SinfoArgs) -> anyhow::Result<String> {
     let partitions: Vec<PartitionView> = client.get("/v1/partitions").await?;
     let nodes: Vec<NodeView> = client.get("/v1/nodes").await?;
     let wanted: Option<Vec<&str>> = a.partitions.as_deref().map(|p| p.split(',').collect());
+    let listed = match &a.nodes {
+        Some(list) => Some(
+            labpool_scheduler::hostlist::expand(list)
+                .map_err(|e| anyhow::anyhow!("--nodes {list}: {e}"))?,
+        ),
+        None => None,
+    };
+    let nodes: Vec<NodeView> = nodes
+        .into_iter()
+        .filter(|n| node_wanted(a, listed.as_deref(), n))
+        .collect();
     let mut groups = Vec::new();
     for p in &partitions {
         if wanted

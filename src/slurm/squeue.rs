@@ -1,5 +1,6 @@
 //! `squeue`, as Slurm prints it: the default columns, `-o/--format` with the common `%`
-//! fields, `-u`, `--me`, `-t`, `-p`, `-j`, `-n`, `-A`, `-h` and `--start`.
+//! fields, `-l`, `-u`, `--me`, `-t`, `-p`, `-j` (an array's id: all its tasks), `-n`, `-A`,
+//! `-w`, `-h` and `--start`.
 
 use super::format::{parse_format, render, slurm_elapsed, slurm_limit};
 use crate::api::{JobView, WhyView};
@@ -8,6 +9,8 @@ use labpool_scheduler::JobState;
 
 /// squeue's default format.
 const DEFAULT: &str = "%.18i %.9P %.8j %.8u %.2t %.10M %.6D %R";
+/// `squeue --long`.
+const LONG: &str = "%.18i %.9P %.8j %.8u %.8T %.10M %.9l %.6D %R";
 /// `squeue --start`.
 const START: &str = "%.18i %.9P %.8j %.8u %.2t %.19S %.6D %20Y %R";
 
@@ -33,7 +36,7 @@ pub struct SqueueArgs {
     #[arg(short = 'p', long = "partition")]
     partitions: Option<String>,
     /// Only these jobs
-    #[arg(short = 'j', long = "jobs")]
+    #[arg(short = 'j', long = "jobs", visible_alias = "job")]
     jobs: Option<String>,
     /// Only jobs of these names
     #[arg(short = 'n', long = "name")]
@@ -53,6 +56,12 @@ pub struct SqueueArgs {
     /// Waiting jobs with their expected start
     #[arg(long)]
     start: bool,
+    /// Slurm's long columns (state in full, time limit)
+    #[arg(short = 'l', long = "long")]
+    long: bool,
+    /// Only jobs on these nodes (a host list)
+    #[arg(short = 'w', long = "nodelist")]
+    nodelist: Option<String>,
 }
 
 /// Runs squeue against the controller; returns what it prints.
@@ -98,6 +107,13 @@ pub async fn squeue(client: &Client, a: &SqueueArgs, me: &str) -> anyhow::Result
     );
     let within =
         |set: &Option<Vec<String>>, v: &str| set.as_ref().is_none_or(|s| s.iter().any(|x| x == v));
+    let on_nodes = match &a.nodelist {
+        Some(list) => Some(
+            labpool_scheduler::hostlist::expand(list)
+                .map_err(|e| anyhow::anyhow!("--nodelist {list}: {e}"))?,
+        ),
+        None => None,
+    };
     jobs.retain(|j| {
         let (long, short) = state_names(j.state);
         within(&users, &j.user)
@@ -105,7 +121,14 @@ pub async fn squeue(client: &Client, a: &SqueueArgs, me: &str) -> anyhow::Result
                 .as_ref()
                 .is_none_or(|s| s.iter().any(|x| x == long || x == short || x == "ALL"))
             && within(&partitions, &j.partition)
-            && (within(&ids, &j.id.to_string()) || within(&ids, &j.display_id()))
+            && (within(&ids, &j.id.to_string())
+                || within(&ids, &j.display_id())
+                || j.array_id.is_some_and(|a| within(&ids, &a.to_string())))
+            && on_nodes.as_ref().is_none_or(|want| {
+                j.nodelist()
+                    .and_then(|l| labpool_scheduler::hostlist::expand(&l).ok())
+                    .is_some_and(|have| have.iter().any(|n| want.contains(n)))
+            })
             && within(&names, &j.name)
             && within(&accounts, j.account.as_deref().unwrap_or(""))
             && (!a.start || j.state == JobState::Pending)
@@ -119,10 +142,11 @@ pub async fn squeue(client: &Client, a: &SqueueArgs, me: &str) -> anyhow::Result
             }
         }
     }
-    let format = a
-        .format
-        .as_deref()
-        .unwrap_or(if a.start { START } else { DEFAULT });
+    let format = a.format.as_deref().unwrap_or(match (a.start, a.long) {
+        (true, _) => START,
+        (false, true) => LONG,
+        (false, false) => DEFAULT,
+    });
     let pieces = parse_format(format);
     let mut out = Vec::new();
     if !a.noheader {

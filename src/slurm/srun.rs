@@ -26,6 +26,14 @@ use std::process::{Command, ExitCode, Stdio};
 
 /// Runs `srun ARGS`; the exit code is the highest of its tasks', as srun's.
 pub fn main(args: &[String]) -> ExitCode {
+    // Before the command: srun's own --version and --usage.
+    if let Some(text) = args
+        .first()
+        .and_then(|w| super::compat::version_or_usage("srun", std::slice::from_ref(w)))
+    {
+        crate::out!("{text}");
+        return ExitCode::SUCCESS;
+    }
     match run(args) {
         Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),
         Err(e) => {

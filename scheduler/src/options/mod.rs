@@ -2,7 +2,7 @@
 //! lines in the script, and their resolution into a typed [`JobRequest`].
 
 mod error;
-mod ignored;
+pub mod ignored;
 mod mail;
 mod pattern;
 mod request;
