@@ -89,6 +89,18 @@ impl Client {
         since_ms: Option<i64>,
         max: usize,
     ) -> Result<Vec<crate::api::JobView>, ClientError> {
+        self.history_of(user, since_ms, None, max).await
+    }
+
+    /// [`Client::history`] of only the jobs `ids` names (comma-separated; an array's id
+    /// names all its tasks), found by the database's index however long the history is.
+    pub async fn history_of(
+        &self,
+        user: Option<String>,
+        since_ms: Option<i64>,
+        ids: Option<String>,
+        max: usize,
+    ) -> Result<Vec<crate::api::JobView>, ClientError> {
         use crate::api::{HISTORY_PAGE, HistoryPage, HistoryQuery};
         let mut jobs = Vec::new();
         let mut after = None;
@@ -98,6 +110,7 @@ impl Client {
                 since_ms,
                 limit: Some((max - jobs.len()).min(HISTORY_PAGE as usize) as u32),
                 after,
+                ids: ids.clone(),
             };
             let page: HistoryPage = self.get_query("/v1/history", &query).await?;
             jobs.extend(page.jobs);
@@ -192,6 +205,7 @@ mod tests {
             since_ms: Some(5),
             limit: Some(10),
             after: None,
+            ids: None,
         };
         assert_eq!(
             with_query("/v1/history", &h).unwrap(),

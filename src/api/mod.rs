@@ -516,7 +516,22 @@ pub struct HistoryQuery {
     pub limit: Option<u32>,
     /// The page after the one that answered with this `next`.
     pub after: Option<String>,
+    /// Only these jobs, comma-separated ids (an array's id: all its tasks), at most
+    /// [`HISTORY_IDS`]; `sacct -j` asks for the jobs in flight this way.
+    pub ids: Option<String>,
 }
+
+/// `GET /v1/steps?ids=12,13`: the `srun` steps of each job named (at most [`HISTORY_IDS`]),
+/// for `sacct` of many jobs in one question.
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StepsQuery {
+    /// Comma-separated job ids.
+    pub ids: String,
+}
+
+/// The most job ids one `GET /v1/history?ids=` names.
+pub const HISTORY_IDS: usize = 1000;
 
 /// The most finished jobs one `GET /v1/history` answers with: a longer history comes in
 /// pages, each naming the next, so no answer grows with the whole history.

@@ -291,7 +291,10 @@ const RETRY_FOR: std::time::Duration = std::time::Duration::from_secs(120);
 /// stopping), the controller may have queued the job: the same request, with the same
 /// idempotency key, is sent again until it answers, and gets the first answer if it had. A
 /// controller that is simply not running fails at once, as before.
-async fn post_with_retries(client: &Client, req: &SubmitRequest) -> anyhow::Result<Submitted> {
+pub(crate) async fn post_with_retries(
+    client: &Client,
+    req: &SubmitRequest,
+) -> anyhow::Result<Submitted> {
     use crate::client::ClientError;
     use backon::Retryable;
     let mut lost = false;

@@ -76,6 +76,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/jobs/signal", post(signal))
         .route("/v1/jobs/{id}", get(show_job))
         .route("/v1/history", get(history))
+        .route("/v1/steps", get(steps_of))
         .route("/v1/jobs/{id}/why", get(why))
         .route("/v1/nodes", get(nodes))
         .route("/v1/nodes/drain", post(drain))
@@ -376,9 +377,13 @@ async fn history(
             ));
         }
     };
+    let ids = match q.ids.as_deref().map(parse_ids).transpose() {
+        Ok(ids) => ids,
+        Err(why) => return Err(ApiError::bad_request(why, None)),
+    };
     let rows = state
         .db
-        .finished_jobs(q.user.as_deref(), q.since_ms, after, limit)
+        .finished_jobs(q.user.as_deref(), q.since_ms, after, ids.as_deref(), limit)
         .await?;
     let now = now_ms();
     let next = (rows.len() == limit as usize)
@@ -398,6 +403,40 @@ async fn history(
         })
         .collect();
     Ok(Json(HistoryPage { jobs, next }))
+}
+
+/// `GET /v1/steps?ids=…`: each named job's steps, by job id (a job with none is left out).
+async fn steps_of(
+    State(state): State<AppState>,
+    query: Result<Query<crate::api::StepsQuery>, QueryRejection>,
+) -> Result<
+    Json<std::collections::BTreeMap<u64, Vec<crate::controller::jobs::steps::StepView>>>,
+    ApiError,
+> {
+    let Query(q) = query.map_err(|e| ApiError::bad_request(e.body_text(), None))?;
+    let ids = parse_ids(&q.ids).map_err(|why| ApiError::bad_request(why, None))?;
+    Ok(Json(state.db.steps_of(&ids).await?))
+}
+
+/// `ids=12,13,14`: job ids, at most [`crate::api::HISTORY_IDS`], every bad one named.
+fn parse_ids(text: &str) -> Result<Vec<u64>, String> {
+    let words: Vec<&str> = text.split(',').map(str::trim).collect();
+    if words.len() > crate::api::HISTORY_IDS {
+        return Err(format!(
+            "ids= names {} jobs; ask for at most {} at once",
+            words.len(),
+            crate::api::HISTORY_IDS
+        ));
+    }
+    let bad: Vec<&str> = words
+        .iter()
+        .copied()
+        .filter(|w| w.parse::<u64>().is_err())
+        .collect();
+    if !bad.is_empty() {
+        return Err(format!("ids=: {} are not job ids", bad.join(", ")));
+    }
+    Ok(words.iter().filter_map(|w| w.parse().ok()).collect())
 }
 
 /// A page's `next` (`END_MS.ID`) as the row it follows.

@@ -14,6 +14,7 @@ pub mod scontrol_partition;
 pub mod sinfo;
 pub mod squeue;
 pub mod srun;
+pub mod srun_alloc;
 pub mod step_host;
 pub mod step_output;
 pub mod step_plan;

@@ -9,7 +9,7 @@ use super::squeue::{slurm_mem, state_names};
 use crate::api::JobView;
 use crate::api::steps::StepRecord;
 use crate::client::Client;
-use crate::controller::http::JobDetail;
+use crate::controller::jobs::steps::StepView;
 
 const DEFAULT: &str = "JobID,JobName,Partition,Account,AllocCPUS,State,ExitCode";
 /// `sacct --brief`.
@@ -109,7 +109,26 @@ pub async fn sacct(client: &Client, a: &SacctArgs, me: &str) -> anyhow::Result<S
         Some(me.to_string())
     };
     let mut jobs: Vec<JobView> = client.get("/v1/jobs").await?;
-    jobs.extend(client.history(user.clone(), Some(from), 100_000).await?);
+    // Asked for by id (submitit and snakemake poll their jobs in flight this way), only
+    // those are fetched: an array task's id `12_3` is asked for as its array, 12.
+    // More ids than one question may name: the whole history, filtered here.
+    let by_id = (!a.jobs.is_empty() && a.jobs.len() <= crate::api::HISTORY_IDS).then(|| {
+        a.jobs
+            .iter()
+            .filter_map(|j| j.trim().split(['_', '.']).next())
+            .filter(|j| j.parse::<u64>().is_ok())
+            .collect::<Vec<_>>()
+            .join(",")
+    });
+    jobs.extend(match by_id {
+        Some(ids) if ids.is_empty() => Vec::new(),
+        Some(ids) => {
+            client
+                .history_of(user.clone(), Some(from), Some(ids), 100_000)
+                .await?
+        }
+        None => client.history(user.clone(), Some(from), 100_000).await?,
+    });
     let list = |v: &[String]| -> Option<Vec<String>> {
         let v: Vec<String> = v
             .iter()
@@ -143,13 +162,28 @@ pub async fn sacct(client: &Client, a: &SacctArgs, me: &str) -> anyhow::Result<S
     });
     jobs.sort_by_key(|j| j.id);
     jobs.dedup_by_key(|j| j.id);
-    let mut details = Vec::new();
+    // Every listed job's steps in one question per thousand jobs.
+    let mut steps: std::collections::BTreeMap<u64, Vec<StepView>> = Default::default();
     if !a.allocations {
-        for j in &jobs {
-            let d: JobDetail = client.get(&format!("/v1/jobs/{}", j.id)).await?;
-            details.push(d.steps.into_iter().map(|s| s.step).collect::<Vec<_>>());
+        for chunk in jobs.chunks(crate::api::HISTORY_IDS) {
+            let ids: Vec<String> = chunk.iter().map(|j| j.id.to_string()).collect();
+            let query = crate::api::StepsQuery { ids: ids.join(",") };
+            let some: std::collections::BTreeMap<u64, Vec<StepView>> =
+                client.get_query("/v1/steps", &query).await?;
+            steps.extend(some);
         }
     }
+    let details: Vec<Vec<StepRecord>> = jobs
+        .iter()
+        .map(|j| {
+            steps
+                .remove(&j.id)
+                .unwrap_or_default()
+                .into_iter()
+                .map(|s| s.step)
+                .collect()
+        })
+        .collect();
     let format = match (&a.format, a.brief) {
         (Some(f), _) => f.as_str(),
         (None, true) => BRIEF,

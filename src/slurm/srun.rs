@@ -55,9 +55,8 @@ fn run(args: &[String]) -> Result<i32, String> {
             crate::commands::dispatch(cli).map_err(|e| format!("{e:#}"))?;
             return Ok(0);
         }
-        return Err(
-            "srun runs steps inside a labpool job; submit the script with `labpool submit`, or ask for a shell with `srun --pty bash`".into(),
-        );
+        // Outside a job: an allocation for this one step, as Slurm's srun makes.
+        return super::srun_alloc::run(args);
     };
     if !a.ignored.is_empty() {
         eprintln!(

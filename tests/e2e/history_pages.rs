@@ -52,6 +52,23 @@ fn history_is_paged_with_a_cursor_and_a_page_has_a_cap() {
     let (status, answer) = get_raw(&sock, "/v1/history?after=nonsense");
     assert_eq!(status, 400, "{answer}");
 
+    // Only the jobs named (the array's id: all its tasks), by index; bad ids all named.
+    let (_, named) = get_raw(&sock, &format!("/v1/history?ids={},999", everything[1]));
+    assert_eq!(ids(&named), [everything[1]], "{named}");
+    let array = all["jobs"][0]["array_id"].as_u64().unwrap();
+    let (_, tasks) = get_raw(&sock, &format!("/v1/history?ids={array}"));
+    assert_eq!(ids(&tasks).len(), 5, "{tasks}");
+    let (status, answer) = get_raw(&sock, "/v1/history?ids=1,x,-2");
+    assert_eq!(status, 400, "{answer}");
+    has(
+        answer["error"].as_str().unwrap(),
+        &["x, -2 are not job ids"],
+    );
+    let many: Vec<String> = (0..1001).map(|i| i.to_string()).collect();
+    let (status, answer) = get_raw(&sock, &format!("/v1/steps?ids={}", many.join(",")));
+    assert_eq!(status, 400, "{answer}");
+    has(answer["error"].as_str().unwrap(), &["at most 1000"]);
+
     let three = pool.ok(&["history", "--limit", "3", "--json"]);
     let three: Vec<serde_json::Value> = serde_json::from_str(&three).unwrap();
     assert_eq!(three.len(), 3);

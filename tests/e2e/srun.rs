@@ -68,19 +68,35 @@ fn srun_starts_ranked_tasks_on_their_own_gpus_and_show_lists_the_steps() {
     has(&show, &["Steps", &format!("{id}.1"), "bash -c", "STEP"]);
 }
 
+/// Outside a job, srun makes an allocation for its one step, as Slurm's does: the tasks'
+/// output comes back on its own, it exits with their code, and it leaves no file behind.
 #[test]
-fn srun_outside_a_job_says_where_it_works() {
-    let pool = Pool::new("1:a100");
-    let link = pool.dir.join("srun");
-    std::os::unix::fs::symlink(&pool.bin, &link).unwrap();
-    let out = std::process::Command::new(&link)
-        .args(["-n", "2", "hostname"])
-        .env_remove("LABPOOL_JOB_ID")
+fn srun_outside_a_job_allocates_runs_the_step_and_exits_with_its_code() {
+    let mut pool = Pool::new("2:a100");
+    pool.start();
+    let link = pool.dir.join("slurm-bin/srun");
+    pool.slurm("sinfo", &["-h"]);
+    let run = std::process::Command::new(&link)
+        .args(["-n", "2", "-l", "--mpi=pmix", "-G", "1", "sh", "-c"])
+        .arg("echo rank=$SLURM_PROCID gpus=$CUDA_VISIBLE_DEVICES; echo to-stderr >&2; exit 4")
+        .env("LABPOOL_CONFIG", &pool.config)
+        .current_dir(&pool.work)
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    has(
-        &String::from_utf8_lossy(&out.stderr),
-        &["srun: error: srun runs steps inside a labpool job"],
+    assert_eq!(run.status.code(), Some(4), "{run:?}");
+    let (out, err) = (
+        String::from_utf8_lossy(&run.stdout).to_string(),
+        String::from_utf8_lossy(&run.stderr).to_string(),
     );
+    has(&out, &["0: rank=0 gpus=", "1: rank=1 gpus="]);
+    has(&err, &["to-stderr"]);
+    let (ok, _) = pool.slurm_out("srun", &["true"], true);
+    assert!(ok.is_empty(), "{ok}");
+    let left: Vec<_> = std::fs::read_dir(&pool.work)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".labpool-srun"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
 }

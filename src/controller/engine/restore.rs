@@ -29,7 +29,7 @@ impl Engine {
         let since = self.clock.now_ms() - (4 * w.half_life_s as i64).saturating_mul(1000);
         for row in self
             .db
-            .finished_jobs(None, Some(since), None, 1_000_000)
+            .finished_jobs(None, Some(since), None, None, 1_000_000)
             .await?
             .iter()
             .rev()

@@ -47,34 +47,50 @@ impl Db {
 
     /// A job's steps, attempt by attempt, in step order.
     pub async fn steps(&self, job: u64) -> Result<Vec<StepView>, DbError> {
+        Ok(self
+            .steps_of(&[job])
+            .await?
+            .remove(&job)
+            .unwrap_or_default())
+    }
+
+    /// The steps of each of `jobs` that has any, in one query (`sacct` of many jobs).
+    pub async fn steps_of(
+        &self,
+        jobs: &[u64],
+    ) -> Result<std::collections::BTreeMap<u64, Vec<StepView>>, DbError> {
+        let ids = serde_json::to_string(jobs).unwrap_or_else(|_| "[]".into());
         let rows = sqlx::query(
-            "SELECT attempt, step, name, tasks, nodes, start_time, end_time, exit_code, signal \
-             FROM steps WHERE job = ? ORDER BY attempt, step",
+            "SELECT job, attempt, step, name, tasks, nodes, start_time, end_time, exit_code, signal \
+             FROM steps WHERE job IN (SELECT value FROM json_each(?)) ORDER BY job, attempt, step",
         )
-        .bind(job as i64)
+        .bind(ids)
         .fetch_all(&self.pool)
         .await?;
-        rows.iter()
-            .map(|r| {
-                let nodes: String = r.try_get("nodes")?;
-                Ok(StepView {
-                    attempt: r.try_get::<i64, _>("attempt")? as u32,
-                    step: StepRecord {
-                        step: r.try_get::<i64, _>("step")? as u32,
-                        name: r.try_get("name")?,
-                        tasks: r.try_get::<i64, _>("tasks")? as u32,
-                        nodes: nodes
-                            .split(',')
-                            .filter(|n| !n.is_empty())
-                            .map(str::to_string)
-                            .collect(),
-                        start_ms: r.try_get("start_time")?,
-                        end_ms: r.try_get("end_time")?,
-                        exit_code: r.try_get("exit_code")?,
-                        signal: r.try_get("signal")?,
-                    },
-                })
-            })
-            .collect()
+        let mut out: std::collections::BTreeMap<u64, Vec<StepView>> = Default::default();
+        for r in &rows {
+            let nodes: String = r.try_get("nodes")?;
+            let view = StepView {
+                attempt: r.try_get::<i64, _>("attempt")? as u32,
+                step: StepRecord {
+                    step: r.try_get::<i64, _>("step")? as u32,
+                    name: r.try_get("name")?,
+                    tasks: r.try_get::<i64, _>("tasks")? as u32,
+                    nodes: nodes
+                        .split(',')
+                        .filter(|n| !n.is_empty())
+                        .map(str::to_string)
+                        .collect(),
+                    start_ms: r.try_get("start_time")?,
+                    end_ms: r.try_get("end_time")?,
+                    exit_code: r.try_get("exit_code")?,
+                    signal: r.try_get("signal")?,
+                },
+            };
+            out.entry(r.try_get::<i64, _>("job")? as u64)
+                .or_default()
+                .push(view);
+        }
+        Ok(out)
     }
 }

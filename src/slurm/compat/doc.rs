@@ -158,7 +158,7 @@ pub fn markdown() -> String {
         ),
         (
             "srun",
-            "Inside a job, a step; outside one, `--pty` opens a session. srun reads every option of Slurm's; those it does not act on are named in one warning.",
+            "Inside a job, a step; outside one, an allocation for one step (the job takes the options `sbatch` reads), or with `--pty` a session. srun reads every option of Slurm's; those it does not act on are named in one warning.",
             srun_rows(),
         ),
         (
