@@ -340,9 +340,22 @@ fn value(r: &Row<'_>, name: &str) -> String {
                 "FAILED".into()
             }
         }
+        // As Slurm's accounting has it: the job's line names who cancelled it, by uid.
+        (Row::Job(j), "state") if j.state == labpool_scheduler::JobState::Cancelled => {
+            let uid = j
+                .cancelled_by
+                .as_deref()
+                .and_then(|name| nix::unistd::User::from_name(name).ok().flatten())
+                .map_or(0, |u| u.uid.as_raw());
+            format!("CANCELLED by {uid}")
+        }
         (_, "state") => state,
         (Row::Step(_, s), "exitcode") => {
             format!("{}:{}", s.exit_code.min(255), s.signal.unwrap_or(0))
+        }
+        // Slurm's accounting gives a cancelled allocation 0:0 (its batch line has the signal).
+        (Row::Job(j), "exitcode") if j.state == labpool_scheduler::JobState::Cancelled => {
+            "0:0".into()
         }
         (_, "exitcode") => exit,
         (Row::Job(j), "alloccpus") => (j.cpus * j.node_count).to_string(),

@@ -51,6 +51,7 @@ mod slurm_gate;
 mod slurm_gate_jobs;
 mod slurm_gate_setup;
 mod slurm_libraries;
+mod slurm_library_calls;
 mod slurm_option_tables;
 mod slurm_options;
 mod slurm_peer;

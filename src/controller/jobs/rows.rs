@@ -99,6 +99,7 @@ impl JobRow {
             gpu_share: self.request.gpu_share,
             isolation: self.isolation.clone(),
             gpu_usage: None,
+            cancelled_by: self.life.cancel_requested_by.clone(),
         }
     }
 }
