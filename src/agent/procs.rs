@@ -62,9 +62,22 @@ pub fn signal_step_tasks(key: &str, signal: Signal, shell: Pid) -> usize {
     job_processes(key)
         .into_iter()
         .filter(|p| *p != shell)
-        .filter(|p| !same_file(labpool.as_ref(), &format!("/proc/{p}/exe")))
+        .filter(|p| !same_file(labpool.as_ref(), &format!("/proc/{p}/exe")) && !ours_by_name(*p))
         .filter(|p| kill(*p, signal).is_ok())
         .count()
+}
+
+/// Whether a process is one of labpool's by the name it runs under (`srun`, the step
+/// launcher, `labpool`): after an upgrade a running `srun` is the old binary, whose inode is no
+/// longer this one's.
+fn ours_by_name(pid: Pid) -> bool {
+    let Ok(comm) = std::fs::read_to_string(format!("/proc/{pid}/comm")) else {
+        return false;
+    };
+    let comm = comm.trim_end();
+    // The kernel keeps 15 bytes of a name.
+    let short = |name: &str| name.get(..name.len().min(15)).unwrap_or(name).to_string();
+    comm == "srun" || comm == "labpool" || comm == short(crate::agent::gang::STEP_HOST)
 }
 
 /// Whether `path` is the file `meta` describes (by device and inode).

@@ -186,6 +186,21 @@ pub struct SrunArgs {
     pub command: Vec<String>,
 }
 
+/// The long option `name` begins, when exactly one does (or `name` is one); else `name`.
+fn resolve_long(name: &str) -> String {
+    let all = LONG_WITH_VALUE.iter().chain(OTHER_OPTIONS);
+    if all.clone().any(|o| *o == name) {
+        return name.to_string();
+    }
+    let mut found: Vec<&str> = all.filter(|o| o.starts_with(name)).copied().collect();
+    found.sort_unstable();
+    found.dedup();
+    match found.as_slice() {
+        [one] => (*one).to_string(),
+        _ => name.to_string(),
+    }
+}
+
 /// Reads `args` (without the program name).
 pub fn parse_srun(args: &[String]) -> Result<SrunArgs, String> {
     let mut out = SrunArgs::default();
@@ -208,6 +223,12 @@ pub fn parse_srun(args: &[String]) -> Result<SrunArgs, String> {
             (c.to_string(), inline)
         } else {
             break;
+        };
+        // As getopt_long: an unambiguous beginning names its option (`--out` is `--output`).
+        let name = if name.len() > 1 {
+            resolve_long(&name)
+        } else {
+            name
         };
         let takes_value = if name.len() == 1 {
             SHORT_WITH_VALUE.contains(name.as_str())
@@ -288,6 +309,11 @@ mod tests {
         assert!(a.label);
         assert_eq!(a.ignored, ["--mpi", "--cpu-bind"]);
         assert_eq!(a.command, ["python", "train.py", "-n", "3"]);
+        let a = parse_srun(&args("--out x.log --lab --ntasks 2 true")).unwrap();
+        assert_eq!(
+            (a.output.as_deref(), a.label, a.ntasks),
+            (Some("x.log"), true, Some(2))
+        );
         let a = parse_srun(&args("-n2 -N1 --ntasks-per-node 2 -K1 hostname")).unwrap();
         assert_eq!(
             (a.ntasks, a.nodes, a.ntasks_per_node),

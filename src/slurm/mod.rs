@@ -59,7 +59,14 @@ pub fn personality(argv0: &str, args: &[String]) -> Option<ExitCode> {
         "salloc" => compat::tables::SALLOC,
         _ => &[],
     };
-    let stripped = compat::strip(args, extras);
+    // salloc's command keeps its own words (`salloc -N2 srun -K ./app`).
+    let alloc = (name == "salloc").then(|| {
+        <crate::cli::Cli as clap::CommandFactory>::command()
+            .find_subcommand("alloc")
+            .cloned()
+            .expect("labpool alloc exists")
+    });
+    let stripped = compat::strip(args, extras, alloc.as_ref());
     for w in &stripped.warnings {
         eprintln!("{name}: warning: {w}");
     }

@@ -219,7 +219,12 @@ pub async fn sacct(client: &Client, a: &SacctArgs, me: &str) -> anyhow::Result<S
                 .zip(&fields)
                 .map(|(c, (name, w))| {
                     let w = w.unwrap_or(default_width(name));
-                    let cut: String = c.chars().take(w).collect();
+                    // As Slurm: a value too wide is cut, its last place a `+`.
+                    let cut: String = if c.chars().count() > w {
+                        c.chars().take(w.saturating_sub(1)).chain(['+']).collect()
+                    } else {
+                        c.clone()
+                    };
                     if name == "jobid" {
                         format!("{cut:<w$}")
                     } else {
@@ -237,7 +242,7 @@ pub async fn sacct(client: &Client, a: &SacctArgs, me: &str) -> anyhow::Result<S
             out.push(line(
                 fields
                     .iter()
-                    .map(|(n, w)| "-".repeat(w.unwrap_or(if n == "jobid" { 12 } else { 10 })))
+                    .map(|(n, w)| "-".repeat(w.unwrap_or(default_width(n))))
                     .collect(),
             ));
         }

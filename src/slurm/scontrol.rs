@@ -41,9 +41,17 @@ pub async fn scontrol(client: &Client, words: &[String]) -> anyhow::Result<Strin
                 return Ok("No jobs in the system".into());
             }
             let mut shown = Vec::new();
-            for j in jobs {
+            // One request a job: the first thousand, and how many more there are.
+            const MOST: usize = 1000;
+            let more = jobs.len().saturating_sub(MOST);
+            for j in jobs.into_iter().take(MOST) {
                 let d: JobDetail = client.get(&format!("/v1/jobs/{}", j.id)).await?;
                 shown.push(show_job(&d, one_line));
+            }
+            if more > 0 {
+                shown.push(format!(
+                    "({more} more jobs not shown: `scontrol show job ID` shows one)"
+                ));
             }
             Ok(records(shown))
         }

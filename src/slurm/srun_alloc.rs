@@ -10,6 +10,7 @@ use crate::controller::http::JobDetail;
 use labpool_scheduler::JobState;
 use std::collections::BTreeMap;
 use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -36,12 +37,29 @@ pub fn run(args: &[String]) -> Result<i32, String> {
     let job_args = job_options(args, parsed.command.len());
     let cwd =
         std::env::current_dir().map_err(|e| format!("cannot read the current directory: {e}"))?;
-    let dir = output_dir(&cwd)?;
-    let tag = crate::link_auth::random_hex(8);
-    let (out, err) = (
-        dir.join(format!(".labpool-srun-{tag}.out")),
-        dir.join(format!(".labpool-srun-{tag}.err")),
-    );
+    // A directory of its own, made here (it fails if the name is taken), so that no one can
+    // have planted a link where the job will write.
+    let dir = output_dir(&cwd)?.join(format!(".labpool-srun-{}", crate::link_auth::random_hex(8)));
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&dir)
+        .map_err(|e| format!("cannot make {} for the step's output: {e}", dir.display()))?;
+    let (out, err) = (dir.join("out"), dir.join("err"));
+    let code = submit_and_follow(args, &parsed, job_args, &cwd, &out, &err);
+    let _ = std::fs::remove_dir_all(&dir);
+    code
+}
+
+/// Queues the job whose script runs `srun ARGS`, with its output in `out` and `err`, and
+/// follows it to its end.
+fn submit_and_follow(
+    args: &[String],
+    parsed: &super::args::SrunArgs,
+    job_args: Vec<String>,
+    cwd: &Path,
+    out: &Path,
+    err: &Path,
+) -> Result<i32, String> {
     let words: Vec<String> = std::iter::once("srun".to_string())
         .chain(args.iter().cloned())
         .collect();
@@ -60,13 +78,16 @@ pub fn run(args: &[String]) -> Result<i32, String> {
     let submit = <super::Sbatch as clap::Parser>::try_parse_from(&submit_words)
         .map_err(|e| e.to_string())?;
     let env: BTreeMap<String, String> = std::env::vars().collect();
-    let (mut req, warnings, _) = crate::commands::submit::build_request(&submit.args, &cwd, &env)
+    let (mut req, warnings, _) = crate::commands::submit::build_request(&submit.args, cwd, &env)
         .map_err(|e| format!("{e:#}"))?;
-    req.name = parsed
-        .command
-        .first()
-        .and_then(|c| Path::new(c).file_name())
-        .map_or_else(|| "srun".into(), |n| n.to_string_lossy().into_owned());
+    // Named after its command, as Slurm names it, unless -J named it.
+    if submit.args.options.job_name.is_none() {
+        req.name = parsed
+            .command
+            .first()
+            .and_then(|c| Path::new(c).file_name())
+            .map_or_else(|| "srun".into(), |n| n.to_string_lossy().into_owned());
+    }
     for w in warnings {
         eprintln!("srun: warning: {w}");
     }
@@ -81,10 +102,14 @@ pub fn run(args: &[String]) -> Result<i32, String> {
         .build()
         .map_err(|e| e.to_string())?;
     let client = Client::new(&config.controller.socket);
-    let code = rt.block_on(follow(&client, &req, &out, &err));
-    let _ = std::fs::remove_file(&out);
-    let _ = std::fs::remove_file(&err);
-    code
+    rt.block_on(follow(&client, &req, out, err))
+}
+
+/// Whether a srun option (its name, without dashes) shapes the step only: one of
+/// [`STEP_ONLY`], or an abbreviation of one (`--out`), as getopt reads it.
+fn step_only(name: &str, long: bool) -> bool {
+    STEP_ONLY.contains(&name)
+        || (long && name.len() >= 3 && STEP_ONLY.iter().any(|o| o.len() > 1 && o.starts_with(name)))
 }
 
 /// Where the step's output is kept while srun relays it: the working directory, which the
@@ -114,17 +139,17 @@ fn job_options(args: &[String], command_len: usize) -> Vec<String> {
             .split('=')
             .next()
             .unwrap_or_default();
-        let short = !word.starts_with("--");
-        let name = if short {
-            &name[..name.len().min(1)]
+        let long = word.starts_with("--");
+        let name: String = if long {
+            name.to_string()
         } else {
-            name
+            name.chars().take(1).collect()
         };
         let alone = vec![word.clone(), "--wrap".into(), "true".into()];
         let with_next = options
             .get(i + 1)
             .map(|next| vec![word.clone(), next.clone()]);
-        let step_only = STEP_ONLY.contains(&name) || word == "--";
+        let step_only = step_only(&name, long) || word == "--";
         if !step_only && <super::Sbatch as clap::Parser>::try_parse_from(&alone).is_ok() {
             kept.push(word.clone());
             i += 1;
@@ -143,21 +168,20 @@ fn job_options(args: &[String], command_len: usize) -> Vec<String> {
     kept
 }
 
-/// Submits `req`, relays the step's output while the job runs, and returns its exit code.
+/// Submits `req`, relays the step's output while the job runs, and returns its exit code. An
+/// interrupt (INT, TERM, HUP) from the moment it starts cancels the job; so does losing the
+/// controller for good, so that no job holds GPUs with no one reading its output.
 async fn follow(
     client: &Client,
     req: &SubmitRequest,
     out: &Path,
     err: &Path,
 ) -> Result<i32, String> {
-    let submitted = crate::commands::submit::post_with_retries(client, req)
-        .await
-        .map_err(|e| format!("{e:#}"))?;
-    let id = submitted.job_id;
     let interrupted = Arc::new(AtomicBool::new(false));
     for kind in [
         tokio::signal::unix::SignalKind::interrupt(),
         tokio::signal::unix::SignalKind::terminate(),
+        tokio::signal::unix::SignalKind::hangup(),
     ] {
         let flag = interrupted.clone();
         let mut stream = tokio::signal::unix::signal(kind).map_err(|e| e.to_string())?;
@@ -167,30 +191,58 @@ async fn follow(
             }
         });
     }
+    let submitted = crate::commands::submit::post_with_retries(client, req)
+        .await
+        .map_err(|e| format!("{e:#}"))?;
+    let id = submitted.job_id;
+    let cancel = || async move {
+        let _: Result<serde_json::Value, _> = client
+            .post(
+                "/v1/jobs/cancel",
+                &CancelRequest {
+                    ids: vec![id.to_string()],
+                },
+            )
+            .await;
+    };
     let (mut out_at, mut err_at) = (0u64, 0u64);
-    let mut said_waiting = false;
+    let (mut said_waiting, mut failures) = (false, 0u32);
     loop {
-        let job: JobDetail = client
-            .get(&format!("/v1/jobs/{id}"))
-            .await
-            .map_err(|e| e.to_string())?;
-        let ended = job.job.state.is_finished();
+        let job: JobView = match client.get::<JobDetail>(&format!("/v1/jobs/{id}")).await {
+            Ok(detail) => {
+                failures = 0;
+                detail.job
+            }
+            // A controller restarting: try again for ten seconds, then give the job up.
+            Err(e) if failures < 40 => {
+                failures += 1;
+                if failures == 1 {
+                    eprintln!("srun: warning: job {id}: {e}; trying again");
+                }
+                tokio::time::sleep(Duration::from_millis(250)).await;
+                continue;
+            }
+            Err(e) => {
+                cancel().await;
+                return Err(format!("lost job {id} ({e}); it was cancelled"));
+            }
+        };
+        let ended = job.state.is_finished();
         // Once it ended, everything it wrote; while it runs, what came so far.
         while relay(out, &mut out_at, &mut std::io::stdout())
             + relay(err, &mut err_at, &mut std::io::stderr())
             > 0
             && ended
         {}
-        let j: &JobView = &job.job;
         if ended {
-            return Ok(match (j.state, j.exit_code) {
+            return Ok(match (job.state, job.exit_code) {
                 (JobState::Completed, _) => 0,
                 (_, Some(code)) if code != 0 => code,
                 _ => {
                     eprintln!(
                         "srun: error: job {id} ended {}{}",
-                        j.state,
-                        j.reason_detail
+                        job.state,
+                        job.reason_detail
                             .as_deref()
                             .map_or_else(String::new, |d| format!(": {d}"))
                     );
@@ -198,23 +250,15 @@ async fn follow(
                 }
             });
         }
-        if j.state == JobState::Pending && !said_waiting {
+        if job.state == JobState::Pending && !said_waiting {
             eprintln!("srun: job {id} queued and waiting for resources");
             said_waiting = true;
         }
         if interrupted.swap(false, Ordering::SeqCst) {
             eprintln!("srun: interrupted: cancelling job {id}");
-            let _: serde_json::Value = client
-                .post(
-                    "/v1/jobs/cancel",
-                    &CancelRequest {
-                        ids: vec![id.to_string()],
-                    },
-                )
-                .await
-                .map_err(|e| e.to_string())?;
+            cancel().await;
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 

@@ -41,7 +41,7 @@ impl Sink {
     fn parse(value: Option<&str>) -> Self {
         match value {
             None => Self::Srun,
-            Some("none") => Self::Discard,
+            Some(v) if v.eq_ignore_ascii_case("none") => Self::Discard,
             Some(v) if !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) => {
                 v.parse().map_or(Self::Discard, Self::OnlyRank)
             }

@@ -114,6 +114,15 @@ fn slurm_commands_filter_and_print_as_their_options_say() {
     let (_, said) = pool.slurm_out("scancel", &["--qos", "normal", &held], false);
     has(&said, &["scancel: error: --qos:"]);
     assert_eq!(s(&pool.job(held.parse().unwrap()), "state"), "PENDING");
+    // A script's own -V is the script's: sbatch submits, it does not print its version.
+    pool.script("args.sh", "#!/bin/sh\necho args=$@\n");
+    let id = sbatch(&["-o", "args.out", "args.sh", "-V"]);
+    assert!(id.parse::<u64>().is_ok(), "{id}");
+    pool.wait_done(id.parse().unwrap(), T);
+    has(
+        &std::fs::read_to_string(pool.work.join("args.out")).unwrap(),
+        &["args=-V"],
+    );
     for name in ["sinfo", "squeue", "sacct", "sbatch", "srun", "scontrol"] {
         assert_eq!(
             pool.slurm(name, &["--version"]).trim(),

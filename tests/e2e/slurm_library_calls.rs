@@ -51,12 +51,24 @@ struct History {
     ids: Vec<String>,
 }
 
-fn make_history(sbatch: &dyn Fn(&[&str]) -> String, cancel: &dyn Fn(&str)) -> History {
+fn make_history(
+    sbatch: &dyn Fn(&[&str]) -> String,
+    squeue_state: &dyn Fn(&str) -> String,
+    cancel: &dyn Fn(&str),
+) -> History {
     let done = sbatch(&["--wrap", "true"]);
     let failed = sbatch(&["--wrap", "exit 3"]);
     let array = sbatch(&["--array=0-1", "--wrap", "exit $SLURM_ARRAY_TASK_ID"]);
     let cancelled = sbatch(&["--wrap", "sleep 60"]);
-    std::thread::sleep(Duration::from_secs(2));
+    // Cancelled once it runs (a job cancelled while it waits has no node and no batch line).
+    let t0 = Instant::now();
+    while squeue_state(&cancelled) != "RUNNING" {
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "job {cancelled} never ran"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
     cancel(&cancelled);
     History {
         ids: vec![done, failed, array, cancelled],
@@ -168,6 +180,11 @@ fn the_calls_slurm_libraries_make_answer_as_slurm_answers() {
             pool.slurm("sbatch", &all).trim().to_string()
         },
         &|id| {
+            pool.slurm("squeue", &["-h", "-o", "%T", "-j", id])
+                .trim()
+                .to_string()
+        },
+        &|id| {
             pool.slurm("scancel", &[id]);
         },
     );
@@ -190,6 +207,11 @@ fn the_calls_slurm_libraries_make_answer_as_slurm_answers() {
             let mut all = vec!["--parsable"];
             all.extend_from_slice(args);
             slurm_cmd("sbatch", &all).trim().to_string()
+        },
+        &|id| {
+            slurm_cmd("squeue", &["-h", "-o", "%T", "-j", id])
+                .trim()
+                .to_string()
         },
         &|id| {
             slurm_cmd("scancel", &[id]);

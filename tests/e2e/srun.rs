@@ -92,6 +92,22 @@ fn srun_outside_a_job_allocates_runs_the_step_and_exits_with_its_code() {
     has(&err, &["to-stderr"]);
     let (ok, _) = pool.slurm_out("srun", &["true"], true);
     assert!(ok.is_empty(), "{ok}");
+    // -J names the job; --out (an abbreviation of --output) is the step's, not the job's.
+    let (shown, _) = pool.slurm_out(
+        "srun",
+        &["-J", "named", "--out=step.txt", "echo", "hi"],
+        true,
+    );
+    assert!(shown.is_empty(), "{shown}");
+    assert_eq!(
+        std::fs::read_to_string(pool.work.join("step.txt")).unwrap(),
+        "hi\n"
+    );
+    assert!(
+        pool.history().iter().any(|j| s(j, "name") == "named"),
+        "{:?}",
+        pool.history()
+    );
     let left: Vec<_> = std::fs::read_dir(&pool.work)
         .unwrap()
         .flatten()

@@ -54,7 +54,8 @@ impl Db {
             .unwrap_or_default())
     }
 
-    /// The steps of each of `jobs` that has any, in one query (`sacct` of many jobs).
+    /// The steps of each of `jobs` that has any, in one query (`sacct` of many jobs); at most
+    /// 100,000 steps in all, so that no question makes an answer without bound.
     pub async fn steps_of(
         &self,
         jobs: &[u64],
@@ -62,7 +63,8 @@ impl Db {
         let ids = serde_json::to_string(jobs).unwrap_or_else(|_| "[]".into());
         let rows = sqlx::query(
             "SELECT job, attempt, step, name, tasks, nodes, start_time, end_time, exit_code, signal \
-             FROM steps WHERE job IN (SELECT value FROM json_each(?)) ORDER BY job, attempt, step",
+             FROM steps WHERE job IN (SELECT value FROM json_each(?)) ORDER BY job, attempt, step \
+             LIMIT 100000",
         )
         .bind(ids)
         .fetch_all(&self.pool)

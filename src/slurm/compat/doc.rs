@@ -111,7 +111,7 @@ fn srun_rows() -> Vec<Row> {
             None => Row {
                 option: format!("`--{name}`"),
                 how: "warned",
-                note: "the step runs on the job's own cores and GPUs".into(),
+                note: "inside a job, not acted on (the step runs on the job's own cores and GPUs); outside one, the job takes it where `sbatch` does".into(),
             },
         })
         .collect()

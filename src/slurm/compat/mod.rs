@@ -59,19 +59,50 @@ pub struct Stripped {
     pub refusals: Vec<String>,
 }
 
-/// Takes `extras` out of `args`, up to `--` (a command's words after it are not options).
-/// A long option matches by its whole name (`--sort` or `--sort=…`); a short one as `-S`, `-SV`
-/// or `-S V`. Each option given is warned about or refused once.
-pub fn strip(args: &[String], extras: &[Extra]) -> Stripped {
+/// Whether option `word` (`--opt`, `-o`) of `parser` takes its value from the next word.
+fn takes_next(parser: &clap::Command, word: &str) -> bool {
+    let found = if let Some(long) = word.strip_prefix("--") {
+        (!long.contains('=')).then(|| {
+            parser.get_arguments().find(|a| {
+                a.get_long() == Some(long) || a.get_all_aliases().is_some_and(|v| v.contains(&long))
+            })
+        })
+    } else {
+        let mut chars = word.chars().skip(1);
+        match (chars.next(), chars.next()) {
+            (Some(c), None) => Some(parser.get_arguments().find(|a| a.get_short() == Some(c))),
+            _ => None,
+        }
+    };
+    found.flatten().is_some_and(|a| {
+        a.get_action().takes_values() && a.get_num_args().is_none_or(|n| n.min_values() > 0)
+    })
+}
+
+/// Takes `extras` out of `args`, up to `--` (a command's words after it are not options) or,
+/// with the command's `parser` (sbatch's and salloc's take a script or a command), up to the
+/// first word that is neither an option nor an option's value. A long option matches by its
+/// whole name (`--sort` or `--sort=…`); a short one as `-S`, `-SV` or `-S V`. Each option
+/// given is warned about or refused once.
+pub fn strip(args: &[String], extras: &[Extra], parser: Option<&clap::Command>) -> Stripped {
     let mut out = Stripped::default();
     let mut seen = std::collections::BTreeSet::new();
     let mut i = 0;
+    let mut value_next = false;
     while i < args.len() {
         let word = &args[i];
         i += 1;
         if word == "--" {
             out.args.extend(args[i - 1..].iter().cloned());
             break;
+        }
+        if let Some(p) = parser {
+            if !word.starts_with('-') && !std::mem::take(&mut value_next) {
+                // The script or command: its words are its own.
+                out.args.extend(args[i - 1..].iter().cloned());
+                break;
+            }
+            value_next = word.starts_with('-') && takes_next(p, word);
         }
         let found = if let Some(long) = word.strip_prefix("--") {
             let (name, inline) = match long.split_once('=') {
@@ -113,9 +144,16 @@ pub fn strip(args: &[String], extras: &[Extra]) -> Stripped {
     out
 }
 
-/// `--version`/`-V` and `--usage` given anywhere before `--`: what to print instead of running.
+/// `--version`/`-V` and `--usage` among the options (before `--`, and for a command that
+/// takes a script or a command, before its first word that is not an option): what to print
+/// instead of running.
 pub fn version_or_usage(name: &str, args: &[String]) -> Option<String> {
-    for word in args.iter().take_while(|w| *w != "--") {
+    let positional = matches!(name, "sbatch" | "salloc" | "srun");
+    let options = args
+        .iter()
+        .take_while(|w| *w != "--")
+        .take_while(|w| !positional || w.starts_with('-'));
+    for word in options {
         match word.as_str() {
             "--version" | "-V" => return Some(format!("slurm {SLURM_VERSION}")),
             "--usage" => {
@@ -163,11 +201,19 @@ mod tests {
         let s = strip(
             &words("-u me --sort=-t --local -S x -Sy -h --qos normal -- --sort z"),
             EXTRAS,
+            None,
         );
         assert_eq!(s.args, words("-u me -h -- --sort z"));
         assert_eq!(s.warnings, ["--sort ignored: no sorting"]);
         assert_eq!(s.refusals, ["--qos: no QOS"]);
-        assert_eq!(strip(&words("-q"), EXTRAS).args, Vec::<String>::new());
+        // With a parser, the command's own words are left alone.
+        let cmd = clap::Command::new("x")
+            .no_binary_name(true)
+            .arg(clap::Arg::new("n").short('N').num_args(1))
+            .arg(clap::Arg::new("cmd").num_args(0..).trailing_var_arg(true));
+        let s = strip(&words("-N 2 -S x prog -S y"), EXTRAS, Some(&cmd));
+        assert_eq!(s.args, words("-N 2 prog -S y"));
+        assert_eq!(strip(&words("-q"), EXTRAS, None).args, Vec::<String>::new());
     }
 
     #[test]
