@@ -137,7 +137,13 @@ pub async fn sacct(client: &Client, a: &SacctArgs, me: &str) -> anyhow::Result<S
             .collect();
         (!v.is_empty()).then_some(v)
     };
-    let (ids, names) = (list(&a.jobs), list(&a.names));
+    // A step (`12.0`, `12.batch`) is found through its job.
+    let job_parts: Vec<String> = a
+        .jobs
+        .iter()
+        .map(|e| e.split('.').next().unwrap_or_default().to_string())
+        .collect();
+    let (ids, names) = (list(&job_parts), list(&a.names));
     let (accounts, partitions) = (list(&a.accounts), list(&a.partitions));
     let states =
         list(&a.states).map(|s| s.iter().map(|x| x.to_ascii_uppercase()).collect::<Vec<_>>());
@@ -196,12 +202,44 @@ pub async fn sacct(client: &Client, a: &SacctArgs, me: &str) -> anyhow::Result<S
             None => (f.trim().to_ascii_lowercase(), None),
         })
         .collect();
+    // `-j 12.0` or `-j 12.batch` names steps: only those lines of job 12, as Slurm lists them
+    // (snakemake asks for each step's Reason so); `-j 12` names the whole job.
+    let mut whole = std::collections::BTreeSet::new();
+    let mut steps_named: std::collections::BTreeMap<&str, Vec<&str>> = Default::default();
+    for entry in a.jobs.iter().map(|e| e.trim()) {
+        match entry.split_once('.') {
+            Some((job, step)) => steps_named.entry(job).or_default().push(step),
+            None => {
+                whole.insert(entry);
+            }
+        }
+    }
     let mut rows = Vec::new();
     for (i, j) in jobs.iter().enumerate() {
-        rows.push(Row::Job(j));
-        if !a.allocations && j.start_time.is_some() {
-            rows.push(Row::Batch(j));
-            rows.extend(details[i].iter().map(|s| Row::Step(j, s)));
+        let (raw, shown) = (j.id.to_string(), j.display_id());
+        let only = [raw.as_str(), shown.as_str()]
+            .iter()
+            .find_map(|k| steps_named.get(k))
+            .filter(|_| !whole.contains(raw.as_str()) && !whole.contains(shown.as_str()));
+        match only {
+            None => {
+                rows.push(Row::Job(j));
+                if !a.allocations && j.start_time.is_some() {
+                    rows.push(Row::Batch(j));
+                    rows.extend(details[i].iter().map(|s| Row::Step(j, s)));
+                }
+            }
+            Some(named) => {
+                if named.contains(&"batch") && j.start_time.is_some() {
+                    rows.push(Row::Batch(j));
+                }
+                rows.extend(
+                    details[i]
+                        .iter()
+                        .filter(|s| named.contains(&s.step.to_string().as_str()))
+                        .map(|s| Row::Step(j, s)),
+                );
+            }
         }
     }
     let parsable = a.parsable || a.parsable2;

@@ -1,6 +1,6 @@
 //! The calls Slurm libraries make, differential: the same history on labpool and on the Slurm
-//! 22.05 test cluster (a completed job, a failed one, a cancelled one, an array with a failed
-//! task), then each library's call on both, outputs compared once ids and node names are
+//! 22.05 test cluster (a completed job, a failed one with an `srun` step, a cancelled one, an
+//! array with a failed task), then each library's call on both, outputs compared once ids and node names are
 //! normalised and rows sorted (slurmdbd returns rows in its own insertion order). A new call is
 //! covered by adding a row to `CALLS`.
 
@@ -39,6 +39,15 @@ const CALLS: &[(&str, &str)] = &[
         "delimiter",
         "sacct -X -n -p --delimiter=; -o JobID,State -j {failed}",
     ),
+    (
+        "snakemake, a step's reason",
+        "sacct -P -n -j {failed}.0 -o JobID,Reason,State",
+    ),
+    (
+        "a batch step",
+        "sacct -P -n -j {failed}.batch -o JobID,State",
+    ),
+    ("no such step", "sacct -P -n -j {failed}.7 -o JobID,State"),
     ("parsl, dask-jobqueue", "squeue -h -t all -o %i|%t -j {ids}"),
     (
         "squeue by job id",
@@ -57,7 +66,7 @@ fn make_history(
     cancel: &dyn Fn(&str),
 ) -> History {
     let done = sbatch(&["--wrap", "true"]);
-    let failed = sbatch(&["--wrap", "exit 3"]);
+    let failed = sbatch(&["--wrap", "srun true; exit 3"]);
     let array = sbatch(&["--array=0-1", "--wrap", "exit $SLURM_ARRAY_TASK_ID"]);
     let cancelled = sbatch(&["--wrap", "sleep 60"]);
     // Cancelled once it runs (a job cancelled while it waits has no node and no batch line).
