@@ -11,6 +11,9 @@ pub struct ScancelArgs {
     /// Only this user's jobs
     #[arg(short = 'u', long = "user")]
     user: Option<String>,
+    /// Only my jobs (as -u with my name)
+    #[arg(long = "me", conflicts_with = "user")]
+    me: bool,
     /// Only jobs in this state (PENDING, RUNNING)
     #[arg(short = 't', long = "state")]
     state: Option<String>,
@@ -38,12 +41,15 @@ pub struct ScancelArgs {
 
 /// Runs scancel against the controller.
 pub async fn scancel(client: &Client, a: &ScancelArgs) -> anyhow::Result<String> {
-    let filtered = a.user.is_some()
+    let me = a.me.then(super::whoami);
+    let user = a.user.clone().or(me);
+    let filtered = user.is_some()
         || a.state.is_some()
         || a.name.is_some()
         || a.partition.is_some()
         || a.account.is_some();
-    let mut ids = a.ids.clone();
+    // With a filter, only the jobs that pass it (of those named, when ids are given too).
+    let mut ids = if filtered { Vec::new() } else { a.ids.clone() };
     if filtered {
         let jobs: Vec<JobView> = client.get("/v1/jobs").await?;
         let is = |want: &Option<String>, v: &str| want.as_deref().is_none_or(|w| w == v);
@@ -52,18 +58,18 @@ pub async fn scancel(client: &Client, a: &ScancelArgs) -> anyhow::Result<String>
                 .filter(|j| {
                     let (long, short) = super::squeue::state_names(j.state);
                     let state = a.state.as_deref().map(str::to_ascii_uppercase);
-                    is(&a.user, &j.user)
+                    is(&user, &j.user)
                         && state.as_deref().is_none_or(|s| s == long || s == short)
                         && is(&a.name, &j.name)
                         && is(&a.partition, &j.partition)
                         && is(&a.account, j.account.as_deref().unwrap_or(""))
-                        && (a.ids.is_empty() || a.ids.contains(&j.id.to_string()))
+                        && (a.ids.is_empty()
+                            || a.ids.contains(&j.id.to_string())
+                            || a.ids.contains(&j.display_id())
+                            || j.array_id.is_some_and(|x| a.ids.contains(&x.to_string())))
                 })
                 .map(|j| j.id.to_string()),
         );
-        if !a.ids.is_empty() {
-            ids.retain(|i| !a.ids.contains(i) || jobs.iter().any(|j| &j.id.to_string() == i));
-        }
     }
     if ids.is_empty() {
         if !filtered {

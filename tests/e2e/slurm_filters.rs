@@ -114,6 +114,14 @@ fn slurm_commands_filter_and_print_as_their_options_say() {
     let (_, said) = pool.slurm_out("scancel", &["--qos", "normal", &held], false);
     has(&said, &["scancel: error: --qos:"]);
     assert_eq!(s(&pool.job(held.parse().unwrap()), "state"), "PENDING");
+    // With a filter and ids, only the named jobs that pass it (simple_slurm's `scancel --me`).
+    pool.slurm("scancel", &["-u", "nobody", &held]);
+    assert_eq!(s(&pool.job(held.parse().unwrap()), "state"), "PENDING");
+    pool.slurm("scancel", &["--me"]);
+    assert_eq!(
+        s(&pool.wait_done(held.parse().unwrap(), T), "state"),
+        "CANCELLED"
+    );
     // A script's own -V is the script's: sbatch submits, it does not print its version.
     pool.script("args.sh", "#!/bin/sh\necho args=$@\n");
     let id = sbatch(&["-o", "args.out", "args.sh", "-V"]);
