@@ -44,6 +44,7 @@ mod reservations;
 mod session_hijack;
 mod session_remote;
 mod show_settings;
+mod simple_slurm;
 mod slurm_commands;
 mod slurm_differential;
 mod slurm_filters;
