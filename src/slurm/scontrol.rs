@@ -7,6 +7,20 @@ use crate::client::Client;
 use crate::controller::http::JobDetail;
 use labpool_scheduler::hostlist::expand;
 
+/// The reason Slurm's controller gives an ended job (`FAIL_EXIT_CODE` is `NonZeroExitCode`, …);
+/// `None` for the others.
+fn end_reason(state: labpool_scheduler::JobState) -> &'static str {
+    use labpool_scheduler::JobState;
+    match state {
+        JobState::Failed => "NonZeroExitCode",
+        JobState::Timeout => "TimeLimit",
+        JobState::NodeFail => "NodeDown",
+        JobState::OutOfMemory => "OutOfMemory",
+        JobState::Deadline => "DeadLine",
+        _ => "None",
+    }
+}
+
 /// `scontrol help`.
 const HELP: &str = "scontrol [-o] COMMAND\n\n  show hostnames [LIST]   expand a host list (default $SLURM_JOB_NODELIST)\n  show job [ID]           a job, or every job in the queue\n  show node [NAME]        a node, or every node\n  show partition [NAME]   a partition, or every partition\n  show config             the settings libraries read (MinJobAge, ClusterName, SLURM_VERSION)\n  hold ID, uhold ID       keep a pending job from starting\n  release ID              let it start again\n  requeue ID              stop a job and queue it again\n  update JobId=ID K=V     TimeLimit=, Partition=, Dependency=, NumNodes=1\n\n-o, --oneliner puts each record on one line; docs/slurm-compatibility.md lists the rest";
 
@@ -234,7 +248,12 @@ fn show_job(d: &JobDetail, one_line: bool) -> String {
             vec![("Account", null(j.account.clone()))],
             vec![
                 ("JobState", state_names(j.state).0.to_string()),
-                ("Reason", j.reason.clone().unwrap_or_else(|| "None".into())),
+                (
+                    "Reason",
+                    j.reason
+                        .clone()
+                        .unwrap_or_else(|| end_reason(j.state).to_string()),
+                ),
                 ("Dependency", null(j.dependency.clone())),
             ],
             vec![(

@@ -1,8 +1,9 @@
 //! The calls Slurm libraries make, differential: the same history on labpool and on the Slurm
 //! 22.05 test cluster (a completed job, a failed one with an `srun` step, a cancelled one, an
-//! array with a failed task), then each library's call on both, outputs compared once ids and node names are
-//! normalised and rows sorted (slurmdbd returns rows in its own insertion order). A new call is
-//! covered by adding a row to `CALLS`.
+//! array with a failed task), then each library's call on both, outputs compared once ids and
+//! node names are normalised and rows sorted (slurmdbd returns rows in its own insertion order).
+//! A new call is covered by adding a row to `CALLS`; `scontrol show job` is compared on the
+//! fields libraries read a job's end from.
 
 use crate::pool::Pool;
 use crate::slurm_peer::slurm;
@@ -250,6 +251,26 @@ fn the_calls_slurm_libraries_make_answer_as_slurm_answers() {
         );
         if a != b {
             differ.push(format!("{who}: {call}\nlabpool:\n{a}\nSlurm:\n{b}\n"));
+        }
+    }
+    // `scontrol show job ID`, as libraries read a job's end from it.
+    let fields = |text: &str| -> Vec<String> {
+        text.split_whitespace()
+            .filter(|w| {
+                ["JobState=", "Reason=", "ExitCode="]
+                    .iter()
+                    .any(|k| w.starts_with(k))
+            })
+            .map(str::to_string)
+            .collect()
+    };
+    for (i, name) in [(0, "DONE"), (1, "FAILED_JOB"), (3, "CANCELLED_JOB")] {
+        let a = fields(&pool.slurm("scontrol", &["show", "job", &ours.ids[i]]));
+        let b = fields(&slurm_cmd("scontrol", &["show", "job", &theirs.ids[i]]));
+        if a != b {
+            differ.push(format!(
+                "scontrol show job {name}\nlabpool: {a:?}\nSlurm: {b:?}\n"
+            ));
         }
     }
     assert!(differ.is_empty(), "{}", differ.join("\n"));
