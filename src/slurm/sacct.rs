@@ -109,13 +109,19 @@ pub async fn sacct(client: &Client, a: &SacctArgs, me: &str) -> anyhow::Result<S
         Some(me.to_string())
     };
     let mut jobs: Vec<JobView> = client.get("/v1/jobs").await?;
+    // Each -j as its job: a step (`12.0`, `12.batch`) is found through its job.
+    let job_parts: Vec<String> = a
+        .jobs
+        .iter()
+        .map(|e| e.trim().split('.').next().unwrap_or_default().to_string())
+        .collect();
     // Asked for by id (submitit and snakemake poll their jobs in flight this way), only
     // those are fetched: an array task's id `12_3` is asked for as its array, 12.
     // More ids than one question may name: the whole history, filtered here.
     let by_id = (!a.jobs.is_empty() && a.jobs.len() <= crate::api::HISTORY_IDS).then(|| {
-        a.jobs
+        job_parts
             .iter()
-            .filter_map(|j| j.trim().split(['_', '.']).next())
+            .filter_map(|j| j.split('_').next())
             .filter(|j| j.parse::<u64>().is_ok())
             .collect::<Vec<_>>()
             .join(",")
@@ -137,12 +143,6 @@ pub async fn sacct(client: &Client, a: &SacctArgs, me: &str) -> anyhow::Result<S
             .collect();
         (!v.is_empty()).then_some(v)
     };
-    // A step (`12.0`, `12.batch`) is found through its job.
-    let job_parts: Vec<String> = a
-        .jobs
-        .iter()
-        .map(|e| e.split('.').next().unwrap_or_default().to_string())
-        .collect();
     let (ids, names) = (list(&job_parts), list(&a.names));
     let (accounts, partitions) = (list(&a.accounts), list(&a.partitions));
     let states =

@@ -49,13 +49,14 @@ pub struct SinfoArgs {
     states: Option<String>,
 }
 
-/// Whether a node passes sinfo's node filters (`-d`, `-r`, `-n`, `-t`).
-fn node_wanted(a: &SinfoArgs, listed: Option<&[String]>, n: &NodeView) -> bool {
-    let states = a.states.as_deref().map(|s| {
-        s.split(',')
-            .map(|x| x.trim().to_ascii_lowercase())
-            .collect::<Vec<_>>()
-    });
+/// Whether a node passes sinfo's node filters: `-d`, `-r`, the nodes of `-n` (`listed`) and
+/// the states of `-t` (`states`, lower case).
+fn node_wanted(
+    a: &SinfoArgs,
+    listed: Option<&[String]>,
+    states: Option<&[String]>,
+    n: &NodeView,
+) -> bool {
     let (long, short) = state_names(n.state);
     (!a.dead || !n.responding)
         && (!a.responding || n.responding)
@@ -105,9 +106,14 @@ pub async fn sinfo(client: &Client, a: &SinfoArgs) -> anyhow::Result<String> {
         ),
         None => None,
     };
+    let states: Option<Vec<String>> = a.states.as_deref().map(|s| {
+        s.split(',')
+            .map(|x| x.trim().to_ascii_lowercase())
+            .collect()
+    });
     let nodes: Vec<NodeView> = nodes
         .into_iter()
-        .filter(|n| node_wanted(a, listed.as_deref(), n))
+        .filter(|n| node_wanted(a, listed.as_deref(), states.as_deref(), n))
         .collect();
     let mut groups = Vec::new();
     for p in &partitions {

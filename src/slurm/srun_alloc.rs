@@ -91,12 +91,7 @@ fn submit_and_follow(
     for w in warnings {
         eprintln!("srun: warning: {w}");
     }
-    let config = crate::settings::Config::locate(
-        std::env::var_os(crate::env_vars::LABPOOL_CONFIG)
-            .map(std::path::PathBuf::from)
-            .as_deref(),
-    )
-    .map_err(|e| e.to_string())?;
+    let config = super::config().map_err(|e| e.to_string())?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -4,21 +4,15 @@
 //! workflows are in `tests/python/snakemake/`.
 
 use crate::pool::{Pool, has};
-use crate::submitit::pylibs_python;
+use crate::submitit::{pylibs_python, python_with_slurm};
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 /// Runs snakemake's slurm executor on `snakefile` in the pool's work directory.
 fn snakemake(pool: &Pool, python: &Path, snakefile: &str) -> Output {
-    pool.slurm("sinfo", &["-h"]);
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/snakemake");
     std::fs::copy(src.join(snakefile), pool.work.join("Snakefile")).unwrap();
-    let path = format!(
-        "{}:{}",
-        pool.dir.join("slurm-bin").display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    Command::new(python)
+    python_with_slurm(pool, python)
         .args([
             "-m",
             "snakemake",
@@ -32,10 +26,7 @@ fn snakemake(pool: &Pool, python: &Path, snakefile: &str) -> Output {
             "--slurm-init-seconds-before-status-checks",
             "1",
         ])
-        .env("PATH", path)
-        .env("LABPOOL_CONFIG", &pool.config)
         .env("HOME", &pool.work)
-        .current_dir(&pool.work)
         .output()
         .unwrap()
 }

@@ -25,22 +25,26 @@ pub fn pylibs_python(test: &str) -> Option<PathBuf> {
     }
 }
 
-/// Runs a Python program with the pool's Slurm commands first on `PATH`; its output, the
-/// program having succeeded.
-pub fn run_python(pool: &Pool, python: &Path, args: &[&str]) -> String {
+/// `python` as a library's user runs it: in the pool's work directory, with the pool's config
+/// and its Slurm command names (linked on first use) first on `PATH`.
+pub fn python_with_slurm(pool: &Pool, python: &Path) -> Command {
     pool.slurm("sinfo", &["-h"]);
     let path = format!(
         "{}:{}",
         pool.dir.join("slurm-bin").display(),
         std::env::var("PATH").unwrap_or_default()
     );
-    let out = Command::new(python)
-        .args(args)
-        .env("PATH", path)
+    let mut cmd = Command::new(python);
+    cmd.env("PATH", path)
         .env("LABPOOL_CONFIG", &pool.config)
-        .current_dir(&pool.work)
-        .output()
-        .unwrap();
+        .current_dir(&pool.work);
+    cmd
+}
+
+/// Runs a Python program with the pool's Slurm commands first on `PATH`; its output, the
+/// program having succeeded.
+pub fn run_python(pool: &Pool, python: &Path, args: &[&str]) -> String {
+    let out = python_with_slurm(pool, python).args(args).output().unwrap();
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),

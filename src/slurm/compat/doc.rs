@@ -9,7 +9,6 @@ use clap::CommandFactory;
 const WARNED_AT_SUBMIT: &[&str] = &["exclusive", "qos"];
 
 /// One row: the option as written, what labpool does, and the note.
-#[derive(Clone)]
 struct Row {
     option: String,
     how: &'static str,
@@ -50,6 +49,13 @@ fn clap_rows(cmd: &clap::Command, warned_ids: &[String]) -> Vec<Row> {
         };
         rows.push(Row { option, how, note });
     }
+    rows
+}
+
+/// A command's rows: those of its parser, then those of its table of Slurm's other options.
+fn rows_of(cmd: &clap::Command, extras: &[Extra], warned_ids: &[String]) -> Vec<Row> {
+    let mut rows = clap_rows(cmd, warned_ids);
+    rows.extend(extra_rows(extras));
     rows
 }
 
@@ -164,48 +170,44 @@ pub fn markdown() -> String {
         (
             "salloc",
             "An allocation with a shell (`labpool alloc`), where `srun` runs steps.",
-            [
-                clap_rows(&alloc, &ignored),
-                extra_rows(super::tables::SALLOC),
-            ]
-            .concat(),
+            rows_of(&alloc, super::tables::SALLOC, &ignored),
         ),
         (
             "squeue",
             "",
-            [
-                clap_rows(&crate::slurm::squeue::SqueueArgs::command(), &ignored),
-                extra_rows(super::tables::SQUEUE),
-            ]
-            .concat(),
+            rows_of(
+                &crate::slurm::squeue::SqueueArgs::command(),
+                super::tables::SQUEUE,
+                &ignored,
+            ),
         ),
         (
             "sacct",
             "",
-            [
-                clap_rows(&crate::slurm::sacct::SacctArgs::command(), &ignored),
-                extra_rows(super::tables::SACCT),
-            ]
-            .concat(),
+            rows_of(
+                &crate::slurm::sacct::SacctArgs::command(),
+                super::tables::SACCT,
+                &ignored,
+            ),
         ),
         (
             "scancel",
             "A filter labpool cannot apply is refused: cancelling without it would cancel more than asked.",
-            [
-                clap_rows(&crate::slurm::scancel::ScancelArgs::command(), &ignored),
-                extra_rows(super::tables::SCANCEL),
-            ]
-            .concat(),
+            rows_of(
+                &crate::slurm::scancel::ScancelArgs::command(),
+                super::tables::SCANCEL,
+                &ignored,
+            ),
         ),
         ("scontrol", "", scontrol_rows()),
         (
             "sinfo",
             "",
-            [
-                clap_rows(&crate::slurm::sinfo::SinfoArgs::command(), &ignored),
-                extra_rows(super::tables::SINFO),
-            ]
-            .concat(),
+            rows_of(
+                &crate::slurm::sinfo::SinfoArgs::command(),
+                super::tables::SINFO,
+                &ignored,
+            ),
         ),
     ];
     let mut out = String::from(
