@@ -1,13 +1,13 @@
 //! `labpool init --dir DIR --executor slurm`: a controller in front of the lab's Slurm. It reads
 //! Slurm's nodes and partitions (`scontrol show node|partition -o`), keeps Slurm's partition
 //! names, limits and node lists, switches off the controller's own node (jobs run in Slurm),
-//! takes agents (one per Slurm node, caching only), and writes `[executor] kind = "slurm"` with
+//! takes agents (optional, at most one per Slurm node, caching only), and writes `[executor] kind = "slurm"` with
 //! where Slurm's commands and config are.
 
 use crate::cli::InitArgs;
 use crate::commands::init::NewConfig;
 use crate::settings::Config;
-use crate::slurm_gate::command::NodeLine;
+use crate::slurm_gate::node::NodeLine;
 use anyhow::Context;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -160,7 +160,9 @@ pub fn write(new: &NewConfig, args: &InitArgs) -> anyhow::Result<Config> {
     }
     let names: Vec<&str> = partitions.iter().map(|p| p.name.as_str()).collect();
     crate::out!("  partitions {}", names.join(", "));
-    crate::out!("On each Slurm node, a labpool agent caches datasets (it runs no jobs):");
+    crate::out!(
+        "Every Slurm node takes jobs as Slurm describes it. Optionally, a labpool agent on a node caches its datasets (it runs no jobs):"
+    );
     crate::out!(
         "  labpool init --dir /var/lib/labpool --join THIS_HOST:{} --key {} --name NODE",
         new.listen

@@ -1,6 +1,7 @@
 //! Slurm's commands as the gate runs them: `sbatch`, `scontrol`, `scancel` and `squeue`, from
 //! `[executor] slurm_bin`, with `SLURM_CONF` from `[executor] slurm_conf`.
 
+use crate::slurm_gate::node::NodeLine;
 use crate::slurm_gate::queue::{self, QueueError, SlurmJob};
 use crate::slurm_gate::submit::{self, Submission};
 use std::path::PathBuf;
@@ -250,74 +251,4 @@ impl Slurm {
 /// `1,2,3`.
 fn id_list(ids: &[u64]) -> String {
     ids.iter().map(u64::to_string).collect::<Vec<_>>().join(",")
-}
-
-/// One node as `scontrol show node -o` writes it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NodeLine {
-    /// `NodeName`.
-    pub name: String,
-    /// `State`, such as `IDLE`, `MIXED+DRAIN`, `DOWN*`.
-    pub state: String,
-    /// `Reason`, when one is set (it runs to the end of the line after `Reason=`).
-    pub reason: String,
-    /// `AvailableFeatures`.
-    pub features: String,
-}
-
-impl NodeLine {
-    /// Reads one line; None for a line that names no node.
-    pub fn parse(line: &str) -> Option<NodeLine> {
-        let field = |key: &str| -> Option<String> {
-            let at = line.find(&format!("{key}="))?;
-            if at > 0 && !line[..at].ends_with(' ') {
-                return None;
-            }
-            let rest = &line[at + key.len() + 1..];
-            Some(rest.split(' ').next().unwrap_or_default().to_string())
-        };
-        // The reason is free text: everything after `Reason=` (it is the last field but for
-        // the dates that follow it in brackets).
-        let reason = line
-            .find(" Reason=")
-            .map(|at| line[at + 8..].trim().to_string())
-            .unwrap_or_default();
-        Some(NodeLine {
-            name: field("NodeName")?,
-            state: field("State").unwrap_or_default(),
-            reason,
-            features: field("AvailableFeatures").unwrap_or_default(),
-        })
-    }
-
-    /// DOWN (or failing, or not responding): its jobs are lost.
-    pub fn is_down(&self) -> bool {
-        // `IDLE*` and the like (slurmd briefly not answering) are not down: Slurm sets DOWN
-        // itself after SlurmdTimeout, and its jobs run on meanwhile.
-        self.state.starts_with("DOWN") || self.state.contains("FAIL")
-    }
-
-    /// Draining or drained: it takes no new jobs, and its jobs run on.
-    pub fn is_draining(&self) -> bool {
-        self.state.contains("DRAIN")
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn node_lines_are_read_as_scontrol_writes_them() {
-        let l = "NodeName=gn1 Arch=x86_64 CoresPerSocket=32 AvailableFeatures=a100,ib ActiveFeatures=a100,ib Gres=gpu:a100:8 State=IDLE+DRAIN ThreadsPerCore=1 Reason=disk swap [root@2026-12-05T10:00:00]";
-        let n = NodeLine::parse(l).unwrap();
-        assert_eq!(n.name, "gn1");
-        assert_eq!(n.state, "IDLE+DRAIN");
-        assert_eq!(n.features, "a100,ib");
-        assert_eq!(n.reason, "disk swap [root@2026-12-05T10:00:00]");
-        assert!(n.is_draining() && !n.is_down());
-        let d = NodeLine::parse("NodeName=gn2 State=DOWN* Reason=Not responding").unwrap();
-        assert!(d.is_down());
-        assert!(NodeLine::parse("No nodes in the system").is_none());
-    }
 }

@@ -1,9 +1,9 @@
 //! What `labpool doctor` checks of the Slurm under the gate: that its commands answer, that
 //! accounting keeps labpool's tags (`AccountingStoreFlags=job_comment`), that finished jobs stay
 //! in the queue long enough to be seen (`MinJobAge`), that the Prolog is installed, and that
-//! every Slurm node has a labpool agent (its cache).
+//! where a node has a labpool agent, the agent and Slurm's `Gres=` agree on its GPUs.
 
-use crate::slurm_gate::command::NodeLine;
+use crate::slurm_gate::node::NodeLine;
 use labpool_monitor::doctor::{Finding, Status};
 use std::collections::BTreeMap;
 
@@ -25,9 +25,12 @@ pub fn config_values(text: &str) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// The GPUs of each node an agent serves, by type, as the agent reports them.
+pub type AgentGpus = BTreeMap<String, Vec<(String, u32)>>;
+
 /// Asks Slurm (as `[executor]` says) and judges what it answers; a Slurm that does not answer
 /// is a failure.
-pub async fn check(config: &crate::settings::Config, agents: &[String]) -> Vec<Finding> {
+pub async fn check(config: &crate::settings::Config, agents: &AgentGpus) -> Vec<Finding> {
     let slurm = crate::slurm_gate::command::Slurm {
         bin: config.executor.slurm_bin.clone(),
         conf: config.executor.slurm_conf.clone(),
@@ -54,7 +57,7 @@ pub async fn check(config: &crate::settings::Config, agents: &[String]) -> Vec<F
 pub fn findings(
     config: &BTreeMap<String, String>,
     nodes: &[NodeLine],
-    agents: &[String],
+    agents: &AgentGpus,
 ) -> Vec<Finding> {
     let mut out = Vec::new();
     let get = |k: &str| config.get(k).map(String::as_str).unwrap_or("");
@@ -100,26 +103,19 @@ pub fn findings(
             "install deploy/slurm/labpool-prolog.sh on every node and set Prolog= to it",
         ));
     }
-    for n in nodes {
-        if !agents.contains(&n.name) {
-            out.push(finding(
-                Status::Warn,
-                &n.name,
-                format!(
-                    "Slurm node {} has no labpool agent: labpool places no job there",
-                    n.name
-                ),
-                "run `labpool init --join` and `labpool agent` on it, named as Slurm names it",
-            ));
-        }
-    }
+    out.extend(disagreements(nodes, agents));
     if out.is_empty() {
+        let with = nodes
+            .iter()
+            .filter(|n| agents.contains_key(&n.name))
+            .count();
         out.push(finding(
             Status::Ok,
             "-",
             format!(
-                "{} Slurm nodes, each with an agent; accounting keeps comments",
-                nodes.len()
+                "{} Slurm nodes: {with} with a labpool agent (dataset cache, GPU metrics), {} without (datasets read from the shared storage); accounting keeps comments",
+                nodes.len(),
+                nodes.len() - with
             ),
             "",
         ));
@@ -127,24 +123,128 @@ pub fn findings(
     out
 }
 
+/// Nodes whose agent and Slurm disagree on the GPUs, and agents of nodes Slurm does not have.
+fn disagreements(nodes: &[NodeLine], agents: &AgentGpus) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for n in nodes {
+        let Some(agent) = agents.get(&n.name) else {
+            continue;
+        };
+        let slurm = n.gpus();
+        let total = |g: &[(String, u32)]| g.iter().map(|(_, c)| c).sum::<u32>();
+        let by_type = |g: &[(String, u32)]| {
+            let mut g = g.to_vec();
+            g.sort();
+            g
+        };
+        // `Gres=gpu:8` names no type: only the count can disagree.
+        let untyped = slurm
+            .iter()
+            .all(|(t, _)| t == crate::slurm_gate::node::UNTYPED_GPU);
+        let agree = if untyped {
+            total(&slurm) == total(agent)
+        } else {
+            by_type(&slurm) == by_type(agent)
+        };
+        if !agree {
+            out.push(finding(
+                Status::Fail,
+                &n.name,
+                format!(
+                    "node {}: its labpool agent reports {} GPUs ({}) and Slurm's Gres={} says {} ({}): labpool places jobs by the agent's count, Slurm starts them by its own, so some wait in Slurm or GPUs stay idle",
+                    n.name,
+                    total(agent),
+                    describe(agent),
+                    n.gres,
+                    total(&slurm),
+                    describe(&slurm)
+                ),
+                "make Gres= in slurm.conf and gres.conf name the GPUs the node has (then scontrol reconfigure), or correct the agent's [node] virtual_gpus",
+            ));
+        }
+    }
+    for name in agents.keys() {
+        if !nodes.iter().any(|n| &n.name == name) {
+            out.push(finding(
+                Status::Warn,
+                name,
+                format!("a labpool agent serves node {name}, which Slurm does not have: every job placed there is refused by Slurm"),
+                "name the agent as Slurm names its node (labpool init --name), or add the node to slurm.conf",
+            ));
+        }
+    }
+    out
+}
+
+/// `a100: 8, v100: 2`, or `none`.
+fn describe(gpus: &[(String, u32)]) -> String {
+    if gpus.is_empty() {
+        return "none".to_string();
+    }
+    gpus.iter()
+        .map(|(t, c)| format!("{t}: {c}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn a_slurm_without_comments_in_accounting_or_an_agent_is_reported() {
+    fn a_slurm_without_comments_in_accounting_is_reported_and_agentless_nodes_are_fine() {
         let text = "AccountingStorageType   = accounting_storage/slurmdbd\nAccountingStoreFlags    = (null)\nMinJobAge               = 300 sec\nProlog                  = /etc/slurm/labpool-prolog.sh\n";
         let nodes = vec![
-            NodeLine::parse("NodeName=gn1 State=IDLE").unwrap(),
-            NodeLine::parse("NodeName=gn2 State=IDLE").unwrap(),
+            NodeLine::parse("NodeName=gn1 Gres=gpu:a100:8 State=IDLE").unwrap(),
+            NodeLine::parse("NodeName=gn2 Gres=gpu:a100:8 State=IDLE").unwrap(),
         ];
-        let f = findings(&config_values(text), &nodes, &["gn1".to_string()]);
+        let gn1 = AgentGpus::from([("gn1".to_string(), vec![("a100".to_string(), 8)])]);
+        let f = findings(&config_values(text), &nodes, &gn1);
         let subjects: Vec<&str> = f.iter().map(|f| f.subject.as_str()).collect();
-        assert_eq!(subjects, ["AccountingStoreFlags", "gn2"]);
+        assert_eq!(subjects, ["AccountingStoreFlags"]);
         assert_eq!(f[0].status, Status::Fail);
         let good = text.replace("(null)", "job_comment");
-        let f = findings(&config_values(&good), &nodes, &["gn1".into(), "gn2".into()]);
+        let f = findings(&config_values(&good), &nodes, &gn1);
         assert_eq!(f.len(), 1);
         assert_eq!(f[0].status, Status::Ok);
+        assert!(
+            f[0].what.contains("1 with a labpool agent") && f[0].what.contains("1 without"),
+            "{}",
+            f[0].what
+        );
+    }
+
+    #[test]
+    fn an_agent_that_disagrees_with_slurms_gres_is_reported() {
+        let text = "AccountingStorageType = accounting_storage/slurmdbd\nAccountingStoreFlags = job_comment\nProlog = /etc/slurm/labpool-prolog.sh\n";
+        let nodes = vec![
+            NodeLine::parse("NodeName=gn1 Gres=gpu:a100:8(S:0-1) State=IDLE").unwrap(),
+            NodeLine::parse("NodeName=gn2 Gres=gpu:4 State=IDLE").unwrap(),
+            NodeLine::parse("NodeName=gn3 Gres=gpu:a100:8 State=IDLE").unwrap(),
+        ];
+        let agents = AgentGpus::from([
+            ("gn1".to_string(), vec![("a100".to_string(), 4)]),
+            ("gn2".to_string(), vec![("rtx4090".to_string(), 4)]),
+            ("gn3".to_string(), vec![("h100".to_string(), 8)]),
+            ("gn9".to_string(), vec![]),
+        ]);
+        let f = findings(&config_values(text), &nodes, &agents);
+        let subjects: Vec<(&str, Status)> =
+            f.iter().map(|f| (f.subject.as_str(), f.status)).collect();
+        assert_eq!(
+            subjects,
+            [
+                ("gn1", Status::Fail),
+                ("gn3", Status::Fail),
+                ("gn9", Status::Warn)
+            ],
+            "an untyped Gres agrees with any type of the same count: {f:#?}"
+        );
+        assert!(
+            f[0].what.contains("reports 4 GPUs (a100: 4)")
+                && f[0].what.contains("says 8 (a100: 8)"),
+            "{}",
+            f[0].what
+        );
     }
 }

@@ -6,7 +6,8 @@
 use crate::api::SignalTarget;
 use crate::api::agent::{AgentOrder, AgentReport};
 use crate::controller::engine::Request;
-use crate::slurm_gate::command::{NodeLine, Slurm};
+use crate::slurm_gate::command::Slurm;
+use crate::slurm_gate::node::NodeLine;
 use crate::slurm_gate::outcome::outcome_of;
 use crate::slurm_gate::queue::SlurmJob;
 use crate::slurm_gate::submit::Submission;

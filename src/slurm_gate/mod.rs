@@ -3,6 +3,9 @@
 //! keeps slurmd, cgroups, `srun` and accounting.
 //!
 //! Decisions recorded here (the README's "On the lab's Slurm cluster" says what members see):
+//! - Agents are optional: every node Slurm lists is scheduled from its `Gres=`, `CPUTot` and
+//!   `RealMemory` ([`node::NodeLine::spec`]) until an agent registers for it; such a node reads
+//!   datasets from the shared storage (see `controller::nodes::agentless`).
 //! - The lifecycle runs as with agents: a placed job's datasets are staged by the labpool agent
 //!   on the chosen node (agents on Slurm nodes only cache and serve peers; they never get a
 //!   start order). When the stage is done, the engine's start order comes here instead of to
@@ -44,6 +47,7 @@ pub mod accounting;
 pub mod command;
 pub mod doctor;
 pub mod gate;
+pub mod node;
 pub mod outcome;
 pub mod queue;
 pub mod submit;

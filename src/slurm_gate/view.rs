@@ -1,14 +1,17 @@
-//! What one poll of Slurm shows the engine: foreign load (GPUs that jobs labpool did not
-//! submit hold) and the nodes Slurm has down or draining; and the node features that mirror
-//! the datasets each node holds.
+//! What one poll of Slurm shows the engine: Slurm's nodes and what they have, foreign load
+//! (GPUs that jobs labpool did not submit hold) and the nodes Slurm has down or draining; and
+//! the node features that mirror the datasets each node holds.
 
-use crate::slurm_gate::command::NodeLine;
+use crate::slurm_gate::node::NodeLine;
 use crate::slurm_gate::queue::SlurmJob;
+use labpool_scheduler::node::NodeSpec;
 use std::collections::BTreeMap;
 
 /// What Slurm shows, as the engine takes it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SlurmView {
+    /// Every node Slurm has, as labpool schedules one that no agent serves (`Gres=` GPUs).
+    pub nodes: BTreeMap<String, NodeSpec>,
     /// GPUs that jobs labpool did not submit hold, per node and type.
     pub foreign: BTreeMap<String, BTreeMap<Option<String>, u32>>,
     /// Nodes Slurm has DOWN, with why.
@@ -40,6 +43,7 @@ pub fn feature_of(dataset: &str) -> String {
 pub(crate) fn view_of(nodes: &[NodeLine], queue: &[SlurmJob], pool: &str) -> SlurmView {
     let mut v = SlurmView::default();
     for n in nodes {
+        v.nodes.insert(n.name.clone(), n.spec());
         if n.is_down() {
             v.down.insert(
                 n.name.clone(),

@@ -49,6 +49,7 @@ mod slurm_commands;
 mod slurm_differential;
 mod slurm_filters;
 mod slurm_gate;
+mod slurm_gate_agentless;
 mod slurm_gate_jobs;
 mod slurm_gate_setup;
 mod slurm_libraries;

@@ -23,11 +23,34 @@ impl SlurmPool {
         SlurmPool::with_config(test, |t| t)
     }
 
-    /// Like [`SlurmPool::new`], with the controller's config edited first.
+    /// Like [`SlurmPool::new`], with the controller's config edited first. Its partitions
+    /// hold gn1..gn3: Slurm's gn4, which has no agent, joins the pool but takes none of the
+    /// jobs of these tests, which count on the three nodes with agents.
     pub(crate) fn with_config(
         test: &str,
         edit: impl FnOnce(String) -> String,
     ) -> Option<SlurmPool> {
+        let mut p = SlurmPool::start(test, |t| {
+            edit(t.replace(
+                "[[partition]]\n",
+                "[[partition]]\nnodes = [\"gn1\", \"gn2\", \"gn3\"]\n",
+            ))
+        })?;
+        for name in ["gn1", "gn2", "gn3"] {
+            let i = p.c.add_agent(name, "8:a100", "127.0.0.1");
+            p.c.start_agent(i);
+        }
+        Some(p)
+    }
+
+    /// A controller over the test Slurm with no agents: every Slurm node is scheduled from
+    /// Slurm's own description of it.
+    pub(crate) fn without_agents(test: &str) -> Option<SlurmPool> {
+        SlurmPool::start(test, |t| t)
+    }
+
+    /// The controller, started with its config edited; no agents yet.
+    fn start(test: &str, edit: impl FnOnce(String) -> String) -> Option<SlurmPool> {
         let conf = slurm(test)?;
         let c = Cluster::new("127.0.0.1", "30s").for_users();
         let conf_text = conf.display().to_string();
@@ -41,10 +64,6 @@ impl SlurmPool {
         let pool = labpool::slurm_gate::pool_id(&config);
         let mut p = SlurmPool { c, conf, pool };
         p.c.ctrl.start();
-        for name in ["gn1", "gn2", "gn3"] {
-            let i = p.c.add_agent(name, "8:a100", "127.0.0.1");
-            p.c.start_agent(i);
-        }
         Some(p)
     }
 

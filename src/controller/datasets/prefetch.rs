@@ -28,6 +28,9 @@ impl Engine {
         }
         let view = self.pass_cache_view();
         for (job, node, dataset) in predictions {
+            if self.has_no_cache(&node) {
+                continue;
+            }
             // Within the room pins leave: a prefetch never pushes out what others need.
             if !view.has_room(&node, std::slice::from_ref(&dataset)) {
                 continue;

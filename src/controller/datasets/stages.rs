@@ -64,6 +64,10 @@ impl Engine {
         datasets: &[String],
         node: &str,
     ) -> (Vec<(String, String)>, bool) {
+        if self.has_no_cache(node) {
+            // Over Slurm, a node no agent serves reads every dataset from the shared storage.
+            return (Vec::new(), true);
+        }
         let versions = self.data.current(datasets);
         let complete = versions
             .iter()
@@ -114,10 +118,14 @@ impl Engine {
             })
             .collect();
         // Streamed datasets: the shared source itself (those given a version at placement are
-        // staged, whatever the caches say now).
-        let datasets = self.jobs.job(job).map(|r| r.spec.datasets.clone());
+        // staged, whatever the caches say now). On a node without a cache, every one is.
+        let row = self.jobs.job(job);
+        let no_cache = row
+            .and_then(|r| r.node.as_deref())
+            .is_some_and(|n| self.has_no_cache(n));
+        let datasets = row.map(|r| r.spec.datasets.clone());
         for name in datasets.unwrap_or_default() {
-            if self.data.streamed(&name)
+            if (no_cache || self.data.streamed(&name))
                 && !out.iter().any(|d| d.name == name)
                 && let Some(row) = self.data.datasets.get(&name)
             {

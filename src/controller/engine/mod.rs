@@ -412,7 +412,7 @@ impl Engine {
                     let out = self.on_agent_reports(batch).await?;
                     self.outbox.reply(reply, out);
                 }
-                Item::Request(Request::SlurmView(view)) => self.on_slurm_view(view),
+                Item::Request(Request::SlurmView(view)) => self.on_slurm_view(view).await?,
                 Item::Report(report) => self.on_report(report).await?,
                 Item::NodeCheck => self.check_nodes().await?,
             }

@@ -97,8 +97,9 @@ impl Engine {
                 .collect::<Vec<_>>()
                 .join(", ");
             Readiness::Stage(StageKind::Data, format!("staging {what}"))
-        } else if row.request.env_id.is_some() {
-            // A new attempt has no environment in place yet.
+        } else if row.request.env_id.is_some() && !self.has_no_cache(&allocation.node) {
+            // A new attempt has no environment in place yet. A node no agent serves has
+            // nothing that could unpack one: the gate starts the job as it is.
             Readiness::Stage(
                 StageKind::Env,
                 Engine::env_staging_detail(row, &allocation.node),

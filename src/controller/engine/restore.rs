@@ -45,6 +45,7 @@ impl Engine {
         }
         self.load_month(self.clock.now_ms()).await?;
         self.restore_remote().await?;
+        self.restore_agentless().await?;
         self.db.forget_submit_keys(self.clock.now_ms()).await?;
 
         let rows = self.db.active_jobs(None).await?;

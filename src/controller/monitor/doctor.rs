@@ -2,6 +2,7 @@
 //! disks, GPU health from the last samples, zombies, clocks, the GPUs NVML reports against
 //! those the pool schedules, snapshot runs, quotas, isolation and the shared mounts.
 
+use crate::api::NodeView;
 use crate::api::alerts::{DoctorQuery, DoctorReport};
 use crate::controller::engine::request::Request;
 use crate::controller::error::ApiError;
@@ -34,7 +35,8 @@ pub async fn doctor(
         snapshot_max_age_ms: config.alerts.snapshot_max_age.as_millis() as i64,
         ..Limits::default()
     };
-    let facts = facts(&state).await?;
+    let nodes = ask(&state, |reply| Request::Nodes { reply }).await?;
+    let facts = facts(&state, &nodes).await?;
     let mut findings = check(&facts, &limits);
     if let Some(problem) = crate::identity::admin_group_problem(&config.controller.admin_group) {
         findings.push(labpool_monitor::doctor::Finding {
@@ -46,15 +48,28 @@ pub async fn doctor(
         });
     }
     if config.executor.kind == crate::settings::ExecutorKind::Slurm {
-        let agents: Vec<String> = facts.nodes.iter().map(|n| n.name.clone()).collect();
-        findings.extend(crate::slurm_gate::doctor::check(config, &agents).await);
+        findings.extend(crate::slurm_gate::doctor::check(config, &agent_gpus(&nodes)).await);
     }
     Ok(Json(DoctorReport { findings }))
 }
 
-async fn facts(state: &AppState) -> Result<Facts, ApiError> {
+/// The GPUs of each node an agent serves, by type.
+fn agent_gpus(nodes: &[NodeView]) -> crate::slurm_gate::doctor::AgentGpus {
+    let mut out = crate::slurm_gate::doctor::AgentGpus::new();
+    for n in nodes.iter().filter(|n| n.agent.is_some()) {
+        let gpus = out.entry(n.name.clone()).or_default();
+        for g in &n.gpus {
+            match gpus.iter_mut().find(|(t, _)| *t == g.gpu_type) {
+                Some((_, c)) => *c += 1,
+                None => gpus.push((g.gpu_type.clone(), 1)),
+            }
+        }
+    }
+    out
+}
+
+async fn facts(state: &AppState, nodes: &[NodeView]) -> Result<Facts, ApiError> {
     let config = state.config.clone();
-    let nodes = ask(state, |reply| Request::Nodes { reply }).await?;
     let jobs = state.db.active_jobs(None).await?;
     let library = crate::discovery::nvml_library(config.node.nvml_library.as_deref());
     let local_nvml = if config.controller.local_node {
@@ -75,7 +90,7 @@ async fn facts(state: &AppState) -> Result<Facts, ApiError> {
     };
     {
         let inner = monitor.lock();
-        for n in &nodes {
+        for n in nodes {
             // A node without NVML sends samples too (its jobs' memory): no GPUs in them.
             let sampled = inner
                 .samples

@@ -207,6 +207,8 @@ impl Engine {
             .upsert_node(&reg.node, &reg.gpu_source, self.clock.now_ms())
             .await?;
         self.db.set_node_agent(&name, &address).await?;
+        // Over Slurm, a node taken from Slurm's list is served by its agent from now on.
+        self.slurm_marks.agentless.remove(&name);
         self.nodes_facts.insert(
             name.clone(),
             NodeFacts {

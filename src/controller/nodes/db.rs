@@ -63,6 +63,25 @@ impl Db {
         Ok(out)
     }
 
+    /// Nodes no agent serves whose GPUs came from `gpu_source` (over Slurm: `slurm`).
+    pub async fn nodes_from(&self, gpu_source: &str) -> Result<Vec<NodeSpec>, DbError> {
+        let rows = sqlx::query(
+            "SELECT spec FROM nodes WHERE agent IS NULL AND gpu_source = ? ORDER BY name",
+        )
+        .bind(gpu_source)
+        .fetch_all(&self.pool)
+        .await?;
+        let mut out = Vec::new();
+        for r in rows {
+            let spec: String = r.try_get("spec")?;
+            match serde_json::from_str::<NodeSpec>(&spec) {
+                Ok(spec) => out.push(spec),
+                Err(e) => tracing::error!("a stored node spec cannot be read ({e}); skipped"),
+            }
+        }
+        Ok(out)
+    }
+
     /// Every node an admin drained, with the reason.
     pub async fn drained_nodes(&self) -> Result<Vec<(String, String)>, DbError> {
         let rows =

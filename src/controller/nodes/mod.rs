@@ -20,7 +20,9 @@
 //!   `--no-requeue`), its staging jobs wait again.
 //! - After a controller restart, nodes known to have agents wait `node_timeout` to register
 //!   again before they are declared DOWN; their jobs keep their GPUs meanwhile.
+//! - Over the Slurm executor, a node needs no agent: see [`agentless`].
 
+pub mod agentless;
 pub mod agents;
 pub mod db;
 pub mod faults;

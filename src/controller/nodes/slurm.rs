@@ -15,12 +15,15 @@ pub struct SlurmMarks {
     pub down: BTreeMap<String, String>,
     /// Draining in Slurm, with why.
     pub drain: BTreeMap<String, String>,
+    /// Slurm's nodes that no agent serves, scheduled from what Slurm says they have.
+    pub agentless: std::collections::BTreeSet<String>,
 }
 
 impl Engine {
     /// Takes what the gate read from Slurm.
-    pub(crate) fn on_slurm_view(&mut self, view: SlurmView) {
+    pub(crate) async fn on_slurm_view(&mut self, view: SlurmView) -> anyhow::Result<()> {
         self.pass_need = PassNeed::Full;
+        self.take_slurm_nodes(&view.nodes).await?;
         let names: Vec<String> = self.sched.nodes().map(|n| n.name().to_string()).collect();
         for name in &names {
             let wanted = view.foreign.get(name).cloned().unwrap_or_default();
@@ -71,6 +74,7 @@ impl Engine {
             self.slurm_marks.drain.remove(&node);
             self.sched.set_node_drain(&node, None);
         }
+        Ok(())
     }
 
     /// Over the Slurm executor: which datasets each node holds complete in its current
