@@ -181,17 +181,38 @@ impl JobDir {
         self.user_dir().join("steps.jsonl")
     }
 
-    /// The steps recorded so far (none when there is no file). Read at most 1 MiB: the job's
-    /// user writes the file.
+    /// The steps recorded so far (none when there is no file). The job's user writes the file,
+    /// so it is read only when it is a plain file (never through a link, never a FIFO that
+    /// would hold the agent), and at most 1 MiB of it.
     pub fn steps(&self) -> Vec<crate::api::steps::StepRecord> {
         use std::io::Read;
+        let open = OpenOptions::new()
+            .read(true)
+            .custom_flags(
+                (nix::fcntl::OFlag::O_NOFOLLOW
+                    | nix::fcntl::OFlag::O_NONBLOCK
+                    | nix::fcntl::OFlag::O_NOCTTY)
+                    .bits(),
+            )
+            .open(self.steps_path());
         let mut text = String::new();
-        let read =
-            File::open(self.steps_path()).and_then(|f| f.take(1 << 20).read_to_string(&mut text));
+        let read = open.and_then(|f| {
+            if !f.metadata()?.is_file() {
+                return Err(io::Error::other("not a plain file"));
+            }
+            f.take(1 << 20).read_to_string(&mut text)
+        });
         match read {
             Ok(_) => crate::api::steps::read_steps(&text),
             Err(_) => Vec::new(),
         }
+    }
+
+    /// The steps file's size and change time, to tell whether it changed (None: no file).
+    pub fn steps_stamp(&self) -> Option<(u64, i64, i64)> {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::symlink_metadata(self.steps_path()).ok()?;
+        Some((m.len(), m.mtime(), m.mtime_nsec()))
     }
 
     /// Makes `datasets/NAME` point at each dataset's cached version, and returns that
@@ -416,6 +437,39 @@ pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32, durable: bool) -> io::
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The job's user owns the steps file: a FIFO there must not hold the agent that reads it
+    /// (an open for reading waits for a writer), nor a link lead it to another file.
+    #[test]
+    fn a_fifo_or_a_link_in_place_of_the_steps_file_is_not_read() {
+        let tmp = tempfile::tempdir().unwrap();
+        let d = JobDir::new(tmp.path(), 7, 1);
+        std::fs::create_dir_all(d.user_dir()).unwrap();
+        nix::unistd::mkfifo(
+            &d.steps_path(),
+            nix::sys::stat::Mode::from_bits_truncate(0o600),
+        )
+        .unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let reader = d.clone();
+        std::thread::spawn(move || tx.send(reader.steps()).unwrap());
+        let steps = rx
+            .recv_timeout(std::time::Duration::from_secs(5))
+            .expect("reading a FIFO as the steps file held the agent");
+        assert!(steps.is_empty());
+        std::fs::remove_file(d.steps_path()).unwrap();
+        let elsewhere = tmp.path().join("elsewhere");
+        std::fs::write(
+            &elsewhere,
+            r#"{"step":0,"name":"x","tasks":1,"start_ms":1,"end_ms":2,"exit_code":0}"#,
+        )
+        .unwrap();
+        std::os::unix::fs::symlink(&elsewhere, d.steps_path()).unwrap();
+        assert!(d.steps().is_empty(), "a link is not followed");
+        std::fs::remove_file(d.steps_path()).unwrap();
+        std::fs::copy(&elsewhere, d.steps_path()).unwrap();
+        assert_eq!(d.steps().len(), 1, "a plain file is read");
+    }
 
     #[test]
     fn never_started_attempts_are_fenced_once_and_live_locks_win() {

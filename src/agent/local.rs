@@ -3,7 +3,7 @@
 //! [`crate::api::agent`].
 
 use crate::agent::environment::job_environment;
-use crate::agent::jobdir::{JobDir, Liveness};
+use crate::agent::jobdir::JobDir;
 use crate::agent::procs::kill_job_processes;
 use crate::agent::stager::Stager;
 use crate::api::agent::{AgentOrder, AgentReport, Launch, LaunchEnv, Outcome};
@@ -19,7 +19,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::mpsc;
 
+mod adoption;
 mod signals;
+mod step_watch;
 
 /// How often a re-adopted job (not our child) is checked for its end.
 const ADOPTED_POLL: Duration = Duration::from_millis(200);
@@ -141,7 +143,8 @@ impl Executor {
 
     fn ended(&self, job: u64, attempt: u32, outcome: Outcome) {
         let dir = JobDir::new(&self.spool, job, attempt);
-        let steps = dir.steps();
+        let mut steps = dir.steps();
+        crate::api::steps::close_running(&mut steps, outcome.end_time_ms);
         // What the job wrote in its corner goes now, whether or not the controller can record
         // the end yet (its state disk may be full): the report keeps the steps.
         dir.release_corner();
@@ -359,6 +362,7 @@ impl Executor {
     }
 
     async fn watch_child(&self, job: u64, attempt: u32, mut child: tokio::process::Child) {
+        self.spawn_step_watch(job, attempt);
         let status = child.wait().await;
         let dir = JobDir::new(&self.spool, job, attempt);
         let status_file = dir.status();
@@ -429,103 +433,6 @@ impl Executor {
         }
     }
 
-    /// Sends `signal` to the attempt's batch shell, its other processes, or all of them.
-    fn adopt(&self, expected: Vec<(u64, u32)>) {
-        let expected_set: BTreeSet<(u64, u32)> = expected.iter().copied().collect();
-        for (job, attempt) in expected {
-            let again = self.reported.lock().expect("not poisoned");
-            if let Some(r) = again.get(&(job, attempt)).cloned() {
-                self.report(r);
-                continue;
-            }
-            drop(again);
-            // Started or adopted by this process already (a remote agent registering again):
-            // it is watched, and its shim may not have recorded its start yet, so the job
-            // directory must not be read as "never started".
-            if self
-                .shims
-                .lock()
-                .expect("not poisoned")
-                .contains_key(&(job, attempt))
-            {
-                self.report(AgentReport::Adopted {
-                    node: self.node.clone(),
-                    job,
-                    attempt,
-                });
-                continue;
-            }
-            let dir = JobDir::new(&self.spool, job, attempt);
-            match dir.inspect() {
-                Ok(Liveness::Alive) => {
-                    if let Some(pid) = dir.shim_pid() {
-                        self.shims
-                            .lock()
-                            .expect("not poisoned")
-                            .insert((job, attempt), pid);
-                    }
-                    tracing::info!(job, attempt, "re-adopted running job");
-                    self.report(AgentReport::Adopted {
-                        node: self.node.clone(),
-                        job,
-                        attempt,
-                    });
-                    let this = self.clone();
-                    tokio::spawn(async move { this.watch_adopted(dir).await });
-                }
-                Ok(Liveness::Ended(outcome)) => self.ended(job, attempt, outcome),
-                Ok(Liveness::Died) => {
-                    let outcome = self.died(
-                        &dir,
-                        JobState::NodeFail,
-                        "the job's shim died while labpool was down (node rebooted?)",
-                    );
-                    self.ended(job, attempt, outcome);
-                }
-                Ok(Liveness::NeverStarted) => {
-                    self.report(AgentReport::NeverStarted {
-                        node: self.node.clone(),
-                        job,
-                        attempt,
-                        why: None,
-                    });
-                }
-                Err(e) => {
-                    tracing::error!(job, attempt, "cannot inspect job directory: {e}");
-                    let outcome = self.died(
-                        &dir,
-                        JobState::NodeFail,
-                        &format!("its job directory cannot be read: {e}"),
-                    );
-                    self.ended(job, attempt, outcome);
-                }
-            }
-        }
-        // Anything else still running here was ended or requeued while we were away: stop it,
-        // so that a job never runs twice.
-        for dir in JobDir::list(&self.spool).unwrap_or_default() {
-            if expected_set.contains(&(dir.job, dir.attempt)) {
-                continue;
-            }
-            match dir.try_lock() {
-                Ok(None) => {
-                    if let Some(pid) = dir.shim_pid() {
-                        tracing::warn!(
-                            job = dir.job,
-                            attempt = dir.attempt,
-                            "stopping a job the controller no longer expects here"
-                        );
-                        let _ = signal_shim(pid);
-                    }
-                }
-                Ok(Some(_lock)) => {
-                    let _ = dir.remove();
-                }
-                Err(e) => tracing::warn!(job = dir.job, "cannot inspect stale job directory: {e}"),
-            }
-        }
-    }
-
     /// The outcome of an attempt whose shim died without recording one. Whatever the job left
     /// running has no shim to answer for it any more, so it is killed, found by the job's
     /// identity in its environment (never by a recorded pid, which may since have been reused).
@@ -548,33 +455,6 @@ impl Executor {
                 "{what}; last lines of its shim log: {}",
                 dir.log_tail(3)
             )),
-        }
-    }
-
-    async fn watch_adopted(&self, dir: JobDir) {
-        loop {
-            tokio::time::sleep(ADOPTED_POLL).await;
-            if let Some(outcome) = dir.status() {
-                return self.ended(dir.job, dir.attempt, outcome);
-            }
-            match dir.try_lock() {
-                Ok(None) => continue,
-                // The lock is free: the shim is gone. Re-read the status it may have written
-                // just before exiting.
-                Ok(Some(_lock)) => {
-                    let outcome = dir.status().unwrap_or_else(|| {
-                        self.died(
-                            &dir,
-                            JobState::NodeFail,
-                            "the job's shim died without recording an end",
-                        )
-                    });
-                    return self.ended(dir.job, dir.attempt, outcome);
-                }
-                Err(e) => {
-                    tracing::warn!(job = dir.job, "cannot check job lock: {e}");
-                }
-            }
         }
     }
 }

@@ -310,6 +310,17 @@ pub enum AgentReport {
         #[serde(default)]
         steps: Vec<crate::api::steps::StepRecord>,
     },
+    /// The `srun` steps of a running attempt changed (one started or ended): all of them so far.
+    Steps {
+        /// Node.
+        node: String,
+        /// Job.
+        job: u64,
+        /// Attempt.
+        attempt: u32,
+        /// Its steps, running ones with `end_ms` 0.
+        steps: Vec<crate::api::steps::StepRecord>,
+    },
     /// The attempt began to run at `since_ms` (the Slurm executor reports Slurm's start time).
     Running {
         /// Node.
@@ -404,6 +415,7 @@ impl AgentReport {
     pub fn node(&self) -> &str {
         match self {
             AgentReport::Ended { node, .. }
+            | AgentReport::Steps { node, .. }
             | AgentReport::Adopted { node, .. }
             | AgentReport::Running { node, .. }
             | AgentReport::NeverStarted { node, .. }

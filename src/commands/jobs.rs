@@ -228,8 +228,12 @@ fn show_text(d: &JobDetail) -> String {
                     st.name.clone(),
                     st.tasks.to_string(),
                     st.nodes.join(","),
-                    format_elapsed(((st.end_ms - st.start_ms).max(0) / 1000) as u64),
-                    exit_text(Some(st.exit_code), st.signal),
+                    format_elapsed(st.elapsed_s(crate::clock::now_ms())),
+                    if st.is_running() {
+                        "running".to_string()
+                    } else {
+                        exit_text(Some(st.exit_code), st.signal)
+                    },
                 ]
             })
             .collect();

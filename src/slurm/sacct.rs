@@ -376,13 +376,7 @@ fn value(r: &Row<'_>, name: &str) -> String {
         (Row::Step(_, s), "jobname") => s.name.split_whitespace().next().unwrap_or("").into(),
         (Row::Job(j), "partition") => j.partition.clone(),
         (_, "account") => j.account.clone().unwrap_or_default(),
-        (Row::Step(_, s), "state") => {
-            if s.exit_code == 0 {
-                "COMPLETED".into()
-            } else {
-                "FAILED".into()
-            }
-        }
+        (Row::Step(_, s), "state") => s.state().into(),
         // As Slurm's accounting has it: the job's line names who cancelled it, by uid.
         (Row::Job(j), "state") if j.state == labpool_scheduler::JobState::Cancelled => {
             let uid = j
@@ -403,11 +397,10 @@ fn value(r: &Row<'_>, name: &str) -> String {
         (_, "exitcode") => exit,
         (Row::Job(j), "alloccpus") => (j.cpus * j.node_count).to_string(),
         (_, "alloccpus") => j.cpus.to_string(),
-        (Row::Step(_, s), "elapsed") => {
-            slurm_elapsed(((s.end_ms - s.start_ms).max(0) / 1000) as u64)
-        }
+        (Row::Step(_, s), "elapsed") => slurm_elapsed(s.elapsed_s(crate::clock::now_ms())),
         (_, "elapsed") => slurm_elapsed(j.elapsed_s.unwrap_or(0)),
         (Row::Step(_, s), "start") => crate::clock::short(s.start_ms),
+        (Row::Step(_, s), "end") if s.is_running() => "Unknown".into(),
         (Row::Step(_, s), "end") => crate::clock::short(s.end_ms),
         (_, "start") => time(j.start_time.as_deref()),
         (_, "end") => time(j.end_time.as_deref()),

@@ -138,6 +138,26 @@ fn run(args: &[String]) -> Result<i32, String> {
         &var,
     ));
     let start_ms = crate::clock::now_ms();
+    let mut record = StepRecord {
+        step,
+        name: a
+            .command
+            .iter()
+            .take(2)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(" "),
+        tasks: ntasks,
+        nodes: plan.nodes.iter().map(|(i, _)| names[*i].clone()).collect(),
+        start_ms,
+        end_ms: 0,
+        exit_code: 0,
+        signal: None,
+    };
+    if let Some(path) = &steps {
+        // Running, until the line that ends it (sacct lists it meanwhile).
+        append_step(Path::new(path), &record).map_err(|e| format!("{path}: {e}"))?;
+    }
     let mut remote = Vec::new();
     let mut children = Vec::new();
     for (i, ranks) in &plan.nodes {
@@ -259,22 +279,9 @@ fn run(args: &[String]) -> Result<i32, String> {
         }
     }
     if let Some(path) = steps {
-        let record = StepRecord {
-            step,
-            name: a
-                .command
-                .iter()
-                .take(2)
-                .cloned()
-                .collect::<Vec<_>>()
-                .join(" "),
-            tasks: ntasks,
-            nodes: plan.nodes.iter().map(|(i, _)| names[*i].clone()).collect(),
-            start_ms,
-            end_ms: crate::clock::now_ms(),
-            exit_code: worst,
-            signal,
-        };
+        record.end_ms = crate::clock::now_ms().max(start_ms + 1);
+        record.exit_code = worst;
+        record.signal = signal;
         append_step(Path::new(&path), &record).map_err(|e| format!("{path}: {e}"))?;
     }
     Ok(worst)

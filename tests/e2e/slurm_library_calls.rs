@@ -1,6 +1,6 @@
 //! The calls Slurm libraries make, differential: the same history on labpool and on the Slurm
 //! 22.05 test cluster (a completed job, a failed one with an `srun` step, a cancelled one, an
-//! array with a failed task), then each library's call on both, outputs compared once ids and
+//! array with a failed task, and at the end a running job with a running step), then each library's call on both, outputs compared once ids and
 //! node names are normalised and rows sorted (slurmdbd returns rows in its own insertion order).
 //! A new call is covered by adding a row to `CALLS`; `scontrol show job` is compared on the
 //! fields libraries read a job's end from.
@@ -272,6 +272,37 @@ fn the_calls_slurm_libraries_make_answer_as_slurm_answers() {
                 "scontrol show job {name}\nlabpool: {a:?}\nSlurm: {b:?}\n"
             ));
         }
+    }
+    // A running job with a running step: listed by both while it runs.
+    let running = |sbatch: &dyn Fn(&[&str]) -> String, sacct: &dyn Fn(&[String]) -> String| {
+        let id = sbatch(&["--parsable", "--wrap", "srun sleep 60"])
+            .trim()
+            .to_string();
+        let args = ["-P", "-n", "-j", &id, "-o", "JobID,State"].map(String::from);
+        let t0 = Instant::now();
+        loop {
+            let out = sacct(&args);
+            // slurmdbd records the job's start a moment after its steps'.
+            if out.contains(&format!("{id}.0|RUNNING")) && out.contains(&format!("{id}|RUNNING")) {
+                let mut lines: Vec<String> = out.lines().map(|l| l.replace(&id, "RUN")).collect();
+                lines.sort();
+                return (id, lines);
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(60),
+                "the running step of {id} is never listed:\n{out}"
+            );
+            std::thread::sleep(Duration::from_millis(300));
+        }
+    };
+    let (our_run, a) = running(&|args| pool.slurm("sbatch", args), &ours_sacct);
+    let (their_run, b) = running(&|args| slurm_cmd("sbatch", args), &theirs_sacct);
+    pool.slurm("scancel", &[&our_run]);
+    slurm_cmd("scancel", &[&their_run]);
+    if a != b {
+        differ.push(format!(
+            "a running step: sacct -P -n -j ID -o JobID,State\nlabpool: {a:?}\nSlurm: {b:?}\n"
+        ));
     }
     assert!(differ.is_empty(), "{}", differ.join("\n"));
 }

@@ -449,6 +449,12 @@ impl Engine {
                 }
                 self.apply(effects);
             }
+            AgentReport::Steps {
+                node,
+                job,
+                attempt,
+                steps,
+            } => self.on_steps(&node, job, attempt, steps),
             AgentReport::EnvStaged {
                 node,
                 job,

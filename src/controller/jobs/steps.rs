@@ -1,8 +1,10 @@
-//! The `srun` steps of a job's attempts: written with the batch that takes the attempt's end,
-//! read by `show`.
+//! The `srun` steps of a job's attempts: written as its node reports them while it runs, and
+//! with the batch that takes the attempt's end; read by `show` and `sacct`.
 
-use crate::api::steps::StepRecord;
+use crate::api::steps::{MAX_STEPS, StepRecord};
 use crate::controller::db::{Db, DbError};
+use crate::controller::engine::Engine;
+use labpool_scheduler::JobState;
 use serde::{Deserialize, Serialize};
 use sqlx::{Row, Sqlite, Transaction};
 
@@ -17,7 +19,8 @@ pub struct StepView {
 }
 
 impl Db {
-    /// Keeps an attempt's steps; a report sent twice writes them once.
+    /// Keeps an attempt's steps: a new one is added, a running one takes its end, and an
+    /// ended one is never written again (a report sent twice writes it once).
     pub async fn insert_steps(
         tx: &mut Transaction<'_, Sqlite>,
         job: u64,
@@ -26,8 +29,11 @@ impl Db {
     ) -> Result<(), DbError> {
         for s in steps {
             sqlx::query(
-                "INSERT OR IGNORE INTO steps (job, attempt, step, name, tasks, nodes, start_time, end_time, exit_code, signal) \
-                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO steps (job, attempt, step, name, tasks, nodes, start_time, end_time, exit_code, signal) \
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
+                 ON CONFLICT (job, attempt, step) DO UPDATE SET end_time = excluded.end_time, \
+                 exit_code = excluded.exit_code, signal = excluded.signal \
+                 WHERE steps.end_time = 0",
             )
             .bind(job as i64)
             .bind(attempt as i64)
@@ -94,5 +100,34 @@ impl Db {
                 .push(view);
         }
         Ok(out)
+    }
+}
+
+impl Engine {
+    /// A running attempt's steps, as its node reports them while it runs: kept when the
+    /// attempt is the job's current one, running on that node.
+    pub(crate) fn on_steps(
+        &mut self,
+        node: &str,
+        job: u64,
+        attempt: u32,
+        mut steps: Vec<StepRecord>,
+    ) {
+        let current = self.jobs.job(job).is_some_and(|r| {
+            r.attempt == attempt
+                && r.state == JobState::Running
+                && labpool_lifecycle::Tracked::life(r).is_on(node)
+        });
+        if !current {
+            tracing::debug!(
+                job,
+                attempt,
+                node,
+                "steps of an attempt not running there: ignored"
+            );
+            return;
+        }
+        steps.truncate(MAX_STEPS);
+        self.outbox.steps(job, attempt, steps);
     }
 }
