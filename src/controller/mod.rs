@@ -114,7 +114,12 @@ pub async fn serve(
     let storage = storage::StorageGate::default();
     let gpu_util = monitor::UtilBoard::default();
     let (request_tx, request_rx) = mpsc::channel(4096);
-    let gate = crate::slurm_gate::spawn(&config, report_tx.clone(), request_tx.clone());
+    let gate = crate::slurm_gate::spawn(
+        &config,
+        clock.clone(),
+        report_tx.clone(),
+        request_tx.clone(),
+    );
     let parts = supervisor::EngineParts {
         config: config.clone(),
         db: db.clone(),

@@ -2,6 +2,10 @@
 //! (tiers, credits, QOS, locality, backfill: the same scheduler and lifecycle cores); Slurm
 //! keeps slurmd, cgroups, `srun` and accounting.
 //!
+//! The gate is a core and a shell, as the lifecycle is: [`core::GateCore`] takes orders and
+//! what Slurm shows with the time and decides, with no I/O and no clock of its own; [`gate`]
+//! runs Slurm's commands, parses their output and feeds the answers back.
+//!
 //! Decisions recorded here (the README's "On the lab's Slurm cluster" says what members see):
 //! - Agents are optional: every node Slurm lists is scheduled from its `Gres=`, `CPUTot` and
 //!   `RealMemory` ([`node::NodeLine::spec`]) until an agent registers for it; such a node reads
@@ -45,6 +49,7 @@
 
 pub mod accounting;
 pub mod command;
+pub mod core;
 pub mod doctor;
 pub mod gate;
 pub mod node;
@@ -72,6 +77,7 @@ pub fn pool_id(config: &Config) -> String {
 /// Starts the gate when `[executor] kind = "slurm"`; the sender the engine gives its orders to.
 pub fn spawn(
     config: &Config,
+    clock: std::sync::Arc<dyn crate::clock::Clock>,
     reports: mpsc::UnboundedSender<AgentReport>,
     engine: mpsc::Sender<Request>,
 ) -> Option<mpsc::UnboundedSender<GateOrder>> {
@@ -84,7 +90,14 @@ pub fn spawn(
         conf: e.slurm_conf.clone(),
     };
     let (tx, rx) = mpsc::unbounded_channel();
-    let gate = Gate::new(slurm, pool_id(config), e.start_timeout, reports, engine);
+    let gate = Gate::new(
+        slurm,
+        pool_id(config),
+        e.start_timeout,
+        clock,
+        reports,
+        engine,
+    );
     tokio::spawn(gate.run(rx, e.poll));
     tracing::info!("jobs run through Slurm ({})", e.slurm_bin.display());
     Some(tx)

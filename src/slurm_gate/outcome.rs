@@ -5,8 +5,8 @@ use labpool_lifecycle::Outcome;
 use labpool_scheduler::JobState;
 
 /// The outcome of a finished Slurm job, in labpool's states. `exit_code` is the batch script's
-/// wait status (exit code × 256 + signal).
-pub fn outcome_of(j: &SlurmJob) -> Outcome {
+/// wait status (exit code × 256 + signal). A job Slurm gives no end time ends at `now_ms`.
+pub fn outcome_of(j: &SlurmJob, now_ms: i64) -> Outcome {
     let code = (j.exit_code >> 8) as i32;
     let signal = (j.exit_code & 0x7f) as i32;
     let state = match j.job_state.as_str() {
@@ -31,7 +31,7 @@ pub fn outcome_of(j: &SlurmJob) -> Outcome {
         end_time_ms: if j.end_time > 0 {
             j.end_time * 1000
         } else {
-            crate::clock::now_ms()
+            now_ms
         },
         reason,
     }
