@@ -7,7 +7,7 @@
 //! ```
 //!
 //! Sampling reads 8 GPUs, each with 4 processes, through the agent's own reader
-//! (`gpu_monitor::read`) against the scripted fake NVML (`tests/e2e/fake_nvml.c`, built here
+//! (`gpu_sampler::read`) against the scripted fake NVML (`tests/e2e/fake_nvml.c`, built here
 //! with gcc and told to read its script once), so what is timed is labpool's side: the NVML
 //! calls through nvml-wrapper, and each process's cgroup and environment read from /proc to
 //! find its job. A real driver's calls cost more than the fake's; the figure on a real card
@@ -22,7 +22,7 @@
 //! figures are set against the issue's aims (1% of a core per node at the 5 s interval; a scrape
 //! under 50 ms) as ratios instead.
 
-use labpool::agent::gpu_monitor;
+use labpool::agent::gpu_sampler;
 use labpool_monitor::page::{NodeLine, PoolView, RunningLine, render};
 use labpool_monitor::sample::{GpuProcess, GpuSample, NodeSample};
 use labpool_monitor::usage::{JobReading, JobUsage};
@@ -80,7 +80,7 @@ fn sampling(runs: usize) -> (f64, f64) {
     let mut wall_us = Vec::with_capacity(runs);
     for _ in 0..runs {
         let (c0, t0) = (cpu_ns(), Instant::now());
-        let (sample, s) = gpu_monitor::read(&nvml, since);
+        let (sample, s) = gpu_sampler::read(&nvml, since);
         since = s;
         let (c1, t1) = (cpu_ns(), t0.elapsed());
         assert_eq!(sample.gpus.len(), 8);

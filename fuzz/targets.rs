@@ -16,10 +16,10 @@ pub fn slurm(data: &[u8]) {
         return;
     };
     let words: Vec<String> = text.split_whitespace().map(str::to_string).collect();
-    let _ = labpool::slurm::args::parse_srun(&words);
+    let _ = labpool::slurm_commands::args::parse_srun(&words);
     let _ = labpool::begin::parse_slurm_time_at("--begin", text, 1_800_000_000_000);
-    let pieces = labpool::slurm::format::parse_format(text);
-    let _ = labpool::slurm::format::render(&pieces, |c| c.to_string());
+    let pieces = labpool::slurm_commands::format::parse_format(text);
+    let _ = labpool::slurm_commands::format::render(&pieces, |c| c.to_string());
     if let Ok(names) = labpool_scheduler::hostlist::expand(text) {
         let _ = labpool_scheduler::hostlist::compress(&names);
     }

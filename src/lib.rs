@@ -1,10 +1,13 @@
 //! labpool turns a few GPU servers into one shared pool for a research group: it schedules GPU
-//! jobs and stages the datasets they declare onto node-local disk, and (as later parts land)
-//! snapshots shared data and keeps quotas.
+//! jobs (alone, with an agent per node, or in front of the lab's Slurm), stages the datasets
+//! they declare onto node-local disk, snapshots shared data nightly, keeps home and scratch
+//! within quota, and runs jobs inside named software environments.
 //!
 //! This crate is the `labpool` binary's wiring: the CLI, config, the controller daemon, the node
-//! agent and the per-job shim. Domain logic lives in the workspace's library crates, in
-//! [`labpool_scheduler`] and [`labpool_cache`].
+//! agent and the per-job shim, Slurm's command personalities and the Slurm gate. Domain logic
+//! lives in the workspace's library crates: [`labpool_scheduler`] and [`labpool_lifecycle`]
+//! (the deterministic cores), [`labpool_cache`], [`labpool_snapshots`], [`labpool_quotas`],
+//! [`labpool_envs`], [`labpool_cluster`] (trust between nodes) and [`labpool_monitor`].
 
 pub mod agent;
 pub mod api;
@@ -14,8 +17,9 @@ pub mod client;
 pub mod clock;
 pub mod commands;
 pub mod controller;
-pub mod copies;
 pub mod discovery;
+#[cfg(test)]
+mod doc_paths;
 pub mod env_vars;
 pub mod homes;
 pub mod http1;
@@ -30,10 +34,11 @@ pub mod schedule;
 pub mod session;
 pub mod settings;
 pub mod shim;
-pub mod slurm;
+pub mod slurm_commands;
 pub mod slurm_gate;
 #[cfg(test)]
 pub(crate) mod small_fs;
+pub mod snapshot_copies;
 pub mod socket;
 pub mod transport;
 pub mod web;
@@ -51,7 +56,7 @@ pub fn main() -> ExitCode {
         .collect();
     if let Some(code) = argv
         .first()
-        .and_then(|argv0| slurm::personality(argv0, &argv[1..]))
+        .and_then(|argv0| slurm_commands::personality(argv0, &argv[1..]))
     {
         return code;
     }

@@ -355,7 +355,7 @@ fn put_back(shared: &Shared, samples: Vec<labpool_monitor::sample::NodeSample>) 
 }
 
 /// Queues every new GPU reading for the next heartbeat.
-async fn keep_samples(shared: Arc<Shared>, mut latest: crate::agent::gpu_monitor::Latest) {
+async fn keep_samples(shared: Arc<Shared>, mut latest: crate::agent::gpu_sampler::Latest) {
     while latest.changed().await.is_ok() {
         let Some(s) = latest.borrow_and_update().clone() else {
             continue;
@@ -373,13 +373,13 @@ async fn keep_samples(shared: Arc<Shared>, mut latest: crate::agent::gpu_monitor
 async fn serve_node_metrics(
     config: &Config,
     node: &str,
-    latest: crate::agent::gpu_monitor::Latest,
+    latest: crate::agent::gpu_sampler::Latest,
 ) {
     let Some(addr) = config.metrics.address() else {
         return;
     };
     let name = node.to_string();
-    let render = Arc::new(move || crate::agent::gpu_monitor::render_node(&name, &latest.borrow()));
+    let render = Arc::new(move || crate::agent::gpu_sampler::render_node(&name, &latest.borrow()));
     let (_stop_tx, stop) = tokio::sync::watch::channel(false);
     // The listener lives as long as the agent: the sender is leaked with it.
     std::mem::forget(_stop_tx);

@@ -170,7 +170,7 @@ impl JobDir {
     pub fn link_commands(&self, exe: &Path) -> io::Result<PathBuf> {
         let dir = self.path.join("bin");
         std::fs::DirBuilder::new().mode(0o755).create(&dir)?;
-        for name in crate::slurm::JOB_COMMANDS {
+        for name in crate::slurm_commands::JOB_COMMANDS {
             std::os::unix::fs::symlink(exe, dir.join(name))?;
         }
         Ok(dir)

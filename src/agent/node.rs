@@ -1,7 +1,7 @@
 //! This machine as a node: its spec, GPUs, isolation, dataset cache and executor. The
 //! controller's in-process agent (one box) and `labpool agent` (several) start it the same way.
 
-use crate::agent::local::{Executor, NodeIsolation};
+use crate::agent::executor::{Executor, NodeIsolation};
 use crate::agent::stager::{CacheSettings, Stager};
 use crate::api::agent::{AgentOrder, AgentReport};
 use crate::discovery::{GpuSource, gpu_minors, node_spec};
@@ -26,7 +26,7 @@ pub struct LocalNode {
     /// Its dataset cache.
     pub stager: Stager,
     /// Its GPU readings, latest first; empty without NVML.
-    pub gpu_samples: crate::agent::gpu_monitor::Latest,
+    pub gpu_samples: crate::agent::gpu_sampler::Latest,
     isolation: NodeIsolation,
 }
 
@@ -82,11 +82,11 @@ impl LocalNode {
             gpu_minors: gpu_minors(&config.node, &source, &spec.gpus),
             tools: tools.clone(),
         };
-        let gpu_samples = crate::agent::gpu_monitor::start(
+        let gpu_samples = crate::agent::gpu_sampler::start(
             crate::discovery::nvml_library(config.node.nvml_library.as_deref()),
             config.metrics.sample_interval,
             source == GpuSource::Nvml,
-            crate::agent::gpu_monitor::JobsMemory {
+            crate::agent::gpu_sampler::JobsMemory {
                 support: support.clone(),
                 spool: config.spool_dir(),
             },

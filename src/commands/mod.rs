@@ -20,7 +20,8 @@ pub mod sim;
 pub mod sim_history;
 pub mod snapshots;
 pub mod submit;
-pub mod submit_modes;
+pub mod submit_wait;
+pub mod test_only;
 pub mod web;
 
 use crate::cli::{Cli, Command, PartitionCommand};
@@ -41,7 +42,9 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Sim(args) => return sim::run(args, cli.config.as_deref()),
         Command::Shim { dir } => return crate::shim::run(dir),
-        Command::InstallSlurmCommands { dir } => return crate::slurm::install_commands(dir),
+        Command::InstallSlurmCommands { dir } => {
+            return crate::slurm_commands::install_commands(dir);
+        }
         Command::SessionHost {
             socket,
             idle,

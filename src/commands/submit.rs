@@ -376,7 +376,7 @@ pub async fn submit_as(args: &SubmitArgs, config: &Config, style: Style) -> anyh
         args.test_only || flags.test_only,
     );
     if test_only {
-        return super::submit_modes::test_only(&client, &req, args.json, style).await;
+        return super::test_only::test_only(&client, &req, args.json, style).await;
     }
     let submitted = post_with_retries(&client, &req).await?;
     for w in &submitted.warnings {
@@ -398,7 +398,7 @@ pub async fn submit_as(args: &SubmitArgs, config: &Config, style: Style) -> anyh
         crate::out!("Submitted job {}", submitted.job_id);
     }
     if wait {
-        let code = super::submit_modes::wait(&client, &submitted).await?;
+        let code = super::submit_wait::wait(&client, &submitted).await?;
         if code != 0 {
             std::process::exit(code);
         }

@@ -43,7 +43,7 @@ pub struct AppState {
     /// Set while the state file system is full and the engine takes no work.
     pub storage: crate::controller::storage::StorageGate,
     /// GPU samples, usage summaries and alerts.
-    pub monitor: Arc<crate::controller::monitor::MonitorService>,
+    pub monitor: Arc<crate::controller::health::MonitorService>,
     /// The web dashboard's login tokens and sessions.
     pub logins: Arc<crate::web::auth::Logins>,
 }
@@ -87,7 +87,7 @@ pub fn router(state: AppState) -> Router {
         .merge(crate::controller::datasets::http::routes())
         .merge(crate::controller::snapshots::http::routes())
         .merge(crate::controller::quotas::http::routes())
-        .merge(crate::controller::monitor::http::routes())
+        .merge(crate::controller::health::http::routes())
         .merge(crate::controller::reports::routes())
         .merge(crate::controller::envs::http::routes())
         .merge(crate::controller::reservations::http::routes())

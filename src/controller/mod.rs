@@ -8,9 +8,9 @@ pub mod db;
 pub mod engine;
 pub mod envs;
 pub mod error;
+pub mod health;
 pub mod http;
 pub mod jobs;
-pub mod monitor;
 pub mod nodes;
 pub mod quotas;
 pub mod reports;
@@ -112,7 +112,7 @@ pub async fn serve(
     };
 
     let storage = storage::StorageGate::default();
-    let gpu_util = monitor::UtilBoard::default();
+    let gpu_util = health::UtilBoard::default();
     let (request_tx, request_rx) = mpsc::channel(4096);
     let gate = crate::slurm_gate::spawn(
         &config,
@@ -141,7 +141,7 @@ pub async fn serve(
     let snapshot_service = snapshots::SnapshotService::new(config.clone());
     let quota_service = quotas::QuotaService::new(config.clone(), db.clone());
     let env_service = envs::EnvService::new(config.clone(), db.clone(), support, tools);
-    let monitor_service = monitor::MonitorService::new(
+    let monitor_service = health::MonitorService::new(
         config.clone(),
         db.clone(),
         request_tx.clone(),
@@ -150,16 +150,12 @@ pub async fn serve(
         Some(quota_service.clone()),
     );
     if let (Some(name), Some(samples)) = (&local_name, local_samples) {
-        tokio::spawn(monitor::feed(
-            monitor_service.clone(),
-            name.clone(),
-            samples,
-        ));
+        tokio::spawn(health::feed(monitor_service.clone(), name.clone(), samples));
     }
-    tokio::spawn(monitor::run(monitor_service.clone(), stop_rx.clone()));
+    tokio::spawn(health::run(monitor_service.clone(), stop_rx.clone()));
     if let Some(addr) = config.metrics.address() {
         let m = monitor_service.clone();
-        let render = Arc::new(move || monitor::metrics::render(&m));
+        let render = Arc::new(move || health::metrics::render(&m));
         if let Some(bound) =
             crate::metrics_http::serve(addr, &config.path, render, stop_rx.clone()).await
         {

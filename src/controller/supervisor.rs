@@ -34,7 +34,7 @@ pub struct EngineParts {
     /// Shared with the API: why no work is taken, while none is.
     pub storage: StorageGate,
     /// Shared with the monitor: each running attempt's mean GPU utilisation.
-    pub gpu_util: crate::controller::monitor::UtilBoard,
+    pub gpu_util: crate::controller::health::UtilBoard,
     /// The Slurm gate's order channel, over the Slurm executor.
     pub gate: Option<mpsc::UnboundedSender<crate::slurm_gate::GateOrder>>,
 }

@@ -5,10 +5,10 @@
 use crate::api::NodeView;
 use crate::client::Client;
 use crate::commands::snapshots::admin::{need_owner, open_admin, with_bar};
-use crate::copies::CopyTarget;
-use crate::copies::run::{resolve_target, run_copy};
 use crate::render::print;
 use crate::settings::Config;
+use crate::snapshot_copies::CopyTarget;
+use crate::snapshot_copies::run::{resolve_target, run_copy};
 use anyhow::bail;
 use chrono::{Local, Offset, Utc};
 use labpool_snapshots::copy::{CopyReport, DirStore, copy};

@@ -140,7 +140,7 @@ pub struct Engine {
     pub(crate) keys_forgotten_at: i64,
     /// Each running attempt's mean GPU utilisation, kept by the monitor: the credit rebate
     /// reads it when the job ends.
-    pub(crate) gpu_util: crate::controller::monitor::UtilBoard,
+    pub(crate) gpu_util: crate::controller::health::UtilBoard,
     /// Over the Slurm executor: where orders about running attempts go instead of agents.
     pub(crate) gate: Option<mpsc::UnboundedSender<crate::slurm_gate::GateOrder>>,
     /// Nodes this engine marked down or draining because Slurm shows them so.

@@ -142,7 +142,7 @@ pub(crate) async fn before_engine(
     }
     let mut warnings = state.envs.check_submit(req, caller).await?;
     warnings.extend(state.quotas.submit_check(caller).await?);
-    warnings.extend(crate::controller::monitor::mail::mail_warnings(
+    warnings.extend(crate::controller::health::mail::mail_warnings(
         &state.config,
         req,
         &caller.user,

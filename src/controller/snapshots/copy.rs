@@ -7,9 +7,9 @@
 use crate::controller::db::Db;
 use crate::controller::snapshots::SnapshotService;
 use crate::controller::timers::{Task, TaskRun};
-use crate::copies::CopyTarget;
-use crate::copies::run::{lag_alert, read_status, run_copy};
 use crate::schedule::Schedule;
+use crate::snapshot_copies::CopyTarget;
+use crate::snapshot_copies::run::{lag_alert, read_status, run_copy};
 use chrono::{DateTime, Utc};
 use labpool_snapshots::Progress;
 use std::sync::{Arc, Mutex};

@@ -163,7 +163,7 @@ fn jobs_memory(m: &JobsMemory) -> Vec<labpool_monitor::sample::JobMemory> {
         .unwrap_or_default()
         .iter()
         .filter_map(|dir| {
-            let name = crate::agent::local::cgroup_name(dir);
+            let name = crate::agent::executor::cgroup_name(dir);
             Some(labpool_monitor::sample::JobMemory {
                 job: dir.job,
                 attempt: dir.attempt,

@@ -98,7 +98,7 @@ fn common_rows() -> Vec<Row> {
 }
 
 fn srun_rows() -> Vec<Row> {
-    use crate::slurm::args::{HONOURED, LONG_WITH_VALUE, OTHER_OPTIONS};
+    use crate::slurm_commands::args::{HONOURED, LONG_WITH_VALUE, OTHER_OPTIONS};
     let mut names: Vec<&str> = LONG_WITH_VALUE
         .iter()
         .chain(OTHER_OPTIONS)
@@ -160,7 +160,7 @@ pub fn markdown() -> String {
         (
             "sbatch",
             "`labpool submit`'s options, in `#SBATCH` lines too.",
-            clap_rows(&crate::slurm::Sbatch::command(), &ignored),
+            clap_rows(&crate::slurm_commands::Sbatch::command(), &ignored),
         ),
         (
             "srun",
@@ -176,7 +176,7 @@ pub fn markdown() -> String {
             "squeue",
             "",
             rows_of(
-                &crate::slurm::squeue::SqueueArgs::command(),
+                &crate::slurm_commands::squeue::SqueueArgs::command(),
                 super::tables::SQUEUE,
                 &ignored,
             ),
@@ -185,7 +185,7 @@ pub fn markdown() -> String {
             "sacct",
             "",
             rows_of(
-                &crate::slurm::sacct::SacctArgs::command(),
+                &crate::slurm_commands::sacct::SacctArgs::command(),
                 super::tables::SACCT,
                 &ignored,
             ),
@@ -194,7 +194,7 @@ pub fn markdown() -> String {
             "scancel",
             "A filter labpool cannot apply is refused: cancelling without it would cancel more than asked.",
             rows_of(
-                &crate::slurm::scancel::ScancelArgs::command(),
+                &crate::slurm_commands::scancel::ScancelArgs::command(),
                 super::tables::SCANCEL,
                 &ignored,
             ),
@@ -204,7 +204,7 @@ pub fn markdown() -> String {
             "sinfo",
             "",
             rows_of(
-                &crate::slurm::sinfo::SinfoArgs::command(),
+                &crate::slurm_commands::sinfo::SinfoArgs::command(),
                 super::tables::SINFO,
                 &ignored,
             ),
@@ -212,7 +212,7 @@ pub fn markdown() -> String {
     ];
     let mut out = String::from(
         "# Slurm compatibility\n\n\
-         <!-- Generated from the code (src/slurm/compat); a test keeps it current: LABPOOL_UPDATE_SNAPSHOTS=1 cargo test the_compatibility_table_is_current -->\n\n\
+         <!-- Generated from the code (src/slurm_commands/compat); a test keeps it current: LABPOOL_UPDATE_SNAPSHOTS=1 cargo test the_compatibility_table_is_current -->\n\n\
          What labpool's `sbatch`, `srun`, `salloc`, `squeue`, `sacct`, `scancel`, `scontrol` and `sinfo` \
          (`labpool install-slurm-commands DIR`) do with each of Slurm 22.05's options. **honoured**: \
          as Slurm does, or nothing where nothing is needed here (the note says why); **warned**: read, \
