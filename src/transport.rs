@@ -39,15 +39,13 @@ pub fn cluster_now_ms() -> i64 {
     crate::clock::now_ms() + offset
 }
 
-/// 64 random bits (nonces, link and agent ids): /dev/urandom, mixed with the pid and the time
-/// so two processes never agree even where it cannot be read.
+/// 64 random bits (nonces, link and agent ids), from the kernel's random source. A machine
+/// without one cannot make nonces that others cannot guess: that is a fault to stop on, not to
+/// paper over with the pid and the time.
 pub fn random_u64() -> u64 {
     let mut b = [0u8; 8];
-    if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
-        use std::io::Read as _;
-        let _ = f.read_exact(&mut b);
-    }
-    u64::from_le_bytes(b) ^ (u64::from(std::process::id()) << 32) ^ crate::clock::now_ms() as u64
+    getrandom::fill(&mut b).expect("the kernel's random source is readable");
+    u64::from_le_bytes(b)
 }
 
 /// Largest answer a node takes from another (a delta of a 256 MiB file fits); requests have

@@ -1,7 +1,7 @@
 //! The cluster key: 32 random bytes in a file (hex), mode 0600, the same on every node.
 
 use crate::AuthError;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
@@ -28,7 +28,7 @@ impl ClusterKey {
     /// A new random key (from the kernel's random source).
     pub fn generate() -> std::io::Result<ClusterKey> {
         let mut bytes = [0u8; 32];
-        std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
+        getrandom::fill(&mut bytes).map_err(std::io::Error::other)?;
         Ok(ClusterKey(bytes))
     }
 
