@@ -37,6 +37,7 @@ pub mod shim;
 pub mod slurm_commands;
 pub mod slurm_gate;
 #[cfg(test)]
+#[cfg(test)]
 pub(crate) mod small_fs;
 pub mod snapshot_copies;
 pub mod socket;

@@ -7,17 +7,7 @@ use labpool_cache::delta::{DeltaError, DeltaOptions, Peer, delta, fetch};
 use std::cell::Cell;
 use std::io;
 
-fn random(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
+use labpool_testkit::bytes as random;
 
 fn hash(b: &[u8]) -> String {
     blake3::hash(b).to_hex().to_string()

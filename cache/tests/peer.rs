@@ -18,17 +18,7 @@ use tempfile::TempDir;
 const BIG: usize = 8 << 20;
 const CHANGED: usize = 64 << 10;
 
-fn random(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
+use labpool_testkit::bytes as random;
 
 /// An 8 MiB file, a dozen small ones (one private), an empty one and a symlink.
 fn make_tree(root: &Path) {

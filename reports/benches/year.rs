@@ -14,13 +14,8 @@ use std::time::Instant;
 fn main() {
     const H: i64 = 3_600_000;
     let year = 365 * 24 * H;
-    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-    let mut next = |m: u64| {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x % m
-    };
+    let mut rng = labpool_testkit::rng(1);
+    let mut next = |m: u64| rng.u64(0..m);
     let jobs: Vec<JobRecord> = (0..100_000u64)
         .map(|id| {
             let submit = (next(year as u64)) as i64;

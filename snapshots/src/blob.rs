@@ -124,14 +124,7 @@ mod tests {
         assert!(s.compressed && s.bytes.len() < text.len() / 10);
         assert_eq!(decode(&s.bytes, true, text.len()).unwrap(), text);
 
-        let mut noise = vec![0u8; 300_000];
-        let mut x = 0x9e3779b97f4a7c15u64;
-        for b in &mut noise {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            *b = x as u8;
-        }
+        let noise = labpool_testkit::bytes(1, 300_000);
         let s = encode(&noise);
         assert!(!s.compressed);
         assert_eq!(s.bytes, noise);

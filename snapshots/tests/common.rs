@@ -29,15 +29,7 @@ pub fn backup(repo: &Repository, src: &str, path: &Path, time: &str) -> Snapshot
 
 /// Deterministic pseudo-random bytes.
 pub fn noise(n: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9e3779b97f4a7c15) | 1;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
+    labpool_testkit::bytes(seed, n)
 }
 
 /// What a tree looks like, entry by entry: kind, mode, owner, mtime, content or target, and

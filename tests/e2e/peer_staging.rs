@@ -2,20 +2,7 @@
 //! already holds it, a changed file travels as an rsync delta, and every file is checked.
 
 use crate::nodes::Cluster;
-use crate::pool::have_root;
-
-/// Deterministic bytes (xorshift), so files differ without a random crate.
-fn bytes(seed: u64, n: usize) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
+use crate::pool::{bytes, have_root};
 
 /// A number after `key=` in the last "staged" log line of `log` for `version`.
 fn staged_field(log: &str, version: &str, key: &str) -> u64 {

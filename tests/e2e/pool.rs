@@ -27,9 +27,7 @@ pub fn have_root(test: &str) -> bool {
 }
 
 /// True when nothing may be skipped: `scripts/test` (and so CI) sets `LABPOOL_TEST_STRICT=1`.
-pub fn strict() -> bool {
-    std::env::var("LABPOOL_TEST_STRICT").as_deref() == Ok("1")
-}
+pub use labpool_testkit::strict;
 
 /// True when `tool` runs. When it does not: panics under [`strict`], else skips loudly.
 pub fn have_tool(test: &str, tool: &str) -> bool {
@@ -501,18 +499,8 @@ pub fn s<'a>(v: &'a Value, key: &str) -> &'a str {
     v[key].as_str().unwrap_or("")
 }
 
-/// Deterministic bytes (xorshift), so that files differ from each other and from zeros.
-pub fn bytes(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
+/// Deterministic bytes, so that files differ from each other and from zeros.
+pub use labpool_testkit::bytes;
 
 /// `POST path` with a JSON body straight to the controller's socket, as any client could.
 pub fn post_raw(socket: &Path, path: &str, body: &Value) -> (u16, Value) {

@@ -6,15 +6,7 @@ use std::path::Path;
 
 /// Says why a test cannot run here. Under `LABPOOL_TEST_STRICT` (CI, where every tool is
 /// installed) that is a failure; for a person without the tool it is a loud skip.
-pub fn skip(why: &str) {
-    // Straight to stderr, past the test harness's capture, so the skip shows even on a pass.
-    use std::io::Write;
-    let _ = writeln!(std::io::stderr(), "SKIPPED: {why}");
-    assert!(
-        std::env::var_os("LABPOOL_TEST_STRICT").is_none(),
-        "LABPOOL_TEST_STRICT is set, so this cannot be skipped: {why}"
-    );
-}
+pub use labpool_testkit::skip;
 
 /// True when a TCP connection to pypi.org:443 opens within 10 seconds.
 pub fn pypi_reachable() -> bool {

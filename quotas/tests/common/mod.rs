@@ -20,13 +20,7 @@ pub fn is_root() -> bool {
 
 /// Says loudly that a check was skipped, and fails in strict mode (CI, which runs as root
 /// with the packages installed).
-pub fn skipped(why: &str) {
-    eprintln!("SKIPPED: {why}");
-    assert!(
-        std::env::var_os("LABPOOL_TEST_STRICT").is_none(),
-        "LABPOOL_TEST_STRICT is set, so this must not be skipped: {why}"
-    );
-}
+pub use labpool_testkit::skip as skipped;
 
 /// Whether `name` is an executable on the PATH.
 pub fn have(name: &str) -> bool {
