@@ -9,7 +9,8 @@
 //!
 //! This file holds the types, the constructors and the pool's books (nodes, accounts, limits,
 //! balances, usage) with their queries; `admit` decides what may enter the queue, `jobs` keeps
-//! the books as jobs are queued, restored, finished and requeued, and `invariants` checks them.
+//! the books as jobs are queued, restored, finished and requeued, `settle` says what an attempt
+//! owes when it lets go of its GPUs, and `invariants` checks them.
 
 use crate::job::{Allocation, JobId, JobSpec};
 use crate::node::{Node, NodeSpec};
@@ -25,8 +26,10 @@ use std::collections::BTreeMap;
 mod admit;
 mod invariants;
 mod jobs;
+mod settle;
 mod test_only;
 
+pub use settle::Settlement;
 pub use test_only::Prediction;
 
 /// What the scheduler decided for one job in a pass.

@@ -10,7 +10,8 @@ use crate::clock::now_ms;
 use crate::controller::db::Db;
 use crate::controller::engine::Engine;
 use labpool_lifecycle::{Effect, Event, StageKind, Transition};
-use labpool_scheduler::credits::{Entry, EntryKind};
+use labpool_scheduler::credits::Entry;
+use labpool_scheduler::scheduler::Settlement;
 use labpool_scheduler::{JobId, Timestamp};
 use std::collections::BTreeMap;
 
@@ -304,26 +305,13 @@ impl Engine {
             return;
         };
         let end = Timestamp(self.clock.now_ms());
-        let charge = self.sched.charge_for(&spec, &alloc, end);
-        tracing::debug!(job, charge, "a requeued attempt is charged");
-        if charge <= 0.0 {
+        let entries = self.sched.settle(&spec, &alloc, end, Settlement::Requeued);
+        tracing::debug!(job, ?entries, "a requeued attempt is charged");
+        if entries.is_empty() {
             return;
         }
-        let held = labpool_units::format_elapsed(end.secs_since(alloc.start));
-        let entry = Entry {
-            time: end,
-            user: spec.user.clone(),
-            kind: EntryKind::Charge,
-            amount: charge,
-            job: Some(job),
-            note: Some(format!(
-                "{} on {} for {held}, then requeued",
-                labpool_units::count(alloc.gpu_count() as u64, "GPU"),
-                alloc.nodelist()
-            )),
-        };
-        self.ledger.push(entry.clone());
-        self.outbox.ledger([entry]);
+        self.ledger.extend(entries.iter().cloned());
+        self.outbox.ledger(entries);
         self.refresh_balance(&spec.user);
     }
 
@@ -340,48 +328,18 @@ impl Engine {
         }
         let user = row.spec.user.clone();
         let finished = self.sched.finish(JobId(job), row.state, end);
-        let mut entries = Vec::new();
-        if let Some((spec, alloc)) = &finished {
-            let charge = self.sched.charge_for(spec, alloc, end);
-            if charge > 0.0 {
-                let held = labpool_units::format_elapsed(end.secs_since(alloc.start));
-                let note = format!(
-                    "{} on {} for {held}",
-                    labpool_units::count(alloc.gpu_count() as u64, "GPU"),
-                    alloc.nodelist()
-                );
-                entries.push(Entry {
-                    time: end,
-                    user: user.clone(),
-                    kind: EntryKind::Charge,
-                    amount: charge,
-                    job: Some(job),
-                    note: Some(note),
-                });
-                // The rebate: the attempt's mean GPU utilisation, as the monitor summed it from
-                // the node's samples (none where NVML never sampled it: no rebate).
-                let util = self
-                    .gpu_util
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .remove(&(job, row.attempt))
-                    .map(|percent| percent / 100.0);
-                let rebate = self.sched.policy().credits.rebate(charge, util);
-                if rebate > 0.0 {
-                    entries.push(Entry {
-                        time: end,
-                        user: user.clone(),
-                        kind: EntryKind::Rebate,
-                        amount: rebate,
-                        job: Some(job),
-                        note: Some(format!(
-                            "efficient GPU use: {:.0}% mean utilisation",
-                            util.unwrap_or(0.0) * 100.0
-                        )),
-                    });
-                }
-            }
-        }
+        // The attempt's mean GPU utilisation, as the monitor summed it from the node's
+        // samples (none where NVML never sampled it: no rebate).
+        let gpu_util = self
+            .gpu_util
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&(job, row.attempt))
+            .map(|percent| percent / 100.0);
+        let entries = finished.as_ref().map_or_else(Vec::new, |(spec, alloc)| {
+            self.sched
+                .settle(spec, alloc, end, Settlement::Ended { gpu_util })
+        });
         if let Some(node) = &row.node {
             // Its versions may go now: waiting jobs may fit.
             self.data.unblock(node);
