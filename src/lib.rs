@@ -10,7 +10,7 @@
 //! [`labpool_envs`], [`labpool_cluster`] (trust between nodes) and [`labpool_monitor`].
 
 pub mod agent;
-pub mod api;
+pub use labpool_api as api;
 pub mod begin;
 pub mod cli;
 pub mod client;

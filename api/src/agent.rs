@@ -80,7 +80,7 @@ pub struct Launch {
     pub ports: Option<labpool_scheduler::PortBlock>,
     /// The job's nodes when it has several (a gang), and which of them this order is for.
     #[serde(default)]
-    pub gang: Option<crate::api::gang::Gang>,
+    pub gang: Option<crate::gang::Gang>,
     /// The address other machines reach the job's node at (its agent's host): where the job's
     /// own listeners (a session's port) bind. `None` on a node with no agent of its own, whose
     /// sessions are joined on the machine itself.
@@ -248,7 +248,7 @@ pub enum AgentOrder {
         /// The signal's number.
         signal: i32,
         /// Which processes.
-        target: crate::api::SignalTarget,
+        target: crate::SignalTarget,
     },
     /// After a controller restart: these attempts should be running here. Report each, and
     /// stop any other that is.
@@ -308,7 +308,7 @@ pub enum AgentReport {
         outcome: Outcome,
         /// The `srun` steps it ran.
         #[serde(default)]
-        steps: Vec<crate::api::steps::StepRecord>,
+        steps: Vec<crate::steps::StepRecord>,
     },
     /// The `srun` steps of a running attempt changed (one started or ended): all of them so far.
     Steps {
@@ -319,7 +319,7 @@ pub enum AgentReport {
         /// Attempt.
         attempt: u32,
         /// Its steps, running ones with `end_ms` 0.
-        steps: Vec<crate::api::steps::StepRecord>,
+        steps: Vec<crate::steps::StepRecord>,
     },
     /// The attempt began to run at `since_ms` (the Slurm executor reports Slurm's start time).
     Running {

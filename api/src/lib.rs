@@ -289,7 +289,7 @@ pub struct JobView {
     pub isolation: Option<String>,
     /// What its latest attempt used of its GPUs, where NVML sampled them.
     #[serde(default)]
-    pub gpu_usage: Option<crate::api::alerts::GpuUsageView>,
+    pub gpu_usage: Option<crate::alerts::GpuUsageView>,
     /// Who asked for it to be cancelled (a user name), as `sacct` says `CANCELLED by UID`.
     #[serde(default)]
     pub cancelled_by: Option<String>,
