@@ -11,6 +11,7 @@
 
 pub mod agent;
 pub use labpool_api as api;
+pub mod atomic_file;
 pub mod begin;
 pub mod cli;
 pub mod client;
@@ -20,10 +21,13 @@ pub mod controller;
 pub mod discovery;
 #[cfg(test)]
 mod doc_paths;
+pub mod embedded;
 pub mod env_vars;
 pub mod homes;
 pub mod http1;
 pub mod identity;
+#[cfg(test)]
+mod layering;
 pub mod link_auth;
 pub mod memory;
 pub mod metrics_http;

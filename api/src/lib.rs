@@ -34,6 +34,9 @@ use std::path::PathBuf;
 /// API version prefix.
 pub const PREFIX: &str = "/v1";
 
+/// The longest timeout a job may give its login shell (`--get-user-env=SECS`): 1 to 600 s.
+pub const MAX_LOGIN_TIMEOUT_S: u32 = 600;
+
 /// `POST /v1/jobs`: a job to queue. The submitter's identity comes from the socket, never from
 /// the body.
 #[derive(Debug, Clone, Serialize, Deserialize)]

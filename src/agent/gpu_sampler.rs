@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 /// The latest reading, or None before the first.
-pub type Latest = watch::Receiver<Option<NodeSample>>;
+pub type Latest = crate::embedded::Samples;
 
 /// Where running attempts' memory is read: the node's isolation and its job spool.
 pub struct JobsMemory {

@@ -18,7 +18,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 /// The longest timeout a job may give its login shell (as the CLI says: 1 to 600 s).
-pub const MAX_TIMEOUT_S: u32 = 600;
+pub use crate::api::MAX_LOGIN_TIMEOUT_S as MAX_TIMEOUT_S;
 
 /// Most bytes of a login shell's output read: what `env -0` prints fits many times over (the
 /// kernel passes a program 2 MiB of environment at most).

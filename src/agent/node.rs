@@ -26,8 +26,27 @@ pub struct LocalNode {
     /// Its dataset cache.
     pub stager: Stager,
     /// Its GPU readings, latest first; empty without NVML.
-    pub gpu_samples: crate::agent::gpu_sampler::Latest,
+    pub gpu_samples: crate::embedded::Samples,
     isolation: NodeIsolation,
+}
+
+/// Starts the controller's in-process node: finds its GPUs and isolation, opens its cache, and
+/// runs its executor, whose reports go to `reports` ([`crate::embedded::StartEmbedded`]).
+pub fn start_embedded(
+    config: &Config,
+    reports: mpsc::UnboundedSender<AgentReport>,
+) -> anyhow::Result<crate::embedded::EmbeddedNode> {
+    let node = LocalNode::start(config, reports.clone())?;
+    let (orders, order_rx) = mpsc::unbounded_channel();
+    node.run_executor(config, reports, order_rx)?;
+    Ok(crate::embedded::EmbeddedNode {
+        gpu_source: node.source.as_str().to_string(),
+        support: node.support.clone(),
+        tools: node.tools.clone(),
+        samples: node.gpu_samples.clone(),
+        spec: node.spec,
+        orders,
+    })
 }
 
 impl LocalNode {

@@ -98,9 +98,13 @@ pub async fn run(args: &DemoArgs) -> anyhow::Result<()> {
     );
 
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(crate::controller::serve(config.clone(), async move {
-        let _ = stop_rx.await;
-    }));
+    let server = tokio::spawn(crate::controller::serve(
+        config.clone(),
+        crate::agent::node::start_embedded,
+        async move {
+            let _ = stop_rx.await;
+        },
+    ));
     let client = Client::new(&config.controller.socket);
     let log = tmp.path().join("labpool.log");
     let outcome = tokio::select! {

@@ -62,5 +62,5 @@ pub async fn run(mut config: Config) -> anyhow::Result<()> {
         Ok(None) => {}
         Err(e) => anyhow::bail!(e),
     }
-    crate::controller::serve(config, stop_signal()).await
+    crate::controller::serve(config, crate::agent::node::start_embedded, stop_signal()).await
 }

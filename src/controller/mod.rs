@@ -20,7 +20,6 @@ pub mod storage;
 pub mod supervisor;
 pub mod timers;
 
-use crate::agent::node::LocalNode;
 use crate::clock::now_ms;
 use crate::controller::db::Db;
 use crate::controller::engine::NodeFacts;
@@ -37,9 +36,11 @@ use std::sync::Arc;
 use tokio::sync::{mpsc, watch};
 
 /// Runs the controller until `shutdown` completes. Jobs keep running when it stops: their shims
-/// own them, and the next controller re-adopts them.
+/// own them, and the next controller re-adopts them. With `local_node`, `start_embedded` starts
+/// the in-process node (the binary passes the agent's).
 pub async fn serve(
     config: Config,
+    start_embedded: crate::embedded::StartEmbedded,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let config = Arc::new(config);
@@ -74,22 +75,20 @@ pub async fn serve(
     let mut local_samples = None;
     // What environment builds use: the local node's findings, or the controller's own.
     let (support, tools) = if config.controller.local_node {
-        let node = LocalNode::start(&config, report_tx.clone())?;
-        db.upsert_node(&node.spec, node.source.as_str(), now_ms())
+        let node = start_embedded(&config, report_tx.clone())?;
+        db.upsert_node(&node.spec, &node.gpu_source, now_ms())
             .await?;
-        let (order_tx, order_rx) = mpsc::unbounded_channel();
-        node.run_executor(&config, report_tx.clone(), order_rx)?;
-        agents.insert(node.spec.name.clone(), order_tx);
+        agents.insert(node.spec.name.clone(), node.orders.clone());
         nodes.insert(
             node.spec.name.clone(),
             NodeFacts {
-                gpu_source: node.source.as_str().to_string(),
+                gpu_source: node.gpu_source.clone(),
                 isolation: node.support.clone(),
                 cache_dir: Some(config.cache_dir()),
             },
         );
         local_name = Some(node.spec.name.clone());
-        local_samples = Some(node.gpu_samples.clone());
+        local_samples = Some(node.samples.clone());
         local_spec = Some(node.spec.clone());
         (node.support.clone(), node.tools.clone())
     } else {

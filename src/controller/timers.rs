@@ -117,7 +117,7 @@ impl Timers {
     fn write_failures(&self, failed: &BTreeMap<String, Failure>) {
         let path = failures_file(&self.state_file);
         let text = serde_json::to_string(failed).expect("failures serialise");
-        if let Err(e) = crate::agent::jobdir::write_atomic(&path, text.as_bytes(), 0o644, false) {
+        if let Err(e) = crate::atomic_file::write_atomic(&path, text.as_bytes(), 0o644, false) {
             tracing::warn!(timer = self.name, "cannot write {}: {e}", path.display());
         }
     }
@@ -126,7 +126,7 @@ impl Timers {
         let text = serde_json::to_string(last).expect("times serialise");
         // Whole or not at all: a torn file would read as no runs at all.
         if let Err(e) =
-            crate::agent::jobdir::write_atomic(&self.state_file, text.as_bytes(), 0o644, false)
+            crate::atomic_file::write_atomic(&self.state_file, text.as_bytes(), 0o644, false)
         {
             tracing::warn!(
                 timer = self.name,

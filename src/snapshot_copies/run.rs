@@ -42,7 +42,7 @@ pub fn read_status(config: &Config) -> Option<CopyStatus> {
 
 fn write_status(config: &Config, status: &CopyStatus) {
     let bytes = serde_json::to_vec_pretty(status).expect("a status serialises");
-    if let Err(e) = crate::agent::jobdir::write_atomic(&status_file(config), &bytes, 0o600, false) {
+    if let Err(e) = crate::atomic_file::write_atomic(&status_file(config), &bytes, 0o600, false) {
         tracing::warn!("cannot record the copy's status: {e}");
     }
 }

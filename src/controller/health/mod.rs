@@ -349,7 +349,7 @@ pub async fn run(service: Arc<MonitorService>, mut stop: watch::Receiver<bool>) 
 pub async fn feed(
     service: Arc<MonitorService>,
     node: String,
-    mut samples: crate::agent::gpu_sampler::Latest,
+    mut samples: crate::embedded::Samples,
 ) {
     while samples.changed().await.is_ok() {
         let s = samples.borrow_and_update().clone();

@@ -5,7 +5,7 @@
 //! same answer as the CLI: `interactive` is a session's (its script is the session host), and
 //! `--preemptible` is refused where nothing could preempt the job, since it halves the charge.
 
-use crate::agent::login_env::MAX_TIMEOUT_S;
+use crate::api::MAX_LOGIN_TIMEOUT_S as MAX_TIMEOUT_S;
 use crate::api::SubmitRequest;
 use std::time::Duration;
 
