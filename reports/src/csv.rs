@@ -2,28 +2,16 @@
 //! spreadsheet pivots it however it likes and a script reads it back without knowing the layout.
 
 use crate::model::{Report, UseRow, WaitRow};
-use std::fmt::Write;
 
-/// Quotes a field when it needs it (RFC 4180).
-fn field(s: &str) -> String {
-    if s.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
+/// The text being written, quoted as RFC 4180 says by the csv crate.
+type Out = ::csv::Writer<Vec<u8>>;
+
+fn line(out: &mut Out, section: &str, key: &str, metric: &str, value: impl std::fmt::Display) {
+    out.write_record([section, key, metric, &value.to_string()])
+        .expect("writing to memory cannot fail");
 }
 
-fn line(out: &mut String, section: &str, key: &str, metric: &str, value: impl std::fmt::Display) {
-    let _ = writeln!(
-        out,
-        "{},{},{},{value}",
-        field(section),
-        field(key),
-        field(metric)
-    );
-}
-
-fn uses(out: &mut String, section: &str, rows: &[UseRow]) {
+fn uses(out: &mut Out, section: &str, rows: &[UseRow]) {
     for r in rows {
         line(out, section, &r.key, "jobs", r.jobs);
         line(out, section, &r.key, "gpu_hours", r.gpu_hours);
@@ -38,7 +26,7 @@ fn uses(out: &mut String, section: &str, rows: &[UseRow]) {
     }
 }
 
-fn waits(out: &mut String, section: &str, rows: &[WaitRow]) {
+fn waits(out: &mut Out, section: &str, rows: &[WaitRow]) {
     for w in rows {
         line(out, section, &w.key, "jobs", w.jobs);
         line(out, section, &w.key, "p50_s", w.p50_s);
@@ -49,7 +37,9 @@ fn waits(out: &mut String, section: &str, rows: &[WaitRow]) {
 
 /// The CSV text.
 pub fn to_csv(r: &Report) -> String {
-    let mut out = String::from("section,key,metric,value\n");
+    let mut out = ::csv::Writer::from_writer(Vec::new());
+    out.write_record(["section", "key", "metric", "value"])
+        .expect("writing to memory cannot fail");
     line(&mut out, "range", &r.label, "from_ms", r.from_ms);
     line(&mut out, "range", &r.label, "to_ms", r.to_ms);
     line(&mut out, "range", &r.label, "until_ms", r.until_ms);
@@ -184,5 +174,6 @@ pub fn to_csv(r: &Report) -> String {
             }
         }
     }
-    out
+    let bytes = out.into_inner().expect("writing to memory cannot fail");
+    String::from_utf8(bytes).expect("every field is UTF-8")
 }

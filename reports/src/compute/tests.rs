@@ -408,3 +408,18 @@ fn a_month_in_progress_ends_now_and_a_cancelled_job_stops_wanting_gpus() {
         "counts are whole: {html}"
     );
 }
+
+#[test]
+fn a_csv_field_with_a_comma_or_a_quote_is_quoted_and_reads_back_whole() {
+    let mut r = compute(&fixture(Leaderboard::On));
+    r.label = "Q1, the \"spring\" term".to_string();
+    let csv = crate::to_csv(&r);
+    assert!(
+        csv.contains("range,\"Q1, the \"\"spring\"\" term\",from_ms,"),
+        "{csv}"
+    );
+    let mut reader = ::csv::Reader::from_reader(csv.as_bytes());
+    let first = reader.records().next().unwrap().unwrap();
+    assert_eq!(&first[1], "Q1, the \"spring\" term");
+    assert!(reader.records().all(|rec| rec.unwrap().len() == 4));
+}
