@@ -1,10 +1,13 @@
 //! An S3-compatible bucket as a copy's store (AWS, MinIO, Ceph RGW, Garage…): requests signed
 //! with presigned URLs (`rusty-s3`, AWS Signature V4) and sent with labpool's one HTTP/1 client,
 //! over TLS for `https://` endpoints (rustls, Mozilla's roots). Path-style URLs, which every
-//! S3-compatible server takes.
+//! S3-compatible server takes. One TLS configuration serves every request of a store, so later
+//! connections resume the first one's TLS session instead of a full handshake each; error
+//! documents are read with the XML parser rusty-s3 uses (`instant-xml`).
 
 use crate::http1::exchange;
 use http_body_util::Full;
+use instant_xml::FromXml;
 use hyper::body::Bytes;
 use labpool_snapshots::copy::Store;
 use labpool_snapshots::{Result, SnapshotError};
@@ -28,6 +31,33 @@ pub struct S3Store {
     credentials: Credentials,
     prefix: String,
     runtime: Handle,
+    /// Built once: its session cache lets each new connection resume TLS.
+    tls: Arc<rustls::ClientConfig>,
+}
+
+/// The error document an S3 server answers a failed request with.
+#[derive(Debug, FromXml)]
+#[xml(rename = "Error")]
+struct S3Error {
+    #[xml(rename = "Code")]
+    code: Option<String>,
+    #[xml(rename = "Message")]
+    message: Option<String>,
+}
+
+/// `NoSuchBucket (The specified bucket does not exist)`, from an error document; empty when
+/// the answer is not one.
+fn error_text(body: &str) -> String {
+    match instant_xml::from_str::<S3Error>(body.trim_start_matches(|c: char| c != '<')) {
+        Ok(S3Error {
+            code: Some(code),
+            message,
+        }) => match message {
+            Some(m) => format!("{code} ({m})"),
+            None => code,
+        },
+        _ => String::new(),
+    }
 }
 
 impl S3Store {
@@ -55,6 +85,7 @@ impl S3Store {
                 format!("{prefix}/")
             },
             runtime,
+            tls: tls_config(),
         })
     }
 
@@ -82,7 +113,7 @@ impl S3Store {
                 .await
                 .map_err(|e| format!("cannot connect to {host}:{port}: {e}"))?;
             let answer = if url.scheme() == "https" {
-                let tls = tokio_rustls::TlsConnector::from(tls_config())
+                let tls = tokio_rustls::TlsConnector::from(self.tls.clone())
                     .connect(
                         rustls::pki_types::ServerName::try_from(host.clone())
                             .map_err(|e| e.to_string())?,
@@ -108,12 +139,7 @@ impl S3Store {
         if (200..300).contains(&status) {
             return Ok(body);
         }
-        let text = String::from_utf8_lossy(&body);
-        let code = text
-            .split("<Code>")
-            .nth(1)
-            .and_then(|s| s.split("</Code>").next())
-            .unwrap_or("");
+        let code = error_text(&String::from_utf8_lossy(&body));
         Err(self.err(format!(
             "{what} answered HTTP {status} {code}; check the bucket, the endpoint and the keys under [snapshots.s3]"
         )))
@@ -210,5 +236,26 @@ impl Store for S3Store {
             return Ok(());
         }
         self.ok(&format!("removing {key}"), answer).map(drop)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::error_text;
+
+    #[test]
+    fn an_error_document_is_read_for_its_code_and_message() {
+        let minio = r#"<?xml version="1.0" encoding="UTF-8"?>
+<Error><Code>NoSuchBucket</Code><Message>The specified bucket does not exist</Message><BucketName>lab</BucketName><Resource>/lab/x</Resource><RequestId>17A</RequestId><HostId>dd9</HostId></Error>"#;
+        assert_eq!(
+            error_text(minio),
+            "NoSuchBucket (The specified bucket does not exist)"
+        );
+        assert_eq!(
+            error_text("<Error><Code>AccessDenied</Code></Error>"),
+            "AccessDenied"
+        );
+        assert_eq!(error_text("<html>502 Bad Gateway</html>"), "");
+        assert_eq!(error_text(""), "");
     }
 }
