@@ -7,8 +7,8 @@
 
 use crate::http1::exchange;
 use http_body_util::Full;
-use instant_xml::FromXml;
 use hyper::body::Bytes;
+use instant_xml::FromXml;
 use labpool_snapshots::copy::Store;
 use labpool_snapshots::{Result, SnapshotError};
 use rusty_s3::actions::ListObjectsV2;
