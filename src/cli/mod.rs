@@ -104,6 +104,11 @@ pub enum Command {
         /// Where to make the links (e.g. /usr/local/bin)
         dir: std::path::PathBuf,
     },
+    /// Write the man pages into DIR: labpool(1), labpool-COMMAND(1), and labpool-sbatch(1) and the other Slurm names, with what labpool does with each Slurm option
+    ManPages {
+        /// Where to write them (e.g. /usr/local/share/man/man1)
+        dir: std::path::PathBuf,
+    },
     /// Release held jobs
     Release(CancelArgs),
     /// Finished jobs: state, exit code, elapsed time, GPUs

@@ -9,6 +9,7 @@ pub mod init;
 pub mod init_agent;
 pub mod init_slurm;
 pub mod jobs;
+pub mod man_pages;
 pub mod nodes;
 pub mod policy;
 pub mod quotas;
@@ -45,6 +46,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<()> {
         Command::InstallSlurmCommands { dir } => {
             return crate::slurm_commands::install_commands(dir);
         }
+        Command::ManPages { dir } => return man_pages::run(dir),
         Command::SessionHost {
             socket,
             idle,
@@ -149,6 +151,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<()> {
             | Command::Demo(_)
             | Command::Sim(_)
             | Command::InstallSlurmCommands { .. }
+            | Command::ManPages { .. }
             | Command::SessionHost { .. } => {
                 unreachable!("handled above")
             }

@@ -9,10 +9,13 @@ use clap::CommandFactory;
 const WARNED_AT_SUBMIT: &[&str] = &["exclusive", "qos"];
 
 /// One row: the option as written, what labpool does, and the note.
-struct Row {
-    option: String,
-    how: &'static str,
-    note: String,
+pub(super) struct Row {
+    /// The option's spellings, in backquotes (`` `-o`, `--output` ``).
+    pub(super) option: String,
+    /// honoured, warned or refused.
+    pub(super) how: &'static str,
+    /// Why, or what it does.
+    pub(super) note: String,
 }
 
 /// The rows of a clap command: honoured, but for those its help calls refused or ignored.
@@ -149,8 +152,9 @@ fn ignored_ids() -> Vec<String> {
 
 use clap::Args as _;
 
-/// The whole document.
-pub fn markdown() -> String {
+/// Each command: its name, a sentence on how labpool answers it, and its options' rows in
+/// order (those every command shares included).
+pub(super) fn sections() -> Vec<(&'static str, &'static str, Vec<Row>)> {
     let ignored = ignored_ids();
     let alloc = crate::cli::Cli::command()
         .find_subcommand("alloc")
@@ -210,6 +214,16 @@ pub fn markdown() -> String {
             ),
         ),
     ];
+    for (_, _, rows) in &mut sections {
+        rows.extend(common_rows());
+        rows.sort_by_key(|r| r.option.to_lowercase());
+    }
+    sections
+}
+
+/// The whole document.
+pub fn markdown() -> String {
+    let sections = sections();
     let mut out = String::from(
         "# Slurm compatibility\n\n\
          <!-- Generated from the code (src/slurm_commands/compat); a test keeps it current: LABPOOL_UPDATE_SNAPSHOTS=1 cargo test the_compatibility_table_is_current -->\n\n\
@@ -219,9 +233,7 @@ pub fn markdown() -> String {
          not acted on, with one warning line (`sinfo: warning: --long ignored: …`) giving the reason; \
          **refused**: the command stops with the reason and changes nothing.\n",
     );
-    for (name, intro, rows) in &mut sections {
-        rows.extend(common_rows());
-        rows.sort_by_key(|r| r.option.to_lowercase());
+    for (name, intro, rows) in &sections {
         out.push_str(&format!("\n## {name}\n\n"));
         if !intro.is_empty() {
             out.push_str(&format!("{intro}\n\n"));

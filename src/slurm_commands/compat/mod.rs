@@ -8,6 +8,7 @@
 //! `docs/slurm-compatibility.md` is generated from both ([`doc::markdown`]).
 
 pub mod doc;
+pub mod man;
 pub mod tables;
 
 /// What labpool does with an option.
