@@ -114,25 +114,36 @@ impl NodeLine {
     }
 }
 
-/// The GPUs of a `Gres=` value by type, in the order listed, types merged.
+/// The GPUs of a `Gres=` value by type, in the order listed, types merged, lowercased, and an
+/// untyped `gpu:N` as [`UNTYPED_GPU`].
 pub fn gres_gpus(gres: &str) -> Vec<(String, u32)> {
     let mut out: Vec<(String, u32)> = Vec::new();
-    for item in split_top_level(gres) {
-        // `gpu:a100:8(S:0-1)`: the socket binding in brackets is not part of the count.
-        let item = item.split('(').next().unwrap_or_default();
-        let parts: Vec<&str> = item.split(':').collect();
-        let (ty, count) = match parts.as_slice() {
-            ["gpu", n] => (UNTYPED_GPU, *n),
-            ["gpu", ty, n] => (*ty, *n),
-            _ => continue,
-        };
-        let Some(count) = parse_count(count) else {
-            continue;
-        };
-        let ty = ty.to_ascii_lowercase();
+    for (ty, count) in gres_items(gres) {
+        let ty = ty.unwrap_or(UNTYPED_GPU).to_ascii_lowercase();
         match out.iter_mut().find(|(t, _)| *t == ty) {
             Some((_, n)) => *n = n.saturating_add(count).min(MAX_GPUS),
             None => out.push((ty, count.min(MAX_GPUS))),
+        }
+    }
+    out
+}
+
+/// Each GPU item of a gres text as Slurm writes it, in node lines (`Gres=gpu:a100:8(S:0-1)`)
+/// and in a job's gres detail (`gpu:a100:2(IDX:0-1),gpu:t4:1(IDX:3)`): its type as written
+/// (None for `gpu:N`) and its count. Other generic resources (`shard`, `mps`) are not GPUs.
+pub fn gres_items(gres: &str) -> Vec<(Option<&str>, u32)> {
+    let mut out = Vec::new();
+    for item in split_top_level(gres) {
+        // `gpu:a100:8(S:0-1)`: what is in brackets is not part of the count.
+        let item = item.split('(').next().unwrap_or_default();
+        let parts: Vec<&str> = item.split(':').collect();
+        let (ty, count) = match parts.as_slice() {
+            ["gpu", n] => (None, *n),
+            ["gpu", ty, n] => (Some(*ty), *n),
+            _ => continue,
+        };
+        if let Some(count) = parse_count(count) {
+            out.push((ty, count));
         }
     }
     out

@@ -106,53 +106,15 @@ impl SlurmJob {
         let mut out: BTreeMap<String, BTreeMap<Option<String>, u32>> = BTreeMap::new();
         let nodes = labpool_scheduler::hostlist::expand(&self.nodes).unwrap_or_default();
         for (node, detail) in nodes.iter().zip(&self.gres_detail) {
-            for (gpu_type, n) in gres_gpus(detail) {
+            for (gpu_type, n) in crate::slurm_gate::node::gres_items(detail) {
                 *out.entry(node.clone())
                     .or_default()
-                    .entry(gpu_type)
+                    .entry(gpu_type.map(str::to_string))
                     .or_default() += n;
             }
         }
         out
     }
-}
-
-/// The GPUs in one node's gres detail: `gpu:a100:2(IDX:0-1),gpu:t4:1(IDX:3)` or `gpu:2`.
-fn gres_gpus(detail: &str) -> Vec<(Option<String>, u32)> {
-    let mut out = Vec::new();
-    let mut depth = 0;
-    let mut start = 0;
-    let mut items = Vec::new();
-    for (i, c) in detail.char_indices() {
-        match c {
-            '(' => depth += 1,
-            ')' => depth -= 1,
-            ',' if depth == 0 => {
-                items.push(&detail[start..i]);
-                start = i + 1;
-            }
-            _ => {}
-        }
-    }
-    items.push(&detail[start..]);
-    for item in items {
-        let item = item.split('(').next().unwrap_or_default();
-        let parts: Vec<&str> = item.split(':').collect();
-        match parts.as_slice() {
-            ["gpu", n] => {
-                if let Ok(n) = n.parse() {
-                    out.push((None, n));
-                }
-            }
-            ["gpu", t, n] => {
-                if let Ok(n) = n.parse() {
-                    out.push((Some(t.to_string()), n));
-                }
-            }
-            _ => {}
-        }
-    }
-    out
 }
 
 #[derive(Deserialize)]
@@ -207,12 +169,13 @@ mod tests {
         assert_eq!(parse_tag("labpool:x:3"), None);
         assert_eq!(parse_tag("my own comment"), None);
         assert_eq!(tag(7, 2), "labpool:7:2");
+        use crate::slurm_gate::node::gres_items;
         assert_eq!(
-            gres_gpus("gpu:a100:2(IDX:0-1),gpu:t4:1(IDX:3)"),
-            [(Some("a100".into()), 2), (Some("t4".into()), 1)]
+            gres_items("gpu:a100:2(IDX:0-1),gpu:t4:1(IDX:3)"),
+            [(Some("a100"), 2), (Some("t4"), 1)]
         );
-        assert_eq!(gres_gpus("gpu:2"), [(None, 2)]);
-        assert!(gres_gpus("").is_empty());
+        assert_eq!(gres_items("gpu:2"), [(None, 2)]);
+        assert!(gres_items("").is_empty());
         let job = SlurmJob {
             nodes: "gn[1-2]".into(),
             gres_detail: vec!["gpu:a100:8(IDX:0-7)".into(), "gpu:a100:1(IDX:2)".into()],
