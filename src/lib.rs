@@ -29,6 +29,7 @@ pub mod identity;
 #[cfg(test)]
 mod layering;
 pub mod link_auth;
+pub mod member_file;
 pub mod memory;
 pub mod metrics_http;
 pub mod progress;

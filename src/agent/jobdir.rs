@@ -187,15 +187,7 @@ impl JobDir {
     /// would hold the agent), and at most 1 MiB of it.
     pub fn steps(&self) -> Vec<crate::api::steps::StepRecord> {
         use std::io::Read;
-        let open = OpenOptions::new()
-            .read(true)
-            .custom_flags(
-                (nix::fcntl::OFlag::O_NOFOLLOW
-                    | nix::fcntl::OFlag::O_NONBLOCK
-                    | nix::fcntl::OFlag::O_NOCTTY)
-                    .bits(),
-            )
-            .open(self.steps_path());
+        let open = crate::member_file::open_no_follow(&self.steps_path());
         let mut text = String::new();
         let read = open.and_then(|f| {
             if !f.metadata()?.is_file() {

@@ -3,7 +3,7 @@
 //! member cannot point `--output` at someone else's file and read it here.
 
 use std::io::{Read, Seek, SeekFrom};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 /// At most this much of the file's end is read.
@@ -44,16 +44,7 @@ pub fn tail(path: &Path, owner: u32, lines: usize) -> Result<String, TailError> 
             owner,
         });
     }
-    let mut f = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(
-            (nix::fcntl::OFlag::O_NOFOLLOW
-                | nix::fcntl::OFlag::O_NONBLOCK
-                | nix::fcntl::OFlag::O_NOCTTY)
-                .bits(),
-        )
-        .open(path)
-        .map_err(unreadable)?;
+    let mut f = crate::member_file::open_no_follow(path).map_err(unreadable)?;
     let meta = f.metadata().map_err(unreadable)?;
     if !meta.is_file()
         || meta.uid() != owner
