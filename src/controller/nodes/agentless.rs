@@ -33,13 +33,19 @@ impl Engine {
         self.slurm_marks.agentless.contains(node)
     }
 
+    /// True when `node` is served by an agent or is the controller's own: Slurm's view of it
+    /// is not taken.
+    fn served_elsewhere(&self, node: &str) -> bool {
+        self.remote.contains_key(node) || self.local_node.as_deref() == Some(node)
+    }
+
     /// Takes Slurm's nodes: those no agent serves join, change, or leave the pool.
     pub(crate) async fn take_slurm_nodes(
         &mut self,
         nodes: &BTreeMap<String, NodeSpec>,
     ) -> anyhow::Result<()> {
         for (name, spec) in nodes {
-            if self.remote.contains_key(name) || self.local_node.as_deref() == Some(name) {
+            if self.served_elsewhere(name) {
                 continue;
             }
             let joined = self.slurm_marks.agentless.contains(name);
@@ -108,7 +114,7 @@ impl Engine {
         }
         for spec in self.db.nodes_from(SLURM_SOURCE).await? {
             let name = spec.name.clone();
-            if self.remote.contains_key(&name) || self.local_node.as_deref() == Some(&name) {
+            if self.served_elsewhere(&name) {
                 continue;
             }
             if let Err(e) = self.sched.upsert_node(spec) {

@@ -54,10 +54,8 @@ impl Db {
         .await?;
         let mut out = Vec::new();
         for r in rows {
-            let spec: String = r.try_get("spec")?;
-            match serde_json::from_str::<NodeSpec>(&spec) {
-                Ok(spec) => out.push((spec, r.try_get("gpu_source")?, r.try_get("agent")?)),
-                Err(e) => tracing::error!("a stored node spec cannot be read ({e}); skipped"),
+            if let Some(spec) = stored_spec(&r)? {
+                out.push((spec, r.try_get("gpu_source")?, r.try_get("agent")?));
             }
         }
         Ok(out)
@@ -73,11 +71,7 @@ impl Db {
         .await?;
         let mut out = Vec::new();
         for r in rows {
-            let spec: String = r.try_get("spec")?;
-            match serde_json::from_str::<NodeSpec>(&spec) {
-                Ok(spec) => out.push(spec),
-                Err(e) => tracing::error!("a stored node spec cannot be read ({e}); skipped"),
-            }
+            out.extend(stored_spec(&r)?);
         }
         Ok(out)
     }
@@ -91,5 +85,17 @@ impl Db {
         rows.into_iter()
             .map(|r| Ok((r.try_get("name")?, r.try_get("drain")?)))
             .collect()
+    }
+}
+
+/// A row's stored spec; None (logged) when it cannot be read, so the node is skipped.
+fn stored_spec(r: &sqlx::sqlite::SqliteRow) -> Result<Option<NodeSpec>, DbError> {
+    let spec: String = r.try_get("spec")?;
+    match serde_json::from_str::<NodeSpec>(&spec) {
+        Ok(spec) => Ok(Some(spec)),
+        Err(e) => {
+            tracing::error!("a stored node spec cannot be read ({e}); skipped");
+            Ok(None)
+        }
     }
 }
