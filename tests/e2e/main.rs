@@ -57,6 +57,7 @@ mod slurm_library_calls;
 mod slurm_option_tables;
 mod slurm_options;
 mod slurm_peer;
+mod slurm_pool;
 mod slurm_preemption;
 mod snakemake;
 mod snapshot_copy;

@@ -1,7 +1,7 @@
 //! Over a real Slurm, agents are optional: labpool schedules Slurm's nodes from what Slurm says
 //! they have (`Gres=`), and an agent that joins a node takes it over.
 
-use crate::slurm_gate::{SlurmPool, dataset, wait};
+use crate::slurm_pool::{SlurmPool, dataset, wait};
 use std::time::Duration;
 
 /// With no agent running, the four nodes of the test Slurm are in the pool with their eight

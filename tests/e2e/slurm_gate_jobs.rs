@@ -5,7 +5,7 @@
 
 use crate::interactive::Terminal;
 use crate::pool::{ensure_user, read_output};
-use crate::slurm_gate::{SlurmPool, dataset, wait};
+use crate::slurm_pool::{SlurmPool, dataset, wait};
 use std::time::Duration;
 
 /// A 2-node job held at submit: bob cannot release it, alice can; it then runs as one Slurm job

@@ -1,7 +1,7 @@
 //! labpool over a real Slurm, continued: dataset features on Slurm's nodes through a slurmctld
 //! restart and a reconfigure; `labpool init --executor slurm`; the Prolog; the doctor.
 
-use crate::slurm_gate::{SlurmPool, dataset, wait};
+use crate::slurm_pool::{SlurmPool, dataset, wait};
 use std::time::Duration;
 
 impl SlurmPool {
