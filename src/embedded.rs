@@ -9,7 +9,7 @@ use labpool_monitor::sample::NodeSample;
 use labpool_scheduler::node::NodeSpec;
 use tokio::sync::{mpsc, watch};
 
-/// The latest GPU reading of a node; empty without NVML.
+/// The latest GPU reading of a node (None before the first, and without NVML).
 pub type Samples = watch::Receiver<Option<NodeSample>>;
 
 /// What the controller needs of its in-process node.

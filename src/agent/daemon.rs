@@ -355,7 +355,7 @@ fn put_back(shared: &Shared, samples: Vec<labpool_monitor::sample::NodeSample>) 
 }
 
 /// Queues every new GPU reading for the next heartbeat.
-async fn keep_samples(shared: Arc<Shared>, mut latest: crate::agent::gpu_sampler::Latest) {
+async fn keep_samples(shared: Arc<Shared>, mut latest: crate::embedded::Samples) {
     while latest.changed().await.is_ok() {
         let Some(s) = latest.borrow_and_update().clone() else {
             continue;
@@ -370,11 +370,7 @@ async fn keep_samples(shared: Arc<Shared>, mut latest: crate::agent::gpu_sampler
 
 /// This node's `/metrics`: its GPUs under dcgm-exporter's names, labelled with the jobs whose
 /// processes are on them.
-async fn serve_node_metrics(
-    config: &Config,
-    node: &str,
-    latest: crate::agent::gpu_sampler::Latest,
-) {
+async fn serve_node_metrics(config: &Config, node: &str, latest: crate::embedded::Samples) {
     let Some(addr) = config.metrics.address() else {
         return;
     };

@@ -18,9 +18,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
-/// The latest reading, or None before the first.
-pub type Latest = crate::embedded::Samples;
-
 /// Where running attempts' memory is read: the node's isolation and its job spool.
 pub struct JobsMemory {
     /// The cgroups the node offers.
@@ -37,7 +34,7 @@ pub fn start(
     every: Duration,
     nvml_present: bool,
     memory: JobsMemory,
-) -> Latest {
+) -> crate::embedded::Samples {
     let (tx, rx) = watch::channel(None);
     let nvml = if nvml_present {
         match crate::discovery::load_nvml(library.as_deref()) {
