@@ -402,6 +402,24 @@ impl<J: Tracked> Lifecycle<J> {
                 self.down.remove(&node);
                 out = self.recover([node.as_str()]);
             }
+            Event::Unrestorable { job, why } => {
+                let Some(life) = self
+                    .life(job)
+                    .filter(|l| matches!(l.state, JobState::Staging | JobState::Running))
+                else {
+                    return out;
+                };
+                let was_staging = life.state == JobState::Staging;
+                let t = Transition::Ended {
+                    state: JobState::NodeFail,
+                    exit_code: None,
+                    signal: None,
+                    detail: Some(why),
+                    time: now,
+                };
+                self.commit(job, t, &mut out);
+                out.push(Effect::Release { job, was_staging });
+            }
         }
         out
     }

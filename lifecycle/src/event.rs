@@ -148,6 +148,15 @@ pub enum Event {
         /// The node.
         node: String,
     },
+    /// After a restart, a reloaded job that held GPUs (staging or running) cannot hold them
+    /// again: its node or GPUs are gone from the configuration. It ends NODE_FAIL; a copy left
+    /// running on a node is killed by that node's fence, as the job is no longer expected there.
+    Unrestorable {
+        /// The job.
+        job: u64,
+        /// Why, in words (the scheduler's refusal).
+        why: String,
+    },
 }
 
 /// What the shell must do. Every [`Effect::Persist`] of a batch is written (one transaction)

@@ -4,7 +4,7 @@
 mod harness;
 
 use harness::Harness;
-use labpool_lifecycle::{Effect, Event, Outcome, Stale, Transition};
+use labpool_lifecycle::{Effect, Event, Lifecycle, Outcome, Stale, Transition};
 use labpool_scheduler::JobState;
 
 #[test]
@@ -391,4 +391,57 @@ fn an_attempt_reported_lost_with_its_node_follows_the_node_down_rules() {
     h.finish("n1", j, 2, JobState::Completed);
     h.check().unwrap();
     h.all_ended_once().unwrap();
+}
+
+#[test]
+fn a_job_whose_gpus_are_gone_after_a_restart_ends_node_fail_and_is_fenced() {
+    let mut h = Harness::new(1, 2);
+    let running = h.submit(true);
+    let staging = h.submit(true);
+    let waiting = h.submit(true);
+    assert!(h.place(running, "n0", 1, Harness::ready()));
+    assert!(h.place(staging, "n0", 1, Harness::data_stage()));
+    h.now += 10_000;
+    // The restart: every unfinished job is reloaded, and the shell finds that the new
+    // configuration has no room for the placed ones (their node lost its GPUs).
+    let mut life = Lifecycle::new();
+    for (id, l) in &h.store {
+        life.admit(*id, l.clone());
+    }
+    h.life = life;
+    for job in [running, staging, waiting] {
+        h.event(Event::Unrestorable {
+            job,
+            why: "node n0 has no GPU 1 any more".into(),
+        });
+    }
+    let fence = h.life.recover(["n0"]);
+    h.carry_out(&fence);
+    h.flush("n0");
+    for job in [running, staging] {
+        let l = &h.store[&job];
+        assert_eq!(l.state, JobState::NodeFail, "job {job}");
+        assert_eq!(
+            l.reason_detail.as_deref(),
+            Some("node n0 has no GPU 1 any more")
+        );
+    }
+    assert_eq!(
+        h.store[&waiting].state,
+        JobState::Pending,
+        "a waiting job holds nothing: it waits again"
+    );
+    assert!(
+        h.nodes["n0"].running.is_empty(),
+        "the fence killed its copy"
+    );
+    assert!(h.held.is_empty());
+    // A second word about an ended job changes nothing.
+    let out = h.event(Event::Unrestorable {
+        job: running,
+        why: "again".into(),
+    });
+    assert!(out.is_empty());
+    h.check().unwrap();
+    assert_eq!(h.ends[&running], 1);
 }

@@ -156,6 +156,49 @@ fn a_dead_shim_ends_its_job_kills_its_processes_and_frees_the_gpu() {
     assert!(!alive, "the job's script {pid} outlived its shim");
 }
 
+/// The controller restarts with a configuration that no longer has a running job's GPUs: the
+/// job ends NODE_FAIL (through the lifecycle, like every end), its script is killed by the node's
+/// fence, and the GPU left is free for the next job.
+#[test]
+fn a_running_job_whose_gpus_left_the_configuration_ends_node_fail() {
+    let mut pool = Pool::new("2:t4");
+    pool.start();
+    let big = pool.submit(&[
+        "--gpus",
+        "2",
+        "--wrap",
+        "echo $$ > pid-$LABPOOL_JOB_ID; sleep 60",
+    ]);
+    pool.wait_for(big, Duration::from_secs(20), |j| s(j, "state") == "RUNNING");
+    let pid: i32 = read_line(&pool.work.join(format!("pid-{big}")))
+        .trim()
+        .parse()
+        .unwrap();
+    pool.kill9();
+    pool.edit_config(|t| t.replace("virtual_gpus = \"2:t4\"", "virtual_gpus = \"1:t4\""));
+    pool.start();
+    let job = pool.wait_done(big, Duration::from_secs(20));
+    assert_eq!(s(&job, "state"), "NODE_FAIL", "{job:#}");
+    assert!(
+        s(&job, "reason_detail").contains("GPU 1 no longer exists"),
+        "{job:#}"
+    );
+    let next = pool.submit(&["--gpus", "1", "--wrap", "true"]);
+    assert_eq!(
+        s(&pool.wait_done(next, Duration::from_secs(20)), "state"),
+        "COMPLETED"
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let alive = || {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|st| !st.contains(") Z "))
+    };
+    while alive() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(!alive(), "the script {pid} of the ended job still runs");
+    assert_eq!(pool.history().len(), 2);
+}
+
 #[test]
 fn a_cancel_survives_a_controller_crash() {
     let mut pool = Pool::new("1:t4");

@@ -1,9 +1,9 @@
 //! The engine after a (re)start: accounts, limits, usage and unfinished jobs reloaded from the
 //! database, and the month whose credits are current.
 
-use crate::api::agent::Outcome;
 use crate::clock::month_of;
 use crate::controller::engine::Engine;
+use labpool_lifecycle::Event;
 use labpool_lifecycle::rules::{self, Recovery};
 use labpool_scheduler::{Allocation, JobId, JobState, Timestamp};
 use std::collections::BTreeSet;
@@ -64,12 +64,15 @@ impl Engine {
                     ports: row.ports,
                 };
                 if let Err(e) = self.sched.restore_running(row.spec.clone(), alloc) {
-                    // Its node or GPUs are gone from the configuration: it cannot be re-adopted.
+                    // Its node or GPUs are gone from the configuration: it cannot be re-adopted,
+                    // and the lifecycle ends it (the scheduler, which never held it, learns the
+                    // outcome for the jobs that depend on it).
                     tracing::error!("{e}");
-                    let end =
-                        Outcome::decided(JobState::NodeFail, self.clock.now_ms(), e.to_string());
-                    self.outbox.persist(row.id, rules::ended(end, None));
-                    self.sched.note_outcome(JobId(row.id), false);
+                    let job = row.id;
+                    self.jobs.admit(job, row);
+                    let why = e.to_string();
+                    self.lifecycle(Event::Unrestorable { job, why });
+                    self.sched.note_outcome(JobId(job), false);
                     continue;
                 }
             }
