@@ -1,14 +1,9 @@
-//! A newcomer's wrong turns, each command's whole standard error in one file
-//! (`tests/e2e/snapshots/bad_input_tour.txt`, paths filtered), so every message can be read and
-//! reviewed in one place. After a change made on purpose, rerun with
-//! `LABPOOL_UPDATE_SNAPSHOTS=1` and review the diff.
+//! A newcomer's wrong turns, each command's whole standard error in one snapshot
+//! (`tests/e2e/shown/bad_input_tour.snap`, paths filtered), so every message can be read and
+//! reviewed in one place (see [`crate::shown`] for how to accept a change made on purpose).
 
-use crate::pool::{Pool, check_snapshot};
-
-const SNAPSHOT: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/tests/e2e/snapshots/bad_input_tour.txt"
-);
+use crate::pool::Pool;
+use crate::shown::assert_shown;
 
 #[test]
 fn the_bad_input_tour_says_what_went_wrong_and_what_to_do() {
@@ -86,5 +81,5 @@ fn the_bad_input_tour_says_what_went_wrong_and_what_to_do() {
     // Nothing above changed anything.
     assert!(pool.queue().is_empty());
     assert!(pool.history().is_empty());
-    check_snapshot(SNAPSHOT, "the bad-input tour", &shown);
+    assert_shown("bad_input_tour", &pool.dir, &shown);
 }

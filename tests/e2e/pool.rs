@@ -529,22 +529,6 @@ fn api_raw(socket: &Path, method: &str, path: &str, body: &[u8]) -> (u16, Value)
     (status, serde_json::from_str(payload).unwrap())
 }
 
-/// Compares `shown` with the snapshot file `path` (under `tests/e2e/snapshots/`); with
-/// `LABPOOL_UPDATE_SNAPSHOTS=1` writes it instead, for a change made on purpose (review the
-/// diff).
-pub fn check_snapshot(path: &str, what: &str, shown: &str) {
-    if std::env::var("LABPOOL_UPDATE_SNAPSHOTS").as_deref() == Ok("1") {
-        std::fs::write(path, shown).unwrap();
-        return;
-    }
-    let expected = std::fs::read_to_string(path).unwrap_or_default();
-    assert!(
-        shown == expected,
-        "{what} differs from {path}; if the change is meant, rerun with \
-         LABPOOL_UPDATE_SNAPSHOTS=1 and review the diff\n--- expected\n{expected}\n--- shown\n{shown}"
-    );
-}
-
 /// A webhook receiver on a loopback port: each request's body arrives on the channel.
 pub fn webhook() -> (String, std::sync::mpsc::Receiver<String>) {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

@@ -1,16 +1,11 @@
 //! `--show-settings` (hidden) prints the resolved config, with defaults filled in, paths made
-//! absolute and every check passed, and does nothing else. The output is compared with
-//! `tests/e2e/snapshots/show_settings.txt`, so a changed default fails here. After a change
-//! made on purpose, run the test with `LABPOOL_UPDATE_SNAPSHOTS=1` to rewrite the file, and
-//! review its diff.
+//! absolute and every check passed, and does nothing else. The output is held in the snapshot
+//! `tests/e2e/shown/show_settings.snap`, so a changed default fails here (see
+//! [`crate::shown`] for how to accept a change made on purpose).
 
 use crate::pool::bin;
+use crate::shown::{assert_shown, same_on_every_machine};
 use std::process::Command;
-
-const SNAPSHOT: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/tests/e2e/snapshots/show_settings.txt"
-);
 
 #[test]
 fn show_settings_prints_the_resolved_config_and_does_nothing_else() {
@@ -49,34 +44,7 @@ fn show_settings_prints_the_resolved_config_and_does_nothing_else() {
         !dir.join("state").exists(),
         "--show-settings made the state directory"
     );
-    let shown = String::from_utf8(out.stdout)
-        .unwrap()
-        .replace(dir.to_str().unwrap(), "[DIR]");
+    let shown = String::from_utf8(out.stdout).unwrap();
     let _: serde_json::Value = serde_json::from_str(&shown).expect("--show-settings prints JSON");
-    check_snapshot(&shown);
-}
-
-/// The config with `labpool init`'s guesses about this machine (host name, cores, memory)
-/// replaced by fixed values.
-fn same_on_every_machine(text: &str) -> String {
-    let mut section = "";
-    let mut out = String::new();
-    for line in text.lines() {
-        if line.starts_with('[') {
-            section = line;
-        }
-        let line = match section {
-            "[node]" if line.starts_with("name = ") => "name = \"node1\"",
-            "[node]" if line.starts_with("cpus = ") => "cpus = 16",
-            "[node]" if line.starts_with("memory = ") => "memory = \"64G\"",
-            _ => line,
-        };
-        out.push_str(line);
-        out.push('\n');
-    }
-    out
-}
-
-fn check_snapshot(shown: &str) {
-    crate::pool::check_snapshot(SNAPSHOT, "--show-settings", shown);
+    assert_shown("show_settings", dir, &shown);
 }
