@@ -1,4 +1,4 @@
-//! The figures. Each is defined where it is computed; the README's "Reports" section says the
+//! The figures. Each is defined where it is computed; docs/admin/reports.md says the
 //! same in words.
 
 use crate::model::*;

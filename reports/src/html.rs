@@ -231,7 +231,7 @@ pub fn to_html(r: &Report) -> String {
                         (board("Most efficient (utilisation)", e))
                     }
                 }
-                p class="note" { "Every figure is defined in labpool's README, section \"Reports\"." }
+                p class="note" { "Every figure is defined in labpool's admin guide: docs/admin/reports.md." }
             }
         }
     };

@@ -1,6 +1,6 @@
 //! Usage reports for the lab and its funding body: what the pool was used for over a range,
 //! computed from its job history and credit ledger. [`compute`] gives the figures (every one
-//! defined in the README, section "Reports"); [`csv`] and [`html`] write them out.
+//! defined in docs/admin/reports.md); [`csv`] and [`html`] write them out.
 
 pub mod charts;
 pub mod compute;

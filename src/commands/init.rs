@@ -69,7 +69,7 @@ impl NewConfig {
         };
         format!(
             r#"# labpool configuration, written by `labpool init`.
-# Every key is described in the README, section "Configuration".
+# Every key is described in labpool's book: docs/reference/configuration.md.
 
 [controller]
 # State database (SQLite) and the job spool.

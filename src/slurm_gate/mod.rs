@@ -6,7 +6,7 @@
 //! what Slurm shows with the time and decides, with no I/O and no clock of its own; [`gate`]
 //! runs Slurm's commands, parses their output and feeds the answers back.
 //!
-//! Decisions recorded here (the README's "On the lab's Slurm cluster" says what members see):
+//! Decisions recorded here (docs/admin/slurm.md says what members see):
 //! - Agents are optional: every node Slurm lists is scheduled from its `Gres=`, `CPUTot` and
 //!   `RealMemory` ([`node::NodeLine::spec`]) until an agent registers for it; such a node reads
 //!   datasets from the shared storage (see `controller::nodes::agentless`).
