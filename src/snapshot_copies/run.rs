@@ -86,7 +86,7 @@ pub fn run_copy(
             .with_context(|| format!("the snapshot repository {}", repo_path.display()))?;
         let _lock = repo.lock(LockMode::Read)?;
         let newest = repo.snapshots()?.iter().map(|s| s.time).max();
-        let store = target.open(config, node_address, runtime)?;
+        let store = super::open(&target, config, node_address, runtime)?;
         let report = copy(&DirStore::new(&repo_path), store.as_ref(), mirror, progress)
             .with_context(|| format!("copying {} to {text}", repo_path.display()))?;
         Ok((report, newest))

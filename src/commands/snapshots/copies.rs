@@ -80,8 +80,7 @@ pub(super) async fn fetch(
     let (config2, dir) = (config.clone(), to.to_path_buf());
     let runtime = tokio::runtime::Handle::current();
     let r = with_bar("fetching", move |p| {
-        let store = target
-            .open(&config2, address, runtime)
+        let store = crate::snapshot_copies::open(&target, &config2, address, runtime)
             .map_err(|e| SnapshotError::Invalid(format!("{e:#}")))?;
         copy(store.as_ref(), &DirStore::new(&dir), false, p)
     })

@@ -99,11 +99,11 @@ impl SnapshotsConfig {
         let Some(text) = &self.copy_to else {
             return Ok(());
         };
-        let target = crate::snapshot_copies::CopyTarget::parse(text)
+        let target = crate::copy_target::CopyTarget::parse(text)
             .map_err(|e| format!("[snapshots] copy_to: {e}"))?;
         crate::schedule::Schedule::parse(&self.copy_schedule)
             .map_err(|e| format!("[snapshots] copy_schedule: {e}"))?;
-        if matches!(target, crate::snapshot_copies::CopyTarget::S3 { .. }) && self.s3.is_none() {
+        if matches!(target, crate::copy_target::CopyTarget::S3 { .. }) && self.s3.is_none() {
             return Err(format!(
                 "[snapshots] copy_to = {text:?} needs [snapshots.s3] with endpoint, access_key_id and secret_access_key_file"
             ));

@@ -7,11 +7,16 @@
 //! One file per section: each defines its table, its defaults, makes its own paths absolute
 //! and checks its own values. This file holds [`Config`], finding and loading it, the checks
 //! that span sections, and the values derived from several sections.
+//!
+//! The controller, the node agent and the commands all read it: it is a crate of its own so
+//! that none of them owns it. [`schedule`] (the cron times of timed services) and
+//! [`copy_target`] (where an off-box copy goes) are the grammars of two of its values.
 
 mod agent;
 mod alerts;
 mod cache;
 mod controller;
+pub mod copy_target;
 mod datasets;
 mod envs;
 mod executor;
@@ -24,6 +29,7 @@ mod policy;
 mod purge;
 mod quotas;
 mod reports;
+pub mod schedule;
 mod snapshots;
 #[cfg(test)]
 mod tests;
