@@ -11,44 +11,41 @@
 
 pub mod agent;
 pub use labpool_api as api;
-pub mod atomic_file;
+pub use labpool_host::atomic_file;
 pub mod begin;
 pub mod cli;
-pub mod client;
-pub mod clock;
+pub use labpool_host::clock;
+pub use labpool_link::client;
 pub mod commands;
 pub mod controller;
-pub mod discovery;
+pub use labpool_host::discovery;
 #[cfg(test)]
 mod doc_paths;
-pub mod embedded;
-pub mod env_vars;
+pub use labpool_host::env_vars;
+pub use labpool_link::embedded;
 pub mod homes;
-pub mod http1;
-pub mod identity;
+pub use labpool_host::identity;
+pub use labpool_link::http1;
 #[cfg(test)]
 mod layering;
 pub mod link_auth;
-pub mod member_file;
+pub use labpool_host::member_file;
 pub mod memory;
-pub mod metrics_http;
+pub use labpool_link::metrics_http;
 pub mod progress;
 pub mod render;
-pub mod retry;
+pub use labpool_host::retry;
 pub use labpool_settings::schedule;
 pub mod session;
 pub use labpool_settings as settings;
 pub mod shim;
 pub mod slurm_commands;
 pub mod slurm_gate;
-#[cfg(test)]
-#[cfg(test)]
-pub(crate) mod small_fs;
 pub mod snapshot_copies;
-pub mod socket;
-pub mod transport;
+pub use labpool_link::socket;
+pub use labpool_link::transport;
 pub mod web;
-pub mod webhook;
+pub use labpool_link::webhook;
 pub mod when;
 
 use clap::Parser;

@@ -34,6 +34,9 @@ use std::path::PathBuf;
 /// API version prefix.
 pub const PREFIX: &str = "/v1";
 
+/// Largest request body the API takes (the signed agent paths have limits of their own).
+pub const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
+
 /// The longest timeout a job may give its login shell (`--get-user-env=SECS`): 1 to 600 s.
 pub const MAX_LOGIN_TIMEOUT_S: u32 = 600;
 

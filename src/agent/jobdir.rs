@@ -478,7 +478,7 @@ mod tests {
     /// On a file system with no room left, the records still land in the room set aside.
     #[test]
     fn records_are_written_into_their_room_on_a_full_file_system() {
-        let Some(fs) = crate::small_fs::SmallFs::mount("256k") else {
+        let Some(fs) = labpool_testkit::small_fs::SmallFs::mount("256k") else {
             return;
         };
         let tmp = fs.path();

@@ -109,8 +109,7 @@ pub(crate) fn body<T>(b: Result<Json<T>, JsonRejection>) -> Result<T, ApiError> 
         .map_err(|e| ApiError::bad_request(format!("bad request: {}", e.body_text()), None))
 }
 
-/// Largest request body the API takes.
-pub const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
+pub use crate::api::MAX_BODY_BYTES;
 
 pub(crate) fn caller(state: &AppState, peer: &Peer) -> Result<Caller, ApiError> {
     let uid = peer

@@ -5,6 +5,10 @@
 //!   the same skip is a failure, so that nothing passes in CI without having run.
 //! - **Deterministic data.** [`bytes`] and [`rng`] give the same values for the same seed on
 //!   every machine, from one well-kept generator rather than a copy in each test.
+//! - **Small file systems.** [`small_fs::SmallFs`] mounts a tiny tmpfs (as root) to fill a disk
+//!   on purpose.
+
+pub mod small_fs;
 
 /// The variable that makes skips failures.
 pub const STRICT_VAR: &str = "LABPOOL_TEST_STRICT";

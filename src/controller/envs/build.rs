@@ -393,7 +393,7 @@ mod tests {
     /// A build that would fill the disk it writes to is stopped with room left there.
     #[test]
     fn a_build_never_fills_the_file_system_it_writes_to() {
-        let Some(fs) = crate::small_fs::SmallFs::mount("96m") else {
+        let Some(fs) = labpool_testkit::small_fs::SmallFs::mount("96m") else {
             return;
         };
         let mut cmd = std::process::Command::new("sh");

@@ -12,7 +12,7 @@ impl SmallFs {
     /// A tmpfs of `size` (`256k`, `96m`); `None` (the test skips) when not root.
     pub fn mount(size: &str) -> Option<SmallFs> {
         if !nix::unistd::geteuid().is_root() {
-            labpool_testkit::skip("needs root to mount a small tmpfs");
+            crate::skip("needs root to mount a small tmpfs");
             return None;
         }
         let dir = tempfile::tempdir().unwrap();

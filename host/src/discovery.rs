@@ -5,9 +5,9 @@
 //! switches on, or none, and the reason is kept so that `init` and `serve` can say it.
 
 use crate::env_vars;
-use crate::settings::{NodeConfig, VirtualGpus};
 use labpool_scheduler::gpu::short_gpu_type;
 use labpool_scheduler::node::{GpuDevice, NodeSpec};
+use labpool_settings::{NodeConfig, VirtualGpus};
 use std::path::{Path, PathBuf};
 
 /// Where a node's GPUs came from.

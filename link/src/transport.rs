@@ -270,7 +270,7 @@ pub fn signed_body_limit(path: &str) -> usize {
         "/v1/agent/heartbeat" => 1 << 20,
         // A pack of the snapshot repository (about 32 MiB) on its way to a node's copy.
         "/v1/agent/copy/file" => 128 << 20,
-        _ => crate::controller::http::MAX_BODY_BYTES,
+        _ => crate::api::MAX_BODY_BYTES,
     }
 }
 
