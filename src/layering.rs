@@ -1,6 +1,8 @@
-//! The binary's layers, held by a test until they are crates of their own: the controller and
-//! the node agent never import each other (they meet through `api`, the wire types, and
-//! `embedded`, the in-process node).
+//! The binary's layers. The node agent is a crate of its own (`agent/`, with the shim), which
+//! depends on the wire types (`api/`) and the links (`link/`) but not on the binary, so the
+//! compiler keeps it from importing the controller. The controller is still a module of the
+//! binary: this test holds the other direction until it is a crate too. The two meet through
+//! `labpool_api` and, for the in-process node, `labpool_link::embedded`.
 
 /// Every `.rs` file under `dir`, with its text.
 fn sources(dir: &std::path::Path) -> Vec<(std::path::PathBuf, String)> {
@@ -21,25 +23,56 @@ fn sources(dir: &std::path::Path) -> Vec<(std::path::PathBuf, String)> {
 }
 
 #[test]
-fn the_controller_and_the_agent_never_import_each_other() {
-    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+fn the_controller_never_imports_the_agent() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let files = sources(&root.join("src/controller"));
+    assert!(files.len() > 10, "src/controller has {} files", files.len());
     let mut crossings = Vec::new();
-    for (from, other) in [("controller", "agent"), ("agent", "controller")] {
-        let files = sources(&src.join(from));
-        assert!(files.len() > 10, "src/{from} has {} files", files.len());
-        for (path, text) in files {
-            for (n, line) in text.lines().enumerate() {
-                if line.contains(&format!("crate::{other}::"))
-                    || line.contains(&format!("crate::{other};"))
-                {
-                    crossings.push(format!("{}:{}: {}", path.display(), n + 1, line.trim()));
-                }
+    for (path, text) in files {
+        for (n, line) in text.lines().enumerate() {
+            let crosses = ["crate::agent", "crate::shim", "labpool_agent"]
+                .iter()
+                .any(|name| line.contains(name));
+            if crosses {
+                crossings.push(format!("{}:{}: {}", path.display(), n + 1, line.trim()));
             }
         }
     }
     assert!(
         crossings.is_empty(),
-        "the controller and the agent import each other:\n{}",
+        "the controller imports the agent:\n{}",
         crossings.join("\n")
     );
+}
+
+/// The agent's crate lists no dependency on the binary or on anything that holds the
+/// controller: what the compiler enforces, stated where a reader of the tree will look.
+#[test]
+fn the_agent_crate_depends_only_on_the_layers_below_it() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let manifest = std::fs::read_to_string(root.join("agent/Cargo.toml")).unwrap();
+    let deps: Vec<&str> = manifest
+        .lines()
+        .filter_map(|l| l.split(['.', '=', ' ']).next())
+        .filter(|name| name.starts_with("labpool"))
+        .collect();
+    assert!(deps.contains(&"labpool-api"), "{deps:?}");
+    let below = [
+        "labpool-api",
+        "labpool-host",
+        "labpool-link",
+        "labpool-settings",
+        "labpool-units",
+        "labpool-isolation",
+        "labpool-scheduler",
+        "labpool-lifecycle",
+        "labpool-cache",
+        "labpool-snapshots",
+        "labpool-envs",
+        "labpool-cluster",
+        "labpool-monitor",
+        "labpool-testkit",
+    ];
+    let above: Vec<&&str> = deps.iter().filter(|d| !below.contains(d)).collect();
+    assert!(above.is_empty(), "the agent depends on {above:?}");
 }

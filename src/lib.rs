@@ -9,7 +9,7 @@
 //! (the deterministic cores), [`labpool_cache`], [`labpool_snapshots`], [`labpool_quotas`],
 //! [`labpool_envs`], [`labpool_cluster`] (trust between nodes) and [`labpool_monitor`].
 
-pub mod agent;
+pub use labpool_agent as agent;
 pub use labpool_api as api;
 pub use labpool_host::atomic_file;
 pub mod begin;
@@ -37,8 +37,8 @@ pub mod render;
 pub use labpool_host::retry;
 pub use labpool_settings::schedule;
 pub mod session;
+pub use labpool_agent::shim;
 pub use labpool_settings as settings;
-pub mod shim;
 pub mod slurm_commands;
 pub mod slurm_gate;
 pub mod snapshot_copies;

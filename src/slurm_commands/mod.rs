@@ -34,8 +34,7 @@ pub const COMMANDS: [&str; 8] = [
 /// seconds: Slurm's default `MinJobAge`.
 pub const MIN_JOB_AGE_S: i64 = 300;
 
-/// The names a job's `PATH` links to labpool.
-pub const JOB_COMMANDS: [&str; 3] = ["srun", "scontrol", "labpool"];
+pub use crate::agent::jobdir::JOB_COMMANDS;
 
 /// Runs the personality the program was called by, if it is one.
 pub fn personality(argv0: &str, args: &[String]) -> Option<ExitCode> {

@@ -156,11 +156,11 @@ fn jobs_memory(m: &JobsMemory) -> Vec<labpool_monitor::sample::JobMemory> {
     if m.support.memory.is_none() {
         return Vec::new();
     }
-    crate::agent::jobdir::JobDir::list(&m.spool)
+    crate::jobdir::JobDir::list(&m.spool)
         .unwrap_or_default()
         .iter()
         .filter_map(|dir| {
-            let name = crate::agent::executor::cgroup_name(dir);
+            let name = crate::executor::cgroup_name(dir);
             Some(labpool_monitor::sample::JobMemory {
                 job: dir.job,
                 attempt: dir.attempt,

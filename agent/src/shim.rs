@@ -3,13 +3,13 @@
 //! status to `DIR/status.json`, so the end is never lost while the agent or controller is down.
 //!
 //! It holds `DIR/lock` for its whole life; that lock is how a restarted agent tells a live job
-//! from a dead one (see [`crate::agent::jobdir`]). It uses plain threads, not an async runtime,
+//! from a dead one (see [`crate::jobdir`]). It uses plain threads, not an async runtime,
 //! so that it can switch its effective uid safely while still single-threaded.
 
-use crate::agent::jobdir::{JobDir, RESERVED_RECORDS, Started};
-use crate::agent::procs::kill_job_processes;
 use crate::api::agent::Outcome;
 use crate::clock::now_ms;
+use crate::jobdir::{JobDir, RESERVED_RECORDS, Started};
+use crate::procs::kill_job_processes;
 use labpool_isolation::{Identity, JobCgroups, JobIsolation, Sandbox};
 use labpool_scheduler::JobState;
 use labpool_scheduler::options::SignalSpec;
@@ -336,7 +336,7 @@ fn warning_after(time_limit_s: u64, before_s: u32) -> Duration {
 }
 
 /// Sends a job its `--signal` before the time limit: to the batch shell alone with `B:`, else
-/// to its steps' tasks (see [`crate::agent::procs::signal_step_tasks`]).
+/// to its steps' tasks (see [`crate::procs::signal_step_tasks`]).
 fn warn(jd: &JobDir, shell: Pid, s: SignalSpec) {
     let Ok(signal) = Signal::try_from(s.signal) else {
         log(&format!(
@@ -348,7 +348,7 @@ fn warn(jd: &JobDir, shell: Pid, s: SignalSpec) {
     let sent = if s.batch_only {
         usize::from(kill(shell, signal).is_ok())
     } else {
-        crate::agent::procs::signal_step_tasks(&jd.key(), signal, shell)
+        crate::procs::signal_step_tasks(&jd.key(), signal, shell)
     };
     log(&format!(
         "{signal} sent to {sent} process(es), {} s before the time limit (--signal)",
@@ -504,19 +504,16 @@ fn spawn(
     groups: Option<&JobCgroups>,
 ) -> std::io::Result<std::process::Child> {
     let env = match spec.login_env_s {
-        Some(s) => match crate::agent::login_env::load(
+        Some(s) => match crate::login_env::load(
             &spec.user,
-            &crate::agent::login_env::Inside {
+            &crate::login_env::Inside {
                 identity: Some(identity(spec)),
                 groups,
-                key: spec
-                    .env
-                    .get(crate::agent::procs::JOB_KEY_VAR)
-                    .map(String::as_str),
+                key: spec.env.get(crate::procs::JOB_KEY_VAR).map(String::as_str),
             },
-            Duration::from_secs(s.min(crate::agent::login_env::MAX_TIMEOUT_S).into()),
+            Duration::from_secs(s.min(crate::login_env::MAX_TIMEOUT_S).into()),
         ) {
-            Ok(login) => crate::agent::login_env::merged(login, &spec.env),
+            Ok(login) => crate::login_env::merged(login, &spec.env),
             Err(e) => {
                 let note = format!(
                     "labpool: --get-user-env: {e}; the job runs with the environment it was submitted with\n"

@@ -2,9 +2,9 @@
 //! `labpool show` list a running step while its job runs, as Slurm's accounting does.
 
 use super::Executor;
-use crate::agent::jobdir::JobDir;
 use crate::api::agent::AgentReport;
 use crate::api::steps::STEP_POLL;
+use crate::jobdir::JobDir;
 
 impl Executor {
     /// Every [`STEP_POLL`] until the attempt's end is reported: when its steps file changed,

@@ -77,7 +77,7 @@ fn ours_by_name(pid: Pid) -> bool {
     let comm = comm.trim_end();
     // The kernel keeps 15 bytes of a name.
     let short = |name: &str| name.get(..name.len().min(15)).unwrap_or(name).to_string();
-    comm == "srun" || comm == "labpool" || comm == short(crate::agent::gang::STEP_HOST)
+    comm == "srun" || comm == "labpool" || comm == short(crate::gang::STEP_HOST)
 }
 
 /// Whether `path` is the file `meta` describes (by device and inode).

@@ -3,8 +3,8 @@
 //! verifies it. Stages for placed jobs go before prefetches and warm-ups; within each kind, first
 //! come first served. Copying itself is parallel inside [`NodeCache::stage`].
 
-use crate::agent::peer::PeerConnector;
 use crate::api::agent::{AgentReport, StageFailure, StageFor, StageItem, StageOrder, Staged};
+use crate::peer::PeerConnector;
 use labpool_cache::CacheError;
 use labpool_cache::manifest::Manifest;
 use labpool_cache::store::{NodeCache, Progress, StageOptions, eviction_order, plan};

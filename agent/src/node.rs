@@ -1,11 +1,11 @@
 //! This machine as a node: its spec, GPUs, isolation, dataset cache and executor. The
 //! controller's in-process agent (one box) and `labpool agent` (several) start it the same way.
 
-use crate::agent::executor::{Executor, NodeIsolation};
-use crate::agent::stager::{CacheSettings, Stager};
 use crate::api::agent::{AgentOrder, AgentReport};
 use crate::discovery::{GpuSource, gpu_minors, node_spec};
+use crate::executor::{Executor, NodeIsolation};
 use crate::settings::{Config, IsolationMode};
+use crate::stager::{CacheSettings, Stager};
 use anyhow::Context;
 use labpool_cache::store::StageOptions;
 use labpool_isolation::Support;
@@ -101,11 +101,11 @@ impl LocalNode {
             gpu_minors: gpu_minors(&config.node, &source, &spec.gpus),
             tools: tools.clone(),
         };
-        let gpu_samples = crate::agent::gpu_sampler::start(
+        let gpu_samples = crate::gpu_sampler::start(
             crate::discovery::nvml_library(config.node.nvml_library.as_deref()),
             config.metrics.sample_interval,
             source == GpuSource::Nvml,
-            crate::agent::gpu_sampler::JobsMemory {
+            crate::gpu_sampler::JobsMemory {
                 support: support.clone(),
                 spool: config.spool_dir(),
             },

@@ -1,7 +1,7 @@
 //! `scancel --signal` on the node: a signal to a running attempt's processes.
 
 use super::Executor;
-use crate::agent::jobdir::JobDir;
+use crate::jobdir::JobDir;
 
 impl Executor {
     /// Sends `signal` to an attempt's batch shell, its other processes, or all of them.
@@ -27,8 +27,8 @@ impl Executor {
         let shell = nix::unistd::Pid::from_raw(started.pgid);
         let sent = match target {
             SignalTarget::Batch => usize::from(nix::sys::signal::kill(shell, sig).is_ok()),
-            SignalTarget::Steps => crate::agent::procs::signal_step_tasks(&dir.key(), sig, shell),
-            SignalTarget::All => crate::agent::procs::signal_job_processes(&dir.key(), sig, &[]),
+            SignalTarget::Steps => crate::procs::signal_step_tasks(&dir.key(), sig, shell),
+            SignalTarget::All => crate::procs::signal_job_processes(&dir.key(), sig, &[]),
         };
         tracing::info!(job, attempt, %sig, sent, "signal sent");
     }
@@ -59,7 +59,7 @@ impl Executor {
             grace_ms / 1000
         );
         if let Err(e) =
-            crate::agent::jobdir::write_atomic(&notice_path(&dir), text.as_bytes(), 0o644, false)
+            crate::jobdir::write_atomic(&notice_path(&dir), text.as_bytes(), 0o644, false)
         {
             tracing::warn!(job, attempt, "cannot write the preemption notice: {e}");
         }

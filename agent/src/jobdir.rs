@@ -14,7 +14,7 @@
 //!                          a late shim sees it and exits without running anything
 //!     shim.log             the shim's own messages
 //!     user/                the job user's corner: a small tmpfs of its own, never the state
-//!                          file system (see [`crate::agent::corner`])
+//!                          file system (see [`crate::corner`])
 //!     user/script          the job's script, owned by the job's user (0700)
 //!     user/steps.jsonl     the job's `srun` steps, one JSON record a line, written by `srun`
 //!     bin/srun, bin/scontrol  links to labpool, first on the job's PATH
@@ -31,6 +31,9 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+
+/// The names a job's `PATH` links to labpool (the Slurm names a job calls, and labpool).
+pub const JOB_COMMANDS: [&str; 3] = ["srun", "scontrol", "labpool"];
 
 /// Bytes set aside for each record the shim must be able to write once the script runs.
 const RESERVED: usize = 4096;
@@ -171,7 +174,7 @@ impl JobDir {
     pub fn link_commands(&self, exe: &Path) -> io::Result<PathBuf> {
         let dir = self.path.join("bin");
         std::fs::DirBuilder::new().mode(0o755).create(&dir)?;
-        for name in crate::slurm_commands::JOB_COMMANDS {
+        for name in crate::jobdir::JOB_COMMANDS {
             std::os::unix::fs::symlink(exe, dir.join(name))?;
         }
         Ok(dir)

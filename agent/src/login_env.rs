@@ -76,7 +76,7 @@ pub fn load(
         .stdout(Stdio::piped())
         .stderr(Stdio::null());
     if let Some(key) = inside.key {
-        cmd.env(crate::agent::procs::JOB_KEY_VAR, key);
+        cmd.env(crate::procs::JOB_KEY_VAR, key);
     }
     Sandbox::new(inside.identity.clone(), inside.groups, Some(&home))
         .map_err(|e| e.to_string())?

@@ -3,9 +3,9 @@
 //! the private gang file `srun` reads, and an MPI hostfile. On a gang's other nodes the shim
 //! runs the step launcher instead of the script (see [`crate::api::gang`]).
 
-use crate::agent::jobdir::{JobDir, write_atomic};
 use crate::api::agent::Launch;
 use crate::env_vars::{LABPOOL_GANG, LABPOOL_HOSTFILE, LABPOOL_PORTS};
+use crate::jobdir::{JobDir, write_atomic};
 use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};

@@ -2,13 +2,13 @@
 //! it lacks them, and the variables labpool and Slurm scripts expect. `CUDA_VISIBLE_DEVICES` is
 //! always set by labpool, whatever the submitter's shell had.
 
-use crate::agent::procs::JOB_KEY_VAR;
 use crate::api::agent::Launch;
+use crate::procs::JOB_KEY_VAR;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// Builds the job's whole environment for `launch` on `node`; `key` marks its processes (see
-/// [`crate::agent::procs`]); `links` is the directory of links to its datasets, if any, and
+/// [`crate::procs`]); `links` is the directory of links to its datasets, if any, and
 /// `cached` each dataset's directory in the node cache.
 pub fn job_environment(
     launch: &Launch,

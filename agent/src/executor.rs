@@ -2,14 +2,14 @@
 //! a restart. The embedded default runs it in-process; its interface is the message pair in
 //! [`crate::api::agent`].
 
-use crate::agent::environment::job_environment;
-use crate::agent::jobdir::JobDir;
-use crate::agent::procs::kill_job_processes;
-use crate::agent::stager::Stager;
 use crate::api::agent::{AgentOrder, AgentReport, Launch, LaunchEnv, Outcome};
 use crate::clock::now_ms;
+use crate::environment::job_environment;
 use crate::identity::groups_of;
+use crate::jobdir::JobDir;
+use crate::procs::kill_job_processes;
 use crate::shim::{ShimSpec, signal_shim};
+use crate::stager::Stager;
 use labpool_isolation::{JobIsolation, Support, remove_groups};
 use labpool_scheduler::JobState;
 use std::collections::{BTreeMap, BTreeSet};
@@ -317,7 +317,7 @@ impl Executor {
             crate::env_vars::LABPOOL_PREEMPT_NOTICE.into(),
             signals::notice_path(&dir).display().to_string(),
         );
-        let command = match crate::agent::gang::prepare(launch, &dir, &self.exe, &mut env)? {
+        let command = match crate::gang::prepare(launch, &dir, &self.exe, &mut env)? {
             Some(program) => labpool_envs::activate::Command {
                 program,
                 args: Vec::new(),
@@ -461,7 +461,7 @@ impl Executor {
 
 /// The name of an attempt's cgroups: unique on the machine even with several pools on it (a
 /// demo beside a production pool), like the job key, but without slashes.
-pub(crate) fn cgroup_name(dir: &JobDir) -> String {
+pub fn cgroup_name(dir: &JobDir) -> String {
     // FNV-1a over the spool path: stable, and short enough for a directory name.
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in dir

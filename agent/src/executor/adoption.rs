@@ -2,8 +2,8 @@
 //! node are found in the spool and watched again, and every other one is stopped.
 
 use super::{ADOPTED_POLL, Executor};
-use crate::agent::jobdir::{JobDir, Liveness};
 use crate::api::agent::AgentReport;
+use crate::jobdir::{JobDir, Liveness};
 use crate::shim::signal_shim;
 use labpool_scheduler::JobState;
 use std::collections::BTreeSet;

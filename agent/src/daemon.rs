@@ -4,13 +4,13 @@
 //! dataset cache to peers, and forwards this node's CLI to the controller, vouching for each
 //! caller's uid.
 
-use crate::agent::copy_host;
-use crate::agent::node::LocalNode;
-use crate::agent::peer::HttpPeers;
 use crate::api::agent::{
     AgentOrder, AgentReport, Heartbeat, OrderBatch, PeerQuery, Registered, Registration,
     ReportBatch,
 };
+use crate::copy_host;
+use crate::node::LocalNode;
+use crate::peer::HttpPeers;
 use crate::retry::backoff;
 use crate::settings::{AgentConfig, Config};
 use crate::socket::Peer;
@@ -312,8 +312,7 @@ async fn heartbeat(shared: Arc<Shared>, every: Duration) {
             samples,
             node: shared.node.clone(),
             instance: shared.instance.clone(),
-            running: crate::agent::jobdir::JobDir::list(&shared.spool)
-                .map_or(0, |d| d.len() as u32),
+            running: crate::jobdir::JobDir::list(&shared.spool).map_or(0, |d| d.len() as u32),
             load,
             mem_available_mib,
         };
@@ -375,7 +374,7 @@ async fn serve_node_metrics(config: &Config, node: &str, latest: crate::embedded
         return;
     };
     let name = node.to_string();
-    let render = Arc::new(move || crate::agent::gpu_sampler::render_node(&name, &latest.borrow()));
+    let render = Arc::new(move || crate::gpu_sampler::render_node(&name, &latest.borrow()));
     let (_stop_tx, stop) = tokio::sync::watch::channel(false);
     // The listener lives as long as the agent: the sender is leaked with it.
     std::mem::forget(_stop_tx);
