@@ -29,9 +29,8 @@ impl NodeCache {
         Ok(())
     }
 
-    /// Versions to remove so that `needed` more bytes fit within `capacity`: never a pinned one;
-    /// first the one whose next use is furthest away (`next_use`: queue position; absent: no
-    /// known use), then the largest. Incomplete versions not pinned go first.
+    /// Versions to remove so that `needed` more bytes fit within `capacity`: never a pinned one,
+    /// the others in [`order`] (`next_use`: queue position; absent: no known use).
     pub fn plan_eviction(
         &self,
         needed: u64,
@@ -45,26 +44,63 @@ impl NodeCache {
     }
 }
 
-/// Unpinned versions in the order they go: incomplete ones first, then the one whose next use
-/// is furthest away (absent: no known use), then the largest.
+/// What the eviction order weighs of a cached dataset version. One order serves the node's
+/// cache ([`eviction_order`]) and the simulator's model of it, so that the simulator's figures
+/// are the daemon's own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Candidate<K> {
+    /// The caller's name for it.
+    pub key: K,
+    /// Staged completely (an incomplete one goes first: nothing can read it yet).
+    pub complete: bool,
+    /// Position in the queue of the first job that reads it; None: no known use.
+    pub next_use: Option<usize>,
+    /// Last use, ms; None: never used (it goes before any used one).
+    pub last_use_ms: Option<i64>,
+    /// Bytes removing it frees.
+    pub bytes: u64,
+}
+
+/// The candidates' keys in the order they go: incomplete ones first; then the one whose next
+/// use is furthest away (no known use is furthest); among equals the least recently used (the
+/// best guess left), then the largest, then by key, so the order is the same run after run.
+pub fn order<K: Ord + Clone>(mut candidates: Vec<Candidate<K>>) -> Vec<K> {
+    candidates.sort_by(|a, b| {
+        let rank = |c: &Candidate<K>| {
+            (
+                c.complete,
+                std::cmp::Reverse(c.next_use.unwrap_or(usize::MAX)),
+                c.last_use_ms,
+                std::cmp::Reverse(c.bytes),
+            )
+        };
+        rank(a).cmp(&rank(b)).then_with(|| a.key.cmp(&b.key))
+    });
+    candidates.into_iter().map(|c| c.key).collect()
+}
+
+/// Unpinned versions in the order they go ([`order`]).
 pub fn eviction_order<'a>(
     versions: &'a [CachedVersion],
     pinned: &BTreeSet<(String, String)>,
     next_use: &BTreeMap<(String, String), usize>,
 ) -> Vec<&'a CachedVersion> {
-    let mut candidates: Vec<&CachedVersion> = versions
+    let candidates = versions
         .iter()
-        .filter(|v| !pinned.contains(&key(v)))
+        .enumerate()
+        .filter(|(_, v)| !pinned.contains(&key(v)))
+        .map(|(i, v)| Candidate {
+            key: (key(v), i),
+            complete: v.complete,
+            next_use: next_use.get(&key(v)).copied(),
+            last_use_ms: v.last_use_ms,
+            bytes: v.unique_bytes,
+        })
         .collect();
-    candidates.sort_by_key(|v| {
-        (
-            v.complete,
-            std::cmp::Reverse(next_use.get(&key(v)).copied().unwrap_or(usize::MAX)),
-            std::cmp::Reverse(v.unique_bytes),
-            key(v),
-        )
-    });
-    candidates
+    order(candidates)
+        .into_iter()
+        .map(|(_, i)| &versions[i])
+        .collect()
 }
 
 /// The eviction decision, from a listing (pure, for tests and for the controller's view).

@@ -390,6 +390,39 @@ fn eviction_takes_furthest_next_use_then_largest_and_never_a_pin() {
     assert!(matches!(e, CacheError::NoRoom { pinned: 40, .. }), "{e}");
 }
 
+/// Among versions no queued job reads, the least recently used goes first (a never-used one
+/// before any used one), and among equally recent ones the largest: the order the simulator
+/// found to keep a popular dataset whose next use is not known yet (it re-read 147 GB again and
+/// again when size decided).
+#[test]
+fn eviction_of_data_with_no_known_use_takes_the_least_recently_used_then_the_largest() {
+    let used = |name: &str, bytes: u64, at: Option<i64>| CachedVersion {
+        last_use_ms: at,
+        ..version(name, "1", bytes, true)
+    };
+    let vs = vec![
+        used("imagenet", 147, Some(9_000)),
+        used("old", 10, Some(1_000)),
+        used("never", 5, None),
+        used("twin-small", 20, Some(5_000)),
+        used("twin-large", 30, Some(5_000)),
+    ];
+    let order: Vec<&str> =
+        labpool_cache::evict::eviction_order(&vs, &BTreeSet::new(), &BTreeMap::new())
+            .iter()
+            .map(|v| v.name.as_str())
+            .collect();
+    assert_eq!(
+        order,
+        ["never", "old", "twin-large", "twin-small", "imagenet"]
+    );
+    // A known next use still decides first: the queued job's data goes last.
+    let next: BTreeMap<(String, String), usize> =
+        [(("never".to_string(), "1".to_string()), 0)].into();
+    let out = plan(&vs, 212, 10, 212, &BTreeSet::new(), &next).unwrap();
+    assert_eq!(out, [("old".to_string(), "1".to_string())]);
+}
+
 proptest::proptest! {
     /// Whatever the listing, a plan never names a pinned version, and when it succeeds the
     /// needed bytes fit under capacity after removing what it names.

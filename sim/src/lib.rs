@@ -19,8 +19,9 @@
 //!   within the horizon, evicting by furthest next use, with pins.
 
 //! - `labpool`: exactly the placement, priority and prefetch policy `labpool serve` runs with
-//!   the same config (given as [`SimInput::daemon`]), and the daemon's eviction (furthest next
-//!   use, pins). Credits are reported, not enforced, as in the baselines: the simulator does
+//!   the same config (given as [`SimInput::daemon`]), and the daemon's eviction
+//!   (`labpool_cache::evict::order`, the node cache's own code: furthest next use, then least
+//!   recent use, then size; pins). Credits are reported, not enforced, as in the baselines: the simulator does
 //!   not model the monthly grant's reset.
 #![deny(missing_docs)]
 

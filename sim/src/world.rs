@@ -4,6 +4,7 @@ use crate::links::{Capacities, Link, rates};
 use crate::report::{CopyCounts, JobRecord};
 use crate::trace::TraceJob;
 use crate::{SimInput, SimPolicy};
+use labpool_cache::evict::Candidate;
 use labpool_lifecycle::Lifecycle;
 use labpool_scheduler::cache_view::CacheView;
 use labpool_scheduler::{JobId, JobState, Timestamp};
@@ -192,19 +193,19 @@ impl World<'_> {
                 .map(|(d, c)| (d.clone(), c.bytes, c.last_use))
                 .collect();
             let victim = if self.policy.stages_ahead() {
-                // Furthest next use in the queue first. Data no queued job reads has no known
-                // next use: among it, the least recently used goes first (recency is the best
-                // guess left), then the largest.
-                victims
+                // The daemon's own order (the node cache's): furthest next use in the queue
+                // first, then the least recently used, then the largest.
+                let candidates = victims
                     .iter()
-                    .max_by_key(|(d, b, used)| {
-                        (
-                            self.next_use.get(d).copied().unwrap_or(usize::MAX),
-                            std::cmp::Reverse(*used),
-                            *b,
-                        )
+                    .map(|(d, b, used)| Candidate {
+                        key: d.clone(),
+                        complete: true,
+                        next_use: self.next_use.get(d).copied(),
+                        last_use_ms: Some(used.0),
+                        bytes: *b,
                     })
-                    .map(|(d, _, _)| d.clone())
+                    .collect();
+                labpool_cache::evict::order(candidates).into_iter().next()
             } else {
                 victims
                     .iter()
