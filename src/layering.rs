@@ -1,6 +1,6 @@
-//! The binary's layers. The node agent is a crate of its own (`agent/`, with the shim), which
-//! depends on the wire types (`api/`) and the links (`link/`) but not on the binary, so the
-//! compiler keeps it from importing the controller. The controller is still a module of the
+//! The binary's layers. The node agent (`agent/`, with the shim) and the web dashboard (`web/`)
+//! are crates of their own, which depend on the wire types (`api/`) and the links (`link/`) but
+//! not on the binary, so the compiler keeps them from importing the controller. The controller is still a module of the
 //! binary: this test holds the other direction until it is a crate too. The two meet through
 //! `labpool_api` and, for the in-process node, `labpool_link::embedded`.
 
@@ -45,12 +45,19 @@ fn the_controller_never_imports_the_agent() {
     );
 }
 
-/// The agent's crate lists no dependency on the binary or on anything that holds the
-/// controller: what the compiler enforces, stated where a reader of the tree will look.
+/// The agent's and the dashboard's crates list no dependency on the binary, on each other, or on
+/// anything that holds the controller: what the compiler enforces, stated where a reader of the
+/// tree will look.
 #[test]
-fn the_agent_crate_depends_only_on_the_layers_below_it() {
+fn the_agent_and_the_dashboard_depend_only_on_the_layers_below_them() {
+    for krate in ["agent", "web"] {
+        check_below(krate);
+    }
+}
+
+fn check_below(krate: &str) {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    let manifest = std::fs::read_to_string(root.join("agent/Cargo.toml")).unwrap();
+    let manifest = std::fs::read_to_string(root.join(krate).join("Cargo.toml")).unwrap();
     let deps: Vec<&str> = manifest
         .lines()
         .filter_map(|l| l.split(['.', '=', ' ']).next())
@@ -71,8 +78,9 @@ fn the_agent_crate_depends_only_on_the_layers_below_it() {
         "labpool-envs",
         "labpool-cluster",
         "labpool-monitor",
+        "labpool-reports",
         "labpool-testkit",
     ];
     let above: Vec<&&str> = deps.iter().filter(|d| !below.contains(d)).collect();
-    assert!(above.is_empty(), "the agent depends on {above:?}");
+    assert!(above.is_empty(), "{krate}/ depends on {above:?}");
 }

@@ -28,8 +28,8 @@ pub use labpool_host::identity;
 pub use labpool_link::http1;
 #[cfg(test)]
 mod layering;
-pub mod link_auth;
 pub use labpool_host::member_file;
+pub use labpool_link::link_auth;
 pub mod memory;
 pub use labpool_link::metrics_http;
 pub mod progress;
@@ -44,8 +44,8 @@ pub mod slurm_gate;
 pub mod snapshot_copies;
 pub use labpool_link::socket;
 pub use labpool_link::transport;
-pub mod web;
 pub use labpool_link::webhook;
+pub use labpool_web as web;
 pub mod when;
 
 use clap::Parser;

@@ -3,6 +3,8 @@
 use comfy_table::{ContentArrangement, Table, presets};
 use serde::Serialize;
 
+pub use crate::api::cells::{exit_text, gpu_list};
+
 /// An aligned table without borders, like `squeue`'s.
 pub fn table(headers: &[&str], rows: Vec<Vec<String>>) -> String {
     let mut t = Table::new();
@@ -60,30 +62,9 @@ pub fn print<T: Serialize>(as_json: bool, value: &T, human: impl FnOnce(&T) -> S
     }
 }
 
-/// How a job ended, for tables: the exit code, `sig9`, or `-`.
-pub fn exit_text(exit_code: Option<i32>, signal: Option<i32>) -> String {
-    match (exit_code, signal) {
-        (Some(c), _) => c.to_string(),
-        (None, Some(s)) => format!("sig{s}"),
-        _ => "-".to_string(),
-    }
-}
-
 /// Pretty JSON.
 pub fn json<T: Serialize>(value: &T) -> String {
     serde_json::to_string_pretty(value).expect("API values serialise")
-}
-
-/// A GPU list for tables: `0,1` or `-`.
-pub fn gpu_list(gpus: &[u32]) -> String {
-    if gpus.is_empty() {
-        "-".to_string()
-    } else {
-        gpus.iter()
-            .map(u32::to_string)
-            .collect::<Vec<_>>()
-            .join(",")
-    }
 }
 
 /// An optional value for tables.

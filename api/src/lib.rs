@@ -7,6 +7,7 @@
 pub mod accounts;
 pub mod agent;
 pub mod alerts;
+pub mod cells;
 pub mod changes;
 pub mod data;
 pub mod envs;
@@ -196,6 +197,30 @@ pub struct Submitted {
     /// Warnings for the submitter (quota near its limit).
     #[serde(default)]
     pub warnings: Vec<String>,
+}
+
+/// One event in a job's life.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct JobEvent {
+    /// When.
+    pub time: String,
+    /// What: submit, start, end, cancel, requeue…
+    pub event: String,
+    /// More.
+    pub detail: Option<String>,
+}
+
+/// `GET /v1/jobs/{id}`: the job and its events.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct JobDetail {
+    /// The job.
+    #[serde(flatten)]
+    pub job: JobView,
+    /// Its life so far.
+    pub events: Vec<JobEvent>,
+    /// Its `srun` steps, attempt by attempt.
+    #[serde(default)]
+    pub steps: Vec<steps::StepView>,
 }
 
 /// A job, as listings and `show` print it.

@@ -29,6 +29,16 @@ pub struct StepRecord {
     pub signal: Option<i32>,
 }
 
+/// A step as `show` lists it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct StepView {
+    /// The attempt it belongs to.
+    pub attempt: u32,
+    /// The step as recorded.
+    #[serde(flatten)]
+    pub step: StepRecord,
+}
+
 impl StepRecord {
     /// Started and not ended yet (its end is recorded as 0).
     pub fn is_running(&self) -> bool {

@@ -116,6 +116,44 @@ pub fn month_of(ms: i64) -> (i64, i64, String, String) {
     )
 }
 
+/// A month that is not `YYYY-MM`.
+#[derive(Debug, thiserror::Error)]
+#[error("--month {0:?}: give YYYY-MM, e.g. 2026-11")]
+pub struct BadMonth(pub String);
+
+/// The first moment of day `d` in local time, ms.
+pub fn midnight(d: chrono::NaiveDate) -> i64 {
+    use chrono::TimeZone;
+    chrono::Local
+        .from_local_datetime(&d.and_hms_opt(0, 0, 0).expect("midnight exists"))
+        .earliest()
+        .map_or(0, |t| t.timestamp_millis())
+}
+
+fn first_of(month: &str) -> Result<chrono::NaiveDate, BadMonth> {
+    chrono::NaiveDate::parse_from_str(&format!("{month}-01"), "%Y-%m-%d")
+        .map_err(|_| BadMonth(month.to_string()))
+}
+
+/// `YYYY-MM` as [first midnight, next month's first midnight) in local time.
+pub fn month_range(month: &str) -> Result<(i64, i64), BadMonth> {
+    use chrono::Datelike;
+    let first = first_of(month)?;
+    let next = if first.month() == 12 {
+        chrono::NaiveDate::from_ymd_opt(first.year() + 1, 1, 1)
+    } else {
+        chrono::NaiveDate::from_ymd_opt(first.year(), first.month() + 1, 1)
+    }
+    .expect("the first of a month exists");
+    Ok((midnight(first), midnight(next)))
+}
+
+/// The month before `month`, as `YYYY-MM`.
+pub fn month_before(month: &str) -> Result<String, BadMonth> {
+    let prev = first_of(month)?.pred_opt().expect("a day before exists");
+    Ok(prev.format("%Y-%m").to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,7 +7,7 @@ use crate::api::reports::ReportQuery;
 use crate::client::Client;
 use crate::settings::Config;
 use anyhow::Context;
-use chrono::{Datelike, Local, NaiveDate, TimeZone};
+use chrono::{Local, NaiveDate};
 use labpool_reports::{Report, to_csv, to_html};
 
 /// How a report is written.
@@ -21,33 +21,7 @@ pub enum Format {
     Json,
 }
 
-fn midnight(d: NaiveDate) -> i64 {
-    Local
-        .from_local_datetime(&d.and_hms_opt(0, 0, 0).expect("midnight exists"))
-        .earliest()
-        .map_or(0, |t| t.timestamp_millis())
-}
-
-/// `YYYY-MM` as [first midnight, next month's first midnight) in local time.
-pub fn month_range(month: &str) -> anyhow::Result<(i64, i64)> {
-    let first = NaiveDate::parse_from_str(&format!("{month}-01"), "%Y-%m-%d")
-        .with_context(|| format!("--month {month:?}: give YYYY-MM, e.g. 2026-11"))?;
-    let next = if first.month() == 12 {
-        NaiveDate::from_ymd_opt(first.year() + 1, 1, 1)
-    } else {
-        NaiveDate::from_ymd_opt(first.year(), first.month() + 1, 1)
-    }
-    .expect("the first of a month exists");
-    Ok((midnight(first), midnight(next)))
-}
-
-/// The month before `month`, as `YYYY-MM`.
-pub fn month_before(month: &str) -> anyhow::Result<String> {
-    let first = NaiveDate::parse_from_str(&format!("{month}-01"), "%Y-%m-%d")
-        .with_context(|| format!("--month {month:?}: give YYYY-MM, e.g. 2026-11"))?;
-    let prev = first.pred_opt().expect("a day before exists");
-    Ok(prev.format("%Y-%m").to_string())
-}
+pub use crate::clock::{midnight, month_before, month_range};
 
 /// The range to report: a month, or days from `from` through `to` (both included).
 pub fn range(

@@ -11,7 +11,6 @@ use crate::clock::now_ms;
 use crate::controller::db::Db;
 use crate::controller::engine::Request;
 use crate::controller::error::ApiError;
-use crate::controller::jobs::JobEvent;
 use crate::identity::{self, Caller};
 use crate::settings::Config;
 use axum::extract::connect_info::ConnectInfo;
@@ -21,7 +20,6 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
 
@@ -91,7 +89,7 @@ pub fn router(state: AppState) -> Router {
         .merge(crate::controller::reports::routes())
         .merge(crate::controller::envs::http::routes())
         .merge(crate::controller::reservations::http::routes())
-        .merge(crate::web::login_routes())
+        .merge(crate::controller::web_login::login_routes())
         .fallback(|| async {
             ApiError::not_found(
                 "no such API path",
@@ -313,18 +311,7 @@ async fn list_jobs(
     Ok(Json(rows.iter().map(|r| r.view(now)).collect()))
 }
 
-/// `GET /v1/jobs/{id}`: the job and its events.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct JobDetail {
-    /// The job.
-    #[serde(flatten)]
-    pub job: JobView,
-    /// Its life so far.
-    pub events: Vec<JobEvent>,
-    /// Its `srun` steps, attempt by attempt.
-    #[serde(default)]
-    pub steps: Vec<crate::controller::jobs::steps::StepView>,
-}
+pub use crate::api::JobDetail;
 
 async fn show_job(
     State(state): State<AppState>,

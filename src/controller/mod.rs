@@ -19,6 +19,7 @@ pub mod snapshots;
 pub mod storage;
 pub mod supervisor;
 pub mod timers;
+pub mod web_login;
 
 use crate::clock::now_ms;
 use crate::controller::db::Db;

@@ -128,16 +128,7 @@ pub struct NewJob<'a> {
     pub hold: Option<labpool_lifecycle::Hold>,
 }
 
-/// One event in a job's life.
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, PartialEq)]
-pub struct JobEvent {
-    /// When.
-    pub time: String,
-    /// What: submit, start, end, cancel, requeue…
-    pub event: String,
-    /// More.
-    pub detail: Option<String>,
-}
+pub use crate::api::JobEvent;
 
 const JOB_COLUMNS: &str = "id, name, user, uid, gid, partition, state, reason, reason_detail, gpus_requested, gpu_type, \
      cpus, mem_mib, time_limit_s, node, gpus, exit_code, signal, submit_time, start_time, end_time, attempt, cancel_requested_by, stdout, stderr, request, account, emergency, array_id, array_task, isolation, hold, requeue_requested_by, others, ports, preemption, part_ended";

@@ -5,18 +5,9 @@ use crate::api::steps::{MAX_STEPS, StepRecord};
 use crate::controller::db::{Db, DbError};
 use crate::controller::engine::Engine;
 use labpool_scheduler::JobState;
-use serde::{Deserialize, Serialize};
 use sqlx::{Row, Sqlite, Transaction};
 
-/// A step as `show` lists it.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct StepView {
-    /// The attempt it belongs to.
-    pub attempt: u32,
-    /// The step as recorded.
-    #[serde(flatten)]
-    pub step: StepRecord,
-}
+pub use crate::api::steps::StepView;
 
 impl Db {
     /// Keeps an attempt's steps: a new one is added, a running one takes its end, and an

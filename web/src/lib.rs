@@ -12,6 +12,15 @@
 //!   in memory. The listener is plain HTTP on loopback by default; reach it through `ssh -L`.
 //! - A job's output is shown to its owner and to admins, read by the controller only when the
 //!   file belongs to the job's owner and is not a link ([`output_tail`]).
+//! - It is a crate of its own, below the controller: the controller starts it with its API
+//!   router and issues its login tokens (`POST /v1/web/login`); the dashboard never imports the
+//!   controller.
+
+// The paths these files were written with, from when they were modules of the binary.
+use labpool_api as api;
+use labpool_host::{clock, identity, member_file};
+use labpool_link::{link_auth, socket};
+use labpool_settings as settings;
 
 pub mod api_call;
 pub mod auth;
@@ -21,14 +30,11 @@ pub mod output_tail;
 mod pages;
 mod session;
 
-use crate::api::web::{LoginRequest, LoginUrl};
-use crate::controller::error::ApiError;
-use crate::controller::http::{AppState, Peer, caller};
+pub use session::local_path;
+
 use api_call::Api;
 use auth::Logins;
 use axum::Router;
-use axum::extract::State;
-use axum::extract::connect_info::ConnectInfo;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
@@ -107,49 +113,6 @@ pub async fn serve(
     tracing::info!(listen = %bound, "serving the web dashboard");
 }
 
-/// `POST /v1/web/login` on the controller's socket: a one-time login URL for the caller.
-pub fn login_routes() -> Router<AppState> {
-    Router::new().route("/v1/web/login", post(issue_login))
-}
-
-async fn issue_login(
-    State(state): State<AppState>,
-    ConnectInfo(peer): ConnectInfo<Peer>,
-    body: Result<axum::Json<LoginRequest>, axum::extract::rejection::JsonRejection>,
-) -> Result<axum::Json<LoginUrl>, ApiError> {
-    let c = caller(&state, &peer)?;
-    let req = crate::controller::http::body(body)?;
-    let Some(base) = state.logins.base() else {
-        return Err(ApiError::not_found(
-            "the web dashboard is not being served",
-            Some(format!(
-                "set listen under [web] in {} (it is \"{}\"), restart the controller, and look in its log for why it could not bind",
-                state.config.path.display(),
-                state.config.web.listen
-            )),
-        ));
-    };
-    let token = state.logins.issue(c.uid);
-    let next = match req.next {
-        Some(n) if !session::local_path(&n) => {
-            return Err(ApiError::bad_request(
-                format!("--next {n:?} is not a dashboard page"),
-                Some("give a path that starts with /, e.g. /queue or /jobs/12".into()),
-            ));
-        }
-        Some(n) => format!(
-            "&next={}",
-            url::form_urlencoded::byte_serialize(n.as_bytes()).collect::<String>()
-        ),
-        None => String::new(),
-    };
-    Ok(axum::Json(LoginUrl {
-        url: format!("{base}/login?token={token}{next}"),
-        expires_in_s: state.logins.token_lifetime().as_secs(),
-        user: c.user,
-    }))
-}
-
 async fn style() -> Response {
     (
         [(header::CONTENT_TYPE, "text/css; charset=utf-8")],
@@ -188,11 +151,11 @@ async fn secure_headers(mut resp: Response) -> Response {
 }
 
 /// A status and a page, as a response.
-pub(crate) fn respond(status: StatusCode, page: maud::Markup) -> Response {
+pub fn respond(status: StatusCode, page: maud::Markup) -> Response {
     (status, page).into_response()
 }
 
 /// A redirect after a form (303: the browser follows with GET).
-pub(crate) fn see_other(to: &str) -> Response {
+pub fn see_other(to: &str) -> Response {
     Redirect::to(to).into_response()
 }

@@ -27,7 +27,7 @@ fn lang_of(headers: &HeaderMap) -> Lang {
 }
 
 /// A path on this dashboard (`/jobs/12`), never another site (`//evil`, `http://…`).
-pub(super) fn local_path(p: &str) -> bool {
+pub fn local_path(p: &str) -> bool {
     p.starts_with('/')
         && p.bytes().all(|b| b.is_ascii_graphic())
         && !p.contains('\\')
@@ -109,7 +109,7 @@ pub(super) async fn not_found(headers: HeaderMap) -> Response {
 }
 
 /// A request from a logged-in browser: its context, and the session for form checks.
-pub(crate) struct LoggedIn {
+pub struct LoggedIn {
     /// Language, user and CSRF token for the page.
     pub ctx: Ctx,
     /// The session.

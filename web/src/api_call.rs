@@ -29,7 +29,7 @@ pub struct Refused {
 }
 
 impl Api {
-    /// Calls into `router` (the controller's [`crate::controller::http::router`]).
+    /// Calls into `router`: the controller's API router, handed over by the controller.
     pub fn new(router: Router) -> Api {
         Api { router }
     }

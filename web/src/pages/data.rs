@@ -2,10 +2,10 @@
 //! what is being staged now.
 
 use super::{ok, refused};
+use crate::WebState;
 use crate::api::data::{CacheStatus, DatasetView};
-use crate::web::WebState;
-use crate::web::layout::{page as shell, when};
-use crate::web::session::LoggedIn;
+use crate::layout::{page as shell, when};
+use crate::session::LoggedIn;
 use axum::extract::State;
 use axum::response::Response;
 use labpool_units::format_size;

@@ -2,10 +2,10 @@
 //! that ended lately.
 
 use super::{ok, refused};
+use crate::WebState;
 use crate::api::{HistoryPage, HistoryQuery, JobView, JobsQuery};
-use crate::web::WebState;
-use crate::web::layout::{Ctx, PageQuery, page as shell, page_range, pager, when};
-use crate::web::session::LoggedIn;
+use crate::layout::{Ctx, PageQuery, page as shell, page_range, pager, when};
+use crate::session::LoggedIn;
 use axum::extract::{Query, State};
 use axum::response::Response;
 use maud::{Markup, html};
@@ -70,7 +70,7 @@ pub(super) async fn page(
                     td { a href={ "/jobs/" (j.id) } { (j.display_id()) } }
                     td { (j.name) }
                     td class={ "state-" (j.state.as_str()) } { (j.state.as_str()) }
-                    td { (crate::render::exit_text(j.exit_code, j.signal)) }
+                    td { (crate::api::cells::exit_text(j.exit_code, j.signal)) }
                     td { (j.end_time.as_deref().map(when).unwrap_or_default()) }
                     td { (j.elapsed_s.map(labpool_units::format_elapsed).unwrap_or_default()) }
                 }
@@ -85,7 +85,7 @@ pub(super) fn summary(ctx: &Ctx, j: &JobView) -> String {
     let gpus = if j.gpus.is_empty() {
         format!("{} {}", j.gpus_requested, ctx.t("GPUs"))
     } else {
-        format!("{} {}", ctx.t("GPUs"), crate::render::gpu_list(&j.gpus))
+        format!("{} {}", ctx.t("GPUs"), crate::api::cells::gpu_list(&j.gpus))
     };
     match &j.node {
         Some(node) => format!(
@@ -111,7 +111,7 @@ pub(super) async fn output(j: &JobView, lines: usize) -> Option<String> {
     let path = j.stdout.clone()?;
     let owner = j.uid;
     tokio::task::spawn_blocking(move || {
-        crate::web::output_tail::tail(&path, owner, lines).map_err(|e| e.to_string())
+        crate::output_tail::tail(&path, owner, lines).map_err(|e| e.to_string())
     })
     .await
     .ok()

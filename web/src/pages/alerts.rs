@@ -1,10 +1,10 @@
 //! Alerts, for admins: what fires now, what is about to, and what resolved lately.
 
 use super::{ok, refused};
+use crate::WebState;
 use crate::api::alerts::AlertsView;
-use crate::web::WebState;
-use crate::web::layout::{page as shell, problem};
-use crate::web::session::LoggedIn;
+use crate::layout::{page as shell, problem};
+use crate::session::LoggedIn;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
@@ -14,7 +14,7 @@ use maud::{Markup, html};
 pub(super) async fn page(State(state): State<WebState>, me: LoggedIn) -> Response {
     let ctx = &me.ctx;
     if !ctx.admin {
-        return crate::web::respond(
+        return crate::respond(
             StatusCode::FORBIDDEN,
             problem(
                 ctx,

@@ -1,10 +1,10 @@
 //! The pool now: every node and its GPUs, who holds each, with utilisation and temperature.
 
 use super::{ok, refused};
+use crate::WebState;
 use crate::api::{JobView, NodeView};
-use crate::web::WebState;
-use crate::web::layout::page as shell;
-use crate::web::session::LoggedIn;
+use crate::layout::page as shell;
+use crate::session::LoggedIn;
 use axum::extract::State;
 use axum::response::Response;
 use labpool_scheduler::JobState;

@@ -1,13 +1,13 @@
 //! My credits, quota and usage: this month against the last, with charts.
 
 use super::{ok, refused};
+use crate::WebState;
 use crate::api::CreditsView;
 use crate::api::quotas::UserQuota;
 use crate::api::reports::ReportQuery;
-use crate::commands::reports::{month_before, month_range};
-use crate::web::WebState;
-use crate::web::layout::{Ctx, page as shell};
-use crate::web::session::LoggedIn;
+use crate::clock::{month_before, month_range};
+use crate::layout::{Ctx, page as shell};
+use crate::session::LoggedIn;
 use axum::extract::State;
 use axum::response::Response;
 use labpool_reports::Report;
@@ -73,7 +73,7 @@ pub(super) async fn page(State(state): State<WebState>, me: LoggedIn) -> Respons
         @if !credits.entries.is_empty() {
             table.ledger {
                 @for e in credits.entries.iter().rev().take(LEDGER_LINES) {
-                    tr { td { (crate::web::layout::when(&e.time)) } td { (e.kind) } td.num { (format!("{:+.2}", e.amount)) }
+                    tr { td { (crate::layout::when(&e.time)) } td { (e.kind) } td.num { (format!("{:+.2}", e.amount)) }
                          td { @if let Some(j) = e.job { a href={ "/jobs/" (j) } { "#" (j) } } } td.muted { (e.note.as_deref().unwrap_or("")) } }
                 }
             }

@@ -3,11 +3,11 @@
 
 use super::jobs::{cancel_form, output, summary};
 use super::{forged, ok, refused};
+use crate::WebState;
+use crate::api::JobDetail;
 use crate::api::{CancelOutcome, CancelRequest, WhyView};
-use crate::controller::http::JobDetail;
-use crate::web::WebState;
-use crate::web::layout::{page as shell, problem, when};
-use crate::web::session::{CsrfForm, LoggedIn};
+use crate::layout::{page as shell, problem, when};
+use crate::session::{CsrfForm, LoggedIn};
 use axum::extract::{Form, Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
@@ -50,7 +50,7 @@ pub(super) async fn page(
             (field("Submitted", when(&j.submit_time)))
             @if let Some(t) = &j.start_time { (field("Started", when(t))) }
             @if let Some(t) = &j.end_time { (field("Ended", when(t))) }
-            @if j.state.is_finished() { (field("Exit", crate::render::exit_text(j.exit_code, j.signal))) }
+            @if j.state.is_finished() { (field("Exit", crate::api::cells::exit_text(j.exit_code, j.signal))) }
             (field("Working directory", j.workdir.display().to_string()))
             @if !j.datasets.is_empty() { (field("Datasets", j.datasets.join(", "))) }
             @if let Some(u) = &j.gpu_usage {
@@ -94,10 +94,10 @@ pub(super) async fn cancel(
         Err(r) => return refused(ctx, "/jobs", r),
     };
     match outcome.iter().find(|o| !o.ok) {
-        Some(o) => crate::web::respond(
+        Some(o) => crate::respond(
             StatusCode::FORBIDDEN,
             problem(ctx, &format!("/jobs/{id}"), &o.message, None),
         ),
-        None => crate::web::see_other(&format!("/jobs/{id}")),
+        None => crate::see_other(&format!("/jobs/{id}")),
     }
 }

@@ -2,10 +2,10 @@
 //! node for it, when it is expected to start.
 
 use super::{ok, refused};
+use crate::WebState;
 use crate::api::{JobView, WhyView};
-use crate::web::WebState;
-use crate::web::layout::{PageQuery, page as shell, page_range, pager, since};
-use crate::web::session::LoggedIn;
+use crate::layout::{PageQuery, page as shell, page_range, pager, since};
+use crate::session::LoggedIn;
 use axum::extract::{Query, State};
 use axum::response::Response;
 use labpool_scheduler::JobState;
@@ -74,7 +74,7 @@ pub(super) async fn page(
                         }
                         td {
                             @match note.and_then(|n| n.reservation.as_ref()) {
-                                Some((node, at)) => { (crate::web::layout::when(&crate::clock::rfc3339(at.0))) " · " (node) }
+                                Some((node, at)) => { (crate::layout::when(&crate::clock::rfc3339(at.0))) " · " (node) }
                                 None => span.muted { (ctx.t("unknown")) }
                             }
                         }

@@ -2,12 +2,12 @@
 //! progress. The API decides what a member may see and restore (only their own files).
 
 use super::{forged, ok, refused};
+use crate::WebState;
 use crate::api::snapshots::{
     FindRequest, RestoreRequest, RestoreStarted, RestoreStatus, SnapshotView,
 };
-use crate::web::WebState;
-use crate::web::layout::page as shell;
-use crate::web::session::LoggedIn;
+use crate::layout::page as shell;
+use crate::session::LoggedIn;
 use axum::extract::{Form, Path, Query, State};
 use axum::response::Response;
 use labpool_snapshots::browse::FindReport;
@@ -121,7 +121,7 @@ pub(super) async fn restore(
         .post::<_, RestoreStarted>(ctx.uid, "/v1/snapshots/restore", &req)
         .await
     {
-        Ok(started) => crate::web::see_other(&format!("/snapshots/restores/{}", started.id)),
+        Ok(started) => crate::see_other(&format!("/snapshots/restores/{}", started.id)),
         Err(r) => refused(ctx, "/snapshots", r),
     }
 }
