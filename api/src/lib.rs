@@ -16,6 +16,7 @@ mod plain_submit;
 pub mod quotas;
 pub mod reports;
 pub mod reservations;
+pub mod session_script;
 pub mod snapshots;
 pub mod steps;
 pub mod test_only;

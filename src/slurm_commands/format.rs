@@ -94,20 +94,8 @@ pub fn render(pieces: &[Piece], value: impl Fn(char) -> String) -> String {
     line.trim_end().to_string()
 }
 
-/// Slurm's elapsed-time form: `0:05`, `1:02:03`, `2-03:04:05`.
-pub fn slurm_elapsed(secs: u64) -> String {
-    let (d, h, m, s) = (
-        secs / 86_400,
-        secs % 86_400 / 3600,
-        secs % 3600 / 60,
-        secs % 60,
-    );
-    match (d, h) {
-        (0, 0) => format!("{m}:{s:02}"),
-        (0, _) => format!("{h}:{m:02}:{s:02}"),
-        _ => format!("{d}-{h:02}:{m:02}:{s:02}"),
-    }
-}
+/// Slurm's elapsed-time form: `0:05`, `1:02:03`, `2-03:04:05` (the units crate's printer).
+pub use labpool_units::format_elapsed as slurm_elapsed;
 
 /// Slurm's time-limit form: as [`slurm_elapsed`], `UNLIMITED` for none.
 pub fn slurm_limit(secs: Option<u64>) -> String {

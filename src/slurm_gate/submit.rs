@@ -137,7 +137,8 @@ fn gpus(l: &Launch) -> Option<String> {
 /// environment (the submit environment, login defaults, dataset paths, GPU hygiene), less what
 /// Slurm sets itself on the node (the GPUs it picked, its own job id and node list).
 pub fn environment(s: &Submission) -> BTreeMap<String, String> {
-    let mut env = crate::agent::environment::job_environment(&s.launch, &s.node, "", None, &s.data);
+    let mut env =
+        labpool_host::job_environment::job_environment(&s.launch, &s.node, "", None, &s.data);
     env.retain(|k, _| {
         // Each labpool array task is a Slurm job of its own: its array variables are labpool's.
         // The member's SBATCH_* and SALLOC_* would be read by sbatch as options.
@@ -148,7 +149,7 @@ pub fn environment(s: &Submission) -> BTreeMap<String, String> {
                 || k == "CUDA_VISIBLE_DEVICES"
                 || k == "GPU_DEVICE_ORDINAL"
                 || k == crate::env_vars::LABPOOL_GPUS
-                || k == crate::agent::procs::JOB_KEY_VAR)
+                || k == crate::env_vars::LABPOOL_JOB_KEY)
     });
     // labpool's own commands (`labpool session-host` hosts an interactive session): agents put
     // them first on a job's PATH; here the controller's install directory comes last, as labs

@@ -42,7 +42,7 @@ pub fn field_problems(req: &SubmitRequest, idle: Duration) -> Vec<String> {
     {
         problems.push(why);
     }
-    let session = crate::session::idle_of_script(&req.script);
+    let session = crate::api::session_script::idle_of_script(&req.script);
     if req.interactive {
         match session {
             None => problems.push(

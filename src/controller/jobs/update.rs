@@ -127,10 +127,8 @@ impl Engine {
         if admitted.time_limit != row.spec.time_limit {
             changed.push(format!(
                 "TimeLimit={}",
-                crate::api::limit_secs(admitted.time_limit).map_or_else(
-                    || "UNLIMITED".into(),
-                    crate::slurm_commands::format::slurm_elapsed
-                )
+                crate::api::limit_secs(admitted.time_limit)
+                    .map_or_else(|| "UNLIMITED".into(), labpool_units::format_elapsed)
             ));
         }
         if req.dependency.is_some() && dependency != row.request.dependency {

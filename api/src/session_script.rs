@@ -1,0 +1,52 @@
+//! The script of an interactive session (`labpool run --pty`): the CLI writes it
+//! ([`host_command`]), and the controller reads its idle limit back ([`idle_of_script`]) to call
+//! the job interactive. One grammar, on both sides of the API.
+
+use std::path::Path;
+
+/// The command a session's script runs: the session host on `socket`, ending the session
+/// after `idle` without input, giving `command` (the user's shell when empty).
+pub fn host_command(
+    socket: &Path,
+    idle: std::time::Duration,
+    command: &[String],
+) -> Option<String> {
+    let quoted: Vec<String> = command
+        .iter()
+        .map(|w| shlex::try_quote(w).ok().map(|q| q.into_owned()))
+        .collect::<Option<_>>()?;
+    let socket = shlex::try_quote(socket.to_str()?).ok()?.into_owned();
+    Some(format!(
+        "exec labpool session-host --socket {socket} --idle {}s -- {}",
+        idle.as_secs().max(1),
+        quoted.join(" ")
+    ))
+}
+
+/// The idle limit of a session's script as [`host_command`] writes it (after `#!/bin/sh`):
+/// `None` for any other script. The controller calls a job interactive (never preempted) only
+/// when its script is a session host, and only with an idle limit within the pool's.
+pub fn idle_of_script(script: &str) -> Option<std::time::Duration> {
+    let mut lines = script.lines();
+    if lines.next()? != "#!/bin/sh" {
+        return None;
+    }
+    let words = shlex::split(lines.next()?)?;
+    if lines.any(|l| !l.trim().is_empty()) {
+        return None;
+    }
+    match words.as_slice() {
+        [exec, lp, host, s, _, i, idle, dash, ..]
+            if exec == "exec"
+                && lp == "labpool"
+                && host == "session-host"
+                && s == "--socket"
+                && i == "--idle"
+                && dash == "--" =>
+        {
+            let secs = idle.strip_suffix('s')?.parse::<u64>().ok()?;
+            Some(std::time::Duration::from_secs(secs))
+        }
+        _ => None,
+    }
+}
