@@ -1,0 +1,134 @@
+//! Environments in the engine: a placed job whose environment is not yet on its node waits in
+//! STAGING (reason `EnvStaging`) while the node unpacks it, then starts; and the isolation a
+//! run gets, as its record says it.
+//!
+//! Decisions recorded here:
+//! - Datasets are staged first, then the environment: both must be on the node before the
+//!   shim starts, and the environment is usually the smaller and quicker of the two.
+//! - Every attempt asks its node, even when the environment was put there before: the answer
+//!   costs one `stat` there, and the controller keeps no picture of node stores that could go
+//!   stale (a build removed by hand is unpacked again).
+//! - A job records the environment id it was given at submit, so moving a name later never
+//!   changes what a queued or running job runs with.
+
+use crate::api::agent::{AgentOrder, LaunchEnv};
+use crate::engine::Engine;
+use crate::jobs::JobRow;
+use labpool_lifecycle::{Event, Readiness, StageKind};
+use labpool_scheduler::JobState;
+
+impl Engine {
+    /// The environment a job runs inside, as its node gets it.
+    pub(crate) fn launch_env(&self, row: &JobRow) -> Option<LaunchEnv> {
+        let req = &row.request;
+        let (id, kind) = (req.env_id.clone()?, req.env_kind?);
+        Some(LaunchEnv {
+            name: req.env.clone().unwrap_or_else(|| id.clone()),
+            dir: self.config.env_store().join(&id),
+            archive: crate::envs::archive_path(&self.config, &id),
+            id,
+            kind,
+        })
+    }
+
+    /// True when `row`'s attempt must wait for its node to report its environment in place.
+    pub(crate) fn needs_env_stage(&self, row: &JobRow) -> bool {
+        row.request.env_id.is_some() && !self.envs_ready.contains(&(row.id, row.attempt))
+    }
+
+    /// Asks `node` to put the job's environment in place.
+    pub(crate) fn send_env_stage(&self, job: u64, attempt: u32, node: &str) {
+        let Some(env) = self.jobs.job(job).and_then(|r| self.launch_env(r)) else {
+            return;
+        };
+        if let Some(link) = self.agents.get(node) {
+            let _ = link.send(AgentOrder::StageEnv { job, attempt, env });
+        }
+    }
+
+    /// What `EnvStaging` says while a job waits.
+    pub(crate) fn env_staging_detail(row: &JobRow, node: &str) -> String {
+        format!(
+            "putting environment {} ({}) on {node}",
+            row.request.env.as_deref().unwrap_or("-"),
+            row.request.env_id.as_deref().unwrap_or("-")
+        )
+    }
+
+    /// What a STAGING job whose datasets are complete waits for next: its environment, or
+    /// nothing (it starts).
+    pub(crate) fn after_data(&self, job: u64, node: &str) -> Readiness {
+        match self.jobs.job(job) {
+            Some(row) if self.needs_env_stage(row) => {
+                Readiness::Stage(StageKind::Env, Engine::env_staging_detail(row, node))
+            }
+            Some(row) => Readiness::Ready {
+                isolation: self.isolation_text(node, &row.gpus, row.spec.resources.mem_mib),
+            },
+            None => Readiness::Ready {
+                isolation: "unknown".into(),
+            },
+        }
+    }
+
+    /// A node put an environment in place, or could not.
+    pub(crate) fn on_env_staged(
+        &mut self,
+        node: String,
+        job: u64,
+        attempt: u32,
+        id: String,
+        result: Result<bool, String>,
+    ) {
+        let current = self
+            .jobs
+            .job(job)
+            .is_some_and(|r| r.is_current(attempt, JobState::Staging));
+        if !current {
+            return;
+        }
+        match result {
+            Ok(unpacked) => {
+                self.envs_ready.insert((job, attempt));
+                let notes = if unpacked {
+                    vec![format!("environment {id} unpacked on {node}")]
+                } else {
+                    Vec::new()
+                };
+                let next = self.after_data(job, &node);
+                self.lifecycle(Event::Staged {
+                    job,
+                    attempt,
+                    notes,
+                    next,
+                });
+            }
+            Err(why) => self.lifecycle(Event::StageFailed {
+                job,
+                attempt,
+                why: format!(
+                    "putting its environment {id} on {node} failed: {why}; `labpool env show` tells where the build is, an admin can rebuild it"
+                ),
+                retry: None,
+            }),
+        }
+    }
+
+    /// The isolation a run on `node` with `gpus` and `mem_mib` gets, in words.
+    pub(crate) fn isolation_text(&self, node: &str, gpus: &[u32], mem_mib: u64) -> String {
+        let Some(facts) = self.nodes_facts.get(node) else {
+            return "unknown".to_string();
+        };
+        // The description counts the denied GPUs; their device minors are the agent's to know.
+        let node_gpus: Vec<(u32, u32)> = self
+            .sched
+            .nodes()
+            .find(|n| n.name() == node)
+            .map(|n| n.spec.gpus.iter().map(|g| (g.index, g.index)).collect())
+            .unwrap_or_default();
+        facts
+            .isolation
+            .for_launch("-", node_gpus, gpus, mem_mib)
+            .describe()
+    }
+}

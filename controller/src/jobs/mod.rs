@@ -1,0 +1,41 @@
+//! Jobs in the controller: the checks a submit passes ([`checks`]), submits ([`submit`]), cancels ([`cancel`]), holds ([`hold`]), requeues ([`requeue`]), signals ([`signal`]), `srun` steps ([`steps`]), `--test-only` ([`test_only`]), updates ([`update`]), the launch of an attempt
+//! ([`launch`]), the shell around the lifecycle core ([`effects`]), the job rows ([`rows`]) and
+//! the SQL side of their transitions ([`store`]).
+
+pub mod cancel;
+pub mod checks;
+pub mod effects;
+pub mod fields;
+pub mod hold;
+pub mod launch;
+pub mod requeue;
+pub mod rows;
+pub mod signal;
+pub mod steps;
+pub mod store;
+pub mod submit;
+pub mod submit_keys;
+pub mod test_only;
+pub mod update;
+
+pub use effects::Outbox;
+pub use rows::{JobEvent, JobRow, NewJob};
+
+impl crate::engine::Engine {
+    /// Members act on their own jobs, admins on every job: why `caller` may not `what` the
+    /// job in `row` (`"cancel"`, `"hold and release"`, …), or `Ok` when they may.
+    pub(crate) fn owner_or_admin(
+        &self,
+        row: &JobRow,
+        caller: &crate::identity::Caller,
+        what: &str,
+    ) -> Result<(), String> {
+        if row.uid == caller.uid || caller.admin {
+            return Ok(());
+        }
+        Err(format!(
+            "job {} belongs to {}; you ({}) may {what} only your own jobs (admins: root and group {})",
+            row.id, row.spec.user, caller.user, self.config.controller.admin_group
+        ))
+    }
+}
