@@ -41,7 +41,12 @@ const LIBRARIES: [&str; 13] = [
 
 #[test]
 fn each_layer_depends_only_on_the_layers_below_it() {
-    let shared = ["labpool-api", "labpool-settings", "labpool-host", "labpool-link"];
+    let shared = [
+        "labpool-api",
+        "labpool-settings",
+        "labpool-host",
+        "labpool-link",
+    ];
     let layers: [(&str, &[&str]); 7] = [
         ("api", &[]),
         ("settings", &[]),
@@ -63,7 +68,10 @@ fn each_layer_depends_only_on_the_layers_below_it() {
     let mut problems = Vec::new();
     for (krate, allowed) in layers {
         let deps = labpool_deps(krate);
-        assert!(!deps.is_empty(), "{krate}/Cargo.toml names no labpool crate");
+        assert!(
+            !deps.is_empty(),
+            "{krate}/Cargo.toml names no labpool crate"
+        );
         for dep in deps {
             if !allowed.contains(&dep.as_str()) && !LIBRARIES.contains(&dep.as_str()) {
                 problems.push(format!("{krate}/ depends on {dep}"));
