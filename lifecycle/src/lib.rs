@@ -39,5 +39,5 @@ mod transition;
 pub use crate::core::{Lifecycle, Tracked};
 pub use event::{Effect, Event};
 pub use life::{Hold, JobLife, PartEnded, Preemption, preempt_requester, preemptor};
-pub use rules::{Outcome, Readiness, Stale};
+pub use rules::{Lacks, Outcome, Readiness, Stale};
 pub use transition::{Placement, StageKind, Transition, gpu_list};

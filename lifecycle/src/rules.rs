@@ -47,7 +47,33 @@ pub enum Readiness {
     Stage(StageKind, String),
 }
 
+/// What a placed attempt still lacks on its node, as the shell finds it; [`Readiness::next`]
+/// decides what it waits for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lacks {
+    /// Dataset versions not complete on the node, in words (`None`: all there).
+    pub data: Option<String>,
+    /// The environment to put on the node, in words (`None`: none needed, or in place).
+    pub env: Option<String>,
+    /// The isolation it would start with, in words.
+    pub isolation: String,
+}
+
 impl Readiness {
+    /// What a placed attempt waits for next: its datasets, then its environment (the node
+    /// stages them in that order, one after the other); with nothing lacking it starts.
+    pub fn next(lacks: Lacks) -> Readiness {
+        match lacks {
+            Lacks {
+                data: Some(detail), ..
+            } => Readiness::Stage(StageKind::Data, detail),
+            Lacks {
+                env: Some(detail), ..
+            } => Readiness::Stage(StageKind::Env, detail),
+            Lacks { isolation, .. } => Readiness::Ready { isolation },
+        }
+    }
+
     /// The stage it waits for, if any.
     pub fn stage_kind(&self) -> Option<StageKind> {
         match self {

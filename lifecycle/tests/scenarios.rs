@@ -445,3 +445,27 @@ fn a_job_whose_gpus_are_gone_after_a_restart_ends_node_fail_and_is_fenced() {
     h.check().unwrap();
     assert_eq!(h.ends[&running], 1);
 }
+
+#[test]
+fn a_placed_attempt_waits_for_its_data_then_its_environment_then_starts() {
+    use labpool_lifecycle::{Lacks, Readiness, StageKind};
+    let lacks = |data: Option<&str>, env: Option<&str>| Lacks {
+        data: data.map(str::to_string),
+        env: env.map(str::to_string),
+        isolation: "devices".into(),
+    };
+    assert_eq!(
+        Readiness::next(lacks(Some("staging imagenet@1"), Some("putting venv"))),
+        Readiness::Stage(StageKind::Data, "staging imagenet@1".into())
+    );
+    assert_eq!(
+        Readiness::next(lacks(None, Some("putting venv"))),
+        Readiness::Stage(StageKind::Env, "putting venv".into())
+    );
+    assert_eq!(
+        Readiness::next(lacks(None, None)),
+        Readiness::Ready {
+            isolation: "devices".into()
+        }
+    );
+}

@@ -6,21 +6,12 @@ use crate::db::Db;
 use crate::engine::Engine;
 use crate::error::ApiError;
 use crate::identity::Caller;
-use labpool_scheduler::Timestamp;
-use labpool_scheduler::credits::month_summary;
 use labpool_scheduler::credits::{Entry, EntryKind};
 
 impl Engine {
     /// This month's summary for `user`, from the in-memory ledger.
     pub(crate) fn summary(&self, user: &str) -> labpool_scheduler::credits::MonthSummary {
-        let policy = &self.sched.policy().credits;
-        month_summary(
-            policy,
-            &self.ledger,
-            user,
-            Timestamp(self.month.0),
-            Timestamp(self.month.1),
-        )
+        self.ledger.summary(&self.sched.policy().credits, user)
     }
 
     /// Tells the scheduler `user`'s balance after a ledger change.
@@ -68,7 +59,7 @@ impl Engine {
         let mut tx = self.db.begin().await?;
         Db::append_ledger(&mut tx, &entry).await?;
         tx.commit().await?;
-        self.ledger.push(entry);
+        self.ledger.record([entry]);
         self.refresh_balance(&req.user);
         tracing::info!(by = %caller.user, user = %req.user, amount = req.amount, "credit granted");
         Ok(Ok(self.credits_view(&req.user)))
@@ -78,7 +69,7 @@ impl Engine {
     pub(crate) fn credits_view(&self, user: &str) -> CreditsView {
         let s = self.summary(user);
         let accruing = self.sched.accrued(user, self.clock.now());
-        let (_, _, month, resets) = month_of(self.month.0);
+        let (_, _, month, resets) = month_of(self.ledger.start());
         CreditsView {
             user: user.to_string(),
             month,
@@ -93,8 +84,7 @@ impl Engine {
             tokens_per_month: self.sched.policy().credits.emergency_tokens,
             entries: self
                 .ledger
-                .iter()
-                .filter(|e| e.user == user)
+                .entries_of(user)
                 .map(|e| LedgerLine {
                     time: rfc3339(e.time.0),
                     kind: e.kind.as_str().to_string(),

@@ -4,4 +4,5 @@
 pub mod changes;
 pub mod credits;
 pub mod db;
+pub mod month_ledger;
 pub mod why;

@@ -23,7 +23,6 @@ use crate::jobs::Outbox;
 use crate::settings::Config;
 use crate::storage::{self, StorageGate};
 use labpool_lifecycle::{Event, Lifecycle};
-use labpool_scheduler::credits::Entry;
 use labpool_scheduler::{JobId, Scheduler, Timestamp};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -119,9 +118,8 @@ pub struct Engine {
     /// What the next scheduling pass must look at.
     pub(crate) pass_need: PassNeed,
     pub(crate) controller_uid: u32,
-    /// This month's ledger entries, oldest first, and the month's bounds (ms).
-    pub(crate) ledger: Vec<Entry>,
-    pub(crate) month: (i64, i64),
+    /// This month's credit ledger.
+    pub(crate) ledger: crate::accounts::month_ledger::MonthLedger,
     /// What each account is for.
     pub(crate) descriptions: BTreeMap<String, String>,
     /// Datasets and node caches.
@@ -169,8 +167,7 @@ impl Engine {
             batch_tx: None,
             pass_need: PassNeed::Full,
             controller_uid: effective_uid(),
-            ledger: Vec::new(),
-            month: (0, 0),
+            ledger: Default::default(),
             descriptions: BTreeMap::new(),
             data: DataState::new(config.manifests_dir()),
             remote: BTreeMap::new(),
@@ -260,7 +257,7 @@ impl Engine {
     /// One batch: handled, scheduled, written and answered.
     async fn batch(&mut self, batch: Vec<Item>) -> anyhow::Result<()> {
         let now = self.clock.now_ms();
-        if now >= self.month.1 {
+        if self.ledger.is_over(now) {
             tracing::info!("a new month: credits and emergency tokens reset");
             self.load_month(now).await?;
         }

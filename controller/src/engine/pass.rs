@@ -4,7 +4,7 @@
 use crate::api::agent::AgentOrder;
 use crate::engine::{Engine, PassNeed};
 use crate::jobs::JobRow;
-use labpool_lifecycle::{Event, Placement, Readiness, StageKind};
+use labpool_lifecycle::{Event, Lacks, Placement, Readiness};
 use labpool_scheduler::options::{PatternValues, expand_pattern};
 use labpool_scheduler::{Allocation, Decision};
 use std::path::{Path, PathBuf};
@@ -90,29 +90,24 @@ impl Engine {
             }
         }
         let row = self.jobs.job(job).expect("checked above");
-        let ready = if !complete {
+        let data = (!complete).then(|| {
             let what = versions
                 .iter()
                 .map(|(n, v)| format!("{n}@{}", crate::api::data::short(v)))
                 .collect::<Vec<_>>()
                 .join(", ");
-            Readiness::Stage(StageKind::Data, format!("staging {what}"))
-        } else if row.request.env_id.is_some() && !self.has_no_cache(&allocation.node) {
-            // A new attempt has no environment in place yet. A node no agent serves has
-            // nothing that could unpack one: the gate starts the job as it is.
-            Readiness::Stage(
-                StageKind::Env,
-                Engine::env_staging_detail(row, &allocation.node),
-            )
-        } else {
-            Readiness::Ready {
-                isolation: self.isolation_text(
-                    &allocation.node,
-                    &allocation.gpus,
-                    allocation.mem_mib,
-                ),
-            }
-        };
+            format!("staging {what}")
+        });
+        // A new attempt has no environment in place yet. A node no agent serves has nothing
+        // that could unpack one: the gate starts the job as it is.
+        let env = (row.request.env_id.is_some() && !self.has_no_cache(&allocation.node))
+            .then(|| Engine::env_staging_detail(row, &allocation.node));
+        let isolation = self.isolation_text(&allocation.node, &allocation.gpus, allocation.mem_mib);
+        let ready = Readiness::next(Lacks {
+            data,
+            env,
+            isolation,
+        });
         let placement = Placement {
             node: allocation.node,
             gpus: allocation.gpus,

@@ -121,20 +121,14 @@ impl Engine {
     /// Loads the month that holds `at`: its ledger entries, and every known user's balance.
     pub(super) async fn load_month(&mut self, at: i64) -> anyhow::Result<()> {
         let (start, end, _, _) = month_of(at);
-        self.month = (start, end);
         // Everyone starts the month from the grant; last month's balances must not linger.
         self.sched.clear_balances();
-        self.ledger = self
-            .db
-            .ledger(None, start)
-            .await?
-            .into_iter()
-            .filter(|e| e.time.0 < end)
-            .collect();
+        let entries = self.db.ledger(None, start).await?;
+        self.ledger.begin(start, end, entries);
         let users: BTreeSet<String> = self
             .ledger
-            .iter()
-            .map(|e| e.user.clone())
+            .users()
+            .map(str::to_string)
             .chain(self.jobs.jobs().map(|(_, r)| r.spec.user.clone()))
             .chain(self.sched.pending().map(|j| j.user.clone()))
             .collect();

@@ -14,7 +14,7 @@
 use crate::api::agent::{AgentOrder, LaunchEnv};
 use crate::engine::Engine;
 use crate::jobs::JobRow;
-use labpool_lifecycle::{Event, Readiness, StageKind};
+use labpool_lifecycle::{Event, Lacks, Readiness};
 use labpool_scheduler::JobState;
 
 impl Engine {
@@ -58,17 +58,18 @@ impl Engine {
     /// What a STAGING job whose datasets are complete waits for next: its environment, or
     /// nothing (it starts).
     pub(crate) fn after_data(&self, job: u64, node: &str) -> Readiness {
-        match self.jobs.job(job) {
-            Some(row) if self.needs_env_stage(row) => {
-                Readiness::Stage(StageKind::Env, Engine::env_staging_detail(row, node))
-            }
-            Some(row) => Readiness::Ready {
-                isolation: self.isolation_text(node, &row.gpus, row.spec.resources.mem_mib),
-            },
-            None => Readiness::Ready {
+        let Some(row) = self.jobs.job(job) else {
+            return Readiness::Ready {
                 isolation: "unknown".into(),
-            },
-        }
+            };
+        };
+        Readiness::next(Lacks {
+            data: None,
+            env: self
+                .needs_env_stage(row)
+                .then(|| Engine::env_staging_detail(row, node)),
+            isolation: self.isolation_text(node, &row.gpus, row.spec.resources.mem_mib),
+        })
     }
 
     /// A node put an environment in place, or could not.

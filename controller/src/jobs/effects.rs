@@ -310,7 +310,7 @@ impl Engine {
         if entries.is_empty() {
             return;
         }
-        self.ledger.extend(entries.iter().cloned());
+        self.ledger.record(entries.iter().cloned());
         self.outbox.ledger(entries);
         self.refresh_balance(&spec.user);
     }
@@ -344,13 +344,7 @@ impl Engine {
             // Its versions may go now: waiting jobs may fit.
             self.data.unblock(node);
         }
-        let (start, stop) = self.month;
-        self.ledger.extend(
-            entries
-                .iter()
-                .filter(|e| e.time.0 >= start && e.time.0 < stop)
-                .cloned(),
-        );
+        self.ledger.record(entries.iter().cloned());
         self.outbox.ledger(entries);
         self.refresh_balance(&user);
         tracing::info!(job, state = %row.state, exit_code = ?row.exit_code, "job ended");

@@ -137,7 +137,7 @@ impl Engine {
                 Db::append_ledger(&mut tx, &entry).await?;
                 tracing::info!(user = %caller.user, job = ids[0], "emergency token spent");
                 // Counted now, so a second emergency submit in this batch sees it.
-                self.ledger.push(entry);
+                self.ledger.record([entry]);
             }
             let submitted = Submitted {
                 job_id: ids[0],
