@@ -5,10 +5,15 @@
 //!   the same skip is a failure, so that nothing passes in CI without having run.
 //! - **Deterministic data.** [`bytes`] and [`rng`] give the same values for the same seed on
 //!   every machine, from one well-kept generator rather than a copy in each test.
+//! - **Waits.** [`wait::wait_until`] polls for what another process does, with a deadline and a
+//!   message that says what never happened.
+//! - **Test users.** [`users::ensure_user`] makes the local users the permission tests run as.
 //! - **Small file systems.** [`small_fs::SmallFs`] mounts a tiny tmpfs (as root) to fill a disk
 //!   on purpose.
 
 pub mod small_fs;
+pub mod users;
+pub mod wait;
 
 /// The variable that makes skips failures.
 pub const STRICT_VAR: &str = "LABPOOL_TEST_STRICT";

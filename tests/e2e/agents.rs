@@ -2,7 +2,8 @@
 
 use crate::nodes::Cluster;
 use crate::pool::have_root;
-use std::time::{Duration, Instant};
+use crate::pool::wait_until;
+use std::time::Duration;
 
 /// Three agents with 4 GPUs each: three 3-GPU jobs land one per node; a 4-GPU job waits, since
 /// no node has 4 free, and lands exactly on the node whose job is cancelled.
@@ -109,14 +110,11 @@ fn an_agent_killed_with_9_re_adopts_its_running_job() {
     ]);
     c.ctrl
         .wait_for(id, Duration::from_secs(20), |j| j["state"] == "RUNNING");
-    let t0 = Instant::now();
-    while !marker.exists() {
-        assert!(
-            t0.elapsed() < Duration::from_secs(10),
-            "the job never started"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_until(
+        Duration::from_secs(10),
+        || marker.exists(),
+        || "the job never started",
+    );
     c.agents[i].kill9();
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!(c.ctrl.job(id)["state"], "RUNNING");

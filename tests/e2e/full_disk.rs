@@ -1,6 +1,7 @@
 //! Full disks: a job whose spool fills up while it runs is still recorded with its true end,
 //! and is never taken for one that did not start.
 
+use crate::pool::wait_until;
 use crate::pool::{Pool, ensure_user, have_root, read_line, s, stdout_of};
 use std::io::Write;
 use std::path::Path;
@@ -69,14 +70,11 @@ fn a_job_whose_spool_fills_up_while_it_runs_ends_with_its_true_state() {
     pool.wait_for(job, Duration::from_secs(20), |j| j["state"] == "RUNNING");
     // The script itself runs (RUNNING is said as the node is told to start it): only now is
     // the spool filled.
-    let t0 = std::time::Instant::now();
-    while !started.exists() {
-        assert!(
-            t0.elapsed() < Duration::from_secs(20),
-            "the script never ran"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_until(
+        Duration::from_secs(20),
+        || started.exists(),
+        || "the script never ran",
+    );
     let filler = spool.fill();
     std::fs::write(&flag, "").unwrap();
     let done = pool.wait_done(job, Duration::from_secs(30));

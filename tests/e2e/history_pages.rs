@@ -1,19 +1,20 @@
 //! `history` answers in pages: no request makes the controller build an answer that grows with
 //! the whole history, and paging with `after=` visits every job once.
 
+use crate::pool::wait_until;
 use crate::pool::{Pool, get_raw, has};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 #[test]
 fn history_is_paged_with_a_cursor_and_a_page_has_a_cap() {
     let mut pool = Pool::new("1:t4");
     pool.start();
     pool.ok(&["submit", "--array", "0-4", "-c", "1", "--wrap", "true"]);
-    let t0 = Instant::now();
-    while pool.history().len() < 5 {
-        assert!(t0.elapsed() < Duration::from_secs(30), "{:?}", pool.queue());
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_until(
+        Duration::from_secs(30),
+        || pool.history().len() >= 5,
+        || format!("{:?}", pool.queue()),
+    );
     let sock = pool.dir.join("labpool.sock");
     let (status, answer) = get_raw(&sock, "/v1/history?limit=4294967295");
     assert_eq!(status, 400, "{answer}");

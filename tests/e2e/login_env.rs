@@ -4,30 +4,22 @@
 //! ends with it; a profile that hangs is stopped at the timeout with what it started; one that
 //! prints 300 MB costs the node's root shim no more than a bounded read.
 
+use crate::pool::wait_until;
 use crate::pool::{Pool, have_root, read_line, read_output, s};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const T: Duration = Duration::from_secs(30);
 
 /// A test user whose home holds a login profile: (uid, gid, home).
 fn user_with_home(name: &str) -> (u32, u32, PathBuf) {
     let home = PathBuf::from(format!("/var/tmp/labpool-test-home-{name}"));
-    if nix::unistd::User::from_name(name).ok().flatten().is_none() {
-        let _ = Command::new("useradd")
-            .args(["-M", "-s", "/bin/sh", "-d"])
-            .arg(&home)
-            .arg(name)
-            .status();
-    }
-    let u = nix::unistd::User::from_name(name).unwrap().unwrap();
-    assert_eq!(u.dir, home, "{name} has another home");
+    let (uid, gid) = labpool_testkit::users::ensure_user_with_home(name, &home);
     std::fs::create_dir_all(&home).unwrap();
-    std::os::unix::fs::chown(&home, Some(u.uid.as_raw()), Some(u.gid.as_raw())).unwrap();
+    std::os::unix::fs::chown(&home, Some(uid), Some(gid)).unwrap();
     std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o755)).unwrap();
-    (u.uid.as_raw(), u.gid.as_raw(), home)
+    (uid, gid, home)
 }
 
 const PROFILE: &str = r#"
@@ -60,11 +52,11 @@ fn proc_file(pid: i32, name: &str) -> String {
 }
 
 fn wait_gone(pid: i32, what: &str) {
-    let t0 = Instant::now();
-    while alive(pid) && !proc_file(pid, "stat").contains(") Z ") {
-        assert!(t0.elapsed() < T, "{what} (pid {pid}) outlived the job");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_until(
+        T,
+        || !alive(pid) || proc_file(pid, "stat").contains(") Z "),
+        || format!("{what} (pid {pid}) outlived the job"),
+    );
 }
 
 #[test]
@@ -150,11 +142,11 @@ fn a_login_profile_runs_inside_the_job_and_no_longer_than_it() {
             go.display()
         ),
     );
-    let t0 = Instant::now();
-    while !pool.work.join("flooded").exists() {
-        assert!(t0.elapsed() < T, "the flooded job never ran");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_until(
+        T,
+        || pool.work.join("flooded").exists(),
+        || "the flooded job never ran",
+    );
     let lock = pool.dir.join(format!("state/spool/jobs/{flood}.1/lock"));
     let shim: i32 = std::fs::read_to_string(&lock)
         .unwrap()

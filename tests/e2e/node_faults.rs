@@ -3,6 +3,7 @@
 
 use crate::netns::cluster_with_agent_inside;
 use crate::nodes::Cluster;
+use crate::pool::wait_until;
 use crate::pool::{have_root, have_tool};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -35,11 +36,11 @@ fn a_node_cut_off_goes_down_its_jobs_requeue_elsewhere_and_it_rejoins_without_a_
             .wait_for(id, Duration::from_secs(20), |j| j["state"] == "RUNNING");
         assert_eq!(j["node"], "nsnode");
     }
-    let t0 = Instant::now();
-    while !(ledger.join(again.to_string()).exists() && ledger.join(once.to_string()).exists()) {
-        assert!(t0.elapsed() < Duration::from_secs(10), "jobs never started");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_until(
+        Duration::from_secs(10),
+        || ledger.join(again.to_string()).exists() && ledger.join(once.to_string()).exists(),
+        || "jobs never started",
+    );
     let h = c.add_agent("hostnode", "4:t4", &ns.host_ip);
     c.start_agent(h);
 

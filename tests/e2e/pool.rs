@@ -46,39 +46,8 @@ pub fn have_tool(test: &str, tool: &str) -> bool {
     found
 }
 
-/// Makes sure a local test user exists; returns (uid, gid).
-pub fn ensure_user(name: &str) -> (u32, u32) {
-    ensure_user_in(name, None)
-}
-
-/// Makes sure a local test user exists, as a member of `group` when given (the group is
-/// created too); returns (uid, gid).
-pub fn ensure_user_in(name: &str, group: Option<&str>) -> (u32, u32) {
-    for _ in 0..50 {
-        if let Some(g) = group
-            && nix::unistd::Group::from_name(g).ok().flatten().is_none()
-        {
-            let _ = Command::new("groupadd")
-                .args(["-f", g])
-                .stderr(Stdio::null())
-                .status();
-            std::thread::sleep(Duration::from_millis(100));
-            continue;
-        }
-        if let Ok(Some(u)) = nix::unistd::User::from_name(name) {
-            return (u.uid.as_raw(), u.gid.as_raw());
-        }
-        // useradd locks /etc/passwd; a parallel test may hold it for a moment.
-        let mut add = Command::new("useradd");
-        add.args(["-M", "-s", "/bin/sh"]);
-        if let Some(g) = group {
-            add.args(["-G", g]);
-        }
-        let _ = add.arg(name).stderr(Stdio::null()).status();
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    panic!("cannot create test user {name} (are useradd and groupadd installed?)");
-}
+pub use labpool_testkit::users::{ensure_user, ensure_user_in};
+pub use labpool_testkit::wait::wait_until;
 
 /// A config `labpool init` wrote, made quick for tests: a 1 s kill grace, 32 cores, and job
 /// ports of this test process's own (tests run side by side on one host's network).

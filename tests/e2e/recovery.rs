@@ -1,6 +1,7 @@
 //! `kill -9` the controller while jobs run and others wait: after a restart every job ends in
 //! its true state, and none is lost or run twice.
 
+use crate::pool::wait_until;
 use crate::pool::{Pool, read_line, read_output, s};
 use std::time::Duration;
 
@@ -188,14 +189,14 @@ fn a_running_job_whose_gpus_left_the_configuration_ends_node_fail() {
         s(&pool.wait_done(next, Duration::from_secs(20)), "state"),
         "COMPLETED"
     );
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
     let alive = || {
         std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|st| !st.contains(") Z "))
     };
-    while alive() && std::time::Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    assert!(!alive(), "the script {pid} of the ended job still runs");
+    wait_until(
+        Duration::from_secs(10),
+        || !alive(),
+        || format!("the script {pid} of the ended job still runs"),
+    );
     assert_eq!(pool.history().len(), 2);
 }
 
@@ -276,15 +277,11 @@ fn a_submit_retried_after_a_lost_answer_queues_the_job_once() {
         .stderr(log())
         .spawn()
         .unwrap();
-    let t0 = std::time::Instant::now();
-    while !pool.cli(&["queue"]).status.success() {
-        assert!(
-            t0.elapsed() < Duration::from_secs(20),
-            "{}",
-            pool.serve_log()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_until(
+        Duration::from_secs(20),
+        || pool.cli(&["queue"]).status.success(),
+        || pool.serve_log(),
+    );
     let submit = pool
         .command(&["submit", "--wrap", "echo ran >> runs.txt"])
         .stdout(Stdio::piped())

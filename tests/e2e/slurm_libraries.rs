@@ -3,8 +3,9 @@
 //! `sbatch` returns, per-rank logs from `srun --output`, a signal that reaches the tasks and
 //! leaves `srun` to report their end, Slurm's file name patterns, `#SBATCH --parsable`.
 
+use crate::pool::wait_until;
 use crate::pool::{Pool, has, read_output, s};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const T: Duration = Duration::from_secs(30);
 
@@ -89,11 +90,11 @@ fn a_signal_reaches_the_tasks_and_srun_reports_their_end() {
          echo srun-exit=$?\n",
     );
     let id = pool.submit(&["handler.sh"]);
-    let t0 = Instant::now();
-    while !pool.work.join("ready").exists() {
-        assert!(t0.elapsed() < T, "the task never started");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_until(
+        T,
+        || pool.work.join("ready").exists(),
+        || "the task never started",
+    );
     pool.slurm("scancel", &["-s", "USR1", &id.to_string()]);
     let job = pool.wait_done(id, T);
     assert_eq!(s(&job, "state"), "COMPLETED", "{job:#}");

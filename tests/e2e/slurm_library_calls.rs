@@ -6,6 +6,7 @@
 //! fields libraries read a job's end from.
 
 use crate::pool::Pool;
+use crate::pool::wait_until;
 use crate::slurm_peer::slurm;
 use std::collections::BTreeMap;
 use std::process::Command;
@@ -71,14 +72,11 @@ fn make_history(
     let array = sbatch(&["--array=0-1", "--wrap", "exit $SLURM_ARRAY_TASK_ID"]);
     let cancelled = sbatch(&["--wrap", "sleep 60"]);
     // Cancelled once it runs (a job cancelled while it waits has no node and no batch line).
-    let t0 = Instant::now();
-    while squeue_state(&cancelled) != "RUNNING" {
-        assert!(
-            t0.elapsed() < Duration::from_secs(60),
-            "job {cancelled} never ran"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    wait_until(
+        Duration::from_secs(60),
+        || squeue_state(&cancelled) == "RUNNING",
+        || format!("job {cancelled} never ran"),
+    );
     cancel(&cancelled);
     History {
         ids: vec![done, failed, array, cancelled],

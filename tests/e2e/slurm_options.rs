@@ -2,6 +2,7 @@
 //! open mode, Slurm's per-task and per-GPU arithmetic, directive lines written without a
 //! space, and every problem of a script reported in one go.
 
+use crate::pool::wait_until;
 use crate::pool::{Pool, fails_stderr, has, read_output, s};
 use std::time::Duration;
 
@@ -233,11 +234,11 @@ fn a_signal_reaches_the_steps_or_the_batch_shell_and_the_job_goes_on() {
     let id = pool.submit(&["traps.sh"]);
     pool.wait_for(id, T, |j| s(j, "state") == "RUNNING");
     // Both traps are set once the step says so (the shell's comes first).
-    let t0 = std::time::Instant::now();
-    while !pool.work.join("step-ready").exists() {
-        assert!(t0.elapsed() < T, "the step never started");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_until(
+        T,
+        || pool.work.join("step-ready").exists(),
+        || "the step never started",
+    );
     let out = pool.ok(&["cancel", "--signal", "USR2", &id.to_string()]);
     has(
         &out,

@@ -4,6 +4,7 @@
 //! says when it falls behind.
 
 use crate::nodes::{Cluster, free_port};
+use crate::pool::wait_until;
 use crate::pool::{Pool, bytes, has, have_root, strict};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -37,11 +38,11 @@ impl Moto {
             }
         };
         let endpoint = format!("127.0.0.1:{port}");
-        let t0 = Instant::now();
-        while std::net::TcpStream::connect(&endpoint).is_err() {
-            assert!(t0.elapsed() < Duration::from_secs(30), "moto did not start");
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        wait_until(
+            Duration::from_secs(30),
+            || std::net::TcpStream::connect(&endpoint).is_ok(),
+            || "moto did not start",
+        );
         let moto = Moto { child, endpoint };
         // moto takes an unsigned bucket creation.
         moto.raw("PUT", "/lab");

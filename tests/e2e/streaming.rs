@@ -1,6 +1,7 @@
 //! A dataset larger than every node's cache is streamed: the job runs against the shared source
 //! (read-only), with a warning at submit and in `why`, and nothing of it is cached.
 
+use crate::pool::wait_until;
 use crate::pool::{Pool, bytes, has, read_output, s};
 use std::time::Duration;
 
@@ -19,11 +20,11 @@ fn a_dataset_larger_than_every_cache_is_read_from_the_shared_source_with_a_warni
     pool.ok(&["dataset", "add", "laion", dir.to_str().unwrap()]);
     // The agent reports its cache with its first inventory; wait for it, as a member would
     // see it in `cache status`.
-    let t0 = std::time::Instant::now();
-    while !pool.ok(&["cache", "status", "--json"]).contains("capacity") {
-        assert!(t0.elapsed() < T, "the node's cache never reported");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_until(
+        T,
+        || pool.ok(&["cache", "status", "--json"]).contains("capacity"),
+        || "the node's cache never reported",
+    );
 
     let out = pool.cli(&[
         "submit",

@@ -1,0 +1,50 @@
+//! Waiting in a test for something another process does: one poll loop with a deadline,
+//! instead of a hand-written one in each test.
+
+use std::fmt::Display;
+use std::time::{Duration, Instant};
+
+/// Polls `done` every 50 ms until it holds. After `timeout` the test fails with `why()` (read
+/// only then, so it may describe the state that was waited on) and how long it waited.
+pub fn wait_until<S: Display>(
+    timeout: Duration,
+    mut done: impl FnMut() -> bool,
+    why: impl FnOnce() -> S,
+) {
+    let start = Instant::now();
+    while !done() {
+        if start.elapsed() >= timeout {
+            panic!("after {:.1} s: {}", start.elapsed().as_secs_f64(), why());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn it_returns_once_done_holds() {
+        let mut calls = 0;
+        wait_until(
+            Duration::from_secs(5),
+            || {
+                calls += 1;
+                calls == 3
+            },
+            || "never",
+        );
+        assert_eq!(calls, 3);
+    }
+
+    #[test]
+    #[should_panic(expected = "the marker never appeared")]
+    fn it_fails_with_why_after_the_timeout() {
+        wait_until(
+            Duration::from_millis(120),
+            || false,
+            || "the marker never appeared",
+        );
+    }
+}
