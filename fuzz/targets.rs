@@ -1,5 +1,5 @@
 //! The bodies of the fuzz targets, one function per parser: the libFuzzer targets in
-//! `fuzz_targets/` call them, and `tests/fuzz_corpus.rs` runs every committed input (seeds and
+//! `fuzz_targets/` call them, and `tests/fuzz_corpus/main.rs` runs every committed input (seeds and
 //! the crashes found, kept as regressions) through them on stable Rust in the test suite.
 
 use labpool::api;

@@ -3,9 +3,12 @@
 //! they declare onto node-local disk, snapshots shared data nightly, keeps home and scratch
 //! within quota, and runs jobs inside named software environments.
 //!
-//! This crate is the `labpool` binary's wiring: the CLI, config, the controller daemon, the node
-//! agent and the per-job shim, Slurm's command personalities and the Slurm gate. Domain logic
-//! lives in the workspace's library crates: [`labpool_scheduler`] and [`labpool_lifecycle`]
+//! This crate is the `labpool` binary: the CLI and its commands, Slurm's command names and
+//! interactive sessions. It wires the layers below it (see `layering.rs`): the controller
+//! ([`labpool_controller`], with the Slurm gate), the node agent and shim ([`labpool_agent`]),
+//! the web dashboard ([`labpool_web`]), the links between them ([`labpool_link`]), this machine
+//! ([`labpool_host`]), the config ([`labpool_settings`]) and the wire types ([`labpool_api`]).
+//! Domain logic lives in the library crates: [`labpool_scheduler`] and [`labpool_lifecycle`]
 //! (the deterministic cores), [`labpool_cache`], [`labpool_snapshots`], [`labpool_quotas`],
 //! [`labpool_envs`], [`labpool_cluster`] (trust between nodes) and [`labpool_monitor`].
 

@@ -5,7 +5,7 @@
 //! (`labpool step-host`, started by the shim as the job's user, inside the job's cgroup and
 //! with that node's GPUs) listening on the job's second leased port. `srun` on the first node
 //! sends each other node its tasks over TCP once each side proved the gang's secret to the
-//! other (`link_auth` in the binary; the secret itself is never sent), and relays the tasks' output
+//! other (`labpool_link::link_auth`; the secret itself is never sent), and relays the tasks' output
 //! and exit codes back, line by line. The secret is made per attempt by the
 //! controller, sent to the nodes over the signed agent channel, and kept in a file only the
 //! job's user can read (`user/gang.json`), so no one else can run tasks in the job.

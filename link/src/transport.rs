@@ -266,7 +266,7 @@ pub type SharedVerifier = Arc<Mutex<Verifier>>;
 pub fn signed_body_limit(path: &str) -> usize {
     match path {
         "/v1/agent/register" => 64 << 10,
-        // GPU readings ride along (at most `agent::daemon::SAMPLES_KEPT` of them).
+        // GPU readings ride along (at most `labpool_agent::daemon::SAMPLES_KEPT` of them).
         "/v1/agent/heartbeat" => 1 << 20,
         // A pack of the snapshot repository (about 32 MiB) on its way to a node's copy.
         "/v1/agent/copy/file" => 128 << 20,

@@ -1,6 +1,7 @@
 //! Where an off-box copy of the snapshot repository goes, as `[snapshots] copy_to` or
-//! `labpool snapshot copy --to` writes it. Opening its store is the binary's
-//! (`snapshot_copies::open`): it needs the cluster key or the bucket's credentials.
+//! `labpool snapshot copy --to` writes it. Opening its store is the controller's
+//! (`labpool_controller::snapshot_copies::open`): it needs the cluster key or the bucket's
+//! credentials.
 
 use std::path::PathBuf;
 

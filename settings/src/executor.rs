@@ -1,5 +1,5 @@
 //! `[executor]`: who runs the jobs the pool places. labpool's own agents (the default), or the
-//! lab's Slurm, with labpool as the admission gate in front of it (see `src/slurm_gate/`).
+//! lab's Slurm, with labpool as the admission gate in front of it (see `controller/src/slurm_gate/`).
 
 use super::rebase;
 use super::values::{de_duration, ser_duration};

@@ -130,7 +130,7 @@ pub async fn run(args: &DemoArgs) -> anyhow::Result<()> {
         );
     }
     crate::out!(
-        "Next: `{} init --dir DIR` writes a config for this machine; the README shows the rest.",
+        "Next: `{} init --dir DIR` writes a config for this machine; docs/admin/install.md shows the rest.",
         this_program()
     );
     Ok(())

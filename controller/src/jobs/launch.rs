@@ -1,6 +1,6 @@
 //! The launch order of a job's attempt, built from its row and its allocation. It looks
 //! nothing up: the owner's home and shell come from the node's own user database when the
-//! job starts there (see `agent::environment`), so a slow directory service (LDAP, sssd)
+//! job starts there (see `labpool_host::job_environment`), so a slow directory service (LDAP, sssd)
 //! never stalls the engine loop, and a node's view of its users is the one that counts.
 
 use crate::api::agent::{ArrayEnv, Launch};

@@ -17,7 +17,7 @@ use std::str::FromStr;
 /// A job row: who, what was asked, and its lifecycle. Reads of the lifecycle fields go
 /// through `Deref` (`row.state`); changes only through
 /// [`Transition`](labpool_lifecycle::Transition)s, applied to the row and to the table from the
-/// same value (see `controller::jobs`).
+/// same value (see `crate::jobs`).
 #[derive(Debug, Clone)]
 pub struct JobRow {
     /// Id.

@@ -9,7 +9,7 @@
 //! Decisions recorded here (docs/admin/slurm.md says what members see):
 //! - Agents are optional: every node Slurm lists is scheduled from its `Gres=`, `CPUTot` and
 //!   `RealMemory` ([`node::NodeLine::spec`]) until an agent registers for it; such a node reads
-//!   datasets from the shared storage (see `controller::nodes::agentless`).
+//!   datasets from the shared storage (see `crate::nodes::agentless`).
 //! - The lifecycle runs as with agents: a placed job's datasets are staged by the labpool agent
 //!   on the chosen node (agents on Slurm nodes only cache and serve peers; they never get a
 //!   start order). When the stage is done, the engine's start order comes here instead of to
