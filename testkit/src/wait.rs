@@ -8,6 +8,17 @@ use std::time::{Duration, Instant};
 /// only then, so it may describe the state that was waited on) and how long it waited.
 pub fn wait_until<S: Display>(
     timeout: Duration,
+    done: impl FnMut() -> bool,
+    why: impl FnOnce() -> S,
+) {
+    wait_until_every(Duration::from_millis(50), timeout, done, why);
+}
+
+/// [`wait_until`], polling every `poll`: for a test that must act within moments of what it
+/// waits for (kill a controller while a stage is still copying).
+pub fn wait_until_every<S: Display>(
+    poll: Duration,
+    timeout: Duration,
     mut done: impl FnMut() -> bool,
     why: impl FnOnce() -> S,
 ) {
@@ -16,7 +27,7 @@ pub fn wait_until<S: Display>(
         if start.elapsed() >= timeout {
             panic!("after {:.1} s: {}", start.elapsed().as_secs_f64(), why());
         }
-        std::thread::sleep(Duration::from_millis(50));
+        std::thread::sleep(poll);
     }
 }
 

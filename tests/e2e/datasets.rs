@@ -2,7 +2,6 @@
 //! recovery mid-stage, rescans that copy only what changed, eviction under pins, verify, and
 //! bad input. Real files, a real controller, real jobs.
 
-use crate::pool::wait_until;
 use crate::pool::{Pool, bytes, fails_stderr, has, read_output, s};
 use serde_json::Value;
 use std::os::unix::fs::PermissionsExt;
@@ -216,7 +215,8 @@ fn a_controller_killed_mid_stage_resumes_and_nothing_half_copied_is_visible() {
     let cache = pool.dir.join("cache/shards");
     // Copies become durable in batches (synced, renamed, journaled): wait for the first.
     let journal = cache.join(format!("{version}.journal"));
-    wait_until(
+    labpool_testkit::wait::wait_until_every(
+        Duration::from_millis(20),
         T,
         || std::fs::metadata(&journal).map_or(0, |m| m.len()) != 0,
         || "no copy was journaled",

@@ -70,11 +70,18 @@ fn make_history(
     let done = sbatch(&["--wrap", "true"]);
     let failed = sbatch(&["--wrap", "srun true; exit 3"]);
     let array = sbatch(&["--array=0-1", "--wrap", "exit $SLURM_ARRAY_TASK_ID"]);
-    let cancelled = sbatch(&["--wrap", "sleep 60"]);
-    // Cancelled once it runs (a job cancelled while it waits has no node and no batch line).
+    // Its script says when it runs, in a directory of this history's own.
+    let marks = tempfile::Builder::new()
+        .prefix("lp-marks-")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let script = format!("touch {}/$SLURM_JOB_ID; sleep 60", marks.path().display());
+    let cancelled = sbatch(&["--wrap", &script]);
+    // Cancelled once its script runs: a job cancelled while it waits has no node and no batch
+    // line, and one Slurm calls RUNNING before its batch script started ends 0:0, not 0:15.
     wait_until(
         Duration::from_secs(60),
-        || squeue_state(&cancelled) == "RUNNING",
+        || squeue_state(&cancelled) == "RUNNING" && marks.path().join(&cancelled).exists(),
         || format!("job {cancelled} never ran"),
     );
     cancel(&cancelled);
