@@ -1,8 +1,7 @@
 //! Several nodes: real `labpool agent` processes on loopback joined to one controller.
 
 use crate::nodes::Cluster;
-use crate::pool::have_root;
-use crate::pool::wait_until;
+use crate::pool::{have_root, wait_until};
 use std::time::Duration;
 
 /// Three agents with 4 GPUs each: three 3-GPU jobs land one per node; a 4-GPU job waits, since

@@ -27,23 +27,26 @@ fn chapters(under: &str) -> Vec<PathBuf> {
     out
 }
 
-/// The English chapters' text, all together (the Chinese ones are under `zh-CN/`).
-fn english_book() -> String {
-    chapters("")
+/// The text of `files`, all together.
+fn text_of(files: &[PathBuf]) -> String {
+    files
         .iter()
-        .filter(|p| !p.starts_with(repo().join("docs/zh-CN")))
         .map(|p| std::fs::read_to_string(p).unwrap())
         .collect::<Vec<_>>()
         .join("\n")
 }
 
+/// The English chapters' text, all together (the Chinese ones are under `zh-CN/`).
+fn english_book() -> String {
+    let zh = repo().join("docs/zh-CN");
+    let mut files = chapters("");
+    files.retain(|p| !p.starts_with(&zh));
+    text_of(&files)
+}
+
 /// The Chinese chapters' text, all together.
 fn chinese_book() -> String {
-    chapters("zh-CN")
-        .iter()
-        .map(|p| std::fs::read_to_string(p).unwrap())
-        .collect::<Vec<_>>()
-        .join("\n")
+    text_of(&chapters("zh-CN"))
 }
 
 /// The long options named in the first cell of each table row.
@@ -70,11 +73,11 @@ fn rows(text: &str) -> Vec<(BTreeSet<String>, String)> {
 #[test]
 fn an_option_is_either_supported_or_refused_not_both() {
     // The guides' tables (the generated docs/slurm-compatibility.md has a test of its own).
-    let text: String = ["user", "admin", "reference"]
+    let guides: Vec<PathBuf> = ["user", "admin", "reference"]
         .iter()
         .flat_map(|part| chapters(part))
-        .map(|p| std::fs::read_to_string(p).unwrap())
         .collect();
+    let text = text_of(&guides);
     let rows = rows(&text);
     let refused: BTreeSet<&String> = rows
         .iter()

@@ -1,8 +1,7 @@
 //! Full disks: a job whose spool fills up while it runs is still recorded with its true end,
 //! and is never taken for one that did not start.
 
-use crate::pool::wait_until;
-use crate::pool::{Pool, ensure_user, have_root, read_line, s, stdout_of};
+use crate::pool::{Pool, ensure_user, have_root, read_line, s, stdout_of, wait_until};
 use std::io::Write;
 use std::path::Path;
 use std::time::Duration;

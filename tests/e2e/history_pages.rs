@@ -1,8 +1,7 @@
 //! `history` answers in pages: no request makes the controller build an answer that grows with
 //! the whole history, and paging with `after=` visits every job once.
 
-use crate::pool::wait_until;
-use crate::pool::{Pool, get_raw, has};
+use crate::pool::{Pool, get_raw, has, wait_until};
 use std::time::Duration;
 
 #[test]

@@ -1,6 +1,6 @@
 //! A job's life: submit, queue, run with its GPUs and environment, end, history.
 
-use crate::pool::{Pool, read_line, read_output, s, stdout_of};
+use crate::pool::{Pool, read_line, read_output, runs, s, stdout_of, wait_until};
 use std::time::Duration;
 
 const T: Duration = Duration::from_secs(20);
@@ -290,13 +290,9 @@ fn finished_job_leaves_no_process_behind_and_secrets_stay_private() {
         std::thread::sleep(std::time::Duration::from_millis(20));
     };
     assert_eq!(s(&pool.wait_done(id, T), "state"), "COMPLETED");
-    let alive = |pid: i32| {
-        // A killed child of init may linger as a zombie for a moment; count only live ones.
-        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|st| !st.contains(") Z "))
-    };
-    let t0 = std::time::Instant::now();
-    while alive(pid) && t0.elapsed() < Duration::from_secs(5) {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    assert!(!alive(pid), "the setsid'd process {pid} outlived its job");
+    wait_until(
+        Duration::from_secs(5),
+        || !runs(pid),
+        || format!("the setsid'd process {pid} outlived its job"),
+    );
 }

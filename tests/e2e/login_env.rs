@@ -4,8 +4,7 @@
 //! ends with it; a profile that hangs is stopped at the timeout with what it started; one that
 //! prints 300 MB costs the node's root shim no more than a bounded read.
 
-use crate::pool::wait_until;
-use crate::pool::{Pool, have_root, read_line, read_output, s};
+use crate::pool::{Pool, have_root, read_line, read_output, runs, s, wait_until};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -54,7 +53,7 @@ fn proc_file(pid: i32, name: &str) -> String {
 fn wait_gone(pid: i32, what: &str) {
     wait_until(
         T,
-        || !alive(pid) || proc_file(pid, "stat").contains(") Z "),
+        || !runs(pid),
         || format!("{what} (pid {pid}) outlived the job"),
     );
 }

@@ -3,8 +3,7 @@
 
 use crate::netns::cluster_with_agent_inside;
 use crate::nodes::Cluster;
-use crate::pool::wait_until;
-use crate::pool::{have_root, have_tool};
+use crate::pool::{have_root, have_tool, wait_until};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 

@@ -49,6 +49,12 @@ pub fn have_tool(test: &str, tool: &str) -> bool {
 pub use labpool_testkit::users::{ensure_user, ensure_user_in};
 pub use labpool_testkit::wait::wait_until;
 
+/// Whether process `pid` still runs: it exists and is not a zombie (a killed child of init may
+/// linger as one for a moment).
+pub fn runs(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|st| !st.contains(") Z "))
+}
+
 /// A config `labpool init` wrote, made quick for tests: a 1 s kill grace, 32 cores, and job
 /// ports of this test process's own (tests run side by side on one host's network).
 pub fn for_tests(text: &str) -> String {
@@ -312,20 +318,22 @@ impl Pool {
 
     /// Waits until `pred` holds for job `id`.
     pub fn wait_for(&self, id: u64, timeout: Duration, pred: impl Fn(&Value) -> bool) -> Value {
-        let t0 = Instant::now();
-        loop {
-            let j = self.job(id);
-            if pred(&j) {
-                return j;
-            }
-            if t0.elapsed() > timeout {
-                panic!(
-                    "job {id} did not reach the expected state in {timeout:?}: {j:#}\n{}",
+        let mut last = Value::Null;
+        wait_until(
+            timeout,
+            || {
+                last = self.job(id);
+                pred(&last)
+            },
+            || {
+                format!(
+                    "job {id} did not reach the expected state in {timeout:?}: {:#}\n{}",
+                    self.job(id),
                     self.serve_log()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
+                )
+            },
+        );
+        last
     }
 
     /// `labpool queue --json`.

@@ -1,8 +1,7 @@
 //! `kill -9` the controller while jobs run and others wait: after a restart every job ends in
 //! its true state, and none is lost or run twice.
 
-use crate::pool::wait_until;
-use crate::pool::{Pool, read_line, read_output, s};
+use crate::pool::{Pool, read_line, read_output, runs, s, wait_until};
 use std::time::Duration;
 
 #[test]
@@ -152,9 +151,7 @@ fn a_dead_shim_ends_its_job_kills_its_processes_and_frees_the_gpu() {
         s(&pool.wait_done(second, Duration::from_secs(20)), "state"),
         "COMPLETED"
     );
-    let alive =
-        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|st| !st.contains(") Z "));
-    assert!(!alive, "the job's script {pid} outlived its shim");
+    assert!(!runs(pid), "the job's script {pid} outlived its shim");
 }
 
 /// The controller restarts with a configuration that no longer has a running job's GPUs: the
@@ -189,12 +186,9 @@ fn a_running_job_whose_gpus_left_the_configuration_ends_node_fail() {
         s(&pool.wait_done(next, Duration::from_secs(20)), "state"),
         "COMPLETED"
     );
-    let alive = || {
-        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|st| !st.contains(") Z "))
-    };
     wait_until(
         Duration::from_secs(10),
-        || !alive(),
+        || !runs(pid),
         || format!("the script {pid} of the ended job still runs"),
     );
     assert_eq!(pool.history().len(), 2);

@@ -12,18 +12,19 @@ use std::path::Path;
 /// Compares `shown` with the snapshot `name`; `dir` is the pool's directory, shown as `[DIR]`.
 /// Nothing else is filtered: for what does not change from run to run.
 pub fn assert_shown(name: &str, dir: &Path, shown: &str) {
-    assert_filtered(
-        name,
-        &[(regex::escape(&dir.display().to_string()), "[DIR]")],
-        shown,
-    );
+    assert_filtered(name, &[dir_filter(dir)], shown);
+}
+
+/// `dir`, written `[DIR]`.
+fn dir_filter(dir: &Path) -> (String, &'static str) {
+    (regex::escape(&dir.display().to_string()), "[DIR]")
 }
 
 /// Like [`assert_shown`], for what a running pool lists: times and dates, a running job's
 /// first minute, its port lease, and this machine's isolation and file-system words are
 /// filtered too.
 pub fn assert_listed(name: &str, dir: &Path, shown: &str) {
-    let mut filters = vec![(regex::escape(&dir.display().to_string()), "[DIR]")];
+    let mut filters = vec![dir_filter(dir)];
     filters.extend(
         [
             // RFC 3339 in JSON, then the tables' local times, then dates and months alone.

@@ -3,8 +3,7 @@
 //! `sbatch` returns, per-rank logs from `srun --output`, a signal that reaches the tasks and
 //! leaves `srun` to report their end, Slurm's file name patterns, `#SBATCH --parsable`.
 
-use crate::pool::wait_until;
-use crate::pool::{Pool, has, read_output, s};
+use crate::pool::{Pool, has, read_output, s, wait_until};
 use std::time::Duration;
 
 const T: Duration = Duration::from_secs(30);

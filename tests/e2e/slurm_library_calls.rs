@@ -5,8 +5,7 @@
 //! A new call is covered by adding a row to `CALLS`; `scontrol show job` is compared on the
 //! fields libraries read a job's end from.
 
-use crate::pool::Pool;
-use crate::pool::wait_until;
+use crate::pool::{Pool, wait_until};
 use crate::slurm_peer::slurm;
 use std::collections::BTreeMap;
 use std::process::Command;

@@ -2,8 +2,7 @@
 //! open mode, Slurm's per-task and per-GPU arithmetic, directive lines written without a
 //! space, and every problem of a script reported in one go.
 
-use crate::pool::wait_until;
-use crate::pool::{Pool, fails_stderr, has, read_output, s};
+use crate::pool::{Pool, fails_stderr, has, read_output, s, wait_until};
 use std::time::Duration;
 
 const T: Duration = Duration::from_secs(30);

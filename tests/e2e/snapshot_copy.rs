@@ -4,8 +4,7 @@
 //! says when it falls behind.
 
 use crate::nodes::{Cluster, free_port};
-use crate::pool::wait_until;
-use crate::pool::{Pool, bytes, has, have_root, strict};
+use crate::pool::{Pool, bytes, has, have_root, strict, wait_until};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

@@ -1,8 +1,7 @@
 //! A dataset larger than every node's cache is streamed: the job runs against the shared source
 //! (read-only), with a warning at submit and in `why`, and nothing of it is cached.
 
-use crate::pool::wait_until;
-use crate::pool::{Pool, bytes, has, read_output, s};
+use crate::pool::{Pool, bytes, has, read_output, s, wait_until};
 use std::time::Duration;
 
 const T: Duration = Duration::from_secs(30);

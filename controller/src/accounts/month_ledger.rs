@@ -17,12 +17,12 @@ pub struct MonthLedger {
 
 impl MonthLedger {
     /// Starts the month [`start`, `end`) with the entries the database holds from `start` on
-    /// (those at or after `end` are dropped).
+    /// (those at or after `end` are dropped, as [`MonthLedger::record`] drops them).
     pub fn begin(&mut self, start: i64, end: i64, entries: Vec<Entry>) {
         self.start = start;
         self.end = end;
-        self.entries = entries;
-        self.entries.retain(|e| e.time.0 < end);
+        self.entries.clear();
+        self.record(entries);
     }
 
     /// Whether `now` is past the month: a new one must begin.
