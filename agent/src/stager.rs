@@ -6,6 +6,7 @@
 use crate::api::agent::{AgentReport, StageFailure, StageFor, StageItem, StageOrder, Staged};
 use crate::peer::PeerConnector;
 use labpool_cache::CacheError;
+use labpool_cache::evict::prefetch_may_evict;
 use labpool_cache::manifest::Manifest;
 use labpool_cache::store::{NodeCache, Progress, StageOptions, eviction_order, plan};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -385,6 +386,22 @@ impl Worker {
         for v in inv.versions.iter().filter(|v| v.complete) {
             if order.items.iter().any(|i| i.name == v.name) {
                 keep.insert((v.name.clone(), v.version.clone()));
+            }
+        }
+        // A prefetch takes room only from data no queued job reads sooner.
+        if matches!(order.purpose, StageFor::Prefetch { .. }) {
+            let first_read = order
+                .items
+                .iter()
+                .filter_map(|i| next_use.get(&(i.name.clone(), i.version.clone())))
+                .min()
+                .copied()
+                .unwrap_or(usize::MAX);
+            for v in &inv.versions {
+                let key = (v.name.clone(), v.version.clone());
+                if !prefetch_may_evict(next_use.get(&key).copied(), first_read) {
+                    keep.insert(key);
+                }
             }
         }
         self.make_room(needed, self.capacity, &keep, &next_use)

@@ -61,6 +61,15 @@ pub struct Candidate<K> {
     pub bytes: u64,
 }
 
+/// Whether a prefetch of data whose first reader sits at queue position `prefetch_pos` may
+/// evict a version next read at `next_use` (None: no queued job reads it): only data no queued
+/// job reads sooner. Evicting what an earlier job reads would be undone by that job's own copy,
+/// and two prefetches could evict each other's data without end. The node cache and the
+/// simulator both ask this.
+pub fn prefetch_may_evict(next_use: Option<usize>, prefetch_pos: usize) -> bool {
+    next_use.is_none_or(|n| n > prefetch_pos)
+}
+
 /// The candidates' keys in the order they go: incomplete ones first; then the one whose next
 /// use is furthest away (no known use is furthest); among equals the least recently used (the
 /// best guess left), then the largest, then by key, so the order is the same run after run.

@@ -187,7 +187,11 @@ impl World<'_> {
                 .filter(|(d, _)| match prefetch {
                     None => true,
                     Some(pos) => {
-                        self.guarded() && self.next_use.get(*d).is_none_or(|next| *next > pos)
+                        self.guarded()
+                            && labpool_cache::evict::prefetch_may_evict(
+                                self.next_use.get(*d).copied(),
+                                pos,
+                            )
                     }
                 })
                 .map(|(d, c)| (d.clone(), c.bytes, c.last_use))
@@ -428,6 +432,7 @@ impl World<'_> {
                 }
                 continue;
             }
+            self.counts.completed += 1;
             if let Some(c) = self.nodes[t.node].cache.get_mut(&t.dataset) {
                 c.complete = true;
                 c.last_use = now;
