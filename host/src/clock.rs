@@ -37,11 +37,70 @@ pub fn system() -> Arc<dyn Clock> {
 }
 
 /// Milliseconds since the Unix epoch, from the machine's clock (for code that has no
-/// [`Clock`] to ask: the CLI, the shim).
+/// [`Clock`] to ask: the CLI, the shim). Under the test hook
+/// [`LABPOOL_TEST_CLOCK_SCALE`](crate::env_vars::LABPOOL_TEST_CLOCK_SCALE) it runs faster.
 pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
+    let real = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
+        .map_or(0, |d| d.as_millis() as i64);
+    match scale() {
+        Some(s) => s.at(real),
+        None => real,
+    }
+}
+
+/// How long to wait, in real time, for `ms` of this clock to pass: `ms` itself, or less under
+/// the scaled test clock.
+pub fn real_wait(ms: i64) -> std::time::Duration {
+    let ms = ms.max(0) as f64 / scale().map_or(1.0, |s| s.factor);
+    std::time::Duration::from_millis(ms.ceil() as u64)
+}
+
+/// How far this clock moves while `real` passes on the wall clock: `real` itself, or more
+/// under the scaled test clock (a period that real sleeps keep, read as this clock's ms).
+pub fn clock_ms(real: std::time::Duration) -> i64 {
+    (real.as_millis() as f64 * scale().map_or(1.0, |s| s.factor)) as i64
+}
+
+/// The scaled test clock: from `origin_ms` on, time runs `factor` times as fast.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Scale {
+    /// How much faster than the wall clock.
+    pub factor: f64,
+    /// The moment (real ms since the epoch) both clocks agree.
+    pub origin_ms: i64,
+}
+
+impl Scale {
+    /// Parses `SCALE@ORIGIN_MS`: a factor from 1 to 10000, and a moment.
+    pub fn parse(text: &str) -> Option<Scale> {
+        let (factor, origin) = text.trim().split_once('@')?;
+        let factor: f64 = factor.parse().ok()?;
+        let origin_ms: i64 = origin.parse().ok()?;
+        ((1.0..=10_000.0).contains(&factor) && origin_ms >= 0)
+            .then_some(Scale { factor, origin_ms })
+    }
+
+    /// This clock's reading when the wall clock reads `real_ms`.
+    pub fn at(self, real_ms: i64) -> i64 {
+        self.origin_ms + ((real_ms - self.origin_ms) as f64 * self.factor) as i64
+    }
+}
+
+/// The scaled clock this process was started with, read once. A value that does not parse
+/// stops the process: a test that asked for a fast clock must not run on a slow one.
+fn scale() -> Option<Scale> {
+    static SCALE: std::sync::OnceLock<Option<Scale>> = std::sync::OnceLock::new();
+    *SCALE.get_or_init(|| {
+        let name = crate::env_vars::LABPOOL_TEST_CLOCK_SCALE;
+        let text = std::env::var(name).ok()?;
+        match Scale::parse(&text) {
+            Some(s) => Some(s),
+            None => panic!(
+                "{name}={text:?}: give SCALE@ORIGIN_MS, a factor from 1 to 10000 and a moment in ms since the epoch, e.g. 60@1765000000000; or unset it"
+            ),
+        }
+    })
 }
 
 /// Now, as the scheduler takes it.
@@ -171,5 +230,14 @@ mod tests {
         let (start, end, name, resets) = month_of(ms);
         assert!(start <= ms && ms < end);
         assert_eq!((name.as_str(), resets.as_str()), ("2026-12", "2027-01-01"));
+    }
+
+    #[test]
+    fn a_scaled_clock_agrees_at_its_origin_and_runs_faster_after() {
+        let s = Scale::parse("60@1000").unwrap();
+        assert_eq!((s.at(1000), s.at(2000), s.at(1500)), (1000, 61_000, 31_000));
+        for bad in ["60", "0@1000", "60@", "x@1", "20000@1", "60@-5", "@"] {
+            assert_eq!(Scale::parse(bad), None, "{bad}");
+        }
     }
 }

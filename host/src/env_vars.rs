@@ -16,6 +16,11 @@ pub const LABPOOL_JOB_KEY: &str = "LABPOOL_JOB_KEY";
 /// Shifts this process's clock for signing and checking cluster requests, in milliseconds
 /// (e.g. `-600000`): the test hook for the clock-skew refusal. Never set it in production.
 pub const LABPOOL_TEST_CLOCK_OFFSET_MS: &str = "LABPOOL_TEST_CLOCK_OFFSET_MS";
+/// Runs this process's clock faster, as `SCALE@ORIGIN_MS` (e.g. `60@1765000000000`: from that
+/// moment on, a real second reads as a minute): the test hook that replays a trace through a
+/// real pool in seconds. Every process of the pool is given the same value, so they share one
+/// time. Never set it in production.
+pub const LABPOOL_TEST_CLOCK_SCALE: &str = "LABPOOL_TEST_CLOCK_SCALE";
 /// When `1`, the controller aborts right after committing a batch that took a submit, before
 /// it answers: the test hook for a reply lost to a crash. Never set it in production.
 pub const LABPOOL_TEST_CRASH_AFTER_SUBMIT: &str = "LABPOOL_TEST_CRASH_AFTER_SUBMIT";

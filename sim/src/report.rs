@@ -8,6 +8,10 @@ use std::collections::BTreeMap;
 /// One finished job, as the report needs it.
 #[derive(Debug, Clone)]
 pub struct JobRecord {
+    /// Its id in the trace.
+    pub job: u64,
+    /// The node it ran on (last, when it was preempted and ran again).
+    pub node: String,
     /// Its user.
     pub user: String,
     /// Its GPUs.
@@ -78,6 +82,10 @@ pub struct CopyCounts {
     pub prefetches_elsewhere: u64,
     /// Prefetches stopped in flight because their job went elsewhere.
     pub prefetches_cancelled: u64,
+    /// Copies into a node's cache that completed (stages and prefetches, from the shared
+    /// storage or a peer).
+    #[serde(default)]
+    pub completed: u64,
     /// Evictions of complete datasets.
     pub evictions: u64,
     /// Evictions of data a queued job reads.
@@ -163,6 +171,26 @@ pub struct SimReport {
     pub copies: CopyCounts,
     /// Per user.
     pub users: Vec<UserFigures>,
+    /// Where and when each job ran, by trace id (`labpool sim --placements` prints them).
+    #[serde(skip)]
+    pub placements: Vec<Placed>,
+}
+
+/// Where and when one job ran.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Placed {
+    /// Its id in the trace.
+    pub job: u64,
+    /// The node it ran on.
+    pub node: String,
+    /// Given its GPUs, seconds from the start of the trace.
+    pub placed_s: f64,
+    /// Its data there and its script started, seconds from the start of the trace.
+    pub compute_s: f64,
+    /// Ended, seconds from the start of the trace.
+    pub end_s: f64,
+    /// The time limit it was submitted with, seconds.
+    pub limit_s: Option<i64>,
 }
 
 fn secs(a: Timestamp, b: Timestamp) -> f64 {
@@ -303,7 +331,25 @@ pub fn summarise(policy: &str, records: &[JobRecord], t: Totals) -> SimReport {
         p95_owner_wait_s: quantile(&owner_waits, 0.95),
         copies: t.copies,
         users,
+        placements: placements(records),
     }
+}
+
+/// Each job's node and times, in trace order.
+fn placements(records: &[JobRecord]) -> Vec<Placed> {
+    let mut out: Vec<Placed> = records
+        .iter()
+        .map(|r| Placed {
+            job: r.job,
+            node: r.node.clone(),
+            placed_s: r.placed.0 as f64 / 1000.0,
+            compute_s: r.compute.0 as f64 / 1000.0,
+            end_s: r.end.0 as f64 / 1000.0,
+            limit_s: r.limit_ms.map(|l| l / 1000),
+        })
+        .collect();
+    out.sort_by_key(|p| p.job);
+    out
 }
 
 /// The rows that compare strict caps with borrowing: what preemption cost, and how long

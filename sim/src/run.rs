@@ -444,6 +444,8 @@ fn apply(
                     first_placed: world.preempt.first_placed.remove(&id).unwrap_or(placed),
                     within_share: world.preempt.owners.contains(&id),
                     limit_ms,
+                    job: j.job_id,
+                    node: world.nodes[node].name.clone(),
                     user: j.user.clone(),
                     gpus: j.gpus,
                     gpu_type: world.nodes[node].gpu_type.clone(),

@@ -64,6 +64,10 @@ pub struct SimArgs {
     /// Also print each policy's per-user figures
     #[arg(long)]
     pub users: bool,
+    /// Print where and when each job ran under each policy instead of the figures, and what
+    /// the caches copied and evicted (to compare with a real pool's own record)
+    #[arg(long, conflicts_with_all = ["sweep", "accounts", "users"])]
+    pub placements: bool,
     /// Split the trace's users into N accounts with equal GrpTRES shares, and compare the
     /// labpool policy under strict caps with borrowing beyond the shares and preemption
     #[arg(long, value_name = "N")]

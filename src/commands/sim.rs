@@ -167,6 +167,9 @@ pub fn run(args: &SimArgs, config: Option<&Path>) -> anyhow::Result<()> {
             }
         }
     }
+    if args.placements {
+        return placements(&reports, args.json);
+    }
     if args.json {
         for r in &reports {
             crate::out!("{}", serde_json::to_string(r)?);
@@ -190,6 +193,55 @@ pub fn run(args: &SimArgs, config: Option<&Path>) -> anyhow::Result<()> {
         for r in &reports {
             crate::out!("\n{}:\n{}", r.policy, user_table(r));
         }
+    }
+    Ok(())
+}
+
+/// `labpool sim --placements`: each job's node and times under each policy, then what the
+/// caches copied and evicted; with `--json`, a line per job and a line of counts per policy.
+fn placements(reports: &[labpool_sim::report::SimReport], json: bool) -> anyhow::Result<()> {
+    for r in reports {
+        let copies = &r.copies;
+        if json {
+            for p in &r.placements {
+                let mut line = serde_json::to_value(p)?;
+                line["policy"] = r.policy.clone().into();
+                crate::out!("{line}");
+            }
+            let counts = serde_json::json!({
+                "policy": r.policy,
+                "copies_completed": copies.completed,
+                "evictions": copies.evictions,
+                "unfinished": r.unfinished,
+            });
+            crate::out!("{counts}");
+            continue;
+        }
+        crate::out!("{}:", r.policy);
+        crate::out!(
+            "{:>6}  {:<12} {:>10} {:>10} {:>10}",
+            "JOB",
+            "NODE",
+            "PLACED_S",
+            "START_S",
+            "END_S"
+        );
+        for p in &r.placements {
+            crate::out!(
+                "{:>6}  {:<12} {:>10.1} {:>10.1} {:>10.1}",
+                p.job,
+                p.node,
+                p.placed_s,
+                p.compute_s,
+                p.end_s
+            );
+        }
+        crate::out!(
+            "copies completed {}, evictions {}, unfinished {}\n",
+            copies.completed,
+            copies.evictions,
+            r.unfinished
+        );
     }
     Ok(())
 }

@@ -46,6 +46,7 @@ mod session_hijack;
 mod session_remote;
 mod show_settings;
 mod shown;
+mod sim_differential;
 mod simple_slurm;
 mod slurm_commands;
 mod slurm_differential;

@@ -89,6 +89,8 @@ pub struct Pool {
     controller: Option<Child>,
     /// The labpool binary the pool uses (a world-executable copy when `for_users`).
     pub bin: PathBuf,
+    /// Extra environment for `serve` and the CLI (test hooks).
+    pub env: Vec<(String, String)>,
 }
 
 impl Pool {
@@ -133,6 +135,7 @@ impl Pool {
             work,
             controller: None,
             bin: bin(),
+            env: Vec::new(),
         }
     }
 
@@ -168,6 +171,7 @@ impl Pool {
         let mut cmd = Command::new(&self.bin);
         cmd.arg("serve")
             .env("LABPOOL_CONFIG", &self.config)
+            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
             .stderr(log);
@@ -230,6 +234,7 @@ impl Pool {
         let mut cmd = Command::new(&self.bin);
         cmd.args(args)
             .env("LABPOOL_CONFIG", &self.config)
+            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .current_dir(&self.work);
         cmd
     }

@@ -204,7 +204,7 @@ impl Engine {
             // the next tick.
             let now = self.clock.now_ms();
             let begin = self.sched.next_due(Timestamp(now));
-            let until_begin = Duration::from_millis(begin.map_or(0, |b| (b.0 - now).max(0) as u64));
+            let until_begin = crate::clock::real_wait(begin.map_or(0, |b| b.0 - now));
             let first = tokio::select! {
                 _ = shutdown.wait_for(|stop| *stop) => break,
                 _ = tokio::time::sleep(until_begin), if begin.is_some() => {

@@ -58,7 +58,9 @@ pub fn first_orders_pending(address: &str) -> String {
 /// Three heartbeats: a node silent this long has missed a few, as Slurm judges a node not
 /// responding. An agent that does not say its period is taken as the default (10 s).
 pub fn late_after_ms(heartbeat_ms: Option<u64>) -> i64 {
-    3 * heartbeat_ms.unwrap_or(10_000).clamp(100, 600_000) as i64
+    let period = heartbeat_ms.unwrap_or(10_000).clamp(100, 600_000);
+    // The agent keeps its period by real sleeps; the silence is measured on the clock.
+    crate::clock::clock_ms(std::time::Duration::from_millis(3 * period))
 }
 
 /// The agent-facing routes (signed; see [`crate::transport::verify_signed`]).
