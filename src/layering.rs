@@ -5,7 +5,10 @@
 //! - the node agent with the shim (`agent/`) and the web dashboard (`web/`);
 //! - the controller (`controller/`, with the Slurm gate and the snapshot copies), over the
 //!   dashboard but never the agent: the binary hands it the agent's start function;
-//! - the binary (`src/`): the CLI, Slurm's command names and interactive sessions.
+//! - the command line (`cli/`: the arguments, a command for each, interactive sessions), over
+//!   the controller, the agent and the web;
+//! - Slurm's command names (`slurm_commands/`), over the CLI, which never depends on them;
+//! - the binary (`src/`), which wires the last two.
 //!
 //! Cargo refuses a cycle, so dependencies already point one way; this test holds which way, so
 //! that the controller and the agent never come to depend on each other, and no layer on one
@@ -47,7 +50,16 @@ fn each_layer_depends_only_on_the_layers_below_it() {
         "labpool-host",
         "labpool-link",
     ];
-    let layers: [(&str, &[&str]); 7] = [
+    let above_the_nodes = [
+        "labpool-api",
+        "labpool-settings",
+        "labpool-host",
+        "labpool-link",
+        "labpool-web",
+        "labpool-agent",
+        "labpool-controller",
+    ];
+    let layers: [(&str, &[&str]); 9] = [
         ("api", &[]),
         ("settings", &[]),
         ("host", &["labpool-api", "labpool-settings"]),
@@ -64,6 +76,8 @@ fn each_layer_depends_only_on_the_layers_below_it() {
                 "labpool-web",
             ],
         ),
+        ("cli", &above_the_nodes),
+        ("slurm_commands", &["labpool-cli"]),
     ];
     let mut problems = Vec::new();
     for (krate, allowed) in layers {

@@ -1,0 +1,131 @@
+//! `labpool init --dir DIR --join HOST:PORT --key FILE --name NODE`: the config of a node that
+//! joins a controller on another machine (`labpool agent`).
+
+use crate::args::InitArgs;
+use crate::commands::init::quote;
+use crate::discovery::{host_cpus, host_mem_mib, host_name};
+use crate::settings::{Config, VirtualGpus};
+use anyhow::Context;
+use labpool_units::format_mib_exact;
+use std::os::unix::fs::DirBuilderExt;
+use std::path::Path;
+
+/// The agent config's text.
+pub fn render(
+    dir: &Path,
+    join: &str,
+    listen: &str,
+    name: &str,
+    gpus: Option<&VirtualGpus>,
+) -> String {
+    let path = |f: &str| quote(&dir.join(f).display().to_string());
+    let gpu_line = match gpus {
+        Some(v) => format!("virtual_gpus = \"{}:{}\"", v.count, v.gpu_type),
+        None => "# virtual_gpus = \"4:rtx4090\"   # without it, NVML finds the GPUs".to_string(),
+    };
+    format!(
+        r#"# labpool node agent configuration, written by `labpool init --join`.
+# Run it with: labpool agent --config THIS_FILE (as root, so jobs run as their owners).
+
+[controller]
+# This agent's own state (its job spool) and the socket this node's CLI talks to: the agent
+# forwards every CLI request to the controller, vouching for the caller's uid.
+state_dir = {state}
+socket = {socket}
+log_file = {log}
+kill_grace = "30s"
+
+[agent]
+# The controller's `listen` address, and the copy of its cluster key (mode 0600).
+join = {join}
+key = {key}
+# Where the controller sends orders and other nodes fetch staged datasets from this one.
+listen = {listen}
+# advertise = "10.0.0.12:7071"   # the address others reach this agent at, if not `listen`
+#                                # (or, listening on 0.0.0.0, the one its connections come from)
+heartbeat = "10s"
+
+[node]
+name = {name}
+cpus = {cpus}
+memory = "{mem}"
+{gpu_line}
+# Features jobs may ask for with --constraint (sbatch -C):
+# features = ["a100", "ib"]
+
+# The node's dataset cache: a local SSD directory.
+[cache]
+dir = {cache}
+
+# This node's GPUs at http://LISTEN/metrics under dcgm-exporter's names ("off": none); the
+# controller's page has the whole pool.
+[metrics]
+listen = "127.0.0.1:9400"
+# sample_interval = "5s"
+"#,
+        state = path("state"),
+        socket = path("labpool.sock"),
+        log = path("agent.log"),
+        join = quote(join),
+        key = path("cluster.key"),
+        listen = quote(listen),
+        name = quote(name),
+        cpus = host_cpus(),
+        mem = format_mib_exact(host_mem_mib()),
+        cache = path("cache"),
+    )
+}
+
+/// Writes DIR/labpool.toml for an agent and copies the cluster key to DIR/cluster.key.
+pub fn run(args: &InitArgs, join: &str) -> anyhow::Result<()> {
+    let key_src = args.key.as_deref().context("--join needs --key FILE")?;
+    if !join.contains(':') {
+        anyhow::bail!(
+            "--join {join:?}: give the controller's listen address as HOST:PORT, e.g. 10.0.0.1:7070"
+        );
+    }
+    let (gpus, dir) = crate::commands::init::gpus_and_dir(args)?;
+    let name = args.name.clone().unwrap_or_else(host_name);
+    let listen = args.listen.clone().unwrap_or_else(|| "0.0.0.0:7071".into());
+    let text = render(&dir, join, &listen, &name, gpus.as_ref());
+    let path = dir.join("labpool.toml");
+    // Everything is checked before anything is made.
+    Config::parse(&text, &path)?;
+    let key_text = std::fs::read_to_string(key_src)
+        .with_context(|| format!("cannot read the cluster key {}", key_src.display()))?;
+    let key = labpool_cluster::ClusterKey::from_hex(&key_text).with_context(|| {
+        format!(
+            "{} is not a cluster key (64 hex digits); copy the controller's DIR/cluster.key",
+            key_src.display()
+        )
+    })?;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o755)
+        .create(&dir)
+        .with_context(|| format!("cannot create {}", dir.display()))?;
+    if path.exists() && !args.force {
+        anyhow::bail!(
+            "{} already exists\nhint: pass --force to overwrite it",
+            path.display()
+        );
+    }
+    let key_dst = dir.join("cluster.key");
+    let same = std::fs::canonicalize(key_src).ok() == std::fs::canonicalize(&key_dst).ok();
+    if !same {
+        let _ = std::fs::remove_file(&key_dst);
+        key.write_new(&key_dst)?;
+    }
+    std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
+    let config = Config::load(&path)?;
+    crate::out!("Wrote {} (node agent)", config.path.display());
+    crate::out!("  node   {name} joins the controller at {join}");
+    crate::out!("  key    {} (mode 0600)", key_dst.display());
+    crate::out!("Next:");
+    crate::out!("  labpool agent --config {}", config.path.display());
+    crate::out!(
+        "  on this node, members use LABPOOL_CONFIG={} like on the controller",
+        config.path.display()
+    );
+    Ok(())
+}

@@ -1,0 +1,76 @@
+//! `labpool run [OPTIONS] --pty [COMMAND]` (and `srun --pty bash` outside a job): an
+//! interactive session. The job asks for what the options ask (in the `interactive`
+//! partition when there is one and no other is named), and its script hosts the session
+//! (see [`crate::session`]).
+
+use crate::args::{RunArgs, SubmitArgs};
+use crate::client::Client;
+use crate::settings::Config;
+use anyhow::Context;
+use std::collections::BTreeMap;
+
+/// Runs `labpool run`; returns the shell's exit code.
+pub async fn run(args: &RunArgs, config: &Config) -> anyhow::Result<i32> {
+    if !args.pty {
+        anyhow::bail!(
+            "labpool run gives an interactive shell: add --pty (labpool run --pty bash)\nhint: to run a command in the background, use labpool submit --wrap \"CMD\""
+        );
+    }
+    let uid = nix::unistd::geteuid().as_raw();
+    let mut options = args.options.clone();
+    if options.partition.is_none() && config.partitions.iter().any(|p| p.name == "interactive") {
+        options.partition = Some("interactive".into());
+    }
+    if options.job_name.is_none() {
+        let name = args
+            .command
+            .first()
+            .and_then(|c| std::path::Path::new(c).file_name())
+            .map_or_else(
+                || "interactive".to_string(),
+                |n| n.to_string_lossy().into_owned(),
+            );
+        options.job_name = Some(name);
+    }
+    // A directory of the user's own, made before the job exists; a name of its own in it: two
+    // pools (or two sessions) never meet on one socket.
+    let (dir, passed_over) = crate::session::private_dir(uid)
+        .context("cannot make a private directory for the session's socket in /tmp")?;
+    if let Some(why) = &passed_over {
+        eprintln!(
+            "warning: {why}; this session uses {} instead (an admin can remove the other)",
+            dir.display()
+        );
+    }
+    let socket = dir.join(format!("{}.sock", crate::link_auth::random_hex(8)));
+    let script = crate::session::host_command(&socket, config.jobs.interactive_idle, &args.command)
+        .context("the command holds a NUL byte")?;
+    let submit = SubmitArgs {
+        options,
+        wrap: Some(script),
+        parsable: false,
+        test_only: false,
+        wait: false,
+        json: false,
+        script: None,
+        stdin_script: None,
+        args: Vec::new(),
+    };
+    let cwd = std::env::current_dir().context("cannot read the current directory")?;
+    let mut env: BTreeMap<String, String> = std::env::vars().collect();
+    // Shown by this client to reach the session from another machine (see session::conn).
+    let token = crate::link_auth::random_hex(16);
+    env.insert(crate::session::conn::TOKEN_VAR.into(), token.clone());
+    let (mut req, warnings, _) = super::submit::build_request(&submit, &cwd, &env)?;
+    // A person types in it: it is never preempted.
+    req.interactive = true;
+    for w in warnings {
+        eprintln!("warning: {w}");
+    }
+    let client = Client::new(&config.controller.socket);
+    let code = crate::session::attach::attach(&client, &req, &socket, &token).await;
+    if passed_over.is_some() {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    code
+}
