@@ -55,11 +55,11 @@ impl EngineParts {
             self.nodes.clone(),
             self.clock.clone(),
         );
-        engine.local_node = self.local.as_ref().map(|s| s.name.clone());
-        engine.cluster = self.cluster.clone();
+        engine.reach.local = self.local.as_ref().map(|s| s.name.clone());
+        engine.reach.cluster = self.cluster.clone();
         engine.storage = self.storage.clone();
         engine.gpu_util = self.gpu_util.clone();
-        engine.gate = self.gate.clone();
+        engine.reach.gate = self.gate.clone();
         engine.restore().await?;
         Ok(engine)
     }

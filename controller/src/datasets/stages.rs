@@ -50,7 +50,7 @@ impl Engine {
             pinned: self.pins(node).into_keys().collect(),
             next_use: self.next_use(),
         };
-        match self.agents.get(node) {
+        match self.reach.orders(node) {
             Some(link) => {
                 let _ = link.send(AgentOrder::Stage(Box::new(order)));
             }
@@ -309,7 +309,7 @@ impl Engine {
             );
             self.outbox.stage(job, attempt, &node, StageKind::Data);
         }
-        for link in self.agents.values() {
+        for link in self.reach.all_orders() {
             let _ = link.send(AgentOrder::Inventory);
         }
         Ok(())

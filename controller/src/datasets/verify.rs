@@ -37,10 +37,10 @@ impl Engine {
             return;
         }
         let nodes: BTreeSet<String> = self
-            .agents
-            .keys()
-            .filter(|n| node.is_none_or(|want| want == n.as_str()))
-            .cloned()
+            .reach
+            .agent_nodes()
+            .filter(|n| node.is_none_or(|want| want == *n))
+            .map(str::to_string)
             .collect();
         // Mismatched files are re-staged from the source only while it still holds that
         // version; otherwise the version is reported and left for eviction.
@@ -53,7 +53,7 @@ impl Engine {
         self.data.next_request += 1;
         let request = self.data.next_request;
         for n in &nodes {
-            if let Some(link) = self.agents.get(n) {
+            if let Some(link) = self.reach.orders(n) {
                 let _ = link.send(AgentOrder::Verify {
                     request,
                     sources: sources.clone(),

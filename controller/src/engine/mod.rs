@@ -105,7 +105,8 @@ pub struct Engine {
     pub(crate) config: Arc<Config>,
     pub(crate) db: Db,
     pub(crate) sched: Scheduler,
-    pub(crate) agents: BTreeMap<String, mpsc::UnboundedSender<AgentOrder>>,
+    /// Where each node's orders go: agents, remote or in-process, or the Slurm gate.
+    pub(crate) reach: crate::nodes::reach::NodeReach,
     pub(crate) nodes_facts: BTreeMap<String, NodeFacts>,
     /// Attempts whose node has reported their environment in place: (job, attempt).
     pub(crate) envs_ready: BTreeSet<(u64, u32)>,
@@ -124,12 +125,6 @@ pub struct Engine {
     pub(crate) descriptions: BTreeMap<String, String>,
     /// Datasets and node caches.
     pub(crate) data: DataState,
-    /// Nodes served by remote agents.
-    pub(crate) remote: BTreeMap<String, crate::nodes::RemoteNode>,
-    /// The client order links to remote agents sign with; `None` when no agents are taken.
-    pub(crate) cluster: Option<crate::transport::SignedClient>,
-    /// The controller's own node, when it runs one in-process.
-    pub(crate) local_node: Option<String>,
     /// Where the engine reads the time: the machine's clock, or a test's.
     pub(crate) clock: Arc<dyn Clock>,
     /// Set when the state file system is full, so the API answers with why.
@@ -139,8 +134,6 @@ pub struct Engine {
     /// Each running attempt's mean GPU utilisation, kept by the monitor: the credit rebate
     /// reads it when the job ends.
     pub(crate) gpu_util: crate::health::UtilBoard,
-    /// Over the Slurm executor: where orders about running attempts go instead of agents.
-    pub(crate) gate: Option<mpsc::UnboundedSender<crate::slurm_gate::GateOrder>>,
     /// Nodes this engine marked down or draining because Slurm shows them so.
     pub(crate) slurm_marks: crate::nodes::slurm::SlurmMarks,
 }
@@ -159,7 +152,7 @@ impl Engine {
             config: config.clone(),
             db,
             sched,
-            agents,
+            reach: crate::nodes::reach::NodeReach::new(agents),
             nodes_facts,
             envs_ready: BTreeSet::new(),
             jobs: Lifecycle::new(),
@@ -170,14 +163,10 @@ impl Engine {
             ledger: Default::default(),
             descriptions: BTreeMap::new(),
             data: DataState::new(config.manifests_dir()),
-            remote: BTreeMap::new(),
-            cluster: None,
-            local_node: None,
             clock,
             storage: StorageGate::default(),
             keys_forgotten_at: 0,
             gpu_util: Default::default(),
-            gate: None,
             slurm_marks: Default::default(),
         }
     }
@@ -219,7 +208,7 @@ impl Engine {
                     ticked = true;
                     None
                 }
-                _ = node_check.tick(), if !self.remote.is_empty() => Some(Item::NodeCheck),
+                _ = node_check.tick(), if !self.reach.remote.is_empty() => Some(Item::NodeCheck),
                 else => break,
             };
             if ticked {

@@ -84,7 +84,7 @@ impl Engine {
         on.extend(allocation.others.iter().map(|o| o.node.as_str()));
         for node in self.data.prefetched_on.remove(&job).unwrap_or_default() {
             if !on.contains(&node.as_str())
-                && let Some(link) = self.agents.get(&node)
+                && let Some(link) = self.reach.orders(&node)
             {
                 let _ = link.send(AgentOrder::DropPrefetch { job });
             }

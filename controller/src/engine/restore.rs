@@ -113,7 +113,7 @@ impl Engine {
         tracing::info!(pending, running, "state restored");
         // Each node keeps the attempts expected there and kills any other; cancels asked for
         // before the restart are carried out now.
-        let recovery = self.jobs.recover(self.agents.keys().map(String::as_str));
+        let recovery = self.jobs.recover(self.reach.agent_nodes());
         self.apply(recovery);
         self.flush().await
     }

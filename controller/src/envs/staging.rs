@@ -41,7 +41,7 @@ impl Engine {
         let Some(env) = self.jobs.job(job).and_then(|r| self.launch_env(r)) else {
             return;
         };
-        if let Some(link) = self.agents.get(node) {
+        if let Some(link) = self.reach.orders(node) {
             let _ = link.send(AgentOrder::StageEnv { job, attempt, env });
         }
     }

@@ -243,7 +243,7 @@ impl Engine {
                     let Some(order) = self.to_gate(&node, order) else {
                         continue;
                     };
-                    match self.agents.get(&node) {
+                    match self.reach.orders(&node) {
                         Some(link) => {
                             let _ = link.send(order);
                         }

@@ -65,6 +65,7 @@ impl Engine {
             ports: alloc.ports,
             gang: None,
             node_host: self
+                .reach
                 .remote
                 .contains_key(&alloc.node)
                 .then(|| self.node_host(&alloc.node)),
@@ -125,7 +126,7 @@ impl Engine {
                 .trim_matches(['[', ']'])
                 .to_string()
         };
-        if let Some(r) = self.remote.get(node) {
+        if let Some(r) = self.reach.remote.get(node) {
             return host(&r.address);
         }
         match self.config.controller.listen.as_deref().map(host) {

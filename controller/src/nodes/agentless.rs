@@ -36,7 +36,7 @@ impl Engine {
     /// True when `node` is served by an agent or is the controller's own: Slurm's view of it
     /// is not taken.
     fn served_elsewhere(&self, node: &str) -> bool {
-        self.remote.contains_key(node) || self.local_node.as_deref() == Some(node)
+        self.reach.has_own_agent(node)
     }
 
     /// Takes Slurm's nodes: those no agent serves join, change, or leave the pool.

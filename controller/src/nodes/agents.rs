@@ -140,7 +140,7 @@ impl Engine {
     /// until their agents register again.
     pub(crate) async fn restore_remote(&mut self) -> anyhow::Result<()> {
         for (spec, gpu_source, address) in self.db.agent_nodes().await? {
-            if self.local_node.as_deref() == Some(spec.name.as_str()) {
+            if self.reach.is_local(spec.name.as_str()) {
                 continue;
             }
             let name = spec.name.clone();
@@ -160,7 +160,7 @@ impl Engine {
                     cache_dir: None,
                 },
             );
-            self.remote.insert(
+            self.reach.remote.insert(
                 name,
                 RemoteNode {
                     address,
@@ -186,13 +186,13 @@ impl Engine {
         from: std::net::SocketAddr,
     ) -> anyhow::Result<Result<Registered, ApiError>> {
         let name = reg.node.name.clone();
-        if self.local_node.as_deref() == Some(name.as_str()) {
+        if self.reach.is_local(name.as_str()) {
             return Ok(Err(ApiError::conflict(
                 format!("node {name} is the controller's own node; an agent cannot take its name"),
                 Some("give the agent another name under [node] in its config".into()),
             )));
         }
-        let Some(client) = self.cluster.clone() else {
+        let Some(client) = self.reach.cluster.clone() else {
             return Ok(Err(ApiError::conflict(
                 "this controller takes no agents",
                 Some("set listen under [controller]".into()),
@@ -221,12 +221,12 @@ impl Engine {
         );
         let trouble = LinkTrouble::default();
         let (link, orders) = spawn_link(name.clone(), address.clone(), client, trouble.clone());
-        self.agents.insert(name.clone(), orders);
-        let previous = self.remote.get(&name).cloned();
+        self.reach.connect(&name, orders);
+        let previous = self.reach.remote.get(&name).cloned();
         let same_instance = previous
             .as_ref()
             .is_some_and(|p| p.instance == reg.instance);
-        self.remote.insert(
+        self.reach.remote.insert(
             name.clone(),
             RemoteNode {
                 address: address.clone(),
@@ -265,7 +265,7 @@ impl Engine {
     /// A heartbeat: the node is alive. An agent the controller does not know (it restarted, or
     /// the node was declared DOWN) is told to register again.
     pub(crate) fn on_heartbeat(&mut self, beat: Heartbeat) -> Result<(), ApiError> {
-        match self.remote.get_mut(&beat.node) {
+        match self.reach.remote.get_mut(&beat.node) {
             Some(n) if n.instance == beat.instance && !n.down => {
                 n.last_seen_ms = self.clock.now_ms();
                 n.beat = Some(beat);
@@ -293,7 +293,7 @@ impl Engine {
         &mut self,
         batch: ReportBatch,
     ) -> anyhow::Result<Result<(), ApiError>> {
-        match self.remote.get_mut(&batch.node) {
+        match self.reach.remote.get_mut(&batch.node) {
             Some(n) if n.instance == batch.instance && !n.down => {
                 if batch.seq <= n.last_report {
                     return Ok(Ok(()));

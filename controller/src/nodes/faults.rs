@@ -45,7 +45,7 @@ impl Engine {
         let timeout_text = labpool_units::format_duration(self.config.controller.node_timeout);
         let now = self.clock.now_ms();
         let mut down: Vec<(String, String)> = Vec::new();
-        for (name, n) in self.remote.iter_mut().filter(|(_, n)| !n.down) {
+        for (name, n) in self.reach.remote.iter_mut().filter(|(_, n)| !n.down) {
             let silent = now - n.last_seen_ms;
             if silent > timeout {
                 let reason = if n.instance.is_empty() {
@@ -127,8 +127,8 @@ impl Engine {
         tracing::warn!(node, reason, "node DOWN");
         self.sched.set_node_down(node, Some(reason.to_string()));
         self.sched.set_node_not_responding(node, None);
-        self.agents.remove(node);
-        if let Some(n) = self.remote.get_mut(node) {
+        self.reach.disconnect(node);
+        if let Some(n) = self.reach.remote.get_mut(node) {
             n.down = true;
             n.not_responding = None;
         }
@@ -142,7 +142,7 @@ impl Engine {
         });
         // Over Slurm the job may still run there: the attempts just requeued are cancelled in
         // Slurm, as an agent's are fenced, so none runs twice.
-        if let Some(gate) = &self.gate {
+        if let Some(gate) = &self.reach.gate {
             let _ = gate.send(crate::slurm_gate::GateOrder::NodeLost(node.to_string()));
         }
     }

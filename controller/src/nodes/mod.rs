@@ -28,6 +28,7 @@ pub mod db;
 pub mod faults;
 pub mod link;
 pub mod peers;
+pub mod reach;
 pub mod slurm;
 pub mod views;
 

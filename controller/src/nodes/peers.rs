@@ -17,10 +17,11 @@ impl Engine {
                 .count()
         };
         let candidates: Vec<(&str, usize)> = self
+            .reach
             .remote
             .iter()
             .filter(|(n, r)| n.as_str() != node && !r.down && !r.instance.is_empty())
-            .filter(|(n, _)| self.agents.contains_key(n.as_str()))
+            .filter(|(n, _)| self.reach.has_agent(n.as_str()))
             .filter(|(n, _)| self.data.complete_on(n, name, version))
             .map(|(n, _)| (n.as_str(), serving(n)))
             .collect();
@@ -28,7 +29,7 @@ impl Engine {
             .into_iter()
             .map(|n| PeerRef {
                 node: n.to_string(),
-                address: self.remote[n].address.clone(),
+                address: self.reach.remote[n].address.clone(),
             })
             .collect();
         if let Some(first) = peers.first() {

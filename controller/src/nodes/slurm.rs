@@ -50,7 +50,7 @@ impl Engine {
             .collect();
         for node in back {
             self.slurm_marks.down.remove(&node);
-            let agent_down = self.remote.get(&node).is_some_and(|r| r.down);
+            let agent_down = self.reach.remote.get(&node).is_some_and(|r| r.down);
             if !agent_down {
                 tracing::info!(node, "node up again in Slurm");
                 self.sched.set_node_down(&node, None);
@@ -80,7 +80,7 @@ impl Engine {
     /// Over the Slurm executor: which datasets each node holds complete in its current
     /// version, for the gate to mirror as Slurm node features (`ds_<name>`).
     pub(crate) fn tell_gate_holdings(&self) {
-        let Some(gate) = &self.gate else {
+        let Some(gate) = &self.reach.gate else {
             return;
         };
         let mut holdings: BTreeMap<String, Vec<String>> = BTreeMap::new();
@@ -104,7 +104,7 @@ impl Engine {
     /// Over the Slurm executor, an order about running attempts goes to the gate; any other
     /// order (stages, inventory) is given back for the node's agent.
     pub(crate) fn to_gate(&self, node: &str, order: AgentOrder) -> Option<AgentOrder> {
-        let Some(gate) = &self.gate else {
+        let Some(gate) = &self.reach.gate else {
             return Some(order);
         };
         let order = match order {

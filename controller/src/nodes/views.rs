@@ -91,7 +91,7 @@ impl Engine {
                     cpus_used: n.spec.cpus - n.free_cpus(),
                     mem_mib: n.spec.mem_mib,
                     mem_used_mib: n.spec.mem_mib - n.free_mem_mib(),
-                    agent: self.remote.get(n.name()).map(|r| r.address.clone()),
+                    agent: self.reach.remote.get(n.name()).map(|r| r.address.clone()),
                     last_seen: self.last_seen(n.name()).map(|t| crate::clock::rfc3339(t.0)),
                     load: self.heartbeat_of(n.name()).map(|b| b.load),
                     mem_available_mib: self.heartbeat_of(n.name()).map(|b| b.mem_available_mib),
@@ -103,11 +103,14 @@ impl Engine {
 
     /// A remote node's last heartbeat, for `labpool nodes`.
     pub(crate) fn heartbeat_of(&self, node: &str) -> Option<&Heartbeat> {
-        self.remote.get(node).and_then(|r| r.beat.as_ref())
+        self.reach.remote.get(node).and_then(|r| r.beat.as_ref())
     }
 
     /// When the controller last heard from a remote node, for `labpool nodes`.
     pub(crate) fn last_seen(&self, node: &str) -> Option<Timestamp> {
-        self.remote.get(node).map(|r| Timestamp(r.last_seen_ms))
+        self.reach
+            .remote
+            .get(node)
+            .map(|r| Timestamp(r.last_seen_ms))
     }
 }
