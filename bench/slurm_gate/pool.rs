@@ -29,6 +29,7 @@ fn quick(t: String) -> String {
     many_cpus(
         t.replace("kill_grace = \"30s\"", "kill_grace = \"1s\"")
             .replace("listen = \"127.0.0.1:9400\"", "listen = \"127.0.0.1:0\"")
+            .replace("listen = \"127.0.0.1:9401\"", "listen = \"127.0.0.1:0\"")
             .replace("listen = \"127.0.0.1:9402\"", "listen = \"127.0.0.1:0\""),
     )
 }

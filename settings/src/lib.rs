@@ -45,7 +45,7 @@ pub use envs::EnvsConfig;
 pub use executor::{ExecutorConfig, ExecutorKind};
 pub use jobs::{IsolationMode, JobsConfig, OverridePolicy};
 pub use mail::MailConfig;
-pub use metrics::{MetricsConfig, ZombiesConfig};
+pub use metrics::{AGENT_METRICS, CONTROLLER_METRICS, MetricsConfig, ZombiesConfig};
 pub use node::{GpuShare, NodeConfig, VirtualGpus};
 pub use partitions::PartitionConfig;
 pub use policy::{CreditsConfig, PreemptionConfig, PriorityConfig};
@@ -203,6 +203,7 @@ impl Config {
             toml::from_str(text).map_err(|e| invalid(e.to_string().trim_end().to_string()))?;
         config.path = path.to_path_buf();
         config.rebase(path.parent().unwrap_or(Path::new("/")));
+        config.metrics.resolve(config.agent.is_some());
         config.check().map_err(invalid)?;
         Ok(config)
     }

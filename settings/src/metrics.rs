@@ -5,14 +5,23 @@ use super::values::{de_duration, de_opt_duration, ser_duration, ser_opt_duration
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
+/// Where the controller serves `/metrics` unless told: the port dcgm-exporter's dashboards
+/// expect.
+pub const CONTROLLER_METRICS: &str = "127.0.0.1:9400";
+
+/// Where an agent serves its node's `/metrics` unless told: the next port, so that an agent
+/// beside its controller (the usual first node), or beside a dcgm-exporter, does not clash.
+pub const AGENT_METRICS: &str = "127.0.0.1:9401";
+
 /// `[metrics]`.
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct MetricsConfig {
     /// Where `/metrics` is served, `HOST:PORT`, or `"off"`. The controller serves the whole
-    /// pool there, and `labpool agent` its own node. Loopback by default; a port that is taken
-    /// is logged and the daemon runs on without metrics.
-    pub listen: String,
+    /// pool there, and `labpool agent` its own node. Loopback by default, on
+    /// [`CONTROLLER_METRICS`] or [`AGENT_METRICS`] (filled in as the file is read); a port that
+    /// is taken is logged and the daemon runs on without metrics.
+    pub listen: Option<String>,
     /// Time between two GPU readings on each node (the seed's `--collect-interval 5000`).
     #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
     pub sample_interval: Duration,
@@ -26,7 +35,7 @@ pub struct MetricsConfig {
 impl Default for MetricsConfig {
     fn default() -> Self {
         MetricsConfig {
-            listen: "127.0.0.1:9400".to_string(),
+            listen: None,
             sample_interval: Duration::from_secs(5),
             per_member: false,
         }
@@ -36,17 +45,36 @@ impl Default for MetricsConfig {
 impl MetricsConfig {
     /// The address to serve on, or None when switched off.
     pub fn address(&self) -> Option<&str> {
-        (self.listen != "off").then_some(self.listen.as_str())
+        match self.listen.as_deref() {
+            Some("off") => None,
+            Some(listen) => Some(listen),
+            None => Some(CONTROLLER_METRICS),
+        }
+    }
+
+    /// Fills in the default address for the daemon the file is for: an agent's (`[agent]`)
+    /// or the controller's.
+    pub(super) fn resolve(&mut self, agent: bool) {
+        if self.listen.is_none() {
+            let default = if agent {
+                AGENT_METRICS
+            } else {
+                CONTROLLER_METRICS
+            };
+            self.listen = Some(default.to_string());
+        }
     }
 
     /// `listen` is `HOST:PORT` or `off`; the interval is at least 100 ms.
     pub(super) fn check(&self) -> Result<(), String> {
         let mut problems = Vec::new();
-        problems.extend(super::values::listen_problem(
-            "metrics",
-            &self.listen,
-            "127.0.0.1:9400",
-        ));
+        if let Some(listen) = &self.listen {
+            problems.extend(super::values::listen_problem(
+                "metrics",
+                listen,
+                CONTROLLER_METRICS,
+            ));
+        }
         if self.sample_interval < Duration::from_millis(100) {
             problems.push(format!(
                 "[metrics] sample_interval {:?}: give at least 100ms (the default is 5s)",

@@ -145,3 +145,23 @@ fn virtual_gpu_forms() {
     assert!(VirtualGpus::parse("0").is_err());
     assert!(VirtualGpus::parse("2:").is_err());
 }
+
+#[test]
+fn metrics_default_to_one_port_for_the_controller_and_the_next_for_an_agent() {
+    let at = |text: &str| {
+        Config::parse(text, Path::new("/srv/lp/labpool.toml"))
+            .unwrap()
+            .metrics
+            .address()
+            .map(str::to_string)
+    };
+    let agent = format!(
+        "{MINIMAL}[agent]\njoin = \"10.0.0.1:7070\"\nkey = \"cluster.key\"\nlisten = \"0.0.0.0:7071\"\n"
+    );
+    assert_eq!(at(MINIMAL).as_deref(), Some("127.0.0.1:9400"));
+    assert_eq!(at(&agent).as_deref(), Some("127.0.0.1:9401"));
+    let off = format!("{agent}[metrics]\nlisten = \"off\"\n");
+    assert_eq!(at(&off), None);
+    let given = format!("{MINIMAL}[metrics]\nlisten = \"0.0.0.0:9500\"\n");
+    assert_eq!(at(&given).as_deref(), Some("0.0.0.0:9500"));
+}

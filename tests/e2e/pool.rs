@@ -63,6 +63,7 @@ pub fn for_tests(text: &str) -> String {
     // Many pools run side by side: each serves its metrics on a port of its own.
     text.replace("kill_grace = \"30s\"", "kill_grace = \"1s\"")
         .replace("listen = \"127.0.0.1:9400\"", "listen = \"127.0.0.1:0\"")
+        .replace("listen = \"127.0.0.1:9401\"", "listen = \"127.0.0.1:0\"")
         .replace("listen = \"127.0.0.1:9402\"", "listen = \"127.0.0.1:0\"")
         .replace("# ports = \"20000-29999\"", &ports)
         .lines()

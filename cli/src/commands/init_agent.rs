@@ -58,9 +58,10 @@ memory = "{mem}"
 dir = {cache}
 
 # This node's GPUs at http://LISTEN/metrics under dcgm-exporter's names ("off": none); the
-# controller's page has the whole pool.
+# controller's page has the whole pool. Port 9401, so that an agent beside its controller (9400)
+# or beside a dcgm-exporter (9400) does not clash.
 [metrics]
-listen = "127.0.0.1:9400"
+listen = "127.0.0.1:9401"
 # sample_interval = "5s"
 "#,
         state = path("state"),
