@@ -59,6 +59,8 @@ struct Shared {
     spool: std::path::PathBuf,
     /// GPU readings not yet sent, oldest first.
     samples: Mutex<std::collections::VecDeque<labpool_monitor::sample::NodeSample>>,
+    /// Why the last heartbeat did not get through, while they fail (for `/readyz`).
+    heartbeat_trouble: Mutex<Option<String>>,
 }
 
 /// Runs the agent until `shutdown` completes. Jobs keep running when it stops: the next agent
@@ -122,9 +124,10 @@ pub async fn run(
         cache: node.stager.cache().clone(),
         spool: config.spool_dir(),
         samples: Mutex::new(std::collections::VecDeque::new()),
+        heartbeat_trouble: Mutex::new(None),
     });
     tokio::spawn(keep_samples(shared.clone(), node.gpu_samples.clone()));
-    serve_node_metrics(&config, &shared.node, node.gpu_samples.clone()).await;
+    serve_node_metrics(&config, &shared, node.gpu_samples.clone()).await;
 
     let verifier: SharedVerifier = Arc::new(Mutex::new(Verifier::new(
         key,
@@ -321,6 +324,7 @@ async fn heartbeat(shared: Arc<Shared>, every: Duration) {
             .await
         {
             Ok(_) => {
+                *shared.heartbeat_trouble.lock().expect("not poisoned") = None;
                 if failing {
                     tracing::info!("the controller answers heartbeats again");
                     failing = false;
@@ -333,6 +337,7 @@ async fn heartbeat(shared: Arc<Shared>, every: Duration) {
             }
             Err(e) => {
                 put_back(&shared, beat.samples);
+                *shared.heartbeat_trouble.lock().expect("not poisoned") = Some(e.to_string());
                 if !failing {
                     tracing::error!("heartbeat failed: {e}");
                     failing = true;
@@ -368,18 +373,50 @@ async fn keep_samples(shared: Arc<Shared>, mut latest: crate::embedded::Samples)
 }
 
 /// This node's `/metrics`: its GPUs under dcgm-exporter's names, labelled with the jobs whose
-/// processes are on them.
-async fn serve_node_metrics(config: &Config, node: &str, latest: crate::embedded::Samples) {
+/// processes are on them; and `/readyz`: ready while registered with the controller and its
+/// heartbeats get through.
+async fn serve_node_metrics(
+    config: &Config,
+    shared: &Arc<Shared>,
+    latest: crate::embedded::Samples,
+) {
     let Some(addr) = config.metrics.address() else {
         return;
     };
-    let name = node.to_string();
+    let name = shared.node.clone();
     let render = Arc::new(move || crate::gpu_sampler::render_node(&name, &latest.borrow()));
     let (_stop_tx, stop) = tokio::sync::watch::channel(false);
     // The listener lives as long as the agent: the sender is leaked with it.
     std::mem::forget(_stop_tx);
-    if let Some(bound) = crate::metrics_http::serve(addr, &config.path, render, stop).await {
+    let on = shared.clone();
+    let ready: crate::metrics_http::Readiness = Arc::new(move || {
+        let answer = readiness(&on);
+        Box::pin(async move { answer })
+    });
+    if let Some(bound) = crate::metrics_http::serve(addr, &config.path, render, ready, stop).await {
         crate::metrics_http::record_address(&config.controller.state_dir, bound);
+    }
+}
+
+/// Ready for work: registered with the controller, and its last heartbeat got through.
+fn readiness(shared: &Shared) -> Result<(), String> {
+    if shared.link.lock().expect("not poisoned").is_none() {
+        return Err(format!(
+            "not registered with the controller at {} yet; see this agent's log",
+            shared.join
+        ));
+    }
+    match shared
+        .heartbeat_trouble
+        .lock()
+        .expect("not poisoned")
+        .as_ref()
+    {
+        Some(e) => Err(format!(
+            "heartbeats to the controller at {} fail: {e}",
+            shared.join
+        )),
+        None => Ok(()),
     }
 }
 

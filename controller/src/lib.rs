@@ -171,8 +171,9 @@ pub async fn serve(
     if let Some(addr) = config.metrics.address() {
         let m = monitor_service.clone();
         let render = Arc::new(move || health::metrics::render(&m));
+        let ready = health::readiness(request_tx.clone(), storage.clone());
         if let Some(bound) =
-            crate::metrics_http::serve(addr, &config.path, render, stop_rx.clone()).await
+            crate::metrics_http::serve(addr, &config.path, render, ready, stop_rx.clone()).await
         {
             crate::metrics_http::record_address(state_dir, bound);
         }

@@ -1,6 +1,7 @@
 //! Full disks: a job whose spool fills up while it runs is still recorded with its true end,
 //! and is never taken for one that did not start.
 
+use crate::monitoring::get_page;
 use crate::pool::{Pool, ensure_user, have_root, read_line, s, stdout_of, wait_until};
 use std::io::Write;
 use std::path::Path;
@@ -162,6 +163,15 @@ fn a_full_state_disk_refuses_new_work_and_the_controller_recovers_by_itself() {
         pool.serve_log()
     );
     assert!(pool.cli(&["queue"]).status.success(), "reading still works");
+    // Supervisors and monitors see it too: alive, not ready, and why.
+    let addr = pool.dir.join("state/metrics.addr");
+    assert_eq!(get_page(&addr, "/livez"), (200, "ok\n".to_string()));
+    let (status, why) = get_page(&addr, "/readyz");
+    assert_eq!(status, 503, "{why}");
+    assert!(
+        why.contains("new work is refused") && why.contains("is full"),
+        "{why}"
+    );
 
     std::fs::write(&end_now, "").unwrap();
     std::thread::sleep(Duration::from_secs(1));
@@ -180,6 +190,7 @@ fn a_full_state_disk_refuses_new_work_and_the_controller_recovers_by_itself() {
         );
         std::thread::sleep(Duration::from_millis(500));
     }
+    assert_eq!(get_page(&addr, "/readyz"), (200, "ok\n".to_string()));
     assert!(
         pool.serve_log().contains("has room again"),
         "{}",

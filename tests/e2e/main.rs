@@ -17,6 +17,7 @@ mod exclusivity;
 mod forged_reports;
 mod full_disk;
 mod gang;
+mod health_checks;
 mod history_pages;
 mod hold;
 mod hostile_fields;

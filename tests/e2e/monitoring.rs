@@ -42,6 +42,24 @@ fn metrics(pool: &Pool) -> String {
     get_metrics(&pool.dir.join("state/metrics.addr"))
 }
 
+/// `GET path` on the metrics listener of the daemon that wrote its address to `addr_file`:
+/// the status and the body.
+pub fn get_page(addr_file: &Path, path: &str) -> (u16, String) {
+    let addr = read_line(addr_file);
+    let mut conn = std::net::TcpStream::connect(addr.trim()).unwrap();
+    conn.write_all(format!("GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").as_bytes())
+        .unwrap();
+    let mut text = String::new();
+    conn.read_to_string(&mut text).unwrap();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap();
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    (status, body.to_string())
+}
+
 /// The `/metrics` page of the daemon that wrote its address to `addr_file`, checked to be
 /// served as Prometheus text.
 pub fn get_metrics(addr_file: &Path) -> String {

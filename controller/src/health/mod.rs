@@ -12,6 +12,9 @@ pub mod http;
 pub mod mail;
 pub mod metrics;
 pub mod observe;
+mod ready;
+
+pub use ready::readiness;
 
 use crate::api::NodeView;
 use crate::clock::Clock;
