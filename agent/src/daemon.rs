@@ -109,7 +109,7 @@ pub async fn run(
         advertise: advertised(agent.advertise.as_deref(), bound),
         heartbeat_ms: Some(agent.heartbeat.as_millis() as u64),
         instance: instance.clone(),
-        version: env!("CARGO_PKG_VERSION").to_string(),
+        version: crate::api::versions::THIS.to_string(),
         cache_dir: Some(config.cache_dir()),
     };
     let shared = Arc::new(Shared {

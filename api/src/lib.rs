@@ -20,6 +20,7 @@ pub mod session_script;
 pub mod snapshots;
 pub mod steps;
 pub mod test_only;
+pub mod versions;
 pub mod web;
 
 pub use accounts::{

@@ -1,55 +1,12 @@
 //! A node may speak only for itself and for the attempts it runs: a holder of the cluster key
 //! who registers a node of its own cannot end, or requeue, a job running on another node.
 
-use crate::nodes::{Cluster, free_port};
+use crate::nodes::{Cluster, free_port, signed_post};
 use crate::pool::{has, have_root};
 use labpool::api::agent::{AgentReport, Outcome, Registration, ReportBatch};
 use labpool_scheduler::JobState;
 use labpool_scheduler::node::NodeSpec;
-use std::io::{Read, Write};
 use std::time::Duration;
-
-/// POSTs `body` to `path` on `addr`, signed with `key` as a node agent (no uid). (status, body)
-fn signed_post(
-    key: &labpool_cluster::ClusterKey,
-    addr: &str,
-    path: &str,
-    body: &[u8],
-) -> (u16, String) {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64;
-    let nonce = format!("forged-{now}-{}", body.len());
-    let sig = key.sign(
-        &labpool_cluster::Request {
-            method: "POST",
-            path,
-            body,
-            uid: None,
-        },
-        now,
-        &nonce,
-    );
-    let head = format!(
-        "POST {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\ncontent-type: application/json\r\ncontent-length: {}\r\nx-labpool-timestamp: {}\r\nx-labpool-nonce: {}\r\nx-labpool-signature: {}\r\nx-labpool-body-sha256: {}\r\n\r\n",
-        body.len(),
-        sig.timestamp_ms,
-        sig.nonce,
-        sig.mac,
-        labpool_cluster::body_sha256(body)
-    );
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    s.write_all(head.as_bytes()).unwrap();
-    s.write_all(body).unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    let status = out[9..12].parse().unwrap();
-    (
-        status,
-        out.split("\r\n\r\n").nth(1).unwrap_or("").to_string(),
-    )
-}
 
 fn ended(node: &str, job: u64) -> AgentReport {
     AgentReport::Ended {

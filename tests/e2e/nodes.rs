@@ -4,6 +4,7 @@
 
 use crate::pool::{Pool, bin, for_tests};
 use serde_json::Value;
+use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -223,4 +224,46 @@ impl Cluster {
         }
         out
     }
+}
+
+/// POSTs `body` to `path` on `addr`, signed with `key` as a node agent (no uid). (status, body)
+pub fn signed_post(
+    key: &labpool_cluster::ClusterKey,
+    addr: &str,
+    path: &str,
+    body: &[u8],
+) -> (u16, String) {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let nonce = format!("forged-{now}-{}", body.len());
+    let sig = key.sign(
+        &labpool_cluster::Request {
+            method: "POST",
+            path,
+            body,
+            uid: None,
+        },
+        now,
+        &nonce,
+    );
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\ncontent-type: application/json\r\ncontent-length: {}\r\nx-labpool-timestamp: {}\r\nx-labpool-nonce: {}\r\nx-labpool-signature: {}\r\nx-labpool-body-sha256: {}\r\n\r\n",
+        body.len(),
+        sig.timestamp_ms,
+        sig.nonce,
+        sig.mac,
+        labpool_cluster::body_sha256(body)
+    );
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.write_all(head.as_bytes()).unwrap();
+    s.write_all(body).unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    let status = out[9..12].parse().unwrap();
+    (
+        status,
+        out.split("\r\n\r\n").nth(1).unwrap_or("").to_string(),
+    )
 }

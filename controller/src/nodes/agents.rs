@@ -192,6 +192,16 @@ impl Engine {
                 Some("give the agent another name under [node] in its config".into()),
             )));
         }
+        // Agents may lag the controller by one minor release and never run ahead of it.
+        if let Err(e) =
+            crate::api::versions::agent_may_join(&name, &reg.version, crate::api::versions::THIS)
+        {
+            tracing::warn!("refused an agent: {e}");
+            return Ok(Err(ApiError::conflict(
+                e.to_string(),
+                Some("see docs/admin/upgrades.md".into()),
+            )));
+        }
         let Some(client) = self.reach.cluster.clone() else {
             return Ok(Err(ApiError::conflict(
                 "this controller takes no agents",
