@@ -22,6 +22,7 @@ pub use labpool_host::identity;
 pub use labpool_host::member_file;
 pub use labpool_link::http1;
 pub use labpool_link::link_auth;
+pub mod logging;
 pub mod memory;
 pub use labpool_link::metrics_http;
 pub mod progress;

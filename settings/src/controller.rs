@@ -14,9 +14,19 @@ pub struct ControllerConfig {
     pub state_dir: PathBuf,
     /// Unix socket the CLI talks to.
     pub socket: PathBuf,
-    /// Log file of `labpool serve`; logs also go to standard error.
+    /// Log file of `labpool serve` (or `labpool agent`); logs also go to standard error. Under
+    /// systemd with its output in the journal, the journal alone keeps them.
     #[serde(default)]
     pub log_file: Option<PathBuf>,
+    /// The log file is rotated past this size: `labpool.log` becomes `labpool.log.1`.
+    #[serde(
+        default = "default_log_max_size",
+        deserialize_with = "super::values::de_size"
+    )]
+    pub log_max_size: u64,
+    /// Rotated log files kept (`.1` … `.N`); the oldest goes.
+    #[serde(default = "default_log_keep")]
+    pub log_keep: usize,
     /// Members of this Unix group (and root) may act on every job.
     #[serde(default = "default_admin_group")]
     pub admin_group: String,
@@ -56,6 +66,18 @@ pub struct ControllerConfig {
 }
 
 impl ControllerConfig {
+    /// The log's rotation: at least 64 KiB a file, 1 to 100 files kept.
+    pub(super) fn check_log(&self) -> Result<(), String> {
+        if self.log_max_size < 64 << 10 || !(1..=100).contains(&self.log_keep) {
+            return Err(format!(
+                "[controller] log_max_size {} and log_keep {}: give at least 64K and 1 to 100 files (the defaults are 64M and 4)",
+                labpool_units::format_size(self.log_max_size),
+                self.log_keep
+            ));
+        }
+        Ok(())
+    }
+
     /// Makes its paths absolute, relative to `base`, the config file's directory.
     pub(super) fn rebase(&mut self, base: &Path) {
         rebase(base, &mut self.state_dir);
@@ -67,6 +89,14 @@ impl ControllerConfig {
             rebase(base, p);
         }
     }
+}
+
+fn default_log_max_size() -> u64 {
+    64 << 20
+}
+
+fn default_log_keep() -> usize {
+    4
 }
 
 fn default_admin_group() -> String {

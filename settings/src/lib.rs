@@ -238,6 +238,7 @@ impl Config {
     /// they were one function, so a file with several mistakes is told the same one first.
     fn check(&self) -> Result<(), String> {
         self.node.check_gpu_share()?;
+        self.controller.check_log()?;
         self.jobs.check()?;
         self.cache.check_watermarks()?;
         if self.cache.workers == 0 || self.datasets.scan_threads == 0 {

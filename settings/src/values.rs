@@ -25,6 +25,11 @@ pub(super) fn de_opt_mem<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>,
         .map_err(serde::de::Error::custom)
 }
 
+pub(super) fn de_size<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    let s = String::deserialize(d)?;
+    labpool_units::parse_size(&s).map_err(serde::de::Error::custom)
+}
+
 pub(super) fn de_opt_size<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
     let s = String::deserialize(d)?;
     labpool_units::parse_size(&s)

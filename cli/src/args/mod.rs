@@ -127,6 +127,8 @@ pub enum Command {
     /// The weekly health check in one command: nodes, queue, disks, GPUs, clocks, config,
     /// snapshots, quotas, mounts; exits 1 when something needs a person (admins)
     Doctor(DoctorArgs),
+    /// The daemon's log on this machine, across its rotated files, by job, node or time (admins)
+    Logs(LogsArgs),
     /// Drain a node for maintenance or resume it (admins)
     Node {
         /// What to do.
@@ -249,6 +251,26 @@ pub struct WebArgs {
     #[arg(long, value_name = "PATH")]
     pub next: Option<String>,
     /// Print JSON instead of the URL
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `labpool logs`.
+#[derive(Args, Debug)]
+pub struct LogsArgs {
+    /// Only lines about this job
+    #[arg(long, value_name = "ID")]
+    pub job: Option<u64>,
+    /// Only lines about this node
+    #[arg(long, value_name = "NAME")]
+    pub node: Option<String>,
+    /// Only lines from this time on: 2026-12-01, 2026-12-01T09:00, today, yesterday, 2h, 3d
+    #[arg(long, value_name = "WHEN")]
+    pub since: Option<String>,
+    /// Only the last N lines that match
+    #[arg(short = 'n', long, value_name = "N")]
+    pub lines: Option<usize>,
+    /// Print JSON instead of the lines
     #[arg(long)]
     pub json: bool,
 }

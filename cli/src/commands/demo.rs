@@ -86,7 +86,7 @@ pub async fn run(args: &DemoArgs) -> anyhow::Result<()> {
         listen: None,
     };
     let config = new.write(false)?;
-    crate::commands::serve::init_logging(config.controller.log_file.as_deref(), false)?;
+    crate::logging::init(&config.controller, false)?;
     let total = if real > 0 { real } else { 4 };
     let gpus_desc = match &virtual_gpus {
         Some(_) => "4 virtual GPUs (no NVIDIA driver found here)".to_string(),

@@ -9,6 +9,7 @@ pub mod init;
 pub mod init_agent;
 pub mod init_slurm;
 pub mod jobs;
+pub mod logs;
 pub mod man_pages;
 pub mod nodes;
 pub mod policy;
@@ -47,6 +48,7 @@ pub fn dispatch(cli: Cli, slurm: &dyn crate::SlurmNames) -> anyhow::Result<()> {
             return slurm.install(dir);
         }
         Command::ManPages { dir } => return man_pages::run(dir, slurm),
+        Command::Logs(args) => return logs::run(args, &Config::locate(cli.config.as_deref())?),
         Command::SessionHost {
             socket,
             idle,
@@ -152,6 +154,7 @@ pub fn dispatch(cli: Cli, slurm: &dyn crate::SlurmNames) -> anyhow::Result<()> {
             | Command::Sim(_)
             | Command::InstallSlurmCommands { .. }
             | Command::ManPages { .. }
+            | Command::Logs(_)
             | Command::SessionHost { .. } => {
                 unreachable!("handled above")
             }
