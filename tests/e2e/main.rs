@@ -44,6 +44,7 @@ mod quotas;
 mod recovery;
 mod reports;
 mod reservations;
+mod service_units;
 mod session_hijack;
 mod session_remote;
 mod show_settings;

@@ -43,4 +43,11 @@ pub struct InitArgs {
     /// and peers' requests (with --join) [default: agent 0.0.0.0:7071; controller: none]
     #[arg(long, value_name = "HOST:PORT")]
     pub listen: Option<String>,
+    /// Also write the systemd unit that runs the daemon (labpool.service, or
+    /// labpool-agent.service with --join) to /etc/systemd/system, and enable and start it
+    #[arg(long)]
+    pub systemd: bool,
+    /// With --systemd: write the unit here instead, and leave enabling it to you
+    #[arg(long, value_name = "DIR", requires = "systemd")]
+    pub systemd_dir: Option<PathBuf>,
 }

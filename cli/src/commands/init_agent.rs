@@ -122,6 +122,13 @@ pub fn run(args: &InitArgs, join: &str) -> anyhow::Result<()> {
     crate::out!("Wrote {} (node agent)", config.path.display());
     crate::out!("  node   {name} joins the controller at {join}");
     crate::out!("  key    {} (mode 0600)", key_dst.display());
+    if args.systemd {
+        crate::commands::init_systemd::install(
+            crate::commands::init_systemd::Daemon::Agent,
+            &config.path,
+            args.systemd_dir.as_deref(),
+        )?;
+    }
     crate::out!("Next:");
     crate::out!("  labpool agent --config {}", config.path.display());
     crate::out!(

@@ -8,6 +8,7 @@ pub mod envs;
 pub mod init;
 pub mod init_agent;
 pub mod init_slurm;
+pub mod init_systemd;
 pub mod jobs;
 pub mod logs;
 pub mod man_pages;

@@ -1,0 +1,128 @@
+//! `labpool init --systemd`: the systemd unit that runs the daemon the new config is for
+//! (`labpool.service` for a controller, `labpool-agent.service` for a node agent), written to
+//! `/etc/systemd/system` (or `--systemd-dir`), and enabled when systemd runs this machine.
+//!
+//! What the unit decides, and why:
+//! - `KillMode=process`: a stop or restart (every upgrade) ends the daemon only. The shims that
+//!   run jobs stay, and the next daemon re-adopts them, so running jobs survive a `systemctl
+//!   restart`. Slurm's `slurmd.service` does the same. With systemd's default
+//!   (`control-group`) a restart would kill every job.
+//! - `Delegate=yes`: the daemon makes the jobs' cgroups below its own.
+//! - `After=network-online.target remote-fs.target`: it takes agents over the network and reads
+//!   datasets and homes from shared file systems.
+//! - `Restart=on-failure`: a crash restarts it; the state on disk is consistent after any end.
+//! - Hardening it can live with: `LockPersonality`, `RestrictRealtime`, `RestrictSUIDSGID` and
+//!   `SystemCallArchitectures=native` (system-call filters only). Not `NoNewPrivileges`,
+//!   `ProtectSystem` or `ProtectHome`: it starts each job as its member, and writes its state,
+//!   the node cache, scratch and the members' homes. Not `ProtectClock`, `ProtectKernelLogs`
+//!   or `PrivateDevices`: they bring device rules that would hide the GPUs from jobs, or a mount
+//!   namespace of the service's own, which the jobs would inherit.
+
+use anyhow::Context;
+use std::path::{Path, PathBuf};
+
+/// Which daemon a unit runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Daemon {
+    /// `labpool serve`.
+    Controller,
+    /// `labpool agent`.
+    Agent,
+}
+
+impl Daemon {
+    /// The unit's file name.
+    pub fn unit(self) -> &'static str {
+        match self {
+            Daemon::Controller => "labpool.service",
+            Daemon::Agent => "labpool-agent.service",
+        }
+    }
+}
+
+/// Where units go when `--systemd-dir` does not say.
+pub const UNIT_DIR: &str = "/etc/systemd/system";
+
+/// The unit's text for `daemon`, running `bin` with `config`.
+pub fn unit_text(daemon: Daemon, bin: &Path, config: &Path) -> String {
+    let (what, command, man) = match daemon {
+        Daemon::Controller => ("controller: schedules the lab's GPU jobs", "serve", "serve"),
+        Daemon::Agent => (
+            "node agent: runs jobs and stages data on this node",
+            "agent",
+            "agent",
+        ),
+    };
+    format!(
+        r#"# Written by `labpool init --systemd`; what each line decides, and why, is in
+# docs/admin/install.md. Edit with `systemctl edit {unit}`.
+[Unit]
+Description=labpool {what}
+Documentation=man:labpool-{man}(1)
+After=network-online.target remote-fs.target
+Wants=network-online.target
+
+[Service]
+Type=exec
+ExecStart={bin} {command} --config {config}
+# A restart (every upgrade) ends the daemon only: running jobs stay and are re-adopted.
+KillMode=process
+Delegate=yes
+Restart=on-failure
+RestartSec=5s
+LimitNOFILE=65536
+LockPersonality=yes
+RestrictRealtime=yes
+RestrictSUIDSGID=yes
+SystemCallArchitectures=native
+
+[Install]
+WantedBy=multi-user.target
+"#,
+        unit = daemon.unit(),
+        bin = bin.display(),
+        config = config.display(),
+    )
+}
+
+/// Writes the unit for `daemon` into `dir` (default [`UNIT_DIR`]), and enables and starts it
+/// when systemd runs this machine; otherwise says how.
+pub fn install(daemon: Daemon, config: &Path, dir: Option<&Path>) -> anyhow::Result<PathBuf> {
+    let bin = std::env::current_exe()
+        .and_then(std::fs::canonicalize)
+        .context("cannot tell where this labpool binary is, for the unit's ExecStart")?;
+    let config = std::path::absolute(config).context("bad config path")?;
+    let dir = dir.unwrap_or(Path::new(UNIT_DIR));
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let path = dir.join(daemon.unit());
+    let text = unit_text(daemon, &bin, &config);
+    crate::atomic_file::write_atomic(&path, text.as_bytes(), 0o644, true)
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    crate::out!("  unit   {}", path.display());
+    let systemd_runs = Path::new("/run/systemd/system").is_dir();
+    if systemd_runs && dir == Path::new(UNIT_DIR) {
+        for args in [
+            vec!["daemon-reload"],
+            vec!["enable", "--now", daemon.unit()],
+        ] {
+            let status = std::process::Command::new("systemctl")
+                .args(&args)
+                .status()
+                .context("cannot run systemctl")?;
+            if !status.success() {
+                anyhow::bail!(
+                    "systemctl {} failed ({status}); see journalctl -u {}",
+                    args.join(" "),
+                    daemon.unit()
+                );
+            }
+        }
+        crate::out!("  started and enabled: systemctl status {}", daemon.unit());
+    } else {
+        crate::out!(
+            "  start it: systemctl daemon-reload && systemctl enable --now {}",
+            daemon.unit()
+        );
+    }
+    Ok(path)
+}
