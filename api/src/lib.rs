@@ -18,6 +18,7 @@ pub mod reports;
 pub mod reservations;
 pub mod session_script;
 pub mod snapshots;
+pub mod state;
 pub mod steps;
 pub mod test_only;
 pub mod versions;

@@ -89,6 +89,7 @@ pub fn router(state: AppState) -> Router {
         .merge(crate::reports::routes())
         .merge(crate::envs::http::routes())
         .merge(crate::reservations::http::routes())
+        .merge(crate::state_backup::routes())
         .merge(crate::web_login::login_routes())
         .fallback(|| async {
             ApiError::not_found(

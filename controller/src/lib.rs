@@ -31,6 +31,7 @@ pub mod reservations;
 pub mod slurm_gate;
 pub mod snapshot_copies;
 pub mod snapshots;
+pub mod state_backup;
 pub mod storage;
 pub mod supervisor;
 pub mod timers;

@@ -69,6 +69,7 @@ mod snakemake;
 mod snapshot_copy;
 mod snapshots;
 mod srun;
+mod state_backup;
 mod step_flood;
 mod streaming;
 mod submitit;

@@ -127,6 +127,12 @@ pub enum Command {
     /// The weekly health check in one command: nodes, queue, disks, GPUs, clocks, config,
     /// snapshots, quotas, mounts; exits 1 when something needs a person (admins)
     Doctor(DoctorArgs),
+    /// The controller's own state: a consistent backup while it runs, and a restore (admins)
+    State {
+        /// What to do.
+        #[command(subcommand)]
+        command: StateCommand,
+    },
     /// The daemon's log on this machine, across its rotated files, by job, node or time (admins)
     Logs(LogsArgs),
     /// Drain a node for maintenance or resume it (admins)
@@ -253,6 +259,29 @@ pub struct WebArgs {
     /// Print JSON instead of the URL
     #[arg(long)]
     pub json: bool,
+}
+
+/// `labpool state`.
+#[derive(Subcommand, Debug)]
+pub enum StateCommand {
+    /// Copy the state database (consistently, while the controller runs), the config and the
+    /// cluster key into DIR [default: STATE_DIR/backup]
+    Backup {
+        /// Where to write the backup (an absolute path, created mode 0700)
+        #[arg(long, value_name = "DIR")]
+        to: Option<std::path::PathBuf>,
+        /// Print JSON instead of a summary
+        #[arg(long)]
+        json: bool,
+    },
+    /// Put a backup's database back as this config's state (the controller stopped)
+    Restore {
+        /// The backup's directory (holding labpool.db)
+        from: std::path::PathBuf,
+        /// Replace a state database that is there
+        #[arg(long)]
+        force: bool,
+    },
 }
 
 /// `labpool logs`.

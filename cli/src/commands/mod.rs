@@ -22,6 +22,7 @@ pub mod serve;
 pub mod sim;
 pub mod sim_history;
 pub mod snapshots;
+pub mod state;
 pub mod submit;
 pub mod submit_wait;
 pub mod test_only;
@@ -136,6 +137,7 @@ pub fn dispatch(cli: Cli, slurm: &dyn crate::SlurmNames) -> anyhow::Result<()> {
             }
             Command::Node { command } => nodes::node(command, &config).await,
             Command::Why(args) => policy::why(args, &config).await,
+            Command::State { command } => state::run(command, &config).await,
             Command::Account { command } => policy::account(command, &config).await,
             Command::Reservation { command } => reservations::reservation(command, &config).await,
             Command::Qos { command } => policy::qos(command, &config).await,

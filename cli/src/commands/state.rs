@@ -1,0 +1,116 @@
+//! `labpool state backup` and `labpool state restore`: the controller's own state (accounts,
+//! the credit ledger, the job history, reservations, the datasets' registry) copied while it
+//! runs, and put back on this machine or a new one. The copy is SQLite's own (`VACUUM INTO`,
+//! in the controller): a file copy of `labpool.db` misses what is still in its write-ahead log.
+
+use crate::api::state::{StateBackup, StateBackupRequest};
+use crate::args::StateCommand;
+use crate::client::Client;
+use crate::render::print;
+use crate::settings::Config;
+use anyhow::Context;
+use std::path::Path;
+
+/// Runs `labpool state …`.
+pub async fn run(command: &StateCommand, config: &Config) -> anyhow::Result<()> {
+    match command {
+        StateCommand::Backup { to, json } => {
+            let req = StateBackupRequest { to: to.clone() };
+            let done: StateBackup = Client::new(&config.controller.socket)
+                .post("/v1/state/backup", &req)
+                .await?;
+            print(*json, &done, |b| {
+                let files: Vec<String> = b
+                    .files
+                    .iter()
+                    .map(|(name, bytes)| format!("{name} ({})", labpool_units::format_size(*bytes)))
+                    .collect();
+                format!(
+                    "backed up {} jobs into {}: {}\nrestore with: labpool state restore {}",
+                    b.jobs,
+                    b.dir.display(),
+                    files.join(", "),
+                    b.dir.display()
+                )
+            });
+            Ok(())
+        }
+        StateCommand::Restore { from, force } => restore(from, *force, config).await,
+    }
+}
+
+/// Jobs in a database copy; an error when it is not one labpool wrote.
+async fn jobs_in(copy: &Path) -> anyhow::Result<i64> {
+    use sqlx::Connection;
+    let options = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(copy)
+        .read_only(true);
+    let mut conn = sqlx::SqliteConnection::connect_with(&options)
+        .await
+        .with_context(|| format!("{} is not a database", copy.display()))?;
+    let (n,): (i64,) = sqlx::query_as("SELECT count(*) FROM jobs")
+        .fetch_one(&mut conn)
+        .await
+        .with_context(|| {
+            format!(
+                "{} holds no jobs table: it is not a labpool state backup",
+                copy.display()
+            )
+        })?;
+    let _ = conn.close().await;
+    Ok(n)
+}
+
+/// Puts `from/labpool.db` in place as this config's state database. The controller must be
+/// stopped; a database already there stays unless `force`.
+async fn restore(from: &Path, force: bool, config: &Config) -> anyhow::Result<()> {
+    let copy = from.join(crate::controller::state_backup::DB_FILE);
+    if !copy.is_file() {
+        anyhow::bail!(
+            "no {} in {}: give the directory `labpool state backup` wrote (STATE_DIR/backup by default, or a snapshot of it)",
+            crate::controller::state_backup::DB_FILE,
+            from.display()
+        );
+    }
+    let jobs = jobs_in(&copy).await?;
+    let socket = &config.controller.socket;
+    if std::os::unix::net::UnixStream::connect(socket).is_ok() {
+        anyhow::bail!(
+            "the controller at {} is running: stop it first (systemctl stop labpool), then restore",
+            socket.display()
+        );
+    }
+    let target = config.database_path();
+    let present = std::fs::metadata(&target).is_ok_and(|m| m.len() > 0);
+    if present && !force {
+        anyhow::bail!(
+            "{} is there already: pass --force to replace it with the backup (keep a copy of it first)",
+            target.display()
+        );
+    }
+    let dir = &config.controller.state_dir;
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let bytes = std::fs::read(&copy).with_context(|| format!("cannot read {}", copy.display()))?;
+    // What the old database's log held belongs to the old database.
+    for suffix in ["-wal", "-shm"] {
+        let mut side = target.as_os_str().to_owned();
+        side.push(suffix);
+        let _ = std::fs::remove_file(std::path::PathBuf::from(side));
+    }
+    crate::atomic_file::write_atomic(&target, &bytes, 0o600, true)
+        .with_context(|| format!("cannot write {}", target.display()))?;
+    crate::out!(
+        "restored {jobs} jobs into {} from {}",
+        target.display(),
+        from.display()
+    );
+    crate::out!(
+        "the config and the cluster key are beside it in {} (labpool.toml, cluster.key), for a new machine",
+        from.display()
+    );
+    crate::out!(
+        "next: labpool serve --config {} (running jobs are re-adopted from their nodes, or requeued)",
+        config.path.display()
+    );
+    Ok(())
+}
