@@ -47,19 +47,25 @@ fn under_the_journal_the_log_file_gets_no_second_copy() {
     assert!(elsewhere.serve_log().contains("job started"));
 }
 
-#[test]
-fn the_log_file_is_rotated_past_its_size_and_only_log_keep_are_kept() {
+/// A started pool whose log rotates past 64 KiB, keeping `keep` old files, and logs at the
+/// debug level, which fills 64 KiB in a few jobs.
+fn rotating_pool(keep: u32) -> Pool {
     let mut pool = Pool::new("1:t4");
     pool.edit_config(|t| {
         t.replacen(
             "[controller]\n",
-            "[controller]\nlog_max_size = \"64K\"\nlog_keep = 2\n",
+            &format!("[controller]\nlog_max_size = \"64K\"\nlog_keep = {keep}\n"),
             1,
         )
     });
-    // Debug lines fill 64 KiB in a few jobs.
     pool.env.push(("LABPOOL_LOG".into(), "debug".into()));
     pool.start();
+    pool
+}
+
+#[test]
+fn the_log_file_is_rotated_past_its_size_and_only_log_keep_are_kept() {
+    let pool = rotating_pool(2);
     let log = pool.dir.join("labpool.log");
     let rotated = |n: u32| pool.dir.join(format!("labpool.log.{n}"));
     let mut jobs = 0;
@@ -85,16 +91,7 @@ fn the_log_file_is_rotated_past_its_size_and_only_log_keep_are_kept() {
 
 #[test]
 fn labpool_logs_reads_the_rotated_files_by_job_and_time() {
-    let mut pool = Pool::new("1:t4");
-    pool.edit_config(|t| {
-        t.replacen(
-            "[controller]\n",
-            "[controller]\nlog_max_size = \"64K\"\nlog_keep = 3\n",
-            1,
-        )
-    });
-    pool.env.push(("LABPOOL_LOG".into(), "debug".into()));
-    pool.start();
+    let pool = rotating_pool(3);
     let first = pool.submit(&["--wrap", "true"]);
     pool.wait_done(first, Duration::from_secs(20));
     // Enough later jobs that the first one's lines are in a rotated file.

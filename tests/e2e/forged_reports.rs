@@ -1,11 +1,10 @@
 //! A node may speak only for itself and for the attempts it runs: a holder of the cluster key
 //! who registers a node of its own cannot end, or requeue, a job running on another node.
 
-use crate::nodes::{Cluster, free_port, signed_post};
+use crate::nodes::{Cluster, registration, signed_post};
 use crate::pool::{has, have_root};
-use labpool::api::agent::{AgentReport, Outcome, Registration, ReportBatch};
+use labpool::api::agent::{AgentReport, Outcome, ReportBatch};
 use labpool_scheduler::JobState;
-use labpool_scheduler::node::NodeSpec;
 use std::time::Duration;
 
 fn ended(node: &str, job: u64) -> AgentReport {
@@ -49,23 +48,7 @@ fn a_node_cannot_end_or_requeue_a_job_that_runs_on_another_node() {
     let key = labpool_cluster::ClusterKey::load(&c.ctrl.dir.join("cluster.key")).unwrap();
 
     // The attacker holds the key and registers a node of its own.
-    let reg = Registration {
-        node: NodeSpec {
-            name: "evil".into(),
-            gpus: Vec::new(),
-            cpus: 1,
-            mem_mib: 1024,
-            features: vec![],
-        },
-        gpu_source: "none".into(),
-        isolation: Default::default(),
-        port: free_port("127.0.0.1"),
-        advertise: None,
-        cache_dir: None,
-        heartbeat_ms: None,
-        instance: "evil-1".into(),
-        version: env!("CARGO_PKG_VERSION").into(),
-    };
+    let reg = registration("evil", labpool::api::versions::THIS);
     let (status, body) = signed_post(
         &key,
         &c.join,
@@ -88,7 +71,7 @@ fn a_node_cannot_end_or_requeue_a_job_that_runs_on_another_node() {
     for (seq, reports) in batches.into_iter().enumerate() {
         let batch = ReportBatch {
             node: "evil".into(),
-            instance: "evil-1".into(),
+            instance: reg.instance.clone(),
             seq: seq as u64 + 1,
             reports,
         };

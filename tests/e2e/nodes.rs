@@ -267,3 +267,25 @@ pub fn signed_post(
         out.split("\r\n\r\n").nth(1).unwrap_or("").to_string(),
     )
 }
+
+/// A registration of node `name` with no GPUs, as an agent of `version` sends it (for tests
+/// that speak for an agent with the cluster key).
+pub fn registration(name: &str, version: &str) -> labpool::api::agent::Registration {
+    labpool::api::agent::Registration {
+        node: labpool_scheduler::node::NodeSpec {
+            name: name.into(),
+            gpus: Vec::new(),
+            cpus: 1,
+            mem_mib: 1024,
+            features: vec![],
+        },
+        gpu_source: "none".into(),
+        isolation: Default::default(),
+        port: free_port("127.0.0.1"),
+        advertise: None,
+        cache_dir: None,
+        heartbeat_ms: None,
+        instance: format!("{name}-{version}"),
+        version: version.into(),
+    }
+}

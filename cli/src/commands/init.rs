@@ -505,13 +505,8 @@ pub fn run(args: &InitArgs) -> anyhow::Result<()> {
             labpool_units::format_duration(config.purge.max_age)
         );
     }
-    if args.systemd {
-        crate::commands::init_systemd::install(
-            crate::commands::init_systemd::Daemon::Controller,
-            &config.path,
-            args.systemd_dir.as_deref(),
-        )?;
-    }
+    use crate::commands::init_systemd::{Daemon, when_asked};
+    when_asked(args, Daemon::Controller, &config.path)?;
     crate::out!("Next:");
     crate::out!("  labpool serve --config {}", config.path.display());
     crate::out!("  export LABPOOL_CONFIG={}", config.path.display());

@@ -122,13 +122,8 @@ pub fn run(args: &InitArgs, join: &str) -> anyhow::Result<()> {
     crate::out!("Wrote {} (node agent)", config.path.display());
     crate::out!("  node   {name} joins the controller at {join}");
     crate::out!("  key    {} (mode 0600)", key_dst.display());
-    if args.systemd {
-        crate::commands::init_systemd::install(
-            crate::commands::init_systemd::Daemon::Agent,
-            &config.path,
-            args.systemd_dir.as_deref(),
-        )?;
-    }
+    use crate::commands::init_systemd::{Daemon, when_asked};
+    when_asked(args, Daemon::Agent, &config.path)?;
     crate::out!("Next:");
     crate::out!("  labpool agent --config {}", config.path.display());
     crate::out!(

@@ -85,6 +85,18 @@ WantedBy=multi-user.target
     )
 }
 
+/// `init --systemd`: the unit for `daemon` running `config`, when the arguments ask for one.
+pub fn when_asked(
+    args: &crate::args::InitArgs,
+    daemon: Daemon,
+    config: &Path,
+) -> anyhow::Result<()> {
+    if args.systemd {
+        install(daemon, config, args.systemd_dir.as_deref())?;
+    }
+    Ok(())
+}
+
 /// Writes the unit for `daemon` into `dir` (default [`UNIT_DIR`]), and enables and starts it
 /// when systemd runs this machine; otherwise says how.
 pub fn install(daemon: Daemon, config: &Path, dir: Option<&Path>) -> anyhow::Result<PathBuf> {
