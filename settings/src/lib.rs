@@ -52,7 +52,7 @@ pub use policy::{CreditsConfig, PreemptionConfig, PriorityConfig};
 pub use purge::PurgeConfig;
 pub use quotas::{QuotaFs, QuotaFsConfig, QuotasConfig};
 pub use reports::ReportsConfig;
-pub use snapshots::{SnapshotSource, SnapshotsConfig};
+pub use snapshots::{SnapshotSource, SnapshotsConfig, default_snapshot_schedule};
 pub use web::WebConfig;
 
 use labpool_scheduler::partition::{Partition, check_partitions};

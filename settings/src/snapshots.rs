@@ -142,7 +142,7 @@ pub struct SnapshotSource {
 }
 
 /// When a source is backed up if it does not say: nightly at 03:00.
-pub(super) fn default_snapshot_schedule() -> String {
+pub fn default_snapshot_schedule() -> String {
     "0 3 * * *".to_string()
 }
 

@@ -238,7 +238,7 @@ pub fn backup_options(src: &SnapshotSource) -> BackupOptions {
 /// overlap. Their last runs are kept in `STATE_DIR/snapshot-timer.json`.
 pub fn timers(service: Arc<SnapshotService>, db: Db, clock: Arc<dyn Clock>) -> Timers {
     let config = service.config.clone();
-    let mut tasks = Vec::new();
+    let mut tasks = vec![state_task(config.clone(), db.clone())];
     if config.snapshots.enabled {
         for src in config.snapshot_sources() {
             let Ok(schedule) = Schedule::parse(&src.schedule) else {
@@ -276,6 +276,33 @@ pub fn timers(service: Arc<SnapshotService>, db: Db, clock: Arc<dyn Clock>) -> T
     }
 }
 
+/// The nightly backup of the controller's own state into `STATE_DIR/backup`
+/// (`labpool state backup`), first of the night's tasks, so that a snapshot source or an
+/// off-box copy that covers that directory carries a fresh one.
+pub const STATE_TASK: &str = "labpool-state";
+
+fn state_task(config: Arc<Config>, db: Db) -> Task {
+    let schedule = Schedule::parse(&crate::settings::default_snapshot_schedule())
+        .expect("the default snapshot schedule parses");
+    Task {
+        name: STATE_TASK.to_string(),
+        schedule,
+        run: Box::new(move || {
+            let (config, db) = (config.clone(), db.clone());
+            Box::pin(async move {
+                let dir = config.controller.state_dir.join("backup");
+                crate::state_backup::write(&db, &config, &dir)
+                    .await
+                    .map(|b| format!("state backed up: {} jobs into {}", b.jobs, b.dir.display()))
+                    .map_err(|e| match e.body.hint {
+                        Some(hint) => format!("{} ({hint})", e.body.error),
+                        None => e.body.error,
+                    })
+            })
+        }),
+    }
+}
+
 /// Where the snapshot timer keeps its last runs, in the state directory.
 pub const TIMER_STATE: &str = "snapshot-timer.json";
 
@@ -289,20 +316,48 @@ pub struct SourceRuns {
     pub failure: Option<crate::timers::Failure>,
 }
 
-/// Each configured source's runs; none when scheduled snapshots are off.
+/// The nightly state backup's runs ([`STATE_TASK`]), then each configured source's (none when
+/// scheduled snapshots are off).
 pub fn runs(config: &Config) -> Vec<SourceRuns> {
-    if !config.snapshots.enabled {
-        return Vec::new();
-    }
     let (mut last, mut failed) =
         crate::timers::read_runs(&config.controller.state_dir.join(TIMER_STATE));
-    config
-        .snapshot_sources()
-        .into_iter()
-        .map(|src| SourceRuns {
-            last_ok_ms: last.remove(&src.name).map(|t| t.timestamp_millis()),
-            failure: failed.remove(&src.name),
-            name: src.name,
+    let sources = if config.snapshots.enabled {
+        config.snapshot_sources()
+    } else {
+        Vec::new()
+    };
+    std::iter::once(STATE_TASK.to_string())
+        .chain(sources.into_iter().map(|src| src.name))
+        .map(|name| SourceRuns {
+            last_ok_ms: last.remove(&name).map(|t| t.timestamp_millis()),
+            failure: failed.remove(&name),
+            name,
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The night's first task writes a state backup the doctor and the alerts then see, even
+    /// with scheduled snapshots off.
+    #[tokio::test]
+    async fn the_nightly_state_backup_writes_a_copy_and_is_reported_as_a_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = "[controller]\nstate_dir = \"state\"\nsocket = \"lp.sock\"\n[snapshots]\nenabled = false\n";
+        let path = dir.path().join("labpool.toml");
+        std::fs::write(&path, text).unwrap();
+        let config = Arc::new(Config::load(&path).unwrap());
+        std::fs::create_dir_all(&config.controller.state_dir).unwrap();
+        let db = Db::open(&config.database_path()).await.unwrap();
+        let task = state_task(config.clone(), db);
+        assert_eq!(task.name, STATE_TASK);
+        let said = (task.run)().await.unwrap();
+        assert!(said.starts_with("state backed up: 0 jobs"), "{said}");
+        let copy = config.controller.state_dir.join("backup/labpool.db");
+        assert!(std::fs::metadata(&copy).unwrap().len() > 0);
+        let names: Vec<String> = runs(&config).into_iter().map(|r| r.name).collect();
+        assert_eq!(names, [STATE_TASK]);
+    }
 }
