@@ -59,7 +59,8 @@ struct Shared {
     spool: std::path::PathBuf,
     /// GPU readings not yet sent, oldest first.
     samples: Mutex<std::collections::VecDeque<labpool_monitor::sample::NodeSample>>,
-    /// Why the last heartbeat did not get through, while they fail (for `/readyz`).
+    /// Why the last heartbeat did not get through, while they fail: logged once when they
+    /// start failing, and read by `/readyz`.
     heartbeat_trouble: Mutex<Option<String>>,
 }
 
@@ -300,7 +301,6 @@ async fn heartbeat(shared: Arc<Shared>, every: Duration) {
         .with_timeout((every * 4).clamp(Duration::from_secs(1), Duration::from_secs(30)));
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut failing = false;
     loop {
         tick.tick().await;
         let (load, mem_available_mib) = host_load();
@@ -324,10 +324,13 @@ async fn heartbeat(shared: Arc<Shared>, every: Duration) {
             .await
         {
             Ok(_) => {
-                *shared.heartbeat_trouble.lock().expect("not poisoned") = None;
-                if failing {
+                let was = shared
+                    .heartbeat_trouble
+                    .lock()
+                    .expect("not poisoned")
+                    .take();
+                if was.is_some() {
                     tracing::info!("the controller answers heartbeats again");
-                    failing = false;
                 }
             }
             Err(e) if e.status() == Some(409) => {
@@ -337,10 +340,13 @@ async fn heartbeat(shared: Arc<Shared>, every: Duration) {
             }
             Err(e) => {
                 put_back(&shared, beat.samples);
-                *shared.heartbeat_trouble.lock().expect("not poisoned") = Some(e.to_string());
-                if !failing {
+                let was = shared
+                    .heartbeat_trouble
+                    .lock()
+                    .expect("not poisoned")
+                    .replace(e.to_string());
+                if was.is_none() {
                     tracing::error!("heartbeat failed: {e}");
-                    failing = true;
                 }
             }
         }

@@ -159,7 +159,7 @@ async fn ping(
 ) -> Result<Json<Ping>, ApiError> {
     let c = caller(&state, &peer)?;
     Ok(Json(Ping {
-        version: env!("CARGO_PKG_VERSION").to_string(),
+        version: crate::api::versions::THIS.to_string(),
         pid: std::process::id(),
         you: c.user,
         admin: c.admin,

@@ -82,7 +82,12 @@ pub async fn write(
     private(&partial)?;
     std::fs::rename(&partial, &target)
         .map_err(|e| ApiError::internal(format!("cannot rename {}: {e}", partial.display())))?;
-    let jobs = jobs_in(&target).await?;
+    let jobs = count_jobs(&target).await.map_err(|e| {
+        ApiError::internal(format!(
+            "the copy {} is not readable: {e}",
+            target.display()
+        ))
+    })?;
     let mut files = vec![(DB_FILE.to_string(), size(&target))];
     let beside: [(&str, PathBuf); 2] = [
         ("labpool.toml", config.path.clone()),
@@ -116,24 +121,17 @@ fn size(path: &Path) -> u64 {
     std::fs::metadata(path).map_or(0, |m| m.len())
 }
 
-/// Jobs in the copy, read from the copy itself: a copy without its jobs is no backup.
-async fn jobs_in(copy: &Path) -> Result<u64, ApiError> {
+/// Jobs in a database copy, read from the copy itself (read-only): a copy without its jobs
+/// table is no backup. The backup checks what it wrote with it, and the restore what it reads.
+pub async fn count_jobs(copy: &Path) -> Result<u64, sqlx::Error> {
     use sqlx::Connection;
     let options = sqlx::sqlite::SqliteConnectOptions::new()
         .filename(copy)
         .read_only(true);
-    let mut conn = sqlx::SqliteConnection::connect_with(&options)
-        .await
-        .map_err(|e| ApiError::internal(format!("cannot open the copy {}: {e}", copy.display())))?;
+    let mut conn = sqlx::SqliteConnection::connect_with(&options).await?;
     let (n,): (i64,) = sqlx::query_as("SELECT count(*) FROM jobs")
         .fetch_one(&mut conn)
-        .await
-        .map_err(|e| {
-            ApiError::internal(format!(
-                "the copy {} holds no jobs table: {e}",
-                copy.display()
-            ))
-        })?;
+        .await?;
     let _ = conn.close().await;
     Ok(n as u64)
 }

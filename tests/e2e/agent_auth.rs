@@ -1,22 +1,10 @@
 //! Trust between nodes: the cluster key, the clock-skew window, replays, and the CLI forwarded
 //! by an agent with the caller's uid vouched for.
 
-use crate::nodes::Cluster;
+use crate::nodes::{Cluster, http};
 use crate::pool::{ensure_user, have_root};
 use std::io::{Read, Write};
 use std::time::Duration;
-
-/// Sends one raw HTTP/1.1 request to `addr` and returns (status, body).
-fn http(addr: &str, head: &str, body: &[u8]) -> (u16, String) {
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    s.write_all(head.as_bytes()).unwrap();
-    s.write_all(body).unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    let status = out[9..12].parse().unwrap();
-    let body = out.split("\r\n\r\n").nth(1).unwrap_or("").to_string();
-    (status, body)
-}
 
 fn signed_ping(key: &labpool_cluster::ClusterKey, nonce: &str, at_ms: i64) -> String {
     let sig = key.sign(

@@ -3,10 +3,11 @@
 //! member is told, a job's usage is kept with it, and `/metrics` passes `promtool check
 //! metrics` and carries every series the Grafana dashboard asks for.
 
+use crate::nodes::{http, http_exchange};
 use crate::nvml::build_fake_nvml;
 use crate::pool::{Pool, have_tool, read_line, s, webhook};
 use serde_json::Value;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::Path;
 use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
@@ -46,36 +47,24 @@ fn metrics(pool: &Pool) -> String {
 /// the status and the body.
 pub fn get_page(addr_file: &Path, path: &str) -> (u16, String) {
     let addr = read_line(addr_file);
-    let mut conn = std::net::TcpStream::connect(addr.trim()).unwrap();
-    conn.write_all(format!("GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").as_bytes())
-        .unwrap();
-    let mut text = String::new();
-    conn.read_to_string(&mut text).unwrap();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap();
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    (status, body.to_string())
+    http(
+        addr.trim(),
+        &format!("GET {path} HTTP/1.0\r\nHost: x\r\n\r\n"),
+        b"",
+    )
 }
 
 /// The `/metrics` page of the daemon that wrote its address to `addr_file`, checked to be
 /// served as Prometheus text.
 pub fn get_metrics(addr_file: &Path) -> String {
     let addr = read_line(addr_file);
-    let mut conn = std::net::TcpStream::connect(addr.trim()).unwrap();
-    conn.write_all(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n")
-        .unwrap();
-    let mut text = String::new();
-    conn.read_to_string(&mut text).unwrap();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap();
+    let (head, body) = http_exchange(addr.trim(), "GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n", b"");
     assert!(
         head.starts_with("HTTP/1.0 200") || head.starts_with("HTTP/1.1 200"),
         "{head}"
     );
     assert!(head.contains("text/plain; version=0.0.4"), "{head}");
-    body.to_string()
+    body
 }
 
 /// Waits for a webhook body that contains every one of `parts`; returns it.

@@ -256,16 +256,30 @@ pub fn signed_post(
         sig.mac,
         labpool_cluster::body_sha256(body)
     );
+    http(addr, &head, body)
+}
+
+/// Sends one raw HTTP request (`head`, then `body`) to `addr` and reads the answer to its
+/// end: (its status line and headers, its body).
+pub fn http_exchange(addr: &str, head: &str, body: &[u8]) -> (String, String) {
     let mut s = std::net::TcpStream::connect(addr).unwrap();
     s.write_all(head.as_bytes()).unwrap();
     s.write_all(body).unwrap();
     let mut out = String::new();
     s.read_to_string(&mut out).unwrap();
-    let status = out[9..12].parse().unwrap();
-    (
-        status,
-        out.split("\r\n\r\n").nth(1).unwrap_or("").to_string(),
-    )
+    let (head, body) = out.split_once("\r\n\r\n").unwrap_or((&out, ""));
+    (head.to_string(), body.to_string())
+}
+
+/// Sends one raw HTTP request to `addr`: (status, body).
+pub fn http(addr: &str, head: &str, body: &[u8]) -> (u16, String) {
+    let (head, body) = http_exchange(addr, head, body);
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no status in {head:?}"));
+    (status, body)
 }
 
 /// A registration of node `name` with no GPUs, as an agent of `version` sends it (for tests

@@ -2,7 +2,7 @@
 //! already holds it, a changed file travels as an rsync delta, and every file is checked.
 
 use crate::nodes::Cluster;
-use crate::pool::{bytes, have_root};
+use crate::pool::{bytes, have_root, log_number};
 
 /// A number after `key=` in the last "staged" log line of `log` for `version`.
 fn staged_field(log: &str, version: &str, key: &str) -> u64 {
@@ -11,15 +11,7 @@ fn staged_field(log: &str, version: &str, key: &str) -> u64 {
         .rev()
         .find(|l| l.contains(" staged") && l.contains(version))
         .unwrap_or_else(|| panic!("no staged line for {version}:\n{log}"));
-    let at = line
-        .find(&format!("{key}="))
-        .unwrap_or_else(|| panic!("{key} missing: {line}"));
-    line[at + key.len() + 1..]
-        .split(|c: char| !c.is_ascii_digit())
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap()
+    log_number(line, key).unwrap_or_else(|| panic!("{key} missing: {line}"))
 }
 
 fn current_version(c: &Cluster, name: &str) -> String {

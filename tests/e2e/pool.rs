@@ -78,6 +78,16 @@ pub fn for_tests(text: &str) -> String {
         .join("\n")
 }
 
+/// The number a log line gives a field, ` key=N` (tracing writes fields so), when it has it.
+pub fn log_number(line: &str, key: &str) -> Option<u64> {
+    line.split(&format!(" {key}="))
+        .nth(1)?
+        .split(|c: char| !c.is_ascii_digit())
+        .next()?
+        .parse()
+        .ok()
+}
+
 /// A pool under test.
 pub struct Pool {
     /// The pool's directory (config, state, socket, log), world-traversable.

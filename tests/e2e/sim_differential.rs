@@ -8,7 +8,7 @@
 //! tie broken the other way would be noise, not a difference between the two.
 
 use crate::nodes::Cluster;
-use crate::pool::have_root;
+use crate::pool::{have_root, log_number};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -96,22 +96,16 @@ fn simulated(c: &Cluster) -> (BTreeMap<u64, (Ran, u64)>, (u64, u64)) {
     (jobs, counts)
 }
 
-/// A number after `key=` in a log line (0 when absent).
-fn field(line: &str, key: &str) -> u64 {
-    line.split(&format!(" {key}="))
-        .nth(1)
-        .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
-}
-
 /// An agent's copies into its cache that completed (a stage of a version already there moves
 /// no bytes and is none), and its evictions, with the lines that say so.
 fn cache_work(log: &str) -> (u64, u64, Vec<&str>) {
     let copies: Vec<&str> = log
         .lines()
         .filter(|l| l.contains(" staged "))
-        .filter(|l| field(l, "bytes_copied") + field(l, "bytes_from_peer") > 0)
+        .filter(|l| {
+            let moved = |key| log_number(l, key).unwrap_or(0);
+            moved("bytes_copied") + moved("bytes_from_peer") > 0
+        })
         .collect();
     let evictions: Vec<&str> = log
         .lines()

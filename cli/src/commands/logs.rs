@@ -45,9 +45,10 @@ fn has_field(line: &str, key: &str, value: &str) -> bool {
     })
 }
 
-/// The time a line starts with, ms, when it starts with one.
-fn time_of(line: &str) -> Option<i64> {
-    crate::clock::parse_ms(line.split_whitespace().next()?)
+/// The time a line starts with, as written and in ms, when it starts with one.
+fn time_of(line: &str) -> Option<(&str, i64)> {
+    let stamp = line.split_whitespace().next()?;
+    Some((stamp, crate::clock::parse_ms(stamp)?))
 }
 
 /// Runs `labpool logs`.
@@ -84,8 +85,8 @@ pub fn run(args: &LogsArgs, config: &Config) -> anyhow::Result<()> {
             let mut raw = raw?;
             raw.truncate(MAX_LINE);
             let text = String::from_utf8_lossy(&raw).into_owned();
-            let at = time_of(&text);
-            if since.is_some_and(|s| at.is_none_or(|t| t < s))
+            let at = time_of(&text).map(|(stamp, ms)| (stamp.to_string(), ms));
+            if since.is_some_and(|s| at.as_ref().is_none_or(|(_, t)| *t < s))
                 || job.as_deref().is_some_and(|j| !has_field(&text, "job", j))
                 || args
                     .node
@@ -99,7 +100,7 @@ pub fn run(args: &LogsArgs, config: &Config) -> anyhow::Result<()> {
             }
             if keep > 0 {
                 shown.push_back(Line {
-                    time: at.and_then(|_| text.split_whitespace().next().map(str::to_string)),
+                    time: at.map(|(stamp, _)| stamp),
                     text,
                 });
             }

@@ -39,28 +39,6 @@ pub async fn run(command: &StateCommand, config: &Config) -> anyhow::Result<()> 
     }
 }
 
-/// Jobs in a database copy; an error when it is not one labpool wrote.
-async fn jobs_in(copy: &Path) -> anyhow::Result<i64> {
-    use sqlx::Connection;
-    let options = sqlx::sqlite::SqliteConnectOptions::new()
-        .filename(copy)
-        .read_only(true);
-    let mut conn = sqlx::SqliteConnection::connect_with(&options)
-        .await
-        .with_context(|| format!("{} is not a database", copy.display()))?;
-    let (n,): (i64,) = sqlx::query_as("SELECT count(*) FROM jobs")
-        .fetch_one(&mut conn)
-        .await
-        .with_context(|| {
-            format!(
-                "{} holds no jobs table: it is not a labpool state backup",
-                copy.display()
-            )
-        })?;
-    let _ = conn.close().await;
-    Ok(n)
-}
-
 /// Puts `from/labpool.db` in place as this config's state database. The controller must be
 /// stopped; a database already there stays unless `force`.
 async fn restore(from: &Path, force: bool, config: &Config) -> anyhow::Result<()> {
@@ -72,7 +50,14 @@ async fn restore(from: &Path, force: bool, config: &Config) -> anyhow::Result<()
             from.display()
         );
     }
-    let jobs = jobs_in(&copy).await?;
+    let jobs = crate::controller::state_backup::count_jobs(&copy)
+        .await
+        .with_context(|| {
+            format!(
+                "{} is not a labpool state backup (no jobs table in a database)",
+                copy.display()
+            )
+        })?;
     let socket = &config.controller.socket;
     if std::os::unix::net::UnixStream::connect(socket).is_ok() {
         anyhow::bail!(
