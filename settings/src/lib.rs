@@ -140,7 +140,7 @@ pub struct Config {
 pub enum ConfigError {
     /// No file at the path.
     #[error(
-        "no config file at {path}{why}\nhint: create one with `labpool init --dir DIR`, then pass --config DIR/labpool.toml or set LABPOOL_CONFIG"
+        "no config file at {path}{why}\nhint: create one with `sudo labpool init` (this default path), or with `labpool init --dir DIR`, then pass --config DIR/labpool.toml or set LABPOOL_CONFIG"
     )]
     Missing {
         /// Where it was looked for.

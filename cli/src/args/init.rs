@@ -6,9 +6,10 @@ use std::path::PathBuf;
 /// `labpool init`.
 #[derive(Args, Debug)]
 pub struct InitArgs {
-    /// Directory for the config, state, socket and log
+    /// Directory for the config, state, socket and log [default: the packaged layout: the
+    /// config and cluster.key in /etc/labpool, the rest in /var/lib/labpool]
     #[arg(long, value_name = "DIR")]
-    pub dir: PathBuf,
+    pub dir: Option<PathBuf>,
     /// Switch on virtual GPUs, for a machine without an NVIDIA driver (e.g. 4:rtx4090)
     #[arg(long, value_name = "N[:TYPE]")]
     pub virtual_gpus: Option<String>,

@@ -109,6 +109,11 @@ pub enum Command {
         /// Where to write them (e.g. /usr/local/share/man/man1)
         dir: std::path::PathBuf,
     },
+    /// Print the shell completion script for SHELL (bash, zsh, fish, elvish, powershell)
+    Completions {
+        /// The shell to complete for
+        shell: clap_complete::Shell,
+    },
     /// Release held jobs
     Release(CancelArgs),
     /// Finished jobs: state, exit code, elapsed time, GPUs
@@ -274,7 +279,8 @@ pub enum StateCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Put a backup's database back as this config's state (the controller stopped)
+    /// Put a backup's database back as this config's state (the controller stopped); on a
+    /// machine with no config yet, the backup's config and cluster key too
     Restore {
         /// The backup's directory (holding labpool.db)
         from: std::path::PathBuf,

@@ -73,6 +73,7 @@ pub async fn run(args: &DemoArgs) -> anyhow::Result<()> {
     });
     let new = NewConfig {
         dir: tmp.path().to_path_buf(),
+        config_dir: tmp.path().to_path_buf(),
         node_name: host_name(),
         // The demo contends for GPUs, not cores: give the jobs room on small machines.
         cpus: host_cpus().max(16),

@@ -13,8 +13,10 @@ use std::path::{Path, PathBuf};
 /// Choices for a new config.
 #[derive(Clone)]
 pub struct NewConfig {
-    /// Directory for config, state, socket and log.
+    /// Directory for state, socket and log.
     pub dir: PathBuf,
+    /// Directory for `labpool.toml` and `cluster.key` (DIR itself, unless the packaged layout).
+    pub config_dir: PathBuf,
     /// Node name.
     pub node_name: String,
     /// Cores.
@@ -326,16 +328,18 @@ fairshare_half_life = "7days"
 
     /// Writes `text` (this config, rendered and perhaps changed) as [`NewConfig::write`] does.
     pub fn write_text(&self, text: &str, force: bool) -> anyhow::Result<Config> {
-        let path = self.dir.join("labpool.toml");
+        let path = self.config_dir.join("labpool.toml");
         let text = text.to_string();
         // Check the text before anything is made, so that a bad --dir or --name leaves nothing
         // half-made behind.
         Config::parse(&text, &path)?;
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o755)
-            .create(&self.dir)
-            .with_context(|| format!("cannot create {}", self.dir.display()))?;
+        for dir in [&self.dir, &self.config_dir] {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o755)
+                .create(dir)
+                .with_context(|| format!("cannot create {}", dir.display()))?;
+        }
         if path.exists() && !force {
             anyhow::bail!(
                 "{} already exists\nhint: pass --force to overwrite it",
@@ -363,7 +367,7 @@ fairshare_half_life = "7days"
             }
         }
         // The pool's shared secret, for the nodes that will join it: made once, kept on --force.
-        let key = self.dir.join("cluster.key");
+        let key = self.config_dir.join("cluster.key");
         if !key.exists() {
             labpool_cluster::ClusterKey::generate()
                 .context("cannot read random bytes for the cluster key")?
@@ -390,18 +394,57 @@ fn describe_gpus(gpus: &[GpuDevice]) -> String {
         .join(", ")
 }
 
-/// `--virtual-gpus` checked, and `--dir` made absolute: for a controller's config and an
-/// agent's.
-pub(crate) fn gpus_and_dir(args: &InitArgs) -> anyhow::Result<(Option<VirtualGpus>, PathBuf)> {
+/// Where `labpool init` puts things.
+pub(crate) struct Layout {
+    /// State, socket, log, cache (`--dir`).
+    pub dir: PathBuf,
+    /// `labpool.toml` and `cluster.key`.
+    pub config_dir: PathBuf,
+}
+
+/// The state directory of the packaged layout (without `--dir`); its config is
+/// [`crate::settings::DEFAULT_CONFIG_PATH`], so nobody needs `LABPOOL_CONFIG`.
+pub const PACKAGED_STATE_DIR: &str = "/var/lib/labpool";
+
+/// `--virtual-gpus` checked, and the layout: everything in `--dir` (made absolute), or without
+/// it the packaged layout. For a controller's config and an agent's.
+pub(crate) fn gpus_and_layout(args: &InitArgs) -> anyhow::Result<(Option<VirtualGpus>, Layout)> {
     let gpus = args
         .virtual_gpus
         .as_deref()
         .map(VirtualGpus::parse)
         .transpose()
         .map_err(anyhow::Error::msg)?;
-    let dir = std::path::absolute(&args.dir)
-        .with_context(|| format!("bad directory {}", args.dir.display()))?;
-    Ok((gpus, dir))
+    let layout = match &args.dir {
+        Some(dir) => {
+            let dir = std::path::absolute(dir)
+                .with_context(|| format!("bad directory {}", dir.display()))?;
+            Layout {
+                config_dir: dir.clone(),
+                dir,
+            }
+        }
+        None => Layout {
+            dir: PathBuf::from(PACKAGED_STATE_DIR),
+            config_dir: Path::new(crate::settings::DEFAULT_CONFIG_PATH)
+                .parent()
+                .unwrap_or(Path::new("/etc"))
+                .to_path_buf(),
+        },
+    };
+    Ok((gpus, layout))
+}
+
+/// What members set to find this config: nothing when it is the default one.
+pub(crate) fn config_hint(config: &Path) -> String {
+    if config == Path::new(crate::settings::DEFAULT_CONFIG_PATH) {
+        format!(
+            "members need no LABPOOL_CONFIG: {} is the default",
+            config.display()
+        )
+    } else {
+        format!("export LABPOOL_CONFIG={}", config.display())
+    }
 }
 
 /// Runs `labpool init`.
@@ -409,7 +452,7 @@ pub fn run(args: &InitArgs) -> anyhow::Result<()> {
     if let Some(join) = &args.join {
         return crate::commands::init_agent::run(args, join);
     }
-    let (virtual_gpus, dir) = gpus_and_dir(args)?;
+    let (virtual_gpus, layout) = gpus_and_layout(args)?;
     // The homes members use: named, or found from the user database, unless a shared root
     // was given for everything.
     let home: Option<(PathBuf, String)> = match (&args.home_root, &args.shared_root) {
@@ -448,7 +491,8 @@ pub fn run(args: &InitArgs) -> anyhow::Result<()> {
             .context("bad --shared-root")?,
         home_root: home.as_ref().map(|(root, _)| root.clone()),
         listen: args.listen.clone(),
-        dir,
+        dir: layout.dir,
+        config_dir: layout.config_dir,
     };
     let config = match args.executor.as_deref() {
         Some("slurm") => crate::commands::init_slurm::write(&new, args)?,
@@ -509,7 +553,7 @@ pub fn run(args: &InitArgs) -> anyhow::Result<()> {
     when_asked(args, Daemon::Controller, &config.path)?;
     crate::out!("Next:");
     crate::out!("  labpool serve --config {}", config.path.display());
-    crate::out!("  export LABPOOL_CONFIG={}", config.path.display());
+    crate::out!("  {}", config_hint(&config.path));
     crate::out!("  labpool submit --gpus 1 --wrap 'echo $CUDA_VISIBLE_DEVICES'");
     Ok(())
 }

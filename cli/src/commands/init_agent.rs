@@ -13,6 +13,7 @@ use std::path::Path;
 /// The agent config's text.
 pub fn render(
     dir: &Path,
+    key: &Path,
     join: &str,
     listen: &str,
     name: &str,
@@ -68,7 +69,7 @@ listen = "127.0.0.1:9401"
         socket = path("labpool.sock"),
         log = path("agent.log"),
         join = quote(join),
-        key = path("cluster.key"),
+        key = quote(&key.display().to_string()),
         listen = quote(listen),
         name = quote(name),
         cpus = host_cpus(),
@@ -77,7 +78,8 @@ listen = "127.0.0.1:9401"
     )
 }
 
-/// Writes DIR/labpool.toml for an agent and copies the cluster key to DIR/cluster.key.
+/// Writes an agent's `labpool.toml` and copies the cluster key beside it (in DIR, or in the
+/// packaged layout `/etc/labpool`).
 pub fn run(args: &InitArgs, join: &str) -> anyhow::Result<()> {
     let key_src = args.key.as_deref().context("--join needs --key FILE")?;
     if !join.contains(':') {
@@ -85,11 +87,13 @@ pub fn run(args: &InitArgs, join: &str) -> anyhow::Result<()> {
             "--join {join:?}: give the controller's listen address as HOST:PORT, e.g. 10.0.0.1:7070"
         );
     }
-    let (gpus, dir) = crate::commands::init::gpus_and_dir(args)?;
+    let (gpus, layout) = crate::commands::init::gpus_and_layout(args)?;
+    let dir = layout.dir;
     let name = args.name.clone().unwrap_or_else(host_name);
     let listen = args.listen.clone().unwrap_or_else(|| "0.0.0.0:7071".into());
-    let text = render(&dir, join, &listen, &name, gpus.as_ref());
-    let path = dir.join("labpool.toml");
+    let key_dst = layout.config_dir.join("cluster.key");
+    let text = render(&dir, &key_dst, join, &listen, &name, gpus.as_ref());
+    let path = layout.config_dir.join("labpool.toml");
     // Everything is checked before anything is made.
     Config::parse(&text, &path)?;
     let key_text = std::fs::read_to_string(key_src)
@@ -100,18 +104,19 @@ pub fn run(args: &InitArgs, join: &str) -> anyhow::Result<()> {
             key_src.display()
         )
     })?;
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o755)
-        .create(&dir)
-        .with_context(|| format!("cannot create {}", dir.display()))?;
+    for dir in [&dir, &layout.config_dir] {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o755)
+            .create(dir)
+            .with_context(|| format!("cannot create {}", dir.display()))?;
+    }
     if path.exists() && !args.force {
         anyhow::bail!(
             "{} already exists\nhint: pass --force to overwrite it",
             path.display()
         );
     }
-    let key_dst = dir.join("cluster.key");
     let same = std::fs::canonicalize(key_src).ok() == std::fs::canonicalize(&key_dst).ok();
     if !same {
         let _ = std::fs::remove_file(&key_dst);
@@ -127,8 +132,8 @@ pub fn run(args: &InitArgs, join: &str) -> anyhow::Result<()> {
     crate::out!("Next:");
     crate::out!("  labpool agent --config {}", config.path.display());
     crate::out!(
-        "  on this node, members use LABPOOL_CONFIG={} like on the controller",
-        config.path.display()
+        "  on this node: {}",
+        crate::commands::init::config_hint(&config.path)
     );
     Ok(())
 }

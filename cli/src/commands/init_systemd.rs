@@ -43,6 +43,10 @@ impl Daemon {
 /// Where units go when `--systemd-dir` does not say.
 pub const UNIT_DIR: &str = "/etc/systemd/system";
 
+/// Where the Debian package puts its units (`packaging/deb/`): the binary at `/usr/bin/labpool`
+/// and the config at `/etc/labpool/labpool.toml`. `init --systemd` enables those as they are.
+pub const PACKAGED_UNIT_DIR: &str = "/lib/systemd/system";
+
 /// The unit's text for `daemon`, running `bin` with `config`.
 pub fn unit_text(daemon: Daemon, bin: &Path, config: &Path) -> String {
     let (what, command, man) = match daemon {
@@ -54,8 +58,8 @@ pub fn unit_text(daemon: Daemon, bin: &Path, config: &Path) -> String {
         ),
     };
     format!(
-        r#"# Written by `labpool init --systemd`; what each line decides, and why, is in
-# docs/admin/install.md. Edit with `systemctl edit {unit}`.
+        r#"# labpool's unit, as `labpool init --systemd` writes it and the Debian package ships it;
+# what each line decides, and why, is in docs/admin/install.md. Edit with `systemctl edit {unit}`.
 [Unit]
 Description=labpool {what}
 Documentation=man:labpool-{man}(1)
@@ -104,13 +108,23 @@ pub fn install(daemon: Daemon, config: &Path, dir: Option<&Path>) -> anyhow::Res
         .and_then(std::fs::canonicalize)
         .context("cannot tell where this labpool binary is, for the unit's ExecStart")?;
     let config = std::path::absolute(config).context("bad config path")?;
-    let dir = dir.unwrap_or(Path::new(UNIT_DIR));
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let path = dir.join(daemon.unit());
     let text = unit_text(daemon, &bin, &config);
-    crate::atomic_file::write_atomic(&path, text.as_bytes(), 0o644, true)
-        .with_context(|| format!("cannot write {}", path.display()))?;
-    crate::out!("  unit   {}", path.display());
+    let dir = dir.unwrap_or(Path::new(UNIT_DIR));
+    let packaged = Path::new(PACKAGED_UNIT_DIR).join(daemon.unit());
+    let path = if dir == Path::new(UNIT_DIR)
+        && std::fs::read_to_string(&packaged).is_ok_and(|t| t == text)
+    {
+        // The package's unit runs this binary with this config already: enable it as it is.
+        crate::out!("  unit   {} (from the package)", packaged.display());
+        packaged
+    } else {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        let path = dir.join(daemon.unit());
+        crate::atomic_file::write_atomic(&path, text.as_bytes(), 0o644, true)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        crate::out!("  unit   {}", path.display());
+        path
+    };
     let systemd_runs = Path::new("/run/systemd/system").is_dir();
     if systemd_runs && dir == Path::new(UNIT_DIR) {
         for args in [
@@ -137,4 +151,34 @@ pub fn install(daemon: Daemon, config: &Path, dir: Option<&Path>) -> anyhow::Res
         );
     }
     Ok(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The package's units are what `init --systemd` writes for the packaged paths, so that
+    /// `init --systemd` on a packaged machine enables them instead of writing its own.
+    #[test]
+    fn the_packaged_units_are_what_init_writes_for_the_packaged_paths() {
+        let bin = Path::new("/usr/bin/labpool");
+        let config = Path::new(crate::settings::DEFAULT_CONFIG_PATH);
+        for (daemon, packaged) in [
+            (
+                Daemon::Controller,
+                include_str!("../../../packaging/deb/labpool.service"),
+            ),
+            (
+                Daemon::Agent,
+                include_str!("../../../packaging/deb/labpool-agent.service"),
+            ),
+        ] {
+            assert_eq!(
+                unit_text(daemon, bin, config),
+                packaged,
+                "packaging/deb/{} differs from what init writes: regenerate it",
+                daemon.unit()
+            );
+        }
+    }
 }

@@ -1,6 +1,7 @@
 //! One module per command; each takes its clap arguments and the resolved config.
 
 pub mod alerts;
+pub mod completions;
 pub mod datasets;
 pub mod demo;
 pub mod doctor;
@@ -50,6 +51,7 @@ pub fn dispatch(cli: Cli, slurm: &dyn crate::SlurmNames) -> anyhow::Result<()> {
             return slurm.install(dir);
         }
         Command::ManPages { dir } => return man_pages::run(dir, slurm),
+        Command::Completions { shell } => return completions::print(*shell),
         Command::Logs(args) => return logs::run(args, &Config::locate(cli.config.as_deref())?),
         Command::SessionHost {
             socket,
@@ -83,6 +85,12 @@ pub fn dispatch(cli: Cli, slurm: &dyn crate::SlurmNames) -> anyhow::Result<()> {
     runtime.block_on(async {
         if let Command::Demo(args) = &cli.command {
             return demo::run(args).await;
+        }
+        if let Command::State {
+            command: crate::args::StateCommand::Restore { from, .. },
+        } = &cli.command
+        {
+            state::config_from_backup(from, cli.config.as_deref())?;
         }
         let config = Config::locate(cli.config.as_deref())?;
         match &cli.command {
@@ -157,6 +165,7 @@ pub fn dispatch(cli: Cli, slurm: &dyn crate::SlurmNames) -> anyhow::Result<()> {
             | Command::Sim(_)
             | Command::InstallSlurmCommands { .. }
             | Command::ManPages { .. }
+            | Command::Completions { .. }
             | Command::Logs(_)
             | Command::SessionHost { .. } => {
                 unreachable!("handled above")

@@ -41,6 +41,42 @@ pub async fn run(command: &StateCommand, config: &Config) -> anyhow::Result<()> 
 
 /// Puts `from/labpool.db` in place as this config's state database. The controller must be
 /// stopped; a database already there stays unless `force`.
+/// On a machine with no config yet (a new one, or after a purge), `state restore` first puts
+/// the backup's `labpool.toml` where this command looks for it (`--config`, else the default
+/// path; mode 0644: members read it) and its `cluster.key` where that config names it (mode
+/// 0600), so that a pool comes back from the copy alone. An existing config is never replaced.
+pub fn config_from_backup(from: &Path, explicit: Option<&Path>) -> anyhow::Result<()> {
+    let target = explicit.unwrap_or(Path::new(crate::settings::DEFAULT_CONFIG_PATH));
+    let saved = from.join("labpool.toml");
+    if target.exists() || !saved.is_file() {
+        return Ok(());
+    }
+    let text = std::fs::read_to_string(&saved)
+        .with_context(|| format!("cannot read {}", saved.display()))?;
+    let config = Config::parse(&text, &std::path::absolute(target)?)
+        .with_context(|| format!("the backup's config {} does not load", saved.display()))?;
+    let key = config.cluster_key_path();
+    let saved_key = from.join("cluster.key");
+    for dir in [target.parent(), key.parent()].into_iter().flatten() {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    crate::atomic_file::write_atomic(target, text.as_bytes(), 0o644, true)
+        .with_context(|| format!("cannot write {}", target.display()))?;
+    crate::out!(
+        "restored the config {} from {}",
+        target.display(),
+        saved.display()
+    );
+    if saved_key.is_file() && !key.exists() {
+        let bytes = std::fs::read(&saved_key)
+            .with_context(|| format!("cannot read {}", saved_key.display()))?;
+        crate::atomic_file::write_atomic(&key, &bytes, 0o600, true)
+            .with_context(|| format!("cannot write {}", key.display()))?;
+        crate::out!("restored the cluster key {}", key.display());
+    }
+    Ok(())
+}
+
 async fn restore(from: &Path, force: bool, config: &Config) -> anyhow::Result<()> {
     let copy = from.join(crate::controller::state_backup::DB_FILE);
     if !copy.is_file() {
