@@ -411,6 +411,10 @@ pub struct NodeView {
     /// Its agent's address, when the node is served by `labpool agent`.
     #[serde(default)]
     pub agent: Option<String>,
+    /// The labpool version its agent runs: the controller's own for its in-process node;
+    /// `None` for a remote node whose agent has not registered since the controller started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_version: Option<String>,
     /// When its agent was last heard from (RFC 3339).
     #[serde(default)]
     pub last_seen: Option<String>,

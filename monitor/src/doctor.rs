@@ -49,6 +49,9 @@ pub struct NodeFact {
     pub gpus_nvml: Option<u32>,
     /// Its agent's clock minus the controller's, ms, when it is a remote agent.
     pub skew_ms: Option<i64>,
+    /// The labpool version its agent runs, when known.
+    #[serde(default)]
+    pub agent_version: Option<String>,
 }
 
 /// A job as the doctor sees it.
@@ -143,6 +146,24 @@ pub struct Facts {
     pub quotas: Vec<QuotaFact>,
     /// The mounts under the pool's shared directories.
     pub mounts: Vec<Mount>,
+    /// The controller's own version.
+    #[serde(default)]
+    pub controller_version: String,
+    /// How the controller runs: under which supervisor, if any.
+    #[serde(default)]
+    pub service: Service,
+}
+
+/// How the controller process was started, for the `service` check.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Service {
+    /// No systemd runs this machine: something else must keep the daemon running.
+    #[default]
+    NoSystemd,
+    /// systemd runs this machine but did not start the controller.
+    OutsideSystemd,
+    /// Started by systemd as this unit.
+    Unit(String),
 }
 
 /// The doctor's marks.
@@ -182,6 +203,7 @@ impl Default for Limits {
 pub const NFS_ADVICE: &str = "rsize=1048576,wsize=1048576,hard";
 
 mod checks;
+mod upkeep;
 pub use checks::check;
 
 /// The mounts in `/proc/self/mounts` text that hold the pool's `paths` (role, path): for each

@@ -12,7 +12,7 @@ use axum::extract::connect_info::ConnectInfo;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use labpool_monitor::doctor::{
-    Facts, GpuFact, JobFact, Limits, NodeFact, QuotaFact, SnapshotFact, check, mounts_for,
+    Facts, GpuFact, JobFact, Limits, NodeFact, QuotaFact, Service, SnapshotFact, check, mounts_for,
 };
 use labpool_scheduler::JobState;
 
@@ -86,6 +86,8 @@ async fn facts(state: &AppState, nodes: &[NodeView]) -> Result<Facts, ApiError> 
     let now = monitor.clock.now_ms();
     let mut facts = Facts {
         now_ms: now,
+        controller_version: crate::api::versions::THIS.to_string(),
+        service: service(),
         ..Facts::default()
     };
     {
@@ -109,6 +111,7 @@ async fn facts(state: &AppState, nodes: &[NodeView]) -> Result<Facts, ApiError> 
                     sampled
                 },
                 skew_ms: inner.skew_ms.get(&n.name).copied(),
+                agent_version: n.agent_version.clone(),
             });
         }
         for (node, (sample, _)) in &inner.samples {
@@ -196,4 +199,23 @@ async fn facts(state: &AppState, nodes: &[NodeView]) -> Result<Facts, ApiError> 
     let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
     facts.mounts = mounts_for(&mounts, &paths);
     Ok(facts)
+}
+
+/// How this controller was started: systemd sets `INVOCATION_ID` for the processes of a unit,
+/// and the unit's name is the last part of the process's cgroup path.
+fn service() -> Service {
+    if !std::path::Path::new("/run/systemd/system").is_dir() {
+        return Service::NoSystemd;
+    }
+    if std::env::var_os("INVOCATION_ID").is_none() {
+        return Service::OutsideSystemd;
+    }
+    let cgroups = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+    let unit = cgroups
+        .lines()
+        .filter_map(|l| l.rsplit('/').next())
+        .find(|u| u.ends_with(".service"))
+        .unwrap_or("a unit")
+        .to_string();
+    Service::Unit(unit)
 }

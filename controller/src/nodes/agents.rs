@@ -20,6 +20,8 @@ pub struct RemoteNode {
     pub address: String,
     /// The agent process that registered last; empty until one registers after a restart.
     pub instance: String,
+    /// The labpool version that agent runs; empty until one registers after a restart.
+    pub version: String,
     /// Last heartbeat or registration, ms.
     pub last_seen_ms: i64,
     /// Declared DOWN: its jobs were requeued or failed, and it must register again.
@@ -163,6 +165,7 @@ impl Engine {
             self.reach.remote.insert(
                 name,
                 RemoteNode {
+                    version: String::new(),
                     address,
                     instance: String::new(),
                     last_seen_ms: self.clock.now_ms(),
@@ -241,6 +244,7 @@ impl Engine {
             RemoteNode {
                 address: address.clone(),
                 instance: reg.instance.clone(),
+                version: reg.version.clone(),
                 last_seen_ms: self.clock.now_ms(),
                 down: false,
                 last_report: if same_instance {

@@ -92,6 +92,14 @@ impl Engine {
                     mem_mib: n.spec.mem_mib,
                     mem_used_mib: n.spec.mem_mib - n.free_mem_mib(),
                     agent: self.reach.remote.get(n.name()).map(|r| r.address.clone()),
+                    agent_version: match self.reach.remote.get(n.name()) {
+                        Some(r) if r.version.is_empty() => None,
+                        Some(r) => Some(r.version.clone()),
+                        None if self.reach.is_local(n.name()) => {
+                            Some(crate::api::versions::THIS.to_string())
+                        }
+                        None => None,
+                    },
                     last_seen: self.last_seen(n.name()).map(|t| crate::clock::rfc3339(t.0)),
                     load: self.heartbeat_of(n.name()).map(|b| b.load),
                     mem_available_mib: self.heartbeat_of(n.name()).map(|b| b.mem_available_mib),

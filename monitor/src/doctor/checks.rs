@@ -2,7 +2,13 @@
 
 use super::{Facts, Finding, Limits, NFS_ADVICE, Status, nfs_problems};
 
-fn finding(check: &str, status: Status, subject: &str, what: String, fix: &str) -> Finding {
+pub(super) fn finding(
+    check: &str,
+    status: Status,
+    subject: &str,
+    what: String,
+    fix: &str,
+) -> Finding {
     Finding {
         check: check.to_string(),
         status,
@@ -336,6 +342,10 @@ pub fn check(f: &Facts, l: &Limits) -> Vec<Finding> {
         .collect::<Vec<_>>()
         .join(", ");
     section("mounts", mounts, summary);
+    let (found, ok) = super::upkeep::versions(f);
+    section("versions", found, ok);
+    let (found, ok) = super::upkeep::service(f);
+    section("service", found, ok);
     out
 }
 
@@ -347,7 +357,7 @@ mod tests {
     #[test]
     fn a_healthy_pool_gives_one_ok_per_check_and_faults_name_their_fix() {
         let ok = check(&Facts::default(), &Limits::default());
-        assert_eq!(ok.len(), 12);
+        assert_eq!(ok.len(), 14);
         assert!(ok.iter().all(|f| f.status == Status::Ok));
         let facts = Facts {
             now_ms: 100 * 3_600_000,
