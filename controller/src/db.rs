@@ -6,11 +6,10 @@
 //! its own folder (`jobs/rows.rs`, `jobs/store.rs`, `accounts/db.rs`, `nodes/db.rs`,
 //! `datasets/db.rs`, `envs/db.rs`, `quotas/db.rs`).
 
-use sqlx::migrate::{Migration, MigrationType, Migrator};
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
-use sqlx::{SqlSafeStr, Sqlite, Transaction};
+use sqlx::{Sqlite, Transaction};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -24,6 +23,15 @@ pub enum DbError {
         path: PathBuf,
         /// Why.
         source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// The database's migrations are not this binary's: it is from a newer labpool, or a
+    /// migration it ran differs from this binary's.
+    #[error("cannot open the state database {path}: {mismatch}")]
+    Schema {
+        /// The file.
+        path: PathBuf,
+        /// How it differs.
+        mismatch: crate::schema::Mismatch,
     },
     /// A query failed.
     #[error("state database: {0}")]
@@ -61,85 +69,6 @@ pub const POOL_MARKER: &str = "pool-started";
 #[derive(Clone)]
 pub struct Db {
     pub(crate) pool: SqlitePool,
-}
-
-fn migrator() -> Migrator {
-    let migration = |version, name: &'static str, sql: &'static str| {
-        Migration::new(
-            version,
-            name.into(),
-            MigrationType::Simple,
-            sql.into_sql_str(),
-            false,
-        )
-    };
-    Migrator::with_migrations(vec![
-        migration(1, "jobs", include_str!("../../migrations/0001_jobs.sql")),
-        migration(
-            2,
-            "policy",
-            include_str!("../../migrations/0002_policy.sql"),
-        ),
-        migration(
-            3,
-            "datasets",
-            include_str!("../../migrations/0003_datasets.sql"),
-        ),
-        migration(
-            4,
-            "quotas",
-            include_str!("../../migrations/0004_quotas.sql"),
-        ),
-        migration(5, "envs", include_str!("../../migrations/0005_envs.sql")),
-        migration(
-            6,
-            "node drain",
-            include_str!("../../migrations/0006_node_drain.sql"),
-        ),
-        migration(
-            7,
-            "node agents",
-            include_str!("../../migrations/0007_node_agents.sql"),
-        ),
-        migration(
-            8,
-            "submit keys",
-            include_str!("../../migrations/0008_submit_keys.sql"),
-        ),
-        migration(
-            9,
-            "storage probe",
-            include_str!("../../migrations/0009_storage_probe.sql"),
-        ),
-        migration(10, "hold", include_str!("../../migrations/0010_hold.sql")),
-        migration(11, "steps", include_str!("../../migrations/0011_steps.sql")),
-        migration(
-            12,
-            "requeue",
-            include_str!("../../migrations/0012_requeue.sql"),
-        ),
-        migration(13, "gang", include_str!("../../migrations/0013_gang.sql")),
-        migration(
-            14,
-            "preemption",
-            include_str!("../../migrations/0014_preemption.sql"),
-        ),
-        migration(
-            15,
-            "reservations",
-            include_str!("../../migrations/0015_reservations.sql"),
-        ),
-        migration(
-            16,
-            "gpu usage",
-            include_str!("../../migrations/0016_gpu_usage.sql"),
-        ),
-        migration(
-            17,
-            "gang part ended",
-            include_str!("../../migrations/0017_part_ended.sql"),
-        ),
-    ])
 }
 
 /// The states of jobs that are not finished.
@@ -181,10 +110,15 @@ impl Db {
             .connect_with(options)
             .await
             .map_err(|e| open_err(Box::new(e)))?;
-        migrator()
-            .run(&pool)
-            .await
-            .map_err(|e| open_err(Box::new(e)))?;
+        crate::schema::migrator().run(&pool).await.map_err(
+            |e| match crate::schema::Mismatch::of(&e) {
+                Some(m) => DbError::Schema {
+                    path: path.to_path_buf(),
+                    mismatch: m,
+                },
+                None => open_err(Box::new(e)),
+            },
+        )?;
         if !marker.exists() {
             let since = crate::clock::rfc3339(crate::clock::now_ms());
             std::fs::write(&marker, format!("{since}\n")).map_err(|e| open_err(Box::new(e)))?;

@@ -28,6 +28,7 @@ pub mod nodes;
 pub mod quotas;
 pub mod reports;
 pub mod reservations;
+pub mod schema;
 pub mod slurm_gate;
 pub mod snapshot_copies;
 pub mod snapshots;

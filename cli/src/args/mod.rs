@@ -132,6 +132,14 @@ pub enum Command {
     /// The weekly health check in one command: nodes, queue, disks, GPUs, clocks, config,
     /// snapshots, quotas, mounts; exits 1 when something needs a person (admins)
     Doctor(DoctorArgs),
+    /// Before an upgrade, run by the new binary: the migrations it will apply to the state
+    /// database, the agents it would refuse, the running jobs; exits 1 when something blocks
+    /// the upgrade (admins)
+    UpgradeCheck {
+        /// Print JSON
+        #[arg(long)]
+        json: bool,
+    },
     /// The controller's own state: a consistent backup while it runs, and a restore (admins)
     State {
         /// What to do.

@@ -27,6 +27,7 @@ pub mod state;
 pub mod submit;
 pub mod submit_wait;
 pub mod test_only;
+pub mod upgrade_check;
 pub mod web;
 
 use crate::args::{Cli, Command, PartitionCommand};
@@ -133,6 +134,12 @@ pub fn dispatch(cli: Cli, slurm: &dyn crate::SlurmNames) -> anyhow::Result<()> {
             Command::Web(a) => web::login_url(a.next.clone(), a.json, &config).await,
             Command::Usage(a) => {
                 reports::usage(a.user.as_deref(), a.month.as_deref(), a.json, &config).await
+            }
+            Command::UpgradeCheck { json } => {
+                if !upgrade_check::run(*json, &config).await? {
+                    std::process::exit(1);
+                }
+                Ok(())
             }
             Command::Doctor(a) => {
                 let healthy =
