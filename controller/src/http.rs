@@ -30,8 +30,11 @@ pub struct AppState {
     pub engine: mpsc::Sender<Request>,
     /// The database, for reads.
     pub db: Db,
-    /// The config.
+    /// The config as read at start.
     pub config: Arc<Config>,
+    /// The config with its live sections (partitions, credits, priority, preemption) as last
+    /// reloaded (SIGHUP): what answers about those sections read.
+    pub live: tokio::sync::watch::Receiver<Arc<Config>>,
     /// The snapshot repository and restores in flight.
     pub snapshots: Arc<crate::snapshots::SnapshotService>,
     /// Quotas, the purge and the audit.
@@ -436,9 +439,9 @@ async fn nodes(State(state): State<AppState>) -> Result<Json<Vec<NodeView>>, Api
 }
 
 async fn partitions(State(state): State<AppState>) -> Json<Vec<PartitionView>> {
+    let config = state.live.borrow().clone();
     Json(
-        state
-            .config
+        config
             .scheduler_partitions()
             .into_iter()
             .map(|p| PartitionView {

@@ -26,6 +26,7 @@ pub mod http;
 pub mod jobs;
 pub mod nodes;
 pub mod quotas;
+pub mod reload;
 pub mod reports;
 pub mod reservations;
 pub mod schema;
@@ -155,6 +156,13 @@ pub async fn serve(
 
     let listener = bind_socket(&config.controller.socket)?;
     let (stop_tx, stop_rx) = watch::channel(false);
+    let (reloaded_tx, reloaded_rx) = watch::channel(config.clone());
+    tokio::spawn(reload::on_hangup(
+        config.path.clone(),
+        request_tx.clone(),
+        reloaded_tx,
+        stop_rx.clone(),
+    ));
     let snapshot_service = snapshots::SnapshotService::new(config.clone());
     let quota_service = quotas::QuotaService::new(config.clone(), db.clone());
     let env_service = envs::EnvService::new(config.clone(), db.clone(), support, tools);
@@ -181,6 +189,7 @@ pub async fn serve(
         }
     }
     let app_state = AppState {
+        live: reloaded_rx.clone(),
         engine: request_tx,
         db: db.clone(),
         config: config.clone(),
@@ -254,7 +263,14 @@ pub async fn serve(
         tracing::info!(listen = %addr, "taking node agents");
     }
     let mut engine_task = tokio::spawn(supervisor::run(
-        parts, engine, request_rx, report_rx, stop_rx,
+        parts,
+        engine,
+        supervisor::Channels {
+            requests: request_rx,
+            reports: report_rx,
+            shutdown: stop_rx,
+            reloaded: reloaded_rx,
+        },
     ));
     tracing::info!(
         socket = %config.controller.socket.display(),

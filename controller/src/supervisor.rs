@@ -65,15 +65,27 @@ impl EngineParts {
     }
 }
 
+/// What the engine takes in, and the signals it follows.
+pub struct Channels {
+    /// Requests from the API and the timers.
+    pub requests: mpsc::Receiver<Request>,
+    /// Reports from the nodes.
+    pub reports: mpsc::UnboundedReceiver<AgentReport>,
+    /// Turns true to stop.
+    pub shutdown: watch::Receiver<bool>,
+    /// The config as last reloaded (SIGHUP).
+    pub reloaded: watch::Receiver<Arc<Config>>,
+}
+
 /// Runs `engine` until `shutdown`; when it stops on a full state file system, waits for room
 /// (answering requests with why meanwhile) and runs a new one.
-pub async fn run(
-    parts: EngineParts,
-    engine: Engine,
-    mut requests: mpsc::Receiver<Request>,
-    mut reports: mpsc::UnboundedReceiver<AgentReport>,
-    mut shutdown: watch::Receiver<bool>,
-) -> anyhow::Result<()> {
+pub async fn run(mut parts: EngineParts, engine: Engine, channels: Channels) -> anyhow::Result<()> {
+    let Channels {
+        mut requests,
+        mut reports,
+        mut shutdown,
+        reloaded,
+    } = channels;
     let mut engine = engine;
     loop {
         match engine
@@ -83,6 +95,8 @@ pub async fn run(
             Err(e) if storage::is_full(&e) => {}
             other => return other,
         }
+        // The engine built next starts from the config as last reloaded.
+        parts.config = reloaded.borrow().clone();
         let state_dir = &parts.config.controller.state_dir;
         engine = loop {
             tracing::error!(

@@ -25,6 +25,8 @@ use std::collections::BTreeMap;
 
 mod admit;
 mod invariants;
+mod reconfigure;
+pub use reconfigure::ReconfigureError;
 mod jobs;
 mod settle;
 mod test_only;

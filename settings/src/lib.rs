@@ -28,6 +28,7 @@ mod partitions;
 mod policy;
 mod purge;
 mod quotas;
+pub mod reload;
 mod reports;
 pub mod schedule;
 mod snapshots;

@@ -44,6 +44,7 @@ mod pool;
 mod preemption;
 mod quotas;
 mod recovery;
+mod reload;
 mod reports;
 mod reservations;
 mod service_units;

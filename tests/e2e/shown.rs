@@ -47,7 +47,10 @@ pub fn assert_listed(name: &str, dir: &Path, shown: &str) {
             (r#""enforcement": "[^"]*""#, r#""enforcement": "[HOW]""#),
             (r#""host": "[^"]*""#, r#""host": "[HOST]""#),
             // The release the agents run changes with each one.
-            (r#""agent_version": "[^"]*""#, r#""agent_version": "[VERSION]""#),
+            (
+                r#""agent_version": "[^"]*""#,
+                r#""agent_version": "[VERSION]""#,
+            ),
             // Times in ms, and what grows with them: a waiting job's age, GPU-hours and credits
             // so far, and a month's days so far.
             (r"\b1\d{12}\b", "[MS]"),

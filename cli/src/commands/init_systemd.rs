@@ -11,6 +11,8 @@
 //! - `After=network-online.target remote-fs.target`: it takes agents over the network and reads
 //!   datasets and homes from shared file systems.
 //! - `Restart=on-failure`: a crash restarts it; the state on disk is consistent after any end.
+//! - `ExecReload` (the controller's): `systemctl reload labpool` sends SIGHUP, and the
+//!   controller reads its scheduling policy again without a restart.
 //! - Hardening it can live with: `LockPersonality`, `RestrictRealtime`, `RestrictSUIDSGID` and
 //!   `SystemCallArchitectures=native` (system-call filters only). Not `NoNewPrivileges`,
 //!   `ProtectSystem` or `ProtectHome`: it starts each job as its member, and writes its state,
@@ -49,12 +51,18 @@ pub const PACKAGED_UNIT_DIR: &str = "/lib/systemd/system";
 
 /// The unit's text for `daemon`, running `bin` with `config`.
 pub fn unit_text(daemon: Daemon, bin: &Path, config: &Path) -> String {
-    let (what, command, man) = match daemon {
-        Daemon::Controller => ("controller: schedules the lab's GPU jobs", "serve", "serve"),
+    let (what, command, man, reload) = match daemon {
+        Daemon::Controller => (
+            "controller: schedules the lab's GPU jobs",
+            "serve",
+            "serve",
+            "# systemctl reload: the scheduling policy is read again (docs/admin/install.md).\nExecReload=/bin/kill -HUP $MAINPID\n",
+        ),
         Daemon::Agent => (
             "node agent: runs jobs and stages data on this node",
             "agent",
             "agent",
+            "",
         ),
     };
     format!(
@@ -69,7 +77,7 @@ Wants=network-online.target
 [Service]
 Type=exec
 ExecStart={bin} {command} --config {config}
-# A restart (every upgrade) ends the daemon only: running jobs stay and are re-adopted.
+{reload}# A restart (every upgrade) ends the daemon only: running jobs stay and are re-adopted.
 KillMode=process
 Delegate=yes
 Restart=on-failure

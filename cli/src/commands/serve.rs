@@ -16,6 +16,7 @@ pub async fn stop_signal() {
 /// Runs `labpool agent`.
 pub async fn run_agent(config: Config) -> anyhow::Result<()> {
     crate::logging::init(&config.controller, true)?;
+    tokio::spawn(agent_hangups(config.path.clone()));
     crate::agent::daemon::run(config, stop_signal()).await
 }
 
@@ -29,4 +30,19 @@ pub async fn run(mut config: Config) -> anyhow::Result<()> {
         Err(e) => anyhow::bail!(e),
     }
     crate::controller::serve(config, crate::agent::node::start_embedded, stop_signal()).await
+}
+
+/// An agent reads its config only at start; a SIGHUP (which would otherwise end it) is answered
+/// in the log with how to apply a change.
+async fn agent_hangups(path: std::path::PathBuf) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let Ok(mut hangups) = signal(SignalKind::hangup()) else {
+        return;
+    };
+    while hangups.recv().await.is_some() {
+        tracing::warn!(
+            "SIGHUP: a node agent reads {} only at its start; restart it to apply a change (systemctl restart labpool-agent; running jobs stay)",
+            path.display()
+        );
+    }
 }

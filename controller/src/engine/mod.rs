@@ -8,6 +8,7 @@
 //! [`crate::datasets`] and [`crate::accounts`].
 
 pub mod pass;
+pub mod reload;
 pub mod request;
 pub mod restore;
 
@@ -312,6 +313,10 @@ impl Engine {
                 Item::Request(Request::Nodes { reply }) => {
                     let views = self.node_views();
                     self.outbox.reply(reply, views);
+                }
+                Item::Request(Request::Reload { config, reply }) => {
+                    let out = self.reload(*config);
+                    self.outbox.reply(reply, out);
                 }
                 Item::Request(Request::Drain {
                     node,

@@ -205,6 +205,22 @@ pub enum Request {
     },
     /// What the Slurm gate read from Slurm: foreign load, nodes down or draining.
     SlurmView(crate::slurm_gate::SlurmView),
+    /// The config file read again (SIGHUP): take its live sections.
+    Reload {
+        /// The file as it reads now.
+        config: Box<crate::settings::Config>,
+        /// Answer: what changed, live and at the next restart, and the engine's config now; or
+        /// why nothing was taken.
+        reply: oneshot::Sender<
+            Result<
+                (
+                    crate::settings::reload::Changes,
+                    std::sync::Arc<crate::settings::Config>,
+                ),
+                String,
+            >,
+        >,
+    },
     /// Verify node caches (admins).
     CacheVerify {
         /// One node, or all.
