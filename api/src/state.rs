@@ -20,4 +20,8 @@ pub struct StateBackup {
     pub files: Vec<(String, u64)>,
     /// Jobs the copied database holds (read back from the copy).
     pub jobs: u64,
+    /// The snapshot of the backup taken into the snapshot repository (and so onto its off-box
+    /// copy), when the backup went to its default place and snapshots are on.
+    #[serde(default)]
+    pub snapshot: Option<String>,
 }

@@ -31,10 +31,48 @@ async fn backup(
     let caller = caller(&state, &peer)?;
     admin_only(&state.config, &caller, "back up the pool's state")?;
     let req = body(req)?;
-    let dir = req
-        .to
-        .unwrap_or_else(|| state.config.controller.state_dir.join("backup"));
-    Ok(Json(write(&state.db, &state.config, &dir).await?))
+    let Some(to) = req.to else {
+        // The nightly place: the backup also goes into the snapshot repository.
+        let dir = default_dir(&state.config);
+        let mut done = write(&state.db, &state.config, &dir).await?;
+        done.snapshot = into_repository(state.snapshots.clone(), dir.clone())
+            .await
+            .map_err(|e| {
+                ApiError::internal(format!(
+                    "backed up into {}, but not into the snapshot repository: {e}",
+                    dir.display()
+                ))
+            })?;
+        return Ok(Json(done));
+    };
+    Ok(Json(write(&state.db, &state.config, &to).await?))
+}
+
+/// Where the nightly backup goes, and `labpool state backup` without `--to`.
+pub fn default_dir(config: &crate::settings::Config) -> PathBuf {
+    config.controller.state_dir.join("backup")
+}
+
+/// Snapshots the backup in `dir` into the snapshot repository as the source `labpool-state`,
+/// when snapshots are on, so that the off-box copy carries it; what the snapshot took.
+pub async fn into_repository(
+    service: std::sync::Arc<crate::snapshots::SnapshotService>,
+    dir: PathBuf,
+) -> Result<Option<String>, String> {
+    if !service.config().snapshots.enabled {
+        return Ok(None);
+    }
+    let source = crate::settings::SnapshotSource {
+        name: crate::snapshots::service::STATE_TASK.to_string(),
+        path: dir,
+        schedule: crate::settings::default_snapshot_schedule(),
+        exclude: Vec::new(),
+        one_file_system: true,
+    };
+    match tokio::task::spawn_blocking(move || service.run_source(&source)).await {
+        Ok(r) => r.map(Some).map_err(|e| e.to_string()),
+        Err(e) => Err(format!("the snapshot panicked: {e}")),
+    }
 }
 
 /// Writes the backup into `dir`: the database copy, then the config and the key.
@@ -109,6 +147,7 @@ pub async fn write(
         dir: dir.to_path_buf(),
         files,
         jobs,
+        snapshot: None,
     })
 }
 

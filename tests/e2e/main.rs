@@ -73,6 +73,7 @@ mod snapshot_copy;
 mod snapshots;
 mod srun;
 mod state_backup;
+mod state_disaster;
 mod step_flood;
 mod streaming;
 mod submitit;

@@ -11,13 +11,14 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// moto's S3 server on a free loopback port, stopped on drop.
-struct Moto {
+pub struct Moto {
     child: Child,
     endpoint: String,
 }
 
 impl Moto {
-    fn start(test: &str) -> Option<Moto> {
+    /// Starts it with a bucket `lab`; `None` (the test skips) where moto is not installed.
+    pub fn start(test: &str) -> Option<Moto> {
         let bin = std::env::var("LABPOOL_MOTO").unwrap_or_else(|_| "moto_server".into());
         let port = free_port("127.0.0.1");
         let child = match Command::new(&bin)
@@ -83,7 +84,8 @@ fn pool_with_a_snapshot(mb: usize) -> (Pool, PathBuf) {
     (pool, home)
 }
 
-fn s3_config(pool: &Pool, moto: &Moto) {
+/// Points `pool`'s `[snapshots.s3]` at `moto`.
+pub fn s3_config(pool: &Pool, moto: &Moto) {
     let secret = pool.dir.join("s3.secret");
     std::fs::write(&secret, "test-secret\n").unwrap();
     set_mode(&secret, 0o600);

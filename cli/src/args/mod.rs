@@ -278,7 +278,8 @@ pub struct WebArgs {
 #[derive(Subcommand, Debug)]
 pub enum StateCommand {
     /// Copy the state database (consistently, while the controller runs), the config and the
-    /// cluster key into DIR [default: STATE_DIR/backup]
+    /// cluster key into DIR [default: STATE_DIR/backup, also snapshotted into the snapshot
+    /// repository when snapshots are on]
     Backup {
         /// Where to write the backup (an absolute path, created mode 0700)
         #[arg(long, value_name = "DIR")]
@@ -291,7 +292,15 @@ pub enum StateCommand {
     /// machine with no config yet, the backup's config and cluster key too
     Restore {
         /// The backup's directory (holding labpool.db)
-        from: std::path::PathBuf,
+        #[arg(required_unless_present = "from_repo", conflicts_with = "from_repo")]
+        from: Option<std::path::PathBuf>,
+        /// Take the backup from a snapshot repository instead: the one on another disk, or a
+        /// copy brought back with `labpool snapshot fetch` (its newest labpool-state snapshot)
+        #[arg(long, value_name = "REPO")]
+        from_repo: Option<std::path::PathBuf>,
+        /// With --from-repo: which snapshot (an id, a date, `yesterday`) [default: the newest]
+        #[arg(long, requires = "from_repo")]
+        at: Option<String>,
         /// Replace a state database that is there
         #[arg(long)]
         force: bool,

@@ -88,10 +88,21 @@ pub fn dispatch(cli: Cli, slurm: &dyn crate::SlurmNames) -> anyhow::Result<()> {
             return demo::run(args).await;
         }
         if let Command::State {
-            command: crate::args::StateCommand::Restore { from, .. },
+            command:
+                crate::args::StateCommand::Restore {
+                    from,
+                    from_repo,
+                    at,
+                    force,
+                },
         } = &cli.command
         {
-            state::config_from_backup(from, cli.config.as_deref())?;
+            let source = match (from, from_repo) {
+                (Some(dir), _) => state::Source::Dir(dir),
+                (None, Some(repo)) => state::Source::Repo(repo, at.as_deref()),
+                (None, None) => unreachable!("clap requires one"),
+            };
+            return state::restore_command(source, *force, cli.config.as_deref()).await;
         }
         let config = Config::locate(cli.config.as_deref())?;
         match &cli.command {

@@ -25,8 +25,14 @@ pub async fn run(command: &StateCommand, config: &Config) -> anyhow::Result<()> 
                     .iter()
                     .map(|(name, bytes)| format!("{name} ({})", labpool_units::format_size(*bytes)))
                     .collect();
+                let snapshot = match &b.snapshot {
+                    Some(s) => format!(
+                        "\ninto the snapshot repository too ({s}): the off-box copy carries it; restore from a copy with: labpool state restore --from-repo REPO"
+                    ),
+                    None => String::new(),
+                };
                 format!(
-                    "backed up {} jobs into {}: {}\nrestore with: labpool state restore {}",
+                    "backed up {} jobs into {}: {}{snapshot}\nrestore with: labpool state restore {}",
                     b.jobs,
                     b.dir.display(),
                     files.join(", "),
@@ -35,12 +41,43 @@ pub async fn run(command: &StateCommand, config: &Config) -> anyhow::Result<()> 
             });
             Ok(())
         }
-        StateCommand::Restore { from, force } => restore(from, *force, config).await,
+        StateCommand::Restore { .. } => unreachable!("restore runs before a config is read"),
     }
 }
 
 /// Puts `from/labpool.db` in place as this config's state database. The controller must be
 /// stopped; a database already there stays unless `force`.
+/// Where a restore takes its backup from.
+pub enum Source<'a> {
+    /// A backup's directory.
+    Dir(&'a Path),
+    /// The newest (or `--at`) `labpool-state` snapshot in a snapshot repository directory.
+    Repo(&'a Path, Option<&'a str>),
+}
+
+/// `labpool state restore`: the backup found (unpacked from a repository into a private
+/// temporary directory), the config put in place where there is none, then the database.
+pub async fn restore_command(
+    source: Source<'_>,
+    force: bool,
+    explicit: Option<&Path>,
+) -> anyhow::Result<()> {
+    let unpacked;
+    let dir = match source {
+        Source::Dir(dir) => dir.to_path_buf(),
+        Source::Repo(repo, at) => {
+            unpacked = tempfile::Builder::new()
+                .prefix("labpool-state-")
+                .tempdir_in(std::env::temp_dir())
+                .context("cannot make a private temporary directory")?;
+            crate::commands::snapshots::copies::state_from_repo(repo, at, unpacked.path()).await?
+        }
+    };
+    config_from_backup(&dir, explicit)?;
+    let config = Config::locate(explicit)?;
+    restore(&dir, force, &config).await
+}
+
 /// On a machine with no config yet (a new one, or after a purge), `state restore` first puts
 /// the backup's `labpool.toml` where this command looks for it (`--config`, else the default
 /// path; mode 0644: members read it) and its `cluster.key` where that config names it (mode

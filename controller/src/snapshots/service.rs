@@ -238,7 +238,7 @@ pub fn backup_options(src: &SnapshotSource) -> BackupOptions {
 /// overlap. Their last runs are kept in `STATE_DIR/snapshot-timer.json`.
 pub fn timers(service: Arc<SnapshotService>, db: Db, clock: Arc<dyn Clock>) -> Timers {
     let config = service.config.clone();
-    let mut tasks = vec![state_task(config.clone(), db.clone())];
+    let mut tasks = vec![state_task(service.clone(), db.clone())];
     if config.snapshots.enabled {
         for src in config.snapshot_sources() {
             let Ok(schedule) = Schedule::parse(&src.schedule) else {
@@ -277,27 +277,36 @@ pub fn timers(service: Arc<SnapshotService>, db: Db, clock: Arc<dyn Clock>) -> T
 }
 
 /// The nightly backup of the controller's own state into `STATE_DIR/backup`
-/// (`labpool state backup`), first of the night's tasks, so that a snapshot source or an
-/// off-box copy that covers that directory carries a fresh one.
+/// (`labpool state backup`), first of the night's tasks; with snapshots on, it is also
+/// snapshotted into the repository as this source, so the off-box copy carries it.
 pub const STATE_TASK: &str = "labpool-state";
 
-fn state_task(config: Arc<Config>, db: Db) -> Task {
+fn state_task(service: Arc<SnapshotService>, db: Db) -> Task {
     let schedule = Schedule::parse(&crate::settings::default_snapshot_schedule())
         .expect("the default snapshot schedule parses");
     Task {
         name: STATE_TASK.to_string(),
         schedule,
         run: Box::new(move || {
-            let (config, db) = (config.clone(), db.clone());
+            let (service, db) = (service.clone(), db.clone());
             Box::pin(async move {
-                let dir = config.controller.state_dir.join("backup");
-                crate::state_backup::write(&db, &config, &dir)
+                let config = service.config().clone();
+                let dir = crate::state_backup::default_dir(&config);
+                let b = crate::state_backup::write(&db, &config, &dir)
                     .await
-                    .map(|b| format!("state backed up: {} jobs into {}", b.jobs, b.dir.display()))
                     .map_err(|e| match e.body.hint {
                         Some(hint) => format!("{} ({hint})", e.body.error),
                         None => e.body.error,
-                    })
+                    })?;
+                let mut done = format!("state backed up: {} jobs into {}", b.jobs, b.dir.display());
+                match crate::state_backup::into_repository(service, dir).await {
+                    Ok(Some(snapshot)) => done += &format!("; {snapshot}"),
+                    Ok(None) => {}
+                    Err(e) => {
+                        return Err(format!("{done}, but not into the snapshot repository: {e}"));
+                    }
+                }
+                Ok(done)
             })
         }),
     }
@@ -351,7 +360,7 @@ mod tests {
         let config = Arc::new(Config::load(&path).unwrap());
         std::fs::create_dir_all(&config.controller.state_dir).unwrap();
         let db = Db::open(&config.database_path()).await.unwrap();
-        let task = state_task(config.clone(), db);
+        let task = state_task(SnapshotService::new(config.clone()), db);
         assert_eq!(task.name, STATE_TASK);
         let said = (task.run)().await.unwrap();
         assert!(said.starts_with("state backed up: 0 jobs"), "{said}");

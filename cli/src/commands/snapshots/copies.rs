@@ -142,3 +142,72 @@ pub(super) async fn restore_from(
     }
     Ok(())
 }
+
+/// The newest (or `at`) snapshot of the controller's state backup (source `labpool-state`) in
+/// the repository directory `repo`, restored into `into` (as root); the backup's directory.
+pub(crate) async fn state_from_repo(
+    repo: &Path,
+    at: Option<&str>,
+    into: &Path,
+) -> anyhow::Result<std::path::PathBuf> {
+    if !nix::unistd::geteuid().is_root() {
+        bail!("restore --from-repo reads the repository directly, as root\nhint: run it with sudo");
+    }
+    if !repo.join("config.json").exists() {
+        bail!(
+            "{} holds no snapshot repository (no config.json)\nhint: bring the off-box copy here with `labpool snapshot fetch --from TARGET --to {}`",
+            repo.display(),
+            repo.display()
+        );
+    }
+    let r = labpool_snapshots::Repository::open(repo)?;
+    let source = crate::controller::snapshots::service::STATE_TASK;
+    let tz = Local::now().offset().fix();
+    let at = At::parse(at.unwrap_or("latest"), Utc::now(), tz)?;
+    let snaps: Vec<_> = r
+        .snapshots()?
+        .into_iter()
+        .filter(|s| s.source == source)
+        .collect();
+    let chosen = |s: &&labpool_snapshots::Snapshot| match &at {
+        At::Latest => true,
+        At::Before(t) => s.time <= *t,
+        At::Snapshot(prefix) => s.id.starts_with(prefix.as_str()),
+    };
+    let Some(newest) = snaps.iter().filter(chosen).max_by_key(|s| s.time) else {
+        bail!(
+            "{} holds {} of {source}{}\nhint: the controller takes one every night with snapshots on, and `labpool state backup` takes one now",
+            repo.display(),
+            if snaps.is_empty() {
+                "no snapshot".to_string()
+            } else {
+                "no snapshot at that time".to_string()
+            },
+            if snaps.is_empty() {
+                String::new()
+            } else {
+                format!(" (it holds {})", snaps.len())
+            },
+        );
+    };
+    let (path, id) = (newest.path.clone(), newest.id.clone());
+    let into = into.to_path_buf();
+    let opts = RestoreOptions {
+        overwrite: true,
+        only_uid: None,
+        set_owner: true,
+        member_groups: None,
+    };
+    let report = with_bar("restoring", move |p| {
+        let (snap, node) = pick(&r, &path, &At::parse(&id, Utc::now(), tz)?, None)?;
+        restore_to(&r, &snap, &node, &path, Some(&into), &opts, p)
+    })
+    .await?;
+    eprintln!(
+        "the state backup of {} ({}) taken from {}",
+        newest.time.with_timezone(&Local).format("%Y-%m-%d %H:%M"),
+        newest.short_id(),
+        repo.display()
+    );
+    Ok(report.restored_to)
+}

@@ -3,7 +3,7 @@
 //! works on the repository directly and needs root, like the repository itself.
 
 mod admin;
-mod copies;
+pub(crate) mod copies;
 mod members;
 
 use crate::args::SnapshotCommand;
