@@ -94,6 +94,16 @@ pub fn run(dir: &Path) -> anyhow::Result<()> {
     stop.thread_block()?;
 
     let (job, attempt) = parse_dir_name(dir)?;
+    // Out of the daemon's cgroup, so that a supervisor stopping the daemon's whole cgroup
+    // (systemd's default for a restart) leaves the job running.
+    for (group, moved) in labpool_isolation::leave_service_cgroup(&format!("{job}.{attempt}")) {
+        if let Err(e) = moved {
+            log(&format!(
+                "stays in the daemon's cgroup ({}: {e}); a supervisor that stops the daemon's whole cgroup would stop this job",
+                group.display()
+            ));
+        }
+    }
     let spool = dir
         .parent()
         .and_then(Path::parent)

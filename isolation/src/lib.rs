@@ -16,6 +16,8 @@
 //!   controller where it is mounted (hybrid hosts), since its rules show in `devices.list`.
 //! - Jobs and environment builds start through one [`Sandbox`]: into their groups, then as
 //!   their user, between fork and exec.
+//! - The shim itself leaves the cgroup of the daemon that started it
+//!   ([`leave_service_cgroup`]), so that stopping the daemon's service never stops its jobs.
 //! - When the job's memory group records an OOM kill, the job ends `OUT_OF_MEMORY` with the
 //!   limit and the peak in the reason.
 
@@ -25,9 +27,11 @@ mod cgroups;
 pub mod device_filter;
 mod job;
 mod sandbox;
+mod shim_cgroup;
 mod support;
 
 pub use cgroups::{JobCgroups, memory_used, remove_groups};
 pub use job::JobIsolation;
 pub use sandbox::{Identity, Sandbox};
+pub use shim_cgroup::leave_service_cgroup;
 pub use support::{DeviceFilter, Hierarchy, NVIDIA_MAJOR, Support};

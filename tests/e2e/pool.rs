@@ -406,6 +406,16 @@ impl Drop for Pool {
 /// spools), and the shim's own process group: a shim lives on after its controller or agent is
 /// killed, by design, and one that started just before has no `started.json` to find it by.
 pub fn kill_shims_under(dir: &Path) {
+    for pid in shims_under(dir) {
+        let pid = nix::unistd::Pid::from_raw(pid);
+        let _ = nix::sys::signal::killpg(pid, nix::sys::signal::Signal::SIGKILL);
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+    }
+}
+
+/// The pids of the job shims (`labpool shim DIR`) whose job directory lies under `dir`.
+pub fn shims_under(dir: &Path) -> Vec<i32> {
+    let mut pids = Vec::new();
     for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
         let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
             continue;
@@ -418,11 +428,10 @@ pub fn kill_shims_under(dir: &Path) {
             .get(2)
             .is_some_and(|a| Path::new(&*String::from_utf8_lossy(a)).starts_with(dir));
         if args.get(1) == Some(&&b"shim"[..]) && under {
-            let pid = nix::unistd::Pid::from_raw(pid);
-            let _ = nix::sys::signal::killpg(pid, nix::sys::signal::Signal::SIGKILL);
-            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+            pids.push(pid);
         }
     }
+    pids
 }
 
 /// Reads a file the job wrote, waiting a little for it to appear.
@@ -560,4 +569,26 @@ pub fn local_moment(rfc3339: &str) -> String {
         .with_timezone(&chrono::Local)
         .format("%Y-%m-%d %H:%M:%S")
         .to_string()
+}
+
+/// The pids whose parent is `pid`, from `/proc/*/stat`.
+pub fn children_of(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(child) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // `PID (COMM) STATE PPID …`: COMM may hold spaces and parentheses.
+        let ppid = stat
+            .rsplit_once(") ")
+            .and_then(|(_, rest)| rest.split(' ').nth(1))
+            .and_then(|p| p.parse::<u32>().ok());
+        if ppid == Some(pid) {
+            out.push(child);
+        }
+    }
+    out
 }

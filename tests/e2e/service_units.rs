@@ -109,3 +109,65 @@ fn init_writes_units_that_systemd_analyze_verifies() {
         std::fs::remove_file(&broken).unwrap();
     }
 }
+
+/// The cgroups `pid` is in, in the hierarchies a supervisor tracks services by: the named
+/// `systemd` v1 one and cgroup v2 (`0::`), as `/proc/PID/cgroup` lists them.
+fn tracked_cgroups(pid: u32) -> Vec<String> {
+    std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains(":name=systemd:") || l.starts_with("0::"))
+        .map(String::from)
+        .collect()
+}
+
+/// A job's shim, and the job under it, leave the controller's cgroup: a supervisor that stops
+/// the controller's whole cgroup (systemd's default `KillMode=control-group`) leaves them.
+#[test]
+fn a_jobs_shim_and_its_job_are_outside_the_controllers_cgroup() {
+    let test = "a_jobs_shim_and_its_job_are_outside_the_controllers_cgroup";
+    if !have_root(test) {
+        return;
+    }
+    let mut pool = crate::pool::Pool::new("1:t4");
+    pool.start();
+    let id = pool.submit(&["--wrap", "sleep 30"]);
+    pool.wait_for(id, std::time::Duration::from_secs(20), |j| {
+        j["state"] == "RUNNING"
+    });
+    let serve = tracked_cgroups(pool.pid().unwrap());
+    assert!(!serve.is_empty(), "no tracked hierarchy is mounted here");
+    let mut shims = Vec::new();
+    crate::pool::wait_until(
+        std::time::Duration::from_secs(10),
+        || {
+            shims = crate::pool::shims_under(&pool.dir);
+            !shims.is_empty()
+        },
+        || "no shim runs",
+    );
+    let shim = shims[0] as u32;
+    let mut job = Vec::new();
+    crate::pool::wait_until(
+        std::time::Duration::from_secs(10),
+        || {
+            job = crate::pool::children_of(shim);
+            !job.is_empty()
+        },
+        || "the shim has no job process",
+    );
+    for pid in std::iter::once(shim).chain(job) {
+        let groups = tracked_cgroups(pid);
+        for line in &groups {
+            assert!(
+                !serve.contains(line),
+                "process {pid} shares the controller's cgroup {line}"
+            );
+        }
+        assert!(
+            groups.iter().all(|l| l.contains("/labpool/")),
+            "{pid}: {groups:?}"
+        );
+    }
+    pool.ok(&["cancel", &id.to_string()]);
+}

@@ -3,10 +3,11 @@
 //! `/etc/systemd/system` (or `--systemd-dir`), and enabled when systemd runs this machine.
 //!
 //! What the unit decides, and why:
-//! - `KillMode=process`: a stop or restart (every upgrade) ends the daemon only. The shims that
-//!   run jobs stay, and the next daemon re-adopts them, so running jobs survive a `systemctl
-//!   restart`. Slurm's `slurmd.service` does the same. With systemd's default
-//!   (`control-group`) a restart would kill every job.
+//! - Jobs outlive a stop or restart (every upgrade) in two ways. Each job's shim moves itself out
+//!   of the daemon's cgroup into `labpool/shim-JOB.ATTEMPT` at the root of the hierarchies
+//!   systemd tracks (`labpool_isolation::leave_service_cgroup`), so the unit's cgroup holds the
+//!   daemon alone. And `KillMode=process` ends only the daemon even where a shim could not
+//!   move, as Slurm's `slurmd.service` does. The next daemon re-adopts the running jobs.
 //! - `Delegate=yes`: the daemon makes the jobs' cgroups below its own.
 //! - `After=network-online.target remote-fs.target`: it takes agents over the network and reads
 //!   datasets and homes from shared file systems.
