@@ -415,23 +415,28 @@ pub fn kill_shims_under(dir: &Path) {
 
 /// The pids of the job shims (`labpool shim DIR`) whose job directory lies under `dir`.
 pub fn shims_under(dir: &Path) -> Vec<i32> {
-    let mut pids = Vec::new();
-    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
-            continue;
-        };
-        let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
-        let under = args
-            .get(2)
-            .is_some_and(|a| Path::new(&*String::from_utf8_lossy(a)).starts_with(dir));
-        if args.get(1) == Some(&&b"shim"[..]) && under {
-            pids.push(pid);
-        }
-    }
-    pids
+    processes()
+        .filter(|(_, proc_dir)| {
+            let Ok(cmdline) = std::fs::read(proc_dir.join("cmdline")) else {
+                return false;
+            };
+            let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+            let under = args
+                .get(2)
+                .is_some_and(|a| Path::new(&*String::from_utf8_lossy(a)).starts_with(dir));
+            args.get(1) == Some(&&b"shim"[..]) && under
+        })
+        .map(|(pid, _)| pid as i32)
+        .collect()
+}
+
+/// Every process now: its pid and its `/proc/PID` directory.
+fn processes() -> impl Iterator<Item = (u32, PathBuf)> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| Some((e.file_name().to_string_lossy().parse().ok()?, e.path())))
 }
 
 /// Reads a file the job wrote, waiting a little for it to appear.
@@ -573,22 +578,15 @@ pub fn local_moment(rfc3339: &str) -> String {
 
 /// The pids whose parent is `pid`, from `/proc/*/stat`.
 pub fn children_of(pid: u32) -> Vec<u32> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Ok(child) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
-            continue;
-        };
-        // `PID (COMM) STATE PPID …`: COMM may hold spaces and parentheses.
-        let ppid = stat
-            .rsplit_once(") ")
-            .and_then(|(_, rest)| rest.split(' ').nth(1))
-            .and_then(|p| p.parse::<u32>().ok());
-        if ppid == Some(pid) {
-            out.push(child);
-        }
-    }
-    out
+    processes()
+        .filter(|(_, proc_dir)| {
+            let stat = std::fs::read_to_string(proc_dir.join("stat")).unwrap_or_default();
+            // `PID (COMM) STATE PPID …`: COMM may hold spaces and parentheses.
+            stat.rsplit_once(") ")
+                .and_then(|(_, rest)| rest.split(' ').nth(1))
+                .and_then(|p| p.parse::<u32>().ok())
+                == Some(pid)
+        })
+        .map(|(child, _)| child)
+        .collect()
 }

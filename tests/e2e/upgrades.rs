@@ -68,52 +68,53 @@ fn an_agent_ahead_of_its_controller_is_refused_with_the_version_to_install() {
     );
 }
 
-/// Every row of each table in the SQLite database at `path`, by table.
-fn rows_by_table(path: &std::path::Path) -> std::collections::BTreeMap<String, i64> {
-    use sqlx::Row;
+/// Runs `f` on the SQLite database at `path` (created when `create`), then closes it.
+fn with_db<T>(
+    path: &std::path::Path,
+    create: bool,
+    f: impl AsyncFnOnce(&sqlx::SqlitePool) -> T,
+) -> T {
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
-        let db = sqlx::SqlitePool::connect_with(
-            sqlx::sqlite::SqliteConnectOptions::new()
-                .filename(path)
-                .read_only(true),
-        )
-        .await
-        .unwrap();
+        let options = sqlx::sqlite::SqliteConnectOptions::new()
+            .filename(path)
+            .create_if_missing(create)
+            .read_only(!create);
+        let db = sqlx::SqlitePool::connect_with(options).await.unwrap();
+        let out = f(&db).await;
+        db.close().await;
+        out
+    })
+}
+
+/// Every row of each table in the SQLite database at `path`, by table.
+fn rows_by_table(path: &std::path::Path) -> std::collections::BTreeMap<String, i64> {
+    with_db(path, false, async |db| {
         let tables: Vec<String> =
             sqlx::query_scalar("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
-                .fetch_all(&db)
+                .fetch_all(db)
                 .await
                 .unwrap();
         let mut out = std::collections::BTreeMap::new();
         for t in tables {
-            let row = sqlx::query(sqlx::AssertSqlSafe(format!("SELECT count(*) FROM \"{t}\"")))
-                .fetch_one(&db)
-                .await
-                .unwrap();
-            out.insert(t, row.get::<i64, _>(0));
+            let n: i64 =
+                sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT count(*) FROM \"{t}\"")))
+                    .fetch_one(db)
+                    .await
+                    .unwrap();
+            out.insert(t, n);
         }
-        db.close().await;
         out
     })
 }
 
 /// Writes the database a fixture's dump describes at `path`.
 fn load_fixture(sql: &str, path: &std::path::Path) {
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    rt.block_on(async {
-        let db = sqlx::SqlitePool::connect_with(
-            sqlx::sqlite::SqliteConnectOptions::new()
-                .filename(path)
-                .create_if_missing(true),
-        )
-        .await
-        .unwrap();
+    with_db(path, true, async |db| {
         sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_string()))
-            .execute(&db)
+            .execute(db)
             .await
             .unwrap();
-        db.close().await;
     });
 }
 
