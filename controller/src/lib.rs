@@ -62,6 +62,9 @@ pub async fn serve(
     start_embedded: crate::embedded::StartEmbedded,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
+    // SIGHUP is taken first: a `systemctl reload` during a long migration below must not end
+    // the controller (systemd counts an end by SIGHUP as clean, and would not restart it).
+    let hangups = reload::hangups();
     let config = Arc::new(config);
     let clock = crate::clock::system();
     let state_dir = &config.controller.state_dir;
@@ -158,6 +161,7 @@ pub async fn serve(
     let (stop_tx, stop_rx) = watch::channel(false);
     let (reloaded_tx, reloaded_rx) = watch::channel(config.clone());
     tokio::spawn(reload::on_hangup(
+        hangups,
         config.path.clone(),
         request_tx.clone(),
         reloaded_tx,

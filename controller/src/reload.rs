@@ -7,23 +7,20 @@ use crate::engine::request::Request;
 use crate::settings::Config;
 use std::path::PathBuf;
 use std::sync::Arc;
+use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio::sync::{mpsc, oneshot, watch};
 
 /// Reloads `path` at each SIGHUP until `stop`; each config the engine took goes to `reloaded`
 /// (an engine rebuilt after a full state disk starts from it).
 pub async fn on_hangup(
+    hangups: Option<Signal>,
     path: PathBuf,
     engine: mpsc::Sender<Request>,
     reloaded: watch::Sender<Arc<Config>>,
     mut stop: watch::Receiver<bool>,
 ) {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut hangups = match signal(SignalKind::hangup()) {
-        Ok(s) => s,
-        Err(e) => {
-            tracing::warn!("no SIGHUP handler ({e}): the config is reloaded only by a restart");
-            return;
-        }
+    let Some(mut hangups) = hangups else {
+        return;
     };
     loop {
         tokio::select! {
@@ -32,6 +29,18 @@ pub async fn on_hangup(
         }
         if let Some(config) = reload(&path, &engine).await {
             let _ = reloaded.send(config);
+        }
+    }
+}
+
+/// Takes SIGHUP from now on (queued until [`on_hangup`] reads it); `None`, said in the log,
+/// where no handler can be set.
+pub fn hangups() -> Option<Signal> {
+    match signal(SignalKind::hangup()) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            tracing::warn!("no SIGHUP handler ({e}): the config is reloaded only by a restart");
+            None
         }
     }
 }

@@ -99,7 +99,7 @@ pub enum Mismatch {
     Newer(i64),
     /// A migration the database ran differs from this binary's.
     #[error(
-        "migration {0} it ran differs from this binary's: this labpool build is not a release that made this database; install the release that did (`labpool upgrade-check` says more)"
+        "migration {0} it ran differs from this binary's: a development build made it, not a release; run the build that made it, or restore a backup taken before it ran (labpool state restore)"
     )]
     Changed(i64),
 }

@@ -62,14 +62,22 @@ fn tracking_roots(mountinfo: &str) -> Vec<PathBuf> {
     roots
 }
 
+/// Makes `dir` and joins it. Another shim's sweep may remove the new, still empty group
+/// between the two steps: then both are tried again, a few times.
 fn move_into(parent: &Path, dir: &Path) -> io::Result<()> {
-    for d in [parent, dir] {
-        match std::fs::create_dir(d) {
-            Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
-            _ => {}
+    let mut tries = 0;
+    loop {
+        for d in [parent, dir] {
+            match std::fs::create_dir(d) {
+                Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
+                _ => {}
+            }
+        }
+        match std::fs::write(dir.join("cgroup.procs"), std::process::id().to_string()) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound && tries < 5 => tries += 1,
+            other => return other,
         }
     }
-    std::fs::write(dir.join("cgroup.procs"), std::process::id().to_string())
 }
 
 /// Removes the empty groups of shims that have ended (a group with a process is left alone:

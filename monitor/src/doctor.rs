@@ -163,7 +163,12 @@ pub enum Service {
     /// systemd runs this machine but did not start the controller.
     OutsideSystemd,
     /// Started by systemd as this unit.
-    Unit(String),
+    Unit {
+        /// The unit.
+        unit: String,
+        /// Whether it is enabled (started at boot).
+        enabled: bool,
+    },
 }
 
 /// The doctor's marks.

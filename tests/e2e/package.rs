@@ -99,10 +99,23 @@ fn the_package_installs_runs_a_job_and_a_pool_comes_back_from_its_backup_after_a
         String::from_utf8_lossy(&out.stderr)
     );
     let deb = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    // The test installs and purges the package on this host: never over an admin's install.
+    let installed = Command::new("dpkg-query")
+        .args(["-W", "-f=${Status}", "labpool"])
+        .output()
+        .unwrap();
+    if String::from_utf8_lossy(&installed.stdout).contains("installed") {
+        assert!(
+            !crate::pool::strict(),
+            "{test}: labpool is installed on this host; the test would purge it"
+        );
+        eprintln!("SKIPPED {test}: labpool is installed on this host");
+        return;
+    }
     let slurm_before = std::fs::canonicalize("/usr/bin/sbatch").ok();
 
     let _installed = Installed;
-    dpkg(&["-i", &deb]);
+    let said = dpkg(&["-i", &deb]);
     let version = Command::new("/usr/bin/labpool")
         .arg("--version")
         .output()
@@ -137,12 +150,23 @@ fn the_package_installs_runs_a_job_and_a_pool_comes_back_from_its_backup_after_a
             "{unit}: {said}"
         );
     }
-    // Slurm's names never shadow a real Slurm: where one is installed, its sbatch stays.
-    if let Some(real) = &slurm_before {
+    // Slurm's names never shadow a real Slurm: where the postinst found one, its sbatch stays
+    // and no alternative is made; where it found none, sbatch is labpool's.
+    let sbatch = std::fs::canonicalize("/usr/bin/sbatch").ok();
+    if said.contains("a Slurm is here") {
+        if let Some(real) = &slurm_before {
+            assert_eq!(
+                sbatch.as_ref(),
+                Some(real),
+                "the package replaced Slurm's sbatch"
+            );
+        }
+        assert!(!Path::new("/var/lib/dpkg/alternatives/sbatch").exists());
+    } else {
         assert_eq!(
-            std::fs::canonicalize("/usr/bin/sbatch").ok().as_ref(),
-            Some(real),
-            "the package replaced Slurm's sbatch"
+            sbatch.as_deref(),
+            Some(Path::new("/usr/bin/labpool")),
+            "no Slurm was found, but sbatch is not labpool's: {said}"
         );
     }
     let squeue = Command::new("/usr/lib/labpool/slurm/bin/squeue")
@@ -261,6 +285,18 @@ fn the_package_installs_runs_a_job_and_a_pool_comes_back_from_its_backup_after_a
         .filter(|f| f.symlink_metadata().is_ok())
         .collect();
     assert!(left.is_empty(), "the purge left {left:?}");
+    for gone in [
+        "/var/lib/dpkg/alternatives/sbatch",
+        "/etc/systemd/system/labpool.service",
+        "/etc/systemd/system/multi-user.target.wants/labpool.service",
+    ] {
+        assert!(!Path::new(gone).exists(), "the purge left {gone}");
+    }
+    assert_ne!(
+        std::fs::canonicalize("/usr/bin/sbatch").ok().as_deref(),
+        Some(Path::new("/usr/bin/labpool")),
+        "the purge left labpool's sbatch"
+    );
     assert!(
         !Path::new(PACKAGED_DIRS[0]).exists(),
         "the purge left /etc/labpool"

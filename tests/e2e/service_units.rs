@@ -80,15 +80,21 @@ fn init_writes_units_that_systemd_analyze_verifies() {
             bin.display(),
             config.display()
         );
-        for line in [
-            exec.as_str(),
-            "KillMode=process",
-            "Delegate=yes",
-            "Restart=on-failure",
-        ] {
+        for line in [exec.as_str(), "KillMode=process", "Restart=on-failure"] {
             assert!(
                 text.lines().any(|l| l == line),
                 "{line} not in {unit}:\n{text}"
+            );
+        }
+        // Jobs inherit the service's system-call filters through their shims.
+        for filter in [
+            "SystemCallArchitectures",
+            "RestrictRealtime",
+            "LockPersonality",
+        ] {
+            assert!(
+                !text.contains(filter),
+                "{filter} in {unit} would bind every job"
             );
         }
         let (ok, said) = verify(&path);

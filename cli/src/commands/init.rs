@@ -338,7 +338,12 @@ fairshare_half_life = "7days"
                 .recursive(true)
                 .mode(0o755)
                 .create(dir)
-                .with_context(|| format!("cannot create {}", dir.display()))?;
+                .with_context(|| {
+                    format!(
+                        "cannot create {}\nhint: run it as root (sudo), or pass --dir DIR to keep everything in one directory of yours",
+                        dir.display()
+                    )
+                })?;
         }
         if path.exists() && !force {
             anyhow::bail!(

@@ -109,7 +109,12 @@ pub fn run(args: &InitArgs, join: &str) -> anyhow::Result<()> {
             .recursive(true)
             .mode(0o755)
             .create(dir)
-            .with_context(|| format!("cannot create {}", dir.display()))?;
+            .with_context(|| {
+                format!(
+                    "cannot create {}\nhint: run it as root (sudo), or pass --dir DIR to keep everything in one directory of yours",
+                    dir.display()
+                )
+            })?;
     }
     if path.exists() && !args.force {
         anyhow::bail!(

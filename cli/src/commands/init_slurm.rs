@@ -164,7 +164,7 @@ pub fn write(new: &NewConfig, args: &InitArgs) -> anyhow::Result<Config> {
         "Every Slurm node takes jobs as Slurm describes it. Optionally, a labpool agent on a node caches its datasets (it runs no jobs):"
     );
     crate::out!(
-        "  labpool init --dir /var/lib/labpool --join THIS_HOST:{} --key {} --name NODE",
+        "  sudo labpool init --join THIS_HOST:{} --key {} --name NODE --systemd",
         new.listen
             .as_deref()
             .and_then(|l| l.rsplit(':').next())

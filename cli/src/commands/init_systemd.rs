@@ -8,18 +8,21 @@
 //!   systemd tracks (`labpool_isolation::leave_service_cgroup`), so the unit's cgroup holds the
 //!   daemon alone. And `KillMode=process` ends only the daemon even where a shim could not
 //!   move, as Slurm's `slurmd.service` does. The next daemon re-adopts the running jobs.
-//! - `Delegate=yes`: the daemon makes the jobs' cgroups below its own.
 //! - `After=network-online.target remote-fs.target`: it takes agents over the network and reads
 //!   datasets and homes from shared file systems.
 //! - `Restart=on-failure`: a crash restarts it; the state on disk is consistent after any end.
 //! - `ExecReload` (the controller's): `systemctl reload labpool` sends SIGHUP, and the
 //!   controller reads its scheduling policy again without a restart.
-//! - Hardening it can live with: `LockPersonality`, `RestrictRealtime`, `RestrictSUIDSGID` and
-//!   `SystemCallArchitectures=native` (system-call filters only). Not `NoNewPrivileges`,
-//!   `ProtectSystem` or `ProtectHome`: it starts each job as its member, and writes its state,
-//!   the node cache, scratch and the members' homes. Not `ProtectClock`, `ProtectKernelLogs`
-//!   or `PrivateDevices`: they bring device rules that would hide the GPUs from jobs, or a mount
-//!   namespace of the service's own, which the jobs would inherit.
+//! - Hardening: only `RestrictSUIDSGID`. Every job inherits the service's system-call filters
+//!   through its shim (leaving the cgroup does not drop them), so `SystemCallArchitectures`,
+//!   `RestrictRealtime` and `LockPersonality` would stop a member's 32-bit tools, real-time
+//!   scheduling and `setarch` in jobs; a job making set-user-ID files is refused on purpose. Not
+//!   `NoNewPrivileges`, `ProtectSystem` or `ProtectHome`: it starts each job as its member, and
+//!   writes its state, the node cache, scratch and the members' homes. Not `ProtectClock`,
+//!   `ProtectKernelLogs` or `PrivateDevices`: they bring device rules that would hide the GPUs
+//!   from jobs, or a mount namespace of the service's own, which the jobs would inherit. No
+//!   `Delegate=`: the daemon makes no cgroups inside its own (the jobs' and shims' are at the
+//!   hierarchies' roots, under `labpool/`).
 
 use anyhow::Context;
 use std::path::{Path, PathBuf};
@@ -80,14 +83,10 @@ Type=exec
 ExecStart={bin} {command} --config {config}
 {reload}# A restart (every upgrade) ends the daemon only: running jobs stay and are re-adopted.
 KillMode=process
-Delegate=yes
 Restart=on-failure
 RestartSec=5s
 LimitNOFILE=65536
-LockPersonality=yes
-RestrictRealtime=yes
 RestrictSUIDSGID=yes
-SystemCallArchitectures=native
 
 [Install]
 WantedBy=multi-user.target
@@ -124,6 +123,24 @@ pub fn install(daemon: Daemon, config: &Path, dir: Option<&Path>) -> anyhow::Res
         && std::fs::read_to_string(&packaged).is_ok_and(|t| t == text)
     {
         // The package's unit runs this binary with this config already: enable it as it is.
+        // One that an earlier `init --systemd` wrote in /etc would shadow it: it goes; one an
+        // admin wrote stays, and is named.
+        let shadow = dir.join(daemon.unit());
+        match std::fs::read_to_string(&shadow) {
+            Ok(t) if t.contains("labpool init --systemd") => {
+                std::fs::remove_file(&shadow)
+                    .with_context(|| format!("cannot remove {}", shadow.display()))?;
+                crate::out!(
+                    "  removed {}, which shadowed the package's unit",
+                    shadow.display()
+                );
+            }
+            Ok(_) => crate::out!(
+                "  note: {} shadows the package's unit; remove it to use the package's",
+                shadow.display()
+            ),
+            Err(_) => {}
+        }
         crate::out!("  unit   {} (from the package)", packaged.display());
         packaged
     } else {

@@ -45,8 +45,6 @@ pub async fn run(command: &StateCommand, config: &Config) -> anyhow::Result<()> 
     }
 }
 
-/// Puts `from/labpool.db` in place as this config's state database. The controller must be
-/// stopped; a database already there stays unless `force`.
 /// Where a restore takes its backup from.
 pub enum Source<'a> {
     /// A backup's directory.
@@ -56,15 +54,17 @@ pub enum Source<'a> {
 }
 
 /// `labpool state restore`: the backup found (unpacked from a repository into a private
-/// temporary directory), the config put in place where there is none, then the database.
+/// temporary directory) and checked, the controller found stopped and the database free, and
+/// only then the config put in place where there is none, and the database. A restore that
+/// fails leaves nothing written.
 pub async fn restore_command(
     source: Source<'_>,
     force: bool,
     explicit: Option<&Path>,
 ) -> anyhow::Result<()> {
     let unpacked;
-    let dir = match source {
-        Source::Dir(dir) => dir.to_path_buf(),
+    let (dir, shown) = match source {
+        Source::Dir(dir) => (dir.to_path_buf(), dir.display().to_string()),
         Source::Repo(repo, at) => {
             unpacked = tempfile::Builder::new()
                 .prefix("labpool-state-")
@@ -73,52 +73,54 @@ pub async fn restore_command(
             crate::commands::snapshots::copies::state_from_repo(repo, at, unpacked.path()).await?
         }
     };
-    config_from_backup(&dir, explicit)?;
-    let config = Config::locate(explicit)?;
-    restore(&dir, force, &config).await
-}
-
-/// On a machine with no config yet (a new one, or after a purge), `state restore` first puts
-/// the backup's `labpool.toml` where this command looks for it (`--config`, else the default
-/// path; mode 0644: members read it) and its `cluster.key` where that config names it (mode
-/// 0600), so that a pool comes back from the copy alone. An existing config is never replaced.
-pub fn config_from_backup(from: &Path, explicit: Option<&Path>) -> anyhow::Result<()> {
-    let target = explicit.unwrap_or(Path::new(crate::settings::DEFAULT_CONFIG_PATH));
-    let saved = from.join("labpool.toml");
-    if target.exists() || !saved.is_file() {
-        return Ok(());
+    let (copy, jobs) = checked_backup(&dir).await?;
+    let planned = planned_config(&dir, explicit)?;
+    let config = match &planned {
+        Some(p) => p.config.clone(),
+        None => Config::locate(explicit)?,
+    };
+    let target = free_target(&config, force)?;
+    if let Some(p) = planned {
+        p.write()?;
     }
-    let text = std::fs::read_to_string(&saved)
-        .with_context(|| format!("cannot read {}", saved.display()))?;
-    let config = Config::parse(&text, &std::path::absolute(target)?)
-        .with_context(|| format!("the backup's config {} does not load", saved.display()))?;
-    let key = config.cluster_key_path();
-    let saved_key = from.join("cluster.key");
-    for dir in [target.parent(), key.parent()].into_iter().flatten() {
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let bytes = std::fs::read(&copy).with_context(|| format!("cannot read {}", copy.display()))?;
+    let state_dir = &config.controller.state_dir;
+    std::fs::create_dir_all(state_dir)
+        .with_context(|| format!("cannot create {}", state_dir.display()))?;
+    // What the old database's log held belongs to the old database.
+    for suffix in ["-wal", "-shm"] {
+        let mut side = target.as_os_str().to_owned();
+        side.push(suffix);
+        let _ = std::fs::remove_file(std::path::PathBuf::from(side));
     }
-    crate::atomic_file::write_atomic(target, text.as_bytes(), 0o644, true)
+    crate::atomic_file::write_atomic(&target, &bytes, 0o600, true)
         .with_context(|| format!("cannot write {}", target.display()))?;
     crate::out!(
-        "restored the config {} from {}",
-        target.display(),
-        saved.display()
+        "restored {jobs} jobs into {} from {shown}",
+        target.display()
     );
-    if saved_key.is_file() && !key.exists() {
-        let bytes = std::fs::read(&saved_key)
-            .with_context(|| format!("cannot read {}", saved_key.display()))?;
-        crate::atomic_file::write_atomic(&key, &bytes, 0o600, true)
-            .with_context(|| format!("cannot write {}", key.display()))?;
-        crate::out!("restored the cluster key {}", key.display());
+    let unit = ["/etc/systemd/system", "/lib/systemd/system"]
+        .iter()
+        .any(|d| Path::new(d).join("labpool.service").exists());
+    if unit && Path::new("/run/systemd/system").is_dir() {
+        crate::out!(
+            "next: sudo systemctl start labpool (running jobs are re-adopted from their nodes, or requeued)"
+        );
+    } else {
+        crate::out!(
+            "next: labpool serve --config {} (running jobs are re-adopted from their nodes, or requeued)",
+            config.path.display()
+        );
     }
     Ok(())
 }
 
-async fn restore(from: &Path, force: bool, config: &Config) -> anyhow::Result<()> {
+/// The backup's database, checked to be one, and its job count.
+async fn checked_backup(from: &Path) -> anyhow::Result<(std::path::PathBuf, u64)> {
     let copy = from.join(crate::controller::state_backup::DB_FILE);
     if !copy.is_file() {
         anyhow::bail!(
-            "no {} in {}: give the directory `labpool state backup` wrote (STATE_DIR/backup by default, or a snapshot of it)",
+            "no {} in {}: give the directory `labpool state backup` wrote (STATE_DIR/backup by default), or --from-repo REPO",
             crate::controller::state_backup::DB_FILE,
             from.display()
         );
@@ -131,6 +133,12 @@ async fn restore(from: &Path, force: bool, config: &Config) -> anyhow::Result<()
                 copy.display()
             )
         })?;
+    Ok((copy, jobs))
+}
+
+/// Where the database goes: refused while the controller runs, or over a database that is
+/// there unless `force`.
+fn free_target(config: &Config, force: bool) -> anyhow::Result<std::path::PathBuf> {
     let socket = &config.controller.socket;
     if std::os::unix::net::UnixStream::connect(socket).is_ok() {
         anyhow::bail!(
@@ -146,29 +154,68 @@ async fn restore(from: &Path, force: bool, config: &Config) -> anyhow::Result<()
             target.display()
         );
     }
-    let dir = &config.controller.state_dir;
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let bytes = std::fs::read(&copy).with_context(|| format!("cannot read {}", copy.display()))?;
-    // What the old database's log held belongs to the old database.
-    for suffix in ["-wal", "-shm"] {
-        let mut side = target.as_os_str().to_owned();
-        side.push(suffix);
-        let _ = std::fs::remove_file(std::path::PathBuf::from(side));
+    Ok(target)
+}
+
+/// The backup's config, to be put where this command looks for one.
+struct PlannedConfig {
+    config: Config,
+    text: String,
+    saved: std::path::PathBuf,
+    key: Option<Vec<u8>>,
+}
+
+impl PlannedConfig {
+    fn write(self) -> anyhow::Result<()> {
+        let target = &self.config.path;
+        let key = self.config.cluster_key_path();
+        for dir in [target.parent(), key.parent()].into_iter().flatten() {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("cannot create {}", dir.display()))?;
+        }
+        crate::atomic_file::write_atomic(target, self.text.as_bytes(), 0o644, true)
+            .with_context(|| format!("cannot write {}", target.display()))?;
+        crate::out!(
+            "restored the config {} from {}",
+            target.display(),
+            self.saved.display()
+        );
+        if let Some(bytes) = self.key.filter(|_| !key.exists()) {
+            crate::atomic_file::write_atomic(&key, &bytes, 0o600, true)
+                .with_context(|| format!("cannot write {}", key.display()))?;
+            crate::out!("restored the cluster key {}", key.display());
+        }
+        Ok(())
     }
-    crate::atomic_file::write_atomic(&target, &bytes, 0o600, true)
-        .with_context(|| format!("cannot write {}", target.display()))?;
-    crate::out!(
-        "restored {jobs} jobs into {} from {}",
-        target.display(),
-        from.display()
-    );
-    crate::out!(
-        "the config and the cluster key are beside it in {} (labpool.toml, cluster.key), for a new machine",
-        from.display()
-    );
-    crate::out!(
-        "next: labpool serve --config {} (running jobs are re-adopted from their nodes, or requeued)",
-        config.path.display()
-    );
-    Ok(())
+}
+
+/// On a machine with no config yet (a new one, or after a purge), the backup's `labpool.toml`
+/// goes where this command looks for it (`--config`, else the default path; mode 0644: members
+/// read it) and its `cluster.key` where that config names it (mode 0600), so that a pool comes
+/// back from the copy alone. An existing config is never replaced: `None` then.
+fn planned_config(from: &Path, explicit: Option<&Path>) -> anyhow::Result<Option<PlannedConfig>> {
+    let target = explicit.unwrap_or(Path::new(crate::settings::DEFAULT_CONFIG_PATH));
+    let saved = from.join("labpool.toml");
+    if target.exists() || !saved.is_file() {
+        return Ok(None);
+    }
+    let text = std::fs::read_to_string(&saved)
+        .with_context(|| format!("cannot read {}", saved.display()))?;
+    let config = Config::parse(&text, &std::path::absolute(target)?)
+        .with_context(|| format!("the backup's config {} does not load", saved.display()))?;
+    let saved_key = from.join("cluster.key");
+    let key = if saved_key.is_file() {
+        Some(
+            std::fs::read(&saved_key)
+                .with_context(|| format!("cannot read {}", saved_key.display()))?,
+        )
+    } else {
+        None
+    };
+    Ok(Some(PlannedConfig {
+        config,
+        text,
+        saved,
+        key,
+    }))
 }

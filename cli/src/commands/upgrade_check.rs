@@ -38,7 +38,9 @@ pub struct AgentAfter {
     pub node: String,
     /// The version it runs now.
     pub version: String,
-    /// `same`, `behind` (joins; upgrade it after the controller) or `refused`.
+    /// `same`, `patch-behind` (joins; upgrade it when convenient), `behind` (a minor release
+    /// behind: joins; upgrade it after the controller, before the next minor release) or
+    /// `refused`.
     pub after: &'static str,
 }
 
@@ -50,14 +52,20 @@ pub fn agents_after(nodes: &[NodeView], to: &str) -> (Vec<AgentAfter>, Vec<Strin
         let Some(version) = &n.agent_version else {
             continue;
         };
+        let minor = |v: &str| semver::Version::parse(v).ok().map(|v| (v.major, v.minor));
         let after = match agent_may_join(&n.name, version, to) {
             Ok(()) if version == to => "same",
+            Ok(()) if minor(version) == minor(to) => "patch-behind",
             Ok(()) => "behind",
-            Err(e) => {
+            Err(e @ crate::api::versions::Incompatible::TooOld { .. }) => {
                 refused.push(format!(
-                    "{e}; upgrade the agent on {} first, to a version {to} still takes",
+                    "{e}; or first bring the agent on {} to a version the running controller and {to} both take",
                     n.name
                 ));
+                "refused"
+            }
+            Err(e) => {
+                refused.push(e.to_string());
                 "refused"
             }
         };
@@ -162,6 +170,10 @@ fn text(r: &UpgradeCheck) -> String {
     for a in &r.agents {
         out.push(match a.after {
             "same" => format!("agent {}: {}, as the new controller", a.node, a.version),
+            "patch-behind" => format!(
+                "agent {}: {}, an older patch release: it joins; upgrade it when convenient",
+                a.node, a.version
+            ),
             "behind" => format!(
                 "agent {}: {}, one minor release behind: it joins; upgrade it after the controller",
                 a.node, a.version
@@ -203,15 +215,35 @@ mod tests {
 
     #[test]
     fn agents_more_than_a_minor_release_behind_the_new_version_block_it() {
-        let nodes = [node("a", "0.5.1"), node("b", "0.4.0"), node("c", "0.3.2")];
+        let nodes = [
+            node("a", "0.5.1"),
+            node("b", "0.4.0"),
+            node("c", "0.3.2"),
+            node("d", "0.5.0"),
+            node("e", "0.6.0"),
+        ];
         let (agents, refused) = agents_after(&nodes, "0.5.1");
         let after: Vec<(&str, &str)> = agents.iter().map(|a| (a.node.as_str(), a.after)).collect();
-        assert_eq!(after, [("a", "same"), ("b", "behind"), ("c", "refused")]);
-        assert_eq!(refused.len(), 1);
+        assert_eq!(
+            after,
+            [
+                ("a", "same"),
+                ("b", "behind"),
+                ("c", "refused"),
+                ("d", "patch-behind"),
+                ("e", "refused")
+            ]
+        );
+        assert_eq!(refused.len(), 2);
         assert!(
-            refused[0].contains("upgrade the agent on c first"),
+            refused[0].contains("first bring the agent on c"),
             "{}",
             refused[0]
+        );
+        assert!(
+            refused[1].contains("upgrade the controller first"),
+            "{}",
+            refused[1]
         );
     }
 }

@@ -215,7 +215,18 @@ fn service() -> Service {
         .lines()
         .filter_map(|l| l.rsplit('/').next())
         .find(|u| u.ends_with(".service"))
-        .unwrap_or("a unit")
+        .unwrap_or("labpool.service")
         .to_string();
-    Service::Unit(unit)
+    // Enabled: linked into a target's wants, where `systemctl enable` puts it.
+    let enabled = ["/etc/systemd/system", "/lib/systemd/system"]
+        .iter()
+        .any(|dir| {
+            std::fs::read_dir(dir).is_ok_and(|entries| {
+                entries.flatten().any(|e| {
+                    e.file_name().to_string_lossy().ends_with(".wants")
+                        && e.path().join(&unit).exists()
+                })
+            })
+        });
+    Service::Unit { unit, enabled }
 }

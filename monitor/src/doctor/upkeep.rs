@@ -44,9 +44,29 @@ pub(super) fn versions(f: &Facts) -> (Vec<Finding>, String) {
 /// Whether the controller runs under systemd where systemd runs the machine.
 pub(super) fn service(f: &Facts) -> (Vec<Finding>, String) {
     match &f.service {
-        Service::Unit(unit) => (
+        Service::Unit {
+            unit,
+            enabled: true,
+        } => (
             Vec::new(),
-            format!("started by systemd as {unit}: it restarts after a failure and a reboot"),
+            format!(
+                "started by systemd as {unit}, enabled: it comes back after a failure and a reboot"
+            ),
+        ),
+        Service::Unit {
+            unit,
+            enabled: false,
+        } => (
+            vec![finding(
+                "service",
+                Status::Warn,
+                unit,
+                format!(
+                    "started by systemd as {unit}, but not enabled: a reboot leaves the pool down"
+                ),
+                &format!("systemctl enable {unit}"),
+            )],
+            String::new(),
         ),
         Service::NoSystemd => (
             Vec::new(),
@@ -98,15 +118,19 @@ mod tests {
     }
 
     #[test]
-    fn a_controller_outside_a_running_systemd_is_a_warning() {
+    fn a_controller_outside_a_running_systemd_or_not_enabled_is_a_warning() {
         let with = |service| Facts {
             service,
             ..Facts::default()
         };
-        assert!(
-            service(&with(Service::Unit("labpool.service".into())))
-                .0
-                .is_empty()
+        let unit = |enabled| Service::Unit {
+            unit: "labpool.service".into(),
+            enabled,
+        };
+        assert!(service(&with(unit(true))).0.is_empty());
+        assert_eq!(
+            service(&with(unit(false))).0[0].fix,
+            "systemctl enable labpool.service"
         );
         assert!(service(&with(Service::NoSystemd)).0.is_empty());
         let (found, _) = service(&with(Service::OutsideSystemd));

@@ -144,12 +144,13 @@ pub(super) async fn restore_from(
 }
 
 /// The newest (or `at`) snapshot of the controller's state backup (source `labpool-state`) in
-/// the repository directory `repo`, restored into `into` (as root); the backup's directory.
+/// the repository directory `repo`, restored into `into` (as root): the backup's directory,
+/// and which snapshot it came from, in words.
 pub(crate) async fn state_from_repo(
     repo: &Path,
     at: Option<&str>,
     into: &Path,
-) -> anyhow::Result<std::path::PathBuf> {
+) -> anyhow::Result<(std::path::PathBuf, String)> {
     if !nix::unistd::geteuid().is_root() {
         bail!("restore --from-repo reads the repository directly, as root\nhint: run it with sudo");
     }
@@ -203,11 +204,11 @@ pub(crate) async fn state_from_repo(
         restore_to(&r, &snap, &node, &path, Some(&into), &opts, p)
     })
     .await?;
-    eprintln!(
-        "the state backup of {} ({}) taken from {}",
-        newest.time.with_timezone(&Local).format("%Y-%m-%d %H:%M"),
+    let shown = format!(
+        "the snapshot {} of {} in {}",
         newest.short_id(),
+        newest.time.with_timezone(&Local).format("%Y-%m-%d %H:%M"),
         repo.display()
     );
-    Ok(report.restored_to)
+    Ok((report.restored_to, shown))
 }
