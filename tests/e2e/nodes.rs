@@ -260,9 +260,19 @@ pub fn signed_post(
 }
 
 /// Sends one raw HTTP request (`head`, then `body`) to `addr` and reads the answer to its
-/// end: (its status line and headers, its body).
+/// end: (its status line and headers, its body). A listener a daemon binds just after it
+/// answers on its socket is waited for, up to 5 s.
 pub fn http_exchange(addr: &str, head: &str, body: &[u8]) -> (String, String) {
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    let mut connected = None;
+    crate::pool::wait_until(
+        Duration::from_secs(5),
+        || {
+            connected = std::net::TcpStream::connect(addr).ok();
+            connected.is_some()
+        },
+        || format!("nothing listens on {addr}"),
+    );
+    let mut s = connected.unwrap();
     s.write_all(head.as_bytes()).unwrap();
     s.write_all(body).unwrap();
     let mut out = String::new();
