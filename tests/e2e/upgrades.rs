@@ -199,11 +199,10 @@ fn every_released_schema_is_migrated_whole_and_its_running_job_ends_and_is_recor
             done.is_some_and(|j| j["state"] == "COMPLETED"),
             "schema {schema}: {history:?}"
         );
-        let ran = pool
-            .queue()
-            .into_iter()
-            .chain(history)
-            .find(|j| j["name"] == "fixture-running");
+        // The queue first, then the history: a job that ends between the two reads is in the
+        // history by the second.
+        let named = |jobs: Vec<Value>| jobs.into_iter().find(|j| j["name"] == "fixture-running");
+        let ran = named(pool.queue()).or_else(|| named(pool.history()));
         let id = ran.unwrap_or_else(|| panic!("schema {schema}: the running job is gone"))["id"]
             .as_u64()
             .unwrap();
