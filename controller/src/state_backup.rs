@@ -31,31 +31,33 @@ async fn backup(
     let caller = caller(&state, &peer)?;
     admin_only(&state.config, &caller, "back up the pool's state")?;
     let req = body(req)?;
-    let Some(to) = req.to else {
-        // The nightly place: the backup also goes into the snapshot repository.
-        let dir = default_dir(&state.config);
-        let mut done = write(&state.db, &state.config, &dir).await?;
-        done.snapshot = into_repository(state.snapshots.clone(), dir.clone())
-            .await
-            .map_err(|e| {
-                ApiError::internal(format!(
-                    "backed up into {}, but not into the snapshot repository: {e}",
-                    dir.display()
-                ))
-            })?;
-        return Ok(Json(done));
-    };
-    Ok(Json(write(&state.db, &state.config, &to).await?))
+    match req.to {
+        Some(to) => Ok(Json(write(&state.db, &state.config, &to).await?)),
+        None => Ok(Json(nightly(&state.db, state.snapshots.clone()).await?)),
+    }
 }
 
-/// Where the nightly backup goes, and `labpool state backup` without `--to`.
-pub fn default_dir(config: &crate::settings::Config) -> PathBuf {
-    config.controller.state_dir.join("backup")
+/// The nightly backup, also `labpool state backup` without `--to`: into `STATE_DIR/backup`,
+/// then (with snapshots on) into the snapshot repository.
+pub async fn nightly(
+    db: &Db,
+    service: std::sync::Arc<crate::snapshots::SnapshotService>,
+) -> Result<StateBackup, ApiError> {
+    let config = service.config().clone();
+    let dir = config.controller.state_dir.join("backup");
+    let mut done = write(db, &config, &dir).await?;
+    done.snapshot = into_repository(service, dir.clone()).await.map_err(|e| {
+        ApiError::internal(format!(
+            "backed up into {}, but not into the snapshot repository: {e}",
+            dir.display()
+        ))
+    })?;
+    Ok(done)
 }
 
 /// Snapshots the backup in `dir` into the snapshot repository as the source `labpool-state`,
 /// when snapshots are on, so that the off-box copy carries it; what the snapshot took.
-pub async fn into_repository(
+async fn into_repository(
     service: std::sync::Arc<crate::snapshots::SnapshotService>,
     dir: PathBuf,
 ) -> Result<Option<String>, String> {

@@ -39,22 +39,13 @@ pub fn leave_service_cgroup(name: &str) -> Vec<(PathBuf, io::Result<()>)> {
 /// The hierarchies services are tracked in, from `/proc/self/mountinfo` text.
 fn tracking_roots(mountinfo: &str) -> Vec<PathBuf> {
     let mut roots = Vec::new();
-    for line in mountinfo.lines() {
-        let Some((left, right)) = line.split_once(" - ") else {
-            continue;
-        };
-        let Some(mount) = left.split(' ').nth(4) else {
-            continue;
-        };
-        let mut fields = right.split(' ');
-        let fstype = fields.next().unwrap_or_default();
-        let options = fields.nth(1).unwrap_or_default();
+    for (mount, fstype, options) in crate::support::mounts(mountinfo) {
         let tracked = match fstype {
             "cgroup2" => true,
             "cgroup" => options.split(',').any(|o| o == "name=systemd"),
             _ => false,
         };
-        let root = PathBuf::from(crate::support::unescape(mount));
+        let root = PathBuf::from(mount);
         if tracked && !roots.contains(&root) {
             roots.push(root);
         }

@@ -83,14 +83,7 @@ impl Support {
         }
         let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
         let mut v2: Option<PathBuf> = None;
-        for line in text.lines() {
-            let Some((left, right)) = line.split_once(" - ") else {
-                continue;
-            };
-            let mount = left.split(' ').nth(4).map(unescape).unwrap_or_default();
-            let mut fields = right.split(' ');
-            let fstype = fields.next().unwrap_or_default();
-            let options = fields.nth(1).unwrap_or_default();
+        for (mount, fstype, options) in mounts(&text) {
             match fstype {
                 "cgroup" => {
                     for opt in options.split(',') {
@@ -221,8 +214,21 @@ impl Support {
     }
 }
 
+/// Each mount in `/proc/self/mountinfo` text: its mount point, file system type and super
+/// options.
+pub(crate) fn mounts(mountinfo: &str) -> impl Iterator<Item = (String, &str, &str)> {
+    mountinfo.lines().filter_map(|line| {
+        let (left, right) = line.split_once(" - ")?;
+        let mount = unescape(left.split(' ').nth(4)?);
+        let mut fields = right.split(' ');
+        let fstype = fields.next().unwrap_or_default();
+        let options = fields.nth(1).unwrap_or_default();
+        Some((mount, fstype, options))
+    })
+}
+
 /// Undoes mountinfo's octal escapes (`\040` for a space).
-pub(crate) fn unescape(s: &str) -> String {
+fn unescape(s: &str) -> String {
     let bytes = s.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;

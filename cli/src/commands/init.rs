@@ -333,18 +333,7 @@ fairshare_half_life = "7days"
         // Check the text before anything is made, so that a bad --dir or --name leaves nothing
         // half-made behind.
         Config::parse(&text, &path)?;
-        for dir in [&self.dir, &self.config_dir] {
-            std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o755)
-                .create(dir)
-                .with_context(|| {
-                    format!(
-                        "cannot create {}\nhint: run it as root (sudo), or pass --dir DIR to keep everything in one directory of yours",
-                        dir.display()
-                    )
-                })?;
-        }
+        create_dirs(&[&self.dir, &self.config_dir])?;
         if path.exists() && !force {
             anyhow::bail!(
                 "{} already exists\nhint: pass --force to overwrite it",
@@ -438,6 +427,23 @@ pub(crate) fn gpus_and_layout(args: &InitArgs) -> anyhow::Result<(Option<Virtual
         },
     };
     Ok((gpus, layout))
+}
+
+/// Creates the layout's directories (mode 0755), saying what to do when it may not.
+pub(crate) fn create_dirs(dirs: &[&Path]) -> anyhow::Result<()> {
+    for dir in dirs {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o755)
+            .create(dir)
+            .with_context(|| {
+                format!(
+                    "cannot create {}\nhint: run it as root (sudo), or pass --dir DIR to keep everything in one directory of yours",
+                    dir.display()
+                )
+            })?;
+    }
+    Ok(())
 }
 
 /// What members set to find this config: nothing when it is the default one.

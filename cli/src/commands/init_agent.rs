@@ -7,7 +7,6 @@ use crate::discovery::{host_cpus, host_mem_mib, host_name};
 use crate::settings::{Config, VirtualGpus};
 use anyhow::Context;
 use labpool_units::format_mib_exact;
-use std::os::unix::fs::DirBuilderExt;
 use std::path::Path;
 
 /// The agent config's text.
@@ -104,18 +103,7 @@ pub fn run(args: &InitArgs, join: &str) -> anyhow::Result<()> {
             key_src.display()
         )
     })?;
-    for dir in [&dir, &layout.config_dir] {
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o755)
-            .create(dir)
-            .with_context(|| {
-                format!(
-                    "cannot create {}\nhint: run it as root (sudo), or pass --dir DIR to keep everything in one directory of yours",
-                    dir.display()
-                )
-            })?;
-    }
+    crate::commands::init::create_dirs(&[&dir, &layout.config_dir])?;
     if path.exists() && !args.force {
         anyhow::bail!(
             "{} already exists\nhint: pass --force to overwrite it",

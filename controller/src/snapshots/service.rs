@@ -290,21 +290,15 @@ fn state_task(service: Arc<SnapshotService>, db: Db) -> Task {
         run: Box::new(move || {
             let (service, db) = (service.clone(), db.clone());
             Box::pin(async move {
-                let config = service.config().clone();
-                let dir = crate::state_backup::default_dir(&config);
-                let b = crate::state_backup::write(&db, &config, &dir)
+                let b = crate::state_backup::nightly(&db, service)
                     .await
                     .map_err(|e| match e.body.hint {
                         Some(hint) => format!("{} ({hint})", e.body.error),
                         None => e.body.error,
                     })?;
                 let mut done = format!("state backed up: {} jobs into {}", b.jobs, b.dir.display());
-                match crate::state_backup::into_repository(service, dir).await {
-                    Ok(Some(snapshot)) => done += &format!("; {snapshot}"),
-                    Ok(None) => {}
-                    Err(e) => {
-                        return Err(format!("{done}, but not into the snapshot repository: {e}"));
-                    }
+                if let Some(snapshot) = b.snapshot {
+                    done += &format!("; {snapshot}");
                 }
                 Ok(done)
             })

@@ -191,7 +191,8 @@ pub(crate) async fn state_from_repo(
             },
         );
     };
-    let (path, id) = (newest.path.clone(), newest.id.clone());
+    // The snapshot's root is the backup directory itself.
+    let snap = newest.clone();
     let into = into.to_path_buf();
     let opts = RestoreOptions {
         overwrite: true,
@@ -200,8 +201,7 @@ pub(crate) async fn state_from_repo(
         member_groups: None,
     };
     let report = with_bar("restoring", move |p| {
-        let (snap, node) = pick(&r, &path, &At::parse(&id, Utc::now(), tz)?, None)?;
-        restore_to(&r, &snap, &node, &path, Some(&into), &opts, p)
+        restore_to(&r, &snap, &snap.root, &snap.path, Some(&into), &opts, p)
     })
     .await?;
     let shown = format!(
