@@ -35,6 +35,7 @@ impl SubmitRequest {
             env_id: None,
             env_kind: None,
             gpu_share: false,
+            slice: None,
             no_requeue: false,
             signal: None,
             open_append: false,

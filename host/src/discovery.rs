@@ -84,6 +84,7 @@ pub fn nvml_gpus(library: Option<&Path>) -> Result<Vec<GpuDevice>, String> {
                 uuid: dev.uuid().ok(),
                 product,
                 share: 1,
+                slices: Vec::new(),
             })
         })
         .collect()
@@ -141,9 +142,10 @@ pub fn virtual_gpus(v: &VirtualGpus) -> Vec<GpuDevice> {
             index,
             gpu_type: v.gpu_type.clone(),
             product: "virtual".to_string(),
-            memory_mib: 0,
+            memory_mib: v.memory_mib,
             uuid: None,
             share: 1,
+            slices: Vec::new(),
         })
         .collect()
 }
@@ -184,6 +186,17 @@ pub fn node_spec(config: &NodeConfig) -> (NodeSpec, GpuSource) {
             g.share = share.of(&g.gpu_type);
         }
     }
+    if let Some(slices) = &config.slices {
+        for g in &mut gpus {
+            let cut = slices.of(&g.gpu_type);
+            if let Some(shards) = labpool_scheduler::slice::shards_of(&cut)
+                && shards > 1
+            {
+                g.share = shards;
+                g.slices = cut;
+            }
+        }
+    }
     let spec = NodeSpec {
         name: config.name.clone().unwrap_or_else(host_name),
         gpus,
@@ -192,4 +205,38 @@ pub fn node_spec(config: &NodeConfig) -> (NodeSpec, GpuSource) {
         features: config.features.clone(),
     };
     (spec, found.source)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sliced_cards_carry_their_shards_and_memory() {
+        let config = NodeConfig {
+            virtual_gpus: Some(VirtualGpus::parse("2:rtx4090:24G").unwrap()),
+            slices: Some(labpool_settings::GpuSlices::ByType(
+                [("rtx4090".to_string(), vec![4, 2])].into(),
+            )),
+            ..NodeConfig::default()
+        };
+        let (spec, _) = node_spec(&config);
+        for g in &spec.gpus {
+            assert_eq!(
+                (g.slices.as_slice(), g.share, g.memory_mib),
+                (&[2, 4][..], 4, 24 * 1024)
+            );
+        }
+        let plain = NodeConfig {
+            slices: None,
+            ..config
+        };
+        assert!(
+            node_spec(&plain)
+                .0
+                .gpus
+                .iter()
+                .all(|g| g.slices.is_empty() && g.share == 1)
+        );
+    }
 }

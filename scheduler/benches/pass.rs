@@ -32,6 +32,7 @@ fn cluster(pending: u64) -> Scheduler {
                 memory_mib: 0,
                 uuid: None,
                 share: 1,
+                slices: Vec::new(),
             })
             .collect();
         s.upsert_node(NodeSpec {
@@ -78,6 +79,7 @@ fn cluster(pending: u64) -> Scheduler {
                 cpus: 4,
                 mem_mib: 16 * 1024,
                 gpu_share: false,
+                slice: None,
             },
             time_limit: TimeLimit::Seconds(3600 * (1 + i % 24)),
             submit_time: Timestamp(i as i64 * 1000),

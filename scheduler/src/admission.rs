@@ -192,6 +192,20 @@ pub enum AdmissionError {
         /// How many it has.
         most: u32,
     },
+    /// A slice, but no node cuts a card of its type into it.
+    #[error(
+        "job asks for {slice} ({what}) but no node in partition {partition} cuts such a card into it; {available}"
+    )]
+    NoSlicedGpus {
+        /// The slice asked for.
+        slice: crate::slice::Slice,
+        /// "any GPU" or "an a100".
+        what: String,
+        /// The partition.
+        partition: String,
+        /// What the partition's nodes offer.
+        available: String,
+    },
     /// A `--gpu-share` job, but no node has that many GPUs that may be shared.
     #[error(
         "job asks to share {requested} {what} (--gpu-share) but no node in partition {partition} has {requested} shareable {what} (share > 1); {available}"
@@ -310,6 +324,11 @@ impl AdmissionError {
                  share = N for a node or GPU type in the config"
                     .to_string()
             }
+            AdmissionError::NoSlicedGpus { .. } => {
+                "ask for a slice a node offers, or for a whole GPU; an admin cuts cards with \
+                 slices = { TYPE = [2, 4] } under [node] in the config"
+                    .to_string()
+            }
             AdmissionError::TooManyCpus { most, .. } => format!("ask for at most -c {most}"),
             AdmissionError::TooMuchMemory { most, .. } => {
                 format!("ask for at most --mem={}", format_mib(*most))
@@ -330,6 +349,8 @@ pub(crate) struct NodeShape<'a> {
     pub gpu_types: Vec<&'a str>,
     /// Whether each GPU (as in `gpu_types`) may be shared.
     pub gpu_shareable: Vec<bool>,
+    /// Each GPU's slices and shards (as in `gpu_types`): `([], 1)` when it is not sliced.
+    pub gpu_slices: Vec<(&'a [u32], u32)>,
     pub cpus: u32,
     pub mem_mib: u64,
 }
@@ -402,6 +423,40 @@ pub(crate) fn explain_misfit(
                 node: best.name.to_string(),
                 most: count(best),
             };
+        }
+        if let Some(slice) = res.slice {
+            let takes = |(cut, shards): &(&[u32], u32)| match slice {
+                crate::slice::Slice::Fraction(d) => cut.contains(&d),
+                crate::slice::Slice::Shards(n) => !cut.is_empty() && n <= *shards,
+            };
+            let fits = |n: &NodeShape<'_>| {
+                n.gpu_types
+                    .iter()
+                    .zip(&n.gpu_slices)
+                    .any(|(t, c)| takes(c) && wanted.is_none_or(|w| w == *t))
+            };
+            if !nodes.iter().any(fits) {
+                let mut on: Vec<String> = Vec::new();
+                for n in nodes {
+                    for (t, (cut, _)) in n.gpu_types.iter().zip(&n.gpu_slices) {
+                        let cuts: Vec<String> = cut.iter().map(|d| format!("1/{d}")).collect();
+                        let line = format!("{t} into {} on {}", cuts.join(", "), n.name);
+                        if !cut.is_empty() && !on.contains(&line) {
+                            on.push(line);
+                        }
+                    }
+                }
+                return AdmissionError::NoSlicedGpus {
+                    slice,
+                    what: wanted.map_or("any GPU".to_string(), |t| format!("a {t}")),
+                    partition: partition.to_string(),
+                    available: if on.is_empty() {
+                        "no card here is sliced".to_string()
+                    } else {
+                        format!("sliced: {}", on.join("; "))
+                    },
+                };
+            }
         }
         if res.gpu_share {
             let shareable = |n: &NodeShape<'_>| {

@@ -127,9 +127,17 @@ pub struct Resources {
     /// without it takes its GPUs whole: no other job, sharing or not, holds them meanwhile.
     #[serde(default)]
     pub gpu_share: bool,
+    /// The job takes part of one card, with that part's memory (`--gres=gpu:TYPE.D:1`,
+    /// `--gres=shard:N`); see [`crate::slice`]. It then holds one GPU as a sharer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slice: Option<crate::slice::Slice>,
 }
 
 fn one() -> u32 {
+    1
+}
+
+fn one_unit() -> u8 {
     1
 }
 
@@ -142,6 +150,12 @@ impl Resources {
     /// GPUs over all of its nodes: what limits and fair-share count.
     pub fn total_gpus(&self) -> u32 {
         self.gpus.saturating_mul(self.node_count())
+    }
+
+    /// True when the job holds its GPUs as a sharer (`--gpu-share` or a slice) rather than
+    /// whole.
+    pub fn shares_gpus(&self) -> bool {
+        self.gpus > 0 && (self.gpu_share || self.slice.is_some())
     }
 }
 
@@ -284,6 +298,10 @@ pub struct Allocation {
     /// than the GPUs whole; other sharing jobs may hold the same GPUs.
     #[serde(default)]
     pub shared: bool,
+    /// Share units it holds on each of its GPUs when `shared` (see [`crate::slice`]): a
+    /// slice's shards, 1 for `--gpu-share`.
+    #[serde(default = "one_unit")]
+    pub units: u8,
     /// A gang's other nodes, with what it holds on each (the same cores and memory as on
     /// `node`, GPUs by their own indexes).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -370,6 +388,11 @@ impl Allocation {
     pub fn nodelist(&self) -> String {
         let names: Vec<String> = self.parts().map(|p| p.node.to_string()).collect();
         crate::hostlist::compress(&names)
+    }
+
+    /// Share units it holds on each of its GPUs: 0 when it holds them whole.
+    pub fn held_units(&self) -> u8 {
+        if self.shared { self.units.max(1) } else { 0 }
     }
 
     /// GPUs held over all of its nodes.

@@ -20,10 +20,10 @@
 //!     allow_accounts: None, max_gpus_per_job: None,
 //! };
 //! let mut s = Scheduler::new(vec![normal]).unwrap();
-//! let gpu = |index| GpuDevice { index, gpu_type: "rtx4090".into(), product: "virtual".into(), memory_mib: 0, uuid: None, share: 1 };
+//! let gpu = |index| GpuDevice { index, gpu_type: "rtx4090".into(), product: "virtual".into(), memory_mib: 0, uuid: None, share: 1, slices: vec![] };
 //! s.upsert_node(NodeSpec { name: "box".into(), gpus: vec![gpu(0), gpu(1)], cpus: 8, mem_mib: 65_536, features: vec![] }).unwrap();
 //!
-//! let res = Resources { nodes: 1, gpus: 2, gpu_type: None, cpus: 1, mem_mib: 0, gpu_share: false };
+//! let res = Resources { nodes: 1, gpus: 2, gpu_type: None, cpus: 1, mem_mib: 0, gpu_share: false, slice: None };
 //! let req = AdmitRequest { user: "alice", account: None, partition: None, time_limit: None, resources: &res, nodes: &labpool_scheduler::job::ANY_NODE, emergency: false, count: 1 };
 //! let admitted = s.admit(&req).unwrap();
 //! s.enqueue(JobSpec {
@@ -62,6 +62,7 @@ pub mod reservation;
 pub mod runtime;
 pub mod scheduler;
 pub mod script;
+pub mod slice;
 pub mod time;
 
 pub use job::{

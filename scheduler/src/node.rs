@@ -30,6 +30,11 @@ pub struct GpuDevice {
     /// shared. Values over 255 count as 255.
     #[serde(default = "one")]
     pub share: u32,
+    /// The slices the card may be cut into, as denominators (`[2, 4]`: halves and quarters);
+    /// empty when it is not sliced. A sliced card's `share` is its shards (see
+    /// [`crate::slice`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub slices: Vec<u32>,
 }
 
 fn one() -> u32 {
@@ -40,6 +45,11 @@ impl GpuDevice {
     /// True when sharing jobs may hold this GPU (`share` > 1).
     pub fn shareable(&self) -> bool {
         self.share > 1
+    }
+
+    /// True when the card is cut into slices with memory of their own.
+    pub fn sliced(&self) -> bool {
+        !self.slices.is_empty()
     }
 }
 
@@ -106,8 +116,9 @@ pub struct Node {
     pub not_responding: Option<String>,
     /// Whole holders, by GPU index.
     gpu_owner: BTreeMap<u32, JobId>,
-    /// Sharing holders, by GPU index; an entry is never empty.
-    gpu_sharers: BTreeMap<u32, BTreeSet<JobId>>,
+    /// Sharing holders with the share units each holds, by GPU index; an entry is never
+    /// empty.
+    gpu_sharers: BTreeMap<u32, BTreeMap<JobId, u8>>,
     /// GPUs taken by load outside the pool (see the module's comment).
     foreign: BTreeSet<u32>,
     /// How many GPUs per type the load outside the pool holds, as last told.
@@ -269,7 +280,8 @@ impl Node {
         let mut shared = [0u8; 64];
         for (g, jobs) in &self.gpu_sharers {
             held |= 1u64 << g;
-            shared[*g as usize] = jobs.len().min(255) as u8;
+            let units: u32 = jobs.values().map(|u| u32::from(*u)).sum();
+            shared[*g as usize] = units.min(255) as u8;
         }
         crate::profile::Capacity {
             gpus: all & !held,
@@ -291,13 +303,39 @@ impl Node {
             .get(&index)
             .copied()
             .into_iter()
-            .chain(self.gpu_sharers.get(&index).into_iter().flatten().copied())
+            .chain(
+                self.gpu_sharers
+                    .get(&index)
+                    .into_iter()
+                    .flat_map(|m| m.keys())
+                    .copied(),
+            )
             .collect()
     }
 
     /// The jobs sharing GPU `index` (empty when it is free or held whole), by id.
     pub fn gpu_sharers(&self, index: u32) -> impl Iterator<Item = JobId> + '_ {
-        self.gpu_sharers.get(&index).into_iter().flatten().copied()
+        self.gpu_sharers
+            .get(&index)
+            .into_iter()
+            .flat_map(|m| m.keys())
+            .copied()
+    }
+
+    /// The share units that sharing jobs hold on GPU `index`, all together.
+    pub fn shared_units(&self, index: u32) -> u32 {
+        self.gpu_sharers
+            .get(&index)
+            .map_or(0, |m| m.values().map(|u| u32::from(*u)).sum())
+    }
+
+    /// The share units `job` holds on GPU `index`: 0 when it holds none there.
+    pub fn units_of(&self, index: u32, job: JobId) -> u8 {
+        self.gpu_sharers
+            .get(&index)
+            .and_then(|m| m.get(&job))
+            .copied()
+            .unwrap_or(0)
     }
 
     /// Cores not held by a job.
@@ -310,12 +348,12 @@ impl Node {
         self.spec.mem_mib.saturating_sub(self.mem_used)
     }
 
-    /// Records `job` as holding `part` of its allocation (shared GPUs when `shared`). The
-    /// caller has checked that it fits.
-    pub(crate) fn hold(&mut self, job: JobId, part: Part<'_>, shared: bool) {
+    /// Records `job` as holding `part` of its allocation: `units` share units of each GPU, or
+    /// the GPUs whole when `units` is 0. The caller has checked that it fits.
+    pub(crate) fn hold(&mut self, job: JobId, part: Part<'_>, units: u8) {
         for g in part.gpus {
-            if shared {
-                self.gpu_sharers.entry(*g).or_default().insert(job);
+            if units > 0 {
+                self.gpu_sharers.entry(*g).or_default().insert(job, units);
             } else {
                 self.gpu_owner.insert(*g, job);
             }
@@ -325,9 +363,9 @@ impl Node {
     }
 
     /// Frees what `job` held here under `part`.
-    pub(crate) fn release(&mut self, job: JobId, part: Part<'_>, shared: bool) {
+    pub(crate) fn release(&mut self, job: JobId, part: Part<'_>, units: u8) {
         for g in part.gpus {
-            if shared {
+            if units > 0 {
                 if let Some(jobs) = self.gpu_sharers.get_mut(g) {
                     jobs.remove(&job);
                     if jobs.is_empty() {
@@ -360,7 +398,7 @@ impl Node {
             .chain(
                 self.gpu_sharers
                     .iter()
-                    .flat_map(|(g, jobs)| jobs.iter().map(move |j| (*g, *j))),
+                    .flat_map(|(g, jobs)| jobs.keys().map(move |j| (*g, *j))),
             )
             .collect();
         pairs.sort_unstable();

@@ -62,7 +62,7 @@ impl Scheduler {
             let end = held_until(self, job, alloc, now);
             for part in alloc.parts() {
                 if let Some(&i) = index.get(part.node) {
-                    profiles[i].release(end, capacity_of(part, alloc.shared));
+                    profiles[i].release(end, capacity_of(part, alloc.held_units()));
                 }
             }
         }
@@ -183,7 +183,7 @@ impl Scheduler {
                 if let Some(&i) = index.get(part.node) {
                     profiles[i].release(
                         expected_end(job, alloc.start).max(Timestamp(now.0 + 1)),
-                        capacity_of(part, alloc.shared),
+                        capacity_of(part, alloc.held_units()),
                     );
                 }
             }
@@ -195,7 +195,7 @@ impl Scheduler {
                 profiles[i].take(
                     now,
                     expected_end(&self.pending[id], now),
-                    capacity_of(part, alloc.shared),
+                    capacity_of(part, alloc.held_units()),
                 );
             }
         }
@@ -439,18 +439,18 @@ fn starting_profiles<'n>(
     (index, profiles)
 }
 
-/// What `part` of an allocation holds on its node, as an amount: its GPUs whole, or one share
-/// slot of each when `shared`.
-fn capacity_of(part: Part<'_>, shared: bool) -> Capacity {
+/// What `part` of an allocation holds on its node, as an amount: its GPUs whole, or `units`
+/// share units of each when `units` > 0.
+fn capacity_of(part: Part<'_>, units: u8) -> Capacity {
     let mut c = Capacity {
         gpus: part.gpus.iter().fold(0u64, |m, g| m | (1u64 << g)),
         cpus: part.cpus as i64,
         mem: part.mem_mib as i64,
         ..Capacity::default()
     };
-    if shared {
+    if units > 0 {
         for g in part.gpus {
-            c.shared[*g as usize] = 1;
+            c.shared[*g as usize] = units;
         }
     }
     c

@@ -49,16 +49,30 @@ pub fn need_on(job: &JobSpec, node: &Node) -> Need {
         r.cpus as i64,
         r.mem_mib as i64,
     );
-    if r.gpu_share && r.gpus > 0 {
+    if r.shares_gpus() {
         need.shared = true;
         need.share = node.share_limits();
+        for g in node.gpus_of_type(r.gpu_type.as_deref()) {
+            if let Some(u) = need.units.get_mut(g.index as usize) {
+                *u = crate::slice::units_on(r, g);
+            }
+        }
+    } else {
+        need.avoid = node.shareable_mask(None);
     }
     need
 }
 
-/// True when the job shares its GPUs (`--gpu-share`, with at least one GPU).
+/// True when the job shares its GPUs (`--gpu-share` or a slice, with at least one GPU).
 fn shares(job: &JobSpec) -> bool {
-    job.resources.gpu_share && job.resources.gpus > 0
+    job.resources.shares_gpus()
+}
+
+/// The GPUs of the job's type on `node` that can take its share (`--gpu-share` or its slice).
+fn takers(job: &JobSpec, node: &Node) -> u32 {
+    node.gpus_of_type(job.resources.gpu_type.as_deref())
+        .filter(|g| crate::slice::units_on(&job.resources, g) > 0)
+        .count() as u32
 }
 
 /// A stage that rejects nodes unable to take a job.
@@ -129,10 +143,11 @@ filter!(
     |job, c, _ctx| c.node.gpus_of_type(job.resources.gpu_type.as_deref()).count() >= job.resources.gpus as usize
 );
 filter!(
-    /// A `--gpu-share` job: the node has enough GPUs of the requested type that may be shared
-    /// (`share` > 1) in all. A GPU with `share` = 1 is never shared.
+    /// A `--gpu-share` job or a slice: the node has enough GPUs of the requested type that take
+    /// it in all (shared, `share` > 1; for a slice, cut into that slice). A GPU with `share` = 1
+    /// is never shared.
     GpuShareFilter, "gpu-share", static = true,
-    |job, c, _ctx| !shares(job) || c.node.shareable_mask(job.resources.gpu_type.as_deref()).count_ones() >= job.resources.gpus
+    |job, c, _ctx| !shares(job) || takers(job, c.node) >= job.resources.gpus
 );
 filter!(
     /// The node has enough cores in all.

@@ -7,12 +7,13 @@
 //! booking are the same operation. GPUs are bit masks (index `i` is bit `i`), so a node may have
 //! at most 64 of them.
 //!
-//! Shared GPUs. A GPU configured with `share = N` (N > 1) has N share slots. At each moment a
-//! GPU is in one of three states: wholly free (its bit is set, no sharer), held whole (bit clear,
-//! no sharer) or shared (bit clear, `shared[i]` sharing holders). A whole need takes wholly free
-//! GPUs, as before; a shared need takes one slot on GPUs that are wholly free or shared with a
-//! slot left, over every moment of its interval. Taking a slot clears the bit and counts one
-//! more sharer; giving the last slot back sets the bit again. Every operation only counts, so a
+//! Shared GPUs. A GPU configured with `share = N` (N > 1) has N share units (slots for
+//! `--gpu-share`, shards for a sliced card). At each moment a GPU is in one of three states:
+//! wholly free (its bit is set, no sharer), held whole (bit clear, no sharer) or shared (bit
+//! clear, `shared[i]` units held by sharers). A whole need takes wholly free GPUs, as before; a
+//! shared need takes its units (`Need::units`) on GPUs that are wholly free or shared with
+//! enough units left, over every moment of its interval. Taking units clears the bit and counts
+//! them; giving the last ones back sets the bit again. Every operation only counts, so a
 //! job that starts later (a backfilled sharer) can never hold a GPU that a reservation for a
 //! whole job took over the same interval, and the reservation can never be delayed by it.
 
@@ -20,14 +21,14 @@ use crate::time::Timestamp;
 
 /// Resources at one moment, or an amount of them.
 ///
-/// As a moment: `gpus` are the wholly free GPUs and `shared[i]` the number of sharing jobs on
-/// GPU `i`. As an amount: `gpus` are the GPUs taken, and `shared[i]` is 1 where GPU `i` is taken
-/// as a share slot rather than whole.
+/// As a moment: `gpus` are the wholly free GPUs and `shared[i]` the share units sharing jobs
+/// hold on GPU `i`. As an amount: `gpus` are the GPUs taken, and `shared[i]` the units taken on
+/// GPU `i` where it is taken as a sharer rather than whole (0 where whole).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Capacity {
     /// GPU indexes, as a bit mask.
     pub gpus: u64,
-    /// Share slots held on each GPU, by index.
+    /// Share units held on each GPU, by index.
     pub shared: [u8; 64],
     /// Cores.
     pub cpus: i64,
@@ -48,8 +49,8 @@ impl Default for Capacity {
 
 impl Capacity {
     /// The GPUs `need` could take at this moment: wholly free eligible GPUs for a whole need;
-    /// for a shared need, eligible GPUs with `share` > 1 that are wholly free or shared with a
-    /// slot left.
+    /// for a shared need, eligible GPUs with `share` > 1 that are wholly free or shared with
+    /// the need's units left.
     pub fn available_gpus(&self, need: &Need) -> u64 {
         if !need.shared {
             return self.gpus & need.eligible;
@@ -59,10 +60,10 @@ impl Capacity {
         while m != 0 {
             let i = m.trailing_zeros() as usize;
             m &= m - 1;
-            let limit = need.share[i];
-            let held = self.shared[i];
+            let (limit, held, units) = (need.share[i], self.shared[i], need.units[i]);
             let wholly_free = self.gpus & (1u64 << i) != 0;
-            if limit > 1 && (wholly_free || (held > 0 && held < limit)) {
+            let room = u16::from(held) + u16::from(units) <= u16::from(limit);
+            if limit > 1 && units > 0 && room && (wholly_free || held > 0) {
                 out |= 1u64 << i;
             }
         }
@@ -118,11 +119,16 @@ pub struct Need {
     pub gpus: u32,
     /// Which GPUs qualify (by type), as a mask.
     pub eligible: u64,
-    /// One share slot of each GPU rather than whole GPUs (`--gpu-share`).
+    /// Share units of each GPU rather than whole GPUs (`--gpu-share`, a slice).
     pub shared: bool,
-    /// Each GPU's `share` (how many sharing jobs it takes at once), by index; read only for a
-    /// shared need, where a GPU whose share is under 2 never qualifies.
+    /// Each GPU's `share` (how many units it has), by index; read only for a shared need,
+    /// where a GPU whose share is under 2 never qualifies.
     pub share: [u8; 64],
+    /// The units a shared need takes on each GPU, by index; 0 where the GPU cannot take it.
+    pub units: [u8; 64],
+    /// GPUs a whole need takes only when no other will do: those that sharing jobs may hold,
+    /// so that whole jobs are packed away from shared and sliced cards.
+    pub avoid: u64,
     /// Cores.
     pub cpus: i64,
     /// Memory, MiB.
@@ -137,6 +143,8 @@ impl Need {
             eligible,
             shared: false,
             share: [1; 64],
+            units: [0; 64],
+            avoid: 0,
             cpus,
             mem,
         }
@@ -227,7 +235,8 @@ impl Profile {
     }
 
     /// The GPUs that `need` would take if it ran over `[from, until)`, or `None` when it does
-    /// not fit there. A whole need takes the lowest indexes. A shared need takes GPUs that
+    /// not fit there. A whole need takes the lowest indexes, those it should avoid last. A
+    /// shared need takes GPUs that
     /// sharing jobs hold at some moment of the interval first, so that small jobs pack together
     /// and GPUs stay wholly free for whole jobs, then the lowest indexes.
     pub fn fits(&self, from: Timestamp, until: Timestamp, need: &Need) -> Option<Capacity> {
@@ -261,11 +270,14 @@ impl Profile {
             taken.gpus = packed | lowest_bits(gpus & !with_sharers, rest);
             let mut m = taken.gpus;
             while m != 0 {
-                taken.shared[m.trailing_zeros() as usize] = 1;
+                let i = m.trailing_zeros() as usize;
+                taken.shared[i] = need.units[i];
                 m &= m - 1;
             }
         } else {
-            taken.gpus = lowest_bits(gpus, need.gpus);
+            let preferred = lowest_bits(gpus & !need.avoid, need.gpus);
+            let rest = need.gpus - preferred.count_ones();
+            taken.gpus = preferred | lowest_bits(gpus & need.avoid, rest);
         }
         Some(taken)
     }
@@ -323,9 +335,12 @@ mod tests {
     fn shared_need(gpus: u32, n: usize, share: u8) -> Need {
         let mut s = [0u8; 64];
         s[..n].fill(share);
+        let mut units = [0u8; 64];
+        units[..n].fill(1);
         Need {
             shared: true,
             share: s,
+            units,
             ..Need::whole(gpus, (1u64 << n) - 1, 1, 0)
         }
     }

@@ -50,6 +50,7 @@ fn restore_refuses_conflicts() {
         cpus: 1,
         mem_mib: 0,
         shared: false,
+        units: 1,
         others: Vec::new(),
         ports: None,
     };

@@ -158,7 +158,7 @@ proptest! {
         for st in steps {
             match st {
                 Step::Submit { user, gpus, ty, cpus, limit_h, emergency, dep, nodes } => {
-                    let r = Resources { nodes, gpus, gpu_type: Some(TYPES[ty].to_string()), cpus, mem_mib: 0, gpu_share: false };
+                    let r = Resources { nodes, gpus, gpu_type: Some(TYPES[ty].to_string()), cpus, mem_mib: 0, gpu_share: false, slice: None };
                     let user = USERS[user];
                     let rq = AdmitRequest { user, account: None, partition: None, time_limit: Some(TimeLimit::Seconds(limit_h * H)), resources: &r, nodes: &labpool_scheduler::job::ANY_NODE, emergency, count: 1 };
                     if let Ok(a) = s.admit(&rq) {
@@ -273,7 +273,7 @@ proptest! {
             s.upsert_node(node("b", &["a100"; 2], 8)).unwrap();
             let mut out = Vec::new();
             for (i, (g, ty, u)) in jobs.iter().enumerate() {
-                let r = Resources { nodes: 1, gpus: *g, gpu_type: Some(["t4", "a100"][*ty].into()), cpus: 1, mem_mib: 0, gpu_share: false };
+                let r = Resources { nodes: 1, gpus: *g, gpu_type: Some(["t4", "a100"][*ty].into()), cpus: 1, mem_mib: 0, gpu_share: false, slice: None };
                 let rq = AdmitRequest { user: USERS[*u], account: None, partition: None, time_limit: None, resources: &r, nodes: &labpool_scheduler::job::ANY_NODE, emergency: false, count: 1 };
                 if let Ok(a) = s.admit(&rq) {
                     s.enqueue(JobSpec { id: JobId(i as u64 + 1), user: USERS[*u].into(), account: a.account, partition: a.partition,

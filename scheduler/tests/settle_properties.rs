@@ -41,6 +41,7 @@ fn alloc(start_s: i64, gpus: Vec<u32>) -> Allocation {
         cpus: 1,
         mem_mib: 0,
         shared: false,
+        units: 1,
         others: Vec::new(),
         ports: None,
     }

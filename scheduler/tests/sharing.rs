@@ -204,6 +204,7 @@ fn a_sharer_joins_a_node_with_sharers_before_breaking_a_whole_gpu() {
         cpus: 1,
         mem_mib: 0,
         shared: true,
+        units: 1,
         others: Vec::new(),
         ports: None,
     };
@@ -228,6 +229,7 @@ fn restore_respects_share_slots() {
         cpus: 1,
         mem_mib: 0,
         shared: true,
+        units: 1,
         others: Vec::new(),
         ports: None,
     };
@@ -238,11 +240,12 @@ fn restore_respects_share_slots() {
         .unwrap_err();
     assert!(
         e.to_string()
-            .contains("GPU 0 already has 2 sharing jobs (1, 2)"),
+            .contains("GPU 0 already has sharing jobs (1, 2) holding 2 of its 2 share units"),
         "{e}"
     );
     let whole = Allocation {
         shared: false,
+        units: 1,
         ..shared(0)
     };
     let e = s.restore_running(job(4, "u", 1, H), whole).unwrap_err();
@@ -255,6 +258,7 @@ fn restore_respects_share_slots() {
         job(5, "u", 1, H),
         Allocation {
             shared: false,
+            units: 1,
             ..shared(1)
         },
     )

@@ -47,7 +47,7 @@ pub use executor::{ExecutorConfig, ExecutorKind};
 pub use jobs::{IsolationMode, JobsConfig, OverridePolicy};
 pub use mail::MailConfig;
 pub use metrics::{AGENT_METRICS, CONTROLLER_METRICS, MetricsConfig, ZombiesConfig};
-pub use node::{GpuShare, NodeConfig, VirtualGpus};
+pub use node::{GpuShare, GpuSlices, NodeConfig, VirtualGpus};
 pub use partitions::PartitionConfig;
 pub use policy::{CreditsConfig, PreemptionConfig, PriorityConfig};
 pub use purge::PurgeConfig;
@@ -239,6 +239,7 @@ impl Config {
     /// they were one function, so a file with several mistakes is told the same one first.
     fn check(&self) -> Result<(), String> {
         self.node.check_gpu_share()?;
+        self.node.check_slices()?;
         self.controller.check_log()?;
         self.jobs.check()?;
         self.cache.check_watermarks()?;

@@ -28,6 +28,12 @@ pub struct NodeConfig {
     /// node, or a table by GPU type (`{ rtx3090 = 2 }`) [default: 1, no sharing].
     #[serde(default)]
     pub gpu_share: Option<GpuShare>,
+    /// Cards that may be cut into slices, each slice with its share of the card's memory: the
+    /// denominators for every GPU (`[2, 4]`: halves and quarters), or a table by GPU type
+    /// (`{ rtx4090 = [2, 4] }`) [default: none]. Members ask with `--gres=gpu:rtx4090.4:1`
+    /// or `--gres=shard:N`.
+    #[serde(default)]
+    pub slices: Option<GpuSlices>,
     /// Features of this node that jobs may ask for with `--constraint` (e.g. `["a100", "ib"]`).
     #[serde(default)]
     pub features: Vec<String>,
@@ -55,6 +61,50 @@ impl NodeConfig {
             }
         }
         Ok(())
+    }
+
+    /// Every slice list cuts a card into at most 64 shards, with denominators from 2 to 16; a
+    /// GPU type is either shared (`gpu_share`) or sliced, not both.
+    pub(super) fn check_slices(&self) -> Result<(), String> {
+        use labpool_scheduler::slice::{MAX_DENOMINATOR, MAX_SHARDS, shards_of};
+        let Some(slices) = &self.slices else {
+            return Ok(());
+        };
+        let lists: Vec<(String, &Vec<u32>)> = match slices {
+            GpuSlices::All(v) => vec![("every GPU".to_string(), v)],
+            GpuSlices::ByType(m) => m.iter().map(|(t, v)| (t.clone(), v)).collect(),
+        };
+        let mut problems = Vec::new();
+        for (what, list) in &lists {
+            if list.is_empty() || shards_of(list).is_none() {
+                problems.push(format!(
+                    "{what}: {list:?} (each slice is 2 to {MAX_DENOMINATOR}, and their least common multiple at most {MAX_SHARDS})"
+                ));
+            }
+        }
+        if let Some(share) = &self.gpu_share {
+            for (what, _) in &lists {
+                let shared = match (share, slices) {
+                    (GpuShare::All(n), _) => *n > 1,
+                    (GpuShare::ByType(m), GpuSlices::ByType(_)) => {
+                        m.get(what).is_some_and(|n| *n > 1)
+                    }
+                    (GpuShare::ByType(m), GpuSlices::All(_)) => m.values().any(|n| *n > 1),
+                };
+                if shared {
+                    problems.push(format!(
+                        "{what} is both shared (gpu_share) and sliced; slices are shared with metered memory, so drop it from gpu_share"
+                    ));
+                }
+            }
+        }
+        if problems.is_empty() {
+            return Ok(());
+        }
+        Err(format!(
+            "[node] slices: {}; e.g. slices = {{ rtx4090 = [2, 4] }}",
+            problems.join("; ")
+        ))
     }
 
     /// `name` is a word of letters, digits, '-', '_' and '.'.
@@ -124,34 +174,73 @@ impl GpuShare {
     }
 }
 
-/// `virtual_gpus = "4:rtx4090"`.
+/// `slices = [2, 4]` or `slices = { rtx4090 = [2, 4], l40s = [2] }`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(untagged)]
+pub enum GpuSlices {
+    /// The same for every GPU.
+    All(Vec<u32>),
+    /// By GPU type; types not named are not sliced.
+    ByType(BTreeMap<String, Vec<u32>>),
+}
+
+impl GpuSlices {
+    /// The slices a GPU of `gpu_type` may be cut into; empty when it is not sliced.
+    pub fn of(&self, gpu_type: &str) -> Vec<u32> {
+        let mut v = match self {
+            GpuSlices::All(v) => v.clone(),
+            GpuSlices::ByType(m) => m.get(gpu_type).cloned().unwrap_or_default(),
+        };
+        v.sort_unstable();
+        v.dedup();
+        v
+    }
+}
+
+/// `virtual_gpus = "4:rtx4090"`, or `"4:rtx4090:24G"` with each card's memory.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct VirtualGpus {
     /// How many.
     pub count: u32,
     /// Their type.
     pub gpu_type: String,
+    /// Each one's memory, MiB; 0 when not given (slices of it are then not metered).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub memory_mib: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl VirtualGpus {
-    /// Parses `N` or `N:TYPE`.
+    /// Parses `N`, `N:TYPE` or `N:TYPE:MEMORY`.
     pub fn parse(text: &str) -> Result<VirtualGpus, String> {
-        let (n, ty) = text.split_once(':').unwrap_or((text, "virtual"));
-        let count: u32 = n.trim().parse().map_err(|_| {
-            format!("invalid virtual GPUs '{text}': write N or N:TYPE, e.g. 4:rtx4090")
-        })?;
+        let mut fields = text.splitn(3, ':');
+        let n = fields.next().unwrap_or_default();
+        let ty = fields.next().unwrap_or("virtual");
+        let mem = fields.next();
+        let bad = || {
+            format!(
+                "invalid virtual GPUs '{text}': write N, N:TYPE or N:TYPE:MEMORY with 1 to 64 GPUs, e.g. 4:rtx4090 or 4:rtx4090:24G"
+            )
+        };
+        let count: u32 = n.trim().parse().map_err(|_| bad())?;
         let ok = !ty.is_empty()
             && ty
                 .bytes()
                 .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
         if !ok || count == 0 || count > 64 {
-            return Err(format!(
-                "invalid virtual GPUs '{text}': write N or N:TYPE with 1 to 64 GPUs, e.g. 4:rtx4090"
-            ));
+            return Err(bad());
         }
+        let memory_mib = match mem {
+            Some(m) => labpool_units::parse_mem_mib(m).map_err(|_| bad())?,
+            None => 0,
+        };
         Ok(VirtualGpus {
             count,
             gpu_type: ty.to_ascii_lowercase(),
+            memory_mib,
         })
     }
 }

@@ -138,9 +138,15 @@ fn virtual_gpu_forms() {
         VirtualGpus::parse("4:RTX4090").unwrap(),
         VirtualGpus {
             count: 4,
-            gpu_type: "rtx4090".into()
+            gpu_type: "rtx4090".into(),
+            memory_mib: 0,
         }
     );
+    assert_eq!(
+        VirtualGpus::parse("2:l40s:48G").unwrap().memory_mib,
+        48 * 1024
+    );
+    assert!(VirtualGpus::parse("2:l40s:lots").is_err());
     assert_eq!(VirtualGpus::parse("2").unwrap().gpu_type, "virtual");
     assert!(VirtualGpus::parse("0").is_err());
     assert!(VirtualGpus::parse("2:").is_err());
@@ -164,4 +170,25 @@ fn metrics_default_to_one_port_for_the_controller_and_the_next_for_an_agent() {
     assert_eq!(at(&off), None);
     let given = format!("{MINIMAL}[metrics]\nlisten = \"0.0.0.0:9500\"\n");
     assert_eq!(at(&given).as_deref(), Some("0.0.0.0:9500"));
+}
+
+#[test]
+fn slices_are_checked() {
+    let parse = |node: &str| {
+        Config::parse(
+            &format!("{MINIMAL}\n[node]\nvirtual_gpus = \"2:rtx4090:24G\"\n{node}\n"),
+            Path::new("/x/labpool.toml"),
+        )
+    };
+    let c = parse("slices = { rtx4090 = [4, 2, 2] }").unwrap();
+    assert_eq!(c.node.slices.as_ref().unwrap().of("rtx4090"), [2, 4]);
+    assert!(c.node.slices.as_ref().unwrap().of("a100").is_empty());
+    let e = parse("slices = [3, 7, 16]").unwrap_err().to_string();
+    assert!(e.contains("[3, 7, 16]") && e.contains("at most 64"), "{e}");
+    let e = parse("slices = [1]").unwrap_err().to_string();
+    assert!(e.contains("each slice is 2 to 16"), "{e}");
+    let e = parse("slices = [2]\ngpu_share = { rtx4090 = 2 }")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("both shared (gpu_share) and sliced"), "{e}");
 }

@@ -87,6 +87,7 @@ pub fn simulate(input: &SimInput, policy: SimPolicy) -> Result<SimReport, SimErr
                     memory_mib: 0,
                     uuid: None,
                     share: 1,
+                    slices: Vec::new(),
                 })
                 .collect();
             sched
@@ -173,6 +174,7 @@ pub fn simulate(input: &SimInput, policy: SimPolicy) -> Result<SimReport, SimErr
                     cpus: 1,
                     mem_mib: 0,
                     gpu_share: false,
+                    slice: None,
                 },
                 time_limit: time_limit_for(
                     j,

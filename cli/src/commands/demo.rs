@@ -70,6 +70,7 @@ pub async fn run(args: &DemoArgs) -> anyhow::Result<()> {
     let virtual_gpus = (real == 0).then(|| VirtualGpus {
         count: 4,
         gpu_type: "vgpu".into(),
+        memory_mib: 0,
     });
     let new = NewConfig {
         dir: tmp.path().to_path_buf(),

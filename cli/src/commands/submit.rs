@@ -155,6 +155,7 @@ pub fn build_request(
         env_id: None,
         env_kind: None,
         gpu_share: request.gpu_share,
+        slice: request.gpus.slice,
         no_requeue: request.no_requeue,
         wrapped: args.wrap.is_some(),
         signal: request.signal,

@@ -59,7 +59,9 @@ impl Engine {
                     gpus: row.gpus.clone(),
                     cpus: row.spec.resources.cpus,
                     mem_mib: row.spec.resources.mem_mib,
-                    shared: row.spec.resources.gpu_share && !row.gpus.is_empty(),
+                    shared: row.spec.resources.shares_gpus() && !row.gpus.is_empty(),
+                    // The scheduler works the units out from the job and its GPUs.
+                    units: 1,
                     others: row.others.clone(),
                     ports: row.ports,
                 };

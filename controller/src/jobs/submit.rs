@@ -33,6 +33,7 @@ pub(crate) fn resources_of(req: &SubmitRequest) -> Resources {
         cpus: req.cpus,
         mem_mib: req.mem_mib,
         gpu_share: req.gpu_share,
+        slice: req.slice,
     }
 }
 

@@ -92,6 +92,7 @@ impl NodeLine {
                     memory_mib: 0,
                     uuid: None,
                     share: 1,
+                    slices: Vec::new(),
                 });
             }
         }

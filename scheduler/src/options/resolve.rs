@@ -118,6 +118,18 @@ impl JobOptions {
         if self.gpu_share && gpus.count == 0 {
             take(Err(OptionError::GpuShareWithoutGpus));
         }
+        if let Some(slice) = gpus.slice {
+            if self.gpu_share {
+                take(Err(OptionError::Conflict(format!(
+                    "--gpu-share and a slice ({slice}) both share a card; a slice is already shared, so leave out --gpu-share"
+                ))));
+            }
+            if node_count > 1 {
+                take(Err(OptionError::Conflict(format!(
+                    "a slice ({slice}) is part of one card on one node, but --nodes asks for {node_count}; ask for whole GPUs for a multi-node job"
+                ))));
+            }
+        }
         if node_count > 1 && self.env.is_some() {
             take(Err(OptionError::MultiNode(node_count, "--env")));
         }

@@ -107,6 +107,38 @@ fn gpu_share_needs_gpus_and_layers_like_emergency() {
 }
 
 #[test]
+fn a_slice_is_one_part_of_one_card_on_one_node() {
+    let quarter = JobOptions {
+        gres: Some("gpu:rtx4090.4:1".into()),
+        ..Default::default()
+    };
+    let r = quarter.resolve().unwrap();
+    assert_eq!(
+        (r.gpus.count, r.gpus.gpu_type.as_deref(), r.gpus.slice),
+        (1, Some("rtx4090"), Some(crate::slice::Slice::Fraction(4)))
+    );
+    let both = JobOptions {
+        gpu_share: true,
+        nodes: Some("2".into()),
+        ..quarter
+    };
+    let all: Vec<String> = both
+        .resolve_all()
+        .unwrap_err()
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert!(
+        all.iter().any(|e| e.contains("leave out --gpu-share")),
+        "{all:?}"
+    );
+    assert!(
+        all.iter().any(|e| e.contains("--nodes asks for 2")),
+        "{all:?}"
+    );
+}
+
+#[test]
 fn patterns() {
     let v = PatternValues {
         array: Some((5, 2)),

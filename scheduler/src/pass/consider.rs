@@ -22,6 +22,7 @@ pub(crate) struct Shape {
     gpus: u32,
     gpu_type: Option<String>,
     share: bool,
+    slice: Option<crate::slice::Slice>,
     cpus: u32,
     mem_mib: u64,
     time_limit: TimeLimit,
@@ -36,6 +37,7 @@ impl Shape {
             gpus: r.gpus,
             gpu_type: r.gpu_type.clone(),
             share: r.gpu_share,
+            slice: r.slice,
             cpus: r.cpus,
             mem_mib: r.mem_mib,
             time_limit: job.time_limit,
@@ -50,6 +52,7 @@ impl Shape {
             && self.cpus == r.cpus
             && self.mem_mib == r.mem_mib
             && self.share == r.gpu_share
+            && self.slice == r.slice
             && self.time_limit == job.time_limit
             && self.partition == job.partition
             && self.gpu_type == r.gpu_type
@@ -295,7 +298,15 @@ impl Scheduler {
         cache: &dyn CacheView,
     ) {
         let r = &job.resources;
-        let shared = r.gpu_share && r.gpus > 0;
+        let shared = r.shares_gpus();
+        // A sharer holds the same units on each of its GPUs: what its first GPU takes.
+        let units = match parts.first() {
+            Some((index, gpus)) if shared => gpus
+                .first()
+                .and_then(|g| nodes[*index].spec.gpus.iter().find(|d| d.index == *g))
+                .map_or(1, |d| crate::slice::units_on(r, d).max(1)),
+            _ => 0,
+        };
         let mut shares = parts.into_iter().map(|(index, gpus)| {
             let node = nodes[index];
             let part = Part {
@@ -307,7 +318,7 @@ impl Scheduler {
             state.profiles[index].take(
                 now,
                 now.plus_limit(job.time_limit),
-                super::capacity_of(part, shared),
+                super::capacity_of(part, units),
             );
             NodeShare {
                 node: node.name().to_string(),
@@ -326,6 +337,7 @@ impl Scheduler {
             cpus: r.cpus,
             mem_mib: r.mem_mib,
             shared,
+            units: units.max(1),
             others,
             ports: self.lease_ports(r.cpus, &leased),
         };

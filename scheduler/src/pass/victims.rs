@@ -145,7 +145,7 @@ impl Scheduler {
         let (job, alloc) = &self.running[&id];
         let end = held_until(self, job, alloc, now);
         for part in alloc.parts().filter(|p| p.node == node) {
-            profile.give(at, end, capacity_of(part, alloc.shared));
+            profile.give(at, end, capacity_of(part, alloc.held_units()));
         }
         self.carve_node(node, profile);
     }

@@ -201,6 +201,12 @@ impl Scheduler {
                     name: n.name(),
                     gpu_types: n.spec.gpus.iter().map(|g| g.gpu_type.as_str()).collect(),
                     gpu_shareable: n.spec.gpus.iter().map(|g| g.shareable()).collect(),
+                    gpu_slices: n
+                        .spec
+                        .gpus
+                        .iter()
+                        .map(|g| (g.slices.as_slice(), g.share))
+                        .collect(),
                     cpus: n.spec.cpus,
                     mem_mib: n.spec.mem_mib,
                 })

@@ -34,13 +34,15 @@ impl Scheduler {
             // Per GPU: its whole holder, and its sharing holders.
             let mut whole: BTreeMap<u32, JobId> = BTreeMap::new();
             let mut sharers: BTreeMap<u32, Vec<JobId>> = BTreeMap::new();
+            let mut units: BTreeMap<u32, u32> = BTreeMap::new();
             let mut gpus: BTreeSet<(u32, JobId)> = BTreeSet::new();
             let parts = self.running.iter().flat_map(|(id, (_, a))| {
                 a.parts()
                     .filter(|p| p.node == node.name())
-                    .map(move |p| (id, a.shared, p))
+                    .map(move |p| (id, a.held_units(), p))
             });
-            for (id, shared, part) in parts {
+            for (id, held_units, part) in parts {
+                let shared = held_units > 0;
                 cpus += part.cpus;
                 mem += part.mem_mib;
                 for g in part.gpus {
@@ -56,11 +58,20 @@ impl Scheduler {
                     if shared {
                         let on = sharers.entry(*g).or_default();
                         on.push(*id);
-                        if on.len() as u32 > device.share.max(1) {
+                        let total = units.entry(*g).or_default();
+                        *total += u32::from(held_units);
+                        if on.len() > 1 && *total > device.share.max(1) {
                             return Err(format!(
-                                "GPU {g} on {} is shared by jobs {on:?}, over its share of {}",
+                                "GPU {g} on {} is shared by jobs {on:?} holding {total} units, over its share of {}",
                                 node.name(),
                                 device.share
+                            ));
+                        }
+                        if node.units_of(*g, *id) != held_units {
+                            return Err(format!(
+                                "GPU {g} on {}: job {id} holds {held_units} units but the books say {}",
+                                node.name(),
+                                node.units_of(*g, *id)
                             ));
                         }
                     } else if let Some(other) = whole.insert(*g, *id) {

@@ -15,9 +15,25 @@ impl Scheduler {
     /// allocation is refused where any job holds one of its GPUs; a shared one (`alloc.shared`)
     /// where one of its GPUs is held whole or already has `share` sharers (a lone sharer is put
     /// back even on a GPU whose `share` was lowered to 1 since, and holds it alone).
-    pub fn restore_running(&mut self, job: JobSpec, alloc: Allocation) -> Result<(), RestoreError> {
+    pub fn restore_running(
+        &mut self,
+        job: JobSpec,
+        mut alloc: Allocation,
+    ) -> Result<(), RestoreError> {
+        // The units a sharer holds follow from what it asked and its GPUs' slices, so the
+        // caller need not know them.
+        if alloc.shared {
+            alloc.units = self
+                .nodes
+                .get(&alloc.node)
+                .and_then(|n| {
+                    let g = alloc.gpus.first()?;
+                    n.spec.gpus.iter().find(|d| d.index == *g)
+                })
+                .map_or(1, |d| crate::slice::units_on(&job.resources, d).max(1));
+        }
         for part in alloc.parts() {
-            self.check_restorable(job.id, part, alloc.shared)?;
+            self.check_restorable(job.id, part, alloc.held_units())?;
         }
         self.hold_nodes(job.id, &alloc);
         self.pending.remove(&job.id);
@@ -28,12 +44,8 @@ impl Scheduler {
     }
 
     /// Why `part` of a reloaded job's allocation cannot be held again, if it cannot.
-    fn check_restorable(
-        &self,
-        job: JobId,
-        part: Part<'_>,
-        shared: bool,
-    ) -> Result<(), RestoreError> {
+    fn check_restorable(&self, job: JobId, part: Part<'_>, units: u8) -> Result<(), RestoreError> {
+        let shared = units > 0;
         let err = |problem: String| RestoreError {
             job,
             node: part.node.to_string(),
@@ -56,11 +68,13 @@ impl Scheduler {
                     sharers.join(", ")
                 )));
             }
-            if shared && sharers.len() as u32 >= device.share.max(1) {
+            let held = node.shared_units(*g);
+            // A lone sharer is put back whatever the share now is.
+            if shared && !sharers.is_empty() && held + u32::from(units) > device.share.max(1) {
                 return Err(err(format!(
-                    "GPU {g} already has {} sharing jobs ({}), its share",
-                    sharers.len(),
-                    sharers.join(", ")
+                    "GPU {g} already has sharing jobs ({}) holding {held} of its {} share units; this job needs {units}",
+                    sharers.join(", "),
+                    device.share.max(1)
                 )));
             }
         }
@@ -71,7 +85,7 @@ impl Scheduler {
     pub(crate) fn release_nodes(&mut self, job: JobId, alloc: &Allocation) {
         for part in alloc.parts() {
             if let Some(node) = self.nodes.get_mut(part.node) {
-                node.release(job, part, alloc.shared);
+                node.release(job, part, alloc.held_units());
             }
         }
     }
@@ -80,7 +94,7 @@ impl Scheduler {
     pub(crate) fn hold_nodes(&mut self, job: JobId, alloc: &Allocation) {
         for part in alloc.parts() {
             if let Some(node) = self.nodes.get_mut(part.node) {
-                node.hold(job, part, alloc.shared);
+                node.hold(job, part, alloc.held_units());
             }
         }
     }

@@ -37,6 +37,7 @@ pub fn node(name: &str, gpus: &[&str], cpus: u32) -> NodeSpec {
                 memory_mib: 0,
                 uuid: None,
                 share: 1,
+                slices: Vec::new(),
             })
             .collect(),
         cpus,
@@ -70,6 +71,7 @@ pub fn res(gpus: u32, ty: Option<&str>) -> Resources {
         cpus: 1,
         mem_mib: 0,
         gpu_share: false,
+        slice: None,
     }
 }
 
