@@ -317,6 +317,7 @@ impl Executor {
             crate::env_vars::LABPOOL_PREEMPT_NOTICE.into(),
             signals::notice_path(&dir).display().to_string(),
         );
+        crate::slice::prepare(launch, &dir, &mut env)?;
         let command = match crate::gang::prepare(launch, &dir, &self.exe, &mut env)? {
             Some(program) => labpool_envs::activate::Command {
                 program,

@@ -22,4 +22,5 @@ pub mod node;
 pub mod peer;
 pub mod procs;
 pub mod shim;
+pub mod slice;
 pub mod stager;

@@ -60,6 +60,10 @@ pub struct Launch {
     /// GPU hygiene variables, set unless the job's own environment sets them.
     #[serde(default)]
     pub gpu_env: BTreeMap<String, String>,
+    /// The GPU memory, MiB, that the job's processes may hold together on its card, when it
+    /// holds a slice of it: the agent preloads the slice library with this limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slice_mib: Option<u64>,
     /// A signal to send before the time limit (`--signal`).
     #[serde(default)]
     pub signal: Option<labpool_scheduler::options::SignalSpec>,

@@ -50,8 +50,16 @@ impl NewConfig {
             (Some(v), _) => format!(
                 "# GPUs: virtual ones are switched on ({} of type {}); a job sees their numbers in\n\
                  # CUDA_VISIBLE_DEVICES as it would real ones. Remove this line to use NVML.\n\
-                 virtual_gpus = \"{}:{}\"",
-                v.count, v.gpu_type, v.count, v.gpu_type
+                 virtual_gpus = \"{}:{}{}\"",
+                v.count,
+                v.gpu_type,
+                v.count,
+                v.gpu_type,
+                if v.memory_mib > 0 {
+                    format!(":{}M", v.memory_mib)
+                } else {
+                    String::new()
+                }
             ),
             (None, Ok(gpus)) if !gpus.is_empty() => format!(
                 "# GPUs: NVML found {}; they are discovered again at every start.\n\
@@ -103,6 +111,10 @@ memory = "{mem}"
 # GPU sharing: up to this many small jobs submitted with --gpu-share hold one GPU at once
 # (a number for every GPU, or by type). Default 1: a GPU belongs to one job.
 # gpu_share = {{ rtx3090 = 2 }}
+# GPU slices: cards members may take a part of, each part with its share of the card's memory
+# (--gres=gpu:rtx4090.4:1 is a quarter, --gres=shard:N counts the smallest part); a card type
+# is either shared above or sliced here.
+# slices = {{ rtx4090 = [2, 4] }}
 # Features jobs may ask for with --constraint (sbatch -C), e.g. the GPU model and the network:
 # features = ["a100", "ib"]
 

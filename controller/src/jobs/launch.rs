@@ -57,6 +57,7 @@ impl Engine {
             datasets: self.launch_datasets(row.id, hit),
             env: self.launch_env(row),
             gpu_env: self.config.jobs.gpu_env(),
+            slice_mib: self.slice_mib(alloc),
             signal: req.signal,
             open_append: req.open_append,
             ntasks: req.ntasks,
@@ -71,6 +72,17 @@ impl Engine {
                 .then(|| self.node_host(&alloc.node)),
         };
         (alloc.node.clone(), launch)
+    }
+
+    /// The memory of the slice `alloc` holds, MiB: `None` when it holds its GPUs whole, or
+    /// shares a card that is not sliced (or whose memory is unknown), which nothing meters.
+    fn slice_mib(&self, alloc: &Allocation) -> Option<u64> {
+        let units = alloc.held_units();
+        let gpu = alloc.gpus.first()?;
+        let node = self.sched.node(&alloc.node)?;
+        let device = node.spec.gpus.iter().find(|d| d.index == *gpu)?;
+        let mib = labpool_scheduler::slice::memory_mib(device, units);
+        (units > 0 && mib > 0).then_some(mib)
     }
 
     /// The launch orders of a job's attempt, one per node: for a gang, each node is told of

@@ -1,0 +1,131 @@
+//! GPU slices through the real binary and controller: two quarter-card jobs share one card of
+//! a node whose cards are cut into halves and quarters, each job's processes (its `srun` steps
+//! and background children too) allocate through a fake CUDA driver built here with gcc, and
+//! each job sees and gets its quarter only, whatever the other holds.
+
+use crate::pool::{Pool, have_tool, read_output};
+use serde_json::Value;
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// Builds the fake driver (as `libcuda.so.1`) and the probe program into `dir`, from the
+/// slice crate's test sources; None, as `have_tool` decides, without gcc.
+pub fn build_fake_cuda(test: &str, dir: &Path) -> Option<()> {
+    if !have_tool(test, "gcc") {
+        return None;
+    }
+    std::fs::create_dir_all(dir).unwrap();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("gpu_slice/tests/fake");
+    let d = dir.display().to_string();
+    let gcc = |args: Vec<String>| {
+        let out = Command::new("gcc").args(&args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "gcc {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    gcc(vec![
+        "-shared".into(),
+        "-fPIC".into(),
+        "-Wl,-soname,libcuda.so.1".into(),
+        "-o".into(),
+        format!("{d}/libcuda.so.1"),
+        src.join("fake_cuda.c").display().to_string(),
+    ]);
+    std::os::unix::fs::symlink(format!("{d}/libcuda.so.1"), format!("{d}/libcuda.so")).unwrap();
+    gcc(vec![
+        "-o".into(),
+        format!("{d}/probe"),
+        src.join("probe.c").display().to_string(),
+        format!("-L{d}"),
+        "-lcuda".into(),
+        "-ldl".into(),
+    ]);
+    Some(())
+}
+
+fn running(pool: &Pool) -> Vec<Value> {
+    pool.queue()
+        .into_iter()
+        .filter(|j| j["state"] == "RUNNING")
+        .collect()
+}
+
+#[test]
+fn two_quarter_slices_share_a_card_and_each_is_held_to_its_quarter() {
+    let mut pool = Pool::new("2:rtx4090:24G");
+    let cuda = pool.dir.join("cuda");
+    if build_fake_cuda("two_quarter_slices_share_a_card", &cuda).is_none() {
+        return;
+    }
+    pool.edit_config(|t| t.replace("[node]\n", "[node]\nslices = { rtx4090 = [2, 4] }\n"));
+    pool.start();
+    let probe = cuda.join("probe");
+    // The job's first process holds 6000 MiB of its 6144 in the background while an srun step
+    // and a plain child ask for more; a second quarter job on the same card gets a quarter of
+    // its own.
+    let script = pool.script(
+        "quarter.sh",
+        &format!(
+            "#!/bin/sh\n\
+             export LD_LIBRARY_PATH={cuda}\n\
+             echo visible=$CUDA_VISIBLE_DEVICES\n\
+             {probe} linked info alloc 6000 hold 6 &\n\
+             sleep 2\n\
+             srun {probe} dlsym info alloc 200 alloc 100\n\
+             {probe} procaddr alloc 200\n\
+             wait\n",
+            cuda = cuda.display(),
+            probe = probe.display(),
+        ),
+    );
+    let ids: Vec<u64> = (0..2)
+        .map(|_| {
+            pool.submit(&[
+                "--gres=gpu:rtx4090.4:1",
+                "-o",
+                "quarter-%j.out",
+                script.to_str().unwrap(),
+            ])
+        })
+        .collect();
+    // Both run at once, on the same card.
+    let t0 = Instant::now();
+    let mut both = false;
+    while t0.elapsed() < Duration::from_secs(30) && !both {
+        let run = running(&pool);
+        both = run.len() == 2;
+        if both {
+            let gpus: Vec<&Value> = run.iter().map(|j| &j["gpus"]).collect();
+            assert_eq!(gpus[0], gpus[1], "two quarters share one card: {run:?}");
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(both, "the two quarter jobs never ran together");
+    for id in &ids {
+        let job = pool.wait_done(*id, Duration::from_secs(60));
+        assert_eq!(job["state"], "COMPLETED", "{job}");
+        let out = read_output(&pool.work.join(format!("quarter-{id}.out")));
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(
+            lines,
+            [
+                "visible=0",
+                "info free=6144 total=6144",
+                "alloc 6000 ok",
+                "info free=144 total=6144",
+                "alloc 200 err 2",
+                "alloc 100 ok",
+                "alloc 200 err 2",
+            ],
+            "job {id}"
+        );
+    }
+    // Nothing of the slice outlives the jobs: their directories are gone.
+    let left: Vec<_> = std::fs::read_dir(pool.dir.join("state/spool/jobs"))
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
