@@ -29,6 +29,7 @@ fn main() {
                 partition: ["normal", "debug", "long"][next(3) as usize].into(),
                 gpu_type: ["a100", "rtx4090"][next(2) as usize].into(),
                 gpus: [1, 1, 1, 2, 4, 8][next(6) as usize],
+                slice: None,
                 submit_ms: submit,
                 start_ms: Some(submit + wait),
                 end_ms: Some(submit + wait + run),

@@ -92,7 +92,7 @@ fn group(input: &Input, key: impl Fn(&JobRecord) -> String) -> Vec<UseRow> {
             key: k,
             ..UseRow::default()
         });
-        let hours = f64::from(j.gpus) * ms as f64 / HOUR_MS;
+        let hours = j.gpu_weight() * ms as f64 / HOUR_MS;
         r.jobs += 1;
         r.gpu_hours += hours;
         if let Some(u) = j.util_mean {
@@ -185,7 +185,7 @@ fn by_day(input: &Input) -> Vec<(String, f64)> {
                 .jobs
                 .iter()
                 .filter_map(|j| held(j, until).map(|(s, e)| (j, s, e)))
-                .map(|(j, s, e)| f64::from(j.gpus) * overlap(s, e, a, b) as f64 / HOUR_MS)
+                .map(|(j, s, e)| j.gpu_weight() * overlap(s, e, a, b) as f64 / HOUR_MS)
                 .sum();
             let cap = capacity * (b - a) as f64 / DAY_MS as f64;
             let pct = if cap > 0.0 { 100.0 * hours / cap } else { 0.0 };
@@ -279,7 +279,7 @@ fn forecast(input: &Input) -> Option<ForecastView> {
             Some(Demand {
                 at_ms: j.submit_ms,
                 for_ms: b - a,
-                gpus: f64::from(j.gpus),
+                gpus: j.gpu_weight(),
             })
         })
         .collect();

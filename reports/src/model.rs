@@ -17,6 +17,10 @@ pub struct JobRecord {
     pub gpu_type: String,
     /// GPUs it held (all nodes).
     pub gpus: u32,
+    /// The part of its card a slice held (0.25 for a quarter); `None` for whole GPUs. GPU-hours
+    /// count a slice by it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slice: Option<f64>,
     /// Submitted, ms.
     pub submit_ms: i64,
     /// Started, ms.
@@ -29,6 +33,13 @@ pub struct JobRecord {
     pub util_mean: Option<f64>,
     /// Energy its GPUs used, J, where NVML sampled it.
     pub energy_j: Option<f64>,
+}
+
+impl JobRecord {
+    /// GPUs it held as GPU-hours count them: a slice by its part of the card.
+    pub fn gpu_weight(&self) -> f64 {
+        f64::from(self.gpus) * self.slice.unwrap_or(1.0)
+    }
 }
 
 /// One ledger line.

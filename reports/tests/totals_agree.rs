@@ -38,6 +38,7 @@ fn history(raw: Vec<Raw>, now: i64) -> Vec<JobRecord> {
                 partition: ["normal", "debug"][p as usize % 2].into(),
                 gpu_type: ["a100", "t4"][t as usize % 2].into(),
                 gpus,
+                slice: None,
                 submit_ms,
                 start_ms,
                 end_ms,

@@ -5,6 +5,9 @@
 //! count all of that user's jobs. An account's per-user limits count the user's jobs in that
 //! account only, so running in one group never blocks work in another. `GrpTRES` counts the
 //! whole account.
+//!
+//! GPUs are counted in thousandths, so that a slice counts by its fraction: a quarter of a card
+//! is 250 (see [`crate::slice`]); limits stay whole numbers of GPUs.
 
 use crate::job::{JobId, JobSpec};
 use crate::policy::Limits;
@@ -16,18 +19,19 @@ use std::collections::BTreeMap;
 /// What is running, counted the ways limits need.
 #[derive(Debug, Clone, Default)]
 pub struct Holdings {
-    /// (gpus, jobs) per user, every account together.
+    /// (thousandths of GPUs, jobs) per user, every account together.
     users: BTreeMap<String, (u32, u32)>,
-    /// (gpus, jobs) per (account, user).
+    /// (thousandths of GPUs, jobs) per (account, user).
     members: BTreeMap<(String, String), (u32, u32)>,
+    /// Thousandths of GPUs per account.
     account_gpus: BTreeMap<String, u32>,
     array_tasks: BTreeMap<JobId, u32>,
 }
 
 impl Holdings {
-    /// Counts a running (or just started) job.
-    pub fn add(&mut self, job: &JobSpec) {
-        let g = job.resources.total_gpus();
+    /// Counts a running (or just started) job that holds `milli` thousandths of GPUs.
+    pub fn add(&mut self, job: &JobSpec, milli: u32) {
+        let g = milli;
         let u = self.users.entry(job.user.clone()).or_default();
         *u = (u.0 + g, u.1 + 1);
         if let Some(a) = &job.account {
@@ -43,19 +47,30 @@ impl Holdings {
         }
     }
 
-    /// GPUs the jobs of `account` hold.
-    pub fn account_gpus(&self, account: &str) -> u32 {
+    /// Thousandths of GPUs the jobs of `account` hold.
+    pub fn account_milli(&self, account: &str) -> u32 {
         self.account_gpus.get(account).copied().unwrap_or(0)
     }
 
-    /// GPUs `user` holds, in every account.
-    pub fn user_gpus(&self, user: &str) -> u32 {
+    /// Thousandths of GPUs `user` holds, in every account.
+    pub fn user_milli(&self, user: &str) -> u32 {
         self.users.get(user).map_or(0, |u| u.0)
+    }
+}
+
+/// Thousandths of GPUs as a number of GPUs: `2`, `1.25`.
+pub fn gpus_text(milli: u32) -> String {
+    if milli.is_multiple_of(1000) {
+        (milli / 1000).to_string()
+    } else {
+        let text = format!("{:.3}", f64::from(milli) / 1000.0);
+        text.trim_end_matches('0').to_string()
     }
 }
 
 fn per_user(
     job: &JobSpec,
+    want: u32,
     limits: &Limits,
     held: (u32, u32),
     scope: &str,
@@ -71,23 +86,25 @@ fn per_user(
         ));
     }
     if let Some(max) = limits.max_gpus_per_user
-        && gpus + job.resources.total_gpus() > max
+        && u64::from(gpus) + u64::from(want) > u64::from(max) * 1000
     {
         return Some(PendingReason::new(
             "QOSMaxGRESPerUser",
             format!(
-                "{user} holds {gpus} GPUs{scope} and this job asks for {}; MaxTRESPerUser=gres/gpu={max}",
-                job.resources.total_gpus()
+                "{user} holds {} GPUs{scope} and this job asks for {}; MaxTRESPerUser=gres/gpu={max}",
+                gpus_text(gpus),
+                gpus_text(want)
             ),
         ));
     }
     None
 }
 
-/// The reason `job` must wait under its user's own limits and its account's, or `None` when
-/// it may start as far as limits go.
+/// The reason `job`, which would hold `want` thousandths of GPUs, must wait under its user's
+/// own limits and its account's, or `None` when it may start as far as limits go.
 pub fn limit_reason(
     job: &JobSpec,
+    want: u32,
     user: &Limits,
     account: Option<&Limits>,
     held: &Holdings,
@@ -111,7 +128,7 @@ pub fn limit_reason(
         }
     }
     let everywhere = held.users.get(&job.user).copied().unwrap_or((0, 0));
-    if let Some(r) = per_user(job, user, everywhere, "") {
+    if let Some(r) = per_user(job, want, user, everywhere, "") {
         return Some(r);
     }
     if let (Some(limits), Some(name)) = (account, &job.account) {
@@ -120,17 +137,18 @@ pub fn limit_reason(
             .get(&(name.clone(), job.user.clone()))
             .copied()
             .unwrap_or((0, 0));
-        if let Some(r) = per_user(job, limits, here, &format!(" in account {name}")) {
+        if let Some(r) = per_user(job, want, limits, here, &format!(" in account {name}")) {
             return Some(r);
         }
         if let Some(max) = limits.grp_gpus {
             let gpus = held.account_gpus.get(name).copied().unwrap_or(0);
-            if gpus + job.resources.total_gpus() > max {
+            if u64::from(gpus) + u64::from(want) > u64::from(max) * 1000 {
                 return Some(PendingReason::new(
                     "AssocGrpGRES",
                     format!(
-                        "account {name} holds {gpus} GPUs and this job asks for {}; GrpTRES=gres/gpu={max}",
-                        job.resources.total_gpus()
+                        "account {name} holds {} GPUs and this job asks for {}; GrpTRES=gres/gpu={max}",
+                        gpus_text(gpus),
+                        gpus_text(want)
                     ),
                 ));
             }

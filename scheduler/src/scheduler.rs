@@ -24,6 +24,7 @@ use crate::time::Timestamp;
 use std::collections::BTreeMap;
 
 mod admit;
+mod fractions;
 mod invariants;
 mod reconfigure;
 pub use reconfigure::ReconfigureError;

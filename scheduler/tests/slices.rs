@@ -179,3 +179,47 @@ fn a_restored_slice_holds_its_shards_again() {
     assert_eq!(ids(&s.schedule(Timestamp(3))), [4]);
     s.check_invariants().unwrap();
 }
+
+#[test]
+fn a_slice_counts_by_its_fraction_in_limits_and_charges() {
+    let mut s = sched();
+    s.upsert_node(sliced_node("box", &["rtx4090", "rtx4090"]))
+        .unwrap();
+    s.set_user_limits(
+        "u",
+        labpool_scheduler::policy::Limits {
+            max_gpus_per_user: Some(1),
+            ..Default::default()
+        },
+    );
+    // MaxTRESPerUser=gres/gpu=1 lets four quarters run, not five.
+    for id in 1..=5 {
+        submit(&mut s, id, slice_res(Slice::Fraction(4), None), None);
+    }
+    let d = s.schedule(Timestamp(0));
+    assert_eq!(ids(&d), [1, 2, 3, 4]);
+    assert!(
+        reason(&s, 5).contains("u holds 1 GPUs and this job asks for 0.25"),
+        "{}",
+        reason(&s, 5)
+    );
+    // An hour of a quarter costs a quarter of a GPU-hour.
+    let alloc = d
+        .iter()
+        .find_map(|d| match d {
+            Decision::Start {
+                job, allocation, ..
+            } if job.0 == 1 => Some(allocation.clone()),
+            _ => None,
+        })
+        .unwrap();
+    let spec = s.job(JobId(1)).unwrap().clone();
+    assert_eq!(s.held_milli(&alloc), 250);
+    assert!((s.charge_for(&spec, &alloc, Timestamp(3_600_000)) - 0.25).abs() < 1e-9);
+    // Three shards of a four-shard card count as three quarters.
+    assert_eq!(
+        s.ran_milli(&slice_res(Slice::Shards(3), None), "box", &[0]),
+        750
+    );
+    assert_eq!(s.ran_milli(&res(2, None), "box", &[0, 1]), 2000);
+}

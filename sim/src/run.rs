@@ -154,7 +154,7 @@ pub fn simulate(input: &SimInput, policy: SimPolicy) -> Result<SimReport, SimErr
             let account = sched.default_account(&j.user).map(str::to_string);
             if let Some(a) = &account {
                 let share = sched.accounts()[a].limits.grp_gpus.unwrap_or(u32::MAX);
-                let held = sched.running_holdings().account_gpus(a);
+                let held = sched.running_holdings().account_milli(a) / 1000;
                 // A returning owner: its account is within its share and has nothing waiting.
                 let queued = sched.pending().any(|p| p.account.as_ref() == Some(a));
                 if held + j.gpus <= share && !queued {

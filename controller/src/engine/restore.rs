@@ -35,7 +35,9 @@ impl Engine {
             .rev()
         {
             if let (Some(start), Some(end)) = (row.start_time, row.end_time) {
-                let gpu_seconds = row.gpus.len() as f64 * ((end - start).max(0) / 1000) as f64;
+                let node = row.node.as_deref().unwrap_or_default();
+                let milli = self.sched.ran_milli(&row.spec.resources, node, &row.gpus);
+                let gpu_seconds = f64::from(milli) / 1000.0 * ((end - start).max(0) / 1000) as f64;
                 self.sched
                     .record_usage(&row.spec.user, gpu_seconds, Timestamp(end));
                 if row.state == JobState::Completed {

@@ -111,6 +111,12 @@ pub async fn input(state: &AppState, q: &ReportQuery) -> Result<Input, ApiError>
                     .or_else(|| r.node.as_ref().and_then(|n| types.get(n).cloned()))
                     .unwrap_or_else(|| "-".into()),
                 gpus,
+                slice: r
+                    .spec
+                    .resources
+                    .slice
+                    .filter(|_| r.start_time.is_some())
+                    .map(|s| slice_part(s, &nodes, r.node.as_deref(), r.gpus.first())),
                 submit_ms: r.spec.submit_time.0,
                 start_ms: r.start_time,
                 end_ms: r.end_time,
@@ -208,4 +214,26 @@ async fn storage(state: &AppState, user: Option<&str>) -> labpool_reports::Stora
     st.last_purge = crate::quotas::purge::PurgeLast::read(&state.config.controller.state_dir)
         .map(|p| (p.at_ms, p.files, p.bytes));
     st
+}
+
+/// The part of its card a slice held: `1/D` for a typed slice; for `shard:N`, N over the
+/// shards of the card it ran on (as the node reports it now).
+fn slice_part(
+    slice: labpool_scheduler::slice::Slice,
+    nodes: &[labpool_api::NodeView],
+    node: Option<&str>,
+    gpu: Option<&u32>,
+) -> f64 {
+    use labpool_scheduler::slice::Slice;
+    match slice {
+        Slice::Fraction(d) => 1.0 / f64::from(d.max(1)),
+        Slice::Shards(n) => {
+            let shards = nodes
+                .iter()
+                .find(|v| Some(v.name.as_str()) == node)
+                .and_then(|v| v.gpus.iter().find(|g| Some(&g.index) == gpu))
+                .map_or(1, |g| g.share.max(1));
+            (f64::from(n) / f64::from(shards)).min(1.0)
+        }
+    }
 }

@@ -94,6 +94,15 @@ fn fixture(board: Leaderboard) -> Input {
 }
 
 #[test]
+fn a_slice_counts_its_part_of_the_card() {
+    let mut input = fixture(Leaderboard::On);
+    // Job 3 held a quarter of its t4: 8 hours of it are 2 GPU-hours, not 8.
+    input.jobs[2].slice = Some(0.25);
+    let r = compute(&input);
+    assert_eq!(r.total.gpu_hours, 14.0);
+}
+
+#[test]
 fn gpu_hours_use_and_utilisation_match_the_hand_computation() {
     let r = compute(&fixture(Leaderboard::On));
     // 2x4 + 2x2 + 1x8 (job 3 clipped at the range's end); job 5 holds no GPU.

@@ -147,8 +147,14 @@ impl Scheduler {
             .as_ref()
             .and_then(|a| self.accounts.get(a))
             .map(|a| self.with_borrowing(&a.limits));
-        if let Some(reason) = limit_reason(job, &user_limits, account_limits.as_ref(), &state.held)
-        {
+        let want = self.asked_milli(job);
+        if let Some(reason) = limit_reason(
+            job,
+            want,
+            &user_limits,
+            account_limits.as_ref(),
+            &state.held,
+        ) {
             return Some(note("limits", reason));
         }
         if let Some(reason) = self.lend_reason(job, nodes, state) {
@@ -341,7 +347,7 @@ impl Scheduler {
             others,
             ports: self.lease_ports(r.cpus, &leased),
         };
-        state.held.add(job);
+        state.held.add(job, self.held_milli(&allocation));
         // What some node of the allocation lacks.
         let stage: Vec<String> = job
             .datasets
@@ -391,7 +397,7 @@ impl Scheduler {
             if let (Some(share), Some(lend)) = (account.limits.grp_gpus, account.limits.lend_gpus) {
                 let keep = share
                     .saturating_sub(lend)
-                    .saturating_sub(state.held.account_gpus(name));
+                    .saturating_sub(state.held.account_milli(name) / 1000);
                 if keep > 0 {
                     kept += keep;
                     keepers.push(format!("{name} keeps {keep}"));

@@ -134,8 +134,8 @@ impl Scheduler {
     /// What the running jobs hold, counted the ways limits need.
     pub fn running_holdings(&self) -> Holdings {
         let mut held = Holdings::default();
-        for (job, _) in self.running.values() {
-            held.add(job);
+        for (job, alloc) in self.running.values() {
+            held.add(job, self.held_milli(alloc));
         }
         held
     }

@@ -49,7 +49,10 @@ impl Scheduler {
         self.accounts
             .get(account)
             .and_then(|a| a.limits.grp_gpus)
-            .is_some_and(|share| held.account_gpus(account) + job.resources.total_gpus() > share)
+            .is_some_and(|share| {
+                u64::from(held.account_milli(account)) + u64::from(self.asked_milli(job))
+                    > u64::from(share) * 1000
+            })
     }
 
     /// The cheapest victims that let `job` start at the end of the grace period, if any do and

@@ -182,7 +182,9 @@ impl Scheduler {
         let (spec, alloc) = self.running.remove(&job)?;
         self.release_nodes(job, &alloc);
         self.notices.remove(&job);
-        let gpu_seconds = alloc.gpu_count() as f64 * end.secs_since(alloc.start) as f64;
+        // A slice counts by its fraction of the card.
+        let gpus = f64::from(self.held_milli(&alloc)) / 1000.0;
+        let gpu_seconds = gpus * end.secs_since(alloc.start) as f64;
         self.usage.add(
             &spec.user,
             gpu_seconds,
@@ -220,11 +222,17 @@ impl Scheduler {
             .flat_map(|part| {
                 let node = self.nodes.get(part.node);
                 part.gpus.iter().map(move |g| {
-                    node.and_then(|n| n.spec.gpus.iter().find(|d| d.index == *g))
-                        .map_or("", |d| d.gpu_type.as_str())
+                    let device = node.and_then(|n| n.spec.gpus.iter().find(|d| d.index == *g));
+                    // A slice is charged by its fraction of the card.
+                    let part = device
+                        .filter(|d| alloc.shared && d.sliced())
+                        .map_or(1.0, |d| {
+                            f64::from(crate::slice::milli_gpus(d, alloc.held_units())) / 1000.0
+                        });
+                    (device.map_or("", |d| d.gpu_type.as_str()), part)
                 })
             })
-            .map(|ty| self.policy.credits.charge(1, ty, secs))
+            .map(|(ty, part)| part * self.policy.credits.charge(1, ty, secs))
             .fold(0.0, |total, c| total + c)
     }
 
