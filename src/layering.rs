@@ -26,8 +26,9 @@ fn labpool_deps(krate: &str) -> Vec<String> {
         .collect()
 }
 
-const LIBRARIES: [&str; 13] = [
+const LIBRARIES: [&str; 14] = [
     "labpool-units",
+    "labpool-gpu-slice",
     "labpool-isolation",
     "labpool-scheduler",
     "labpool-lifecycle",
