@@ -13,6 +13,7 @@ pub mod exposition;
 pub mod notify;
 pub mod page;
 pub mod sample;
+pub mod slice_watch;
 pub mod usage;
 pub mod webhook;
 pub mod zombie;

@@ -42,6 +42,17 @@ impl fmt::Display for Slice {
     }
 }
 
+impl Slice {
+    /// The slice as Slurm's `--gres` writes it: `gpu:rtx4090.4:1` or `shard:2` (a typed slice
+    /// always names its type; `gpu` stands in should one come without).
+    pub fn gres(self, gpu_type: Option<&str>) -> String {
+        match self {
+            Slice::Fraction(d) => format!("gpu:{}.{d}:1", gpu_type.unwrap_or("gpu")),
+            Slice::Shards(n) => format!("shard:{n}"),
+        }
+    }
+}
+
 /// The shards of a card sliced into `slices` (their least common multiple), or `None` when it
 /// is over [`MAX_SHARDS`] or a slice is out of range.
 pub fn shards_of(slices: &[u32]) -> Option<u32> {
@@ -70,6 +81,16 @@ pub fn units_on(r: &Resources, gpu: &GpuDevice) -> u8 {
         None => 0,
     };
     units.min(255) as u8
+}
+
+/// The memory, MiB, that `slice` carries on a card of `card_mib` cut into `shards`; 0 when the
+/// card's memory is unknown.
+pub fn slice_memory_mib(slice: Slice, card_mib: u64, shards: u32) -> u64 {
+    let shards = u64::from(shards.max(1));
+    match slice {
+        Slice::Fraction(d) => card_mib / u64::from(d.max(1)),
+        Slice::Shards(n) => card_mib * u64::from(n).min(shards) / shards,
+    }
 }
 
 /// The GPU memory, MiB, that `units` share units of `gpu` carry: 0 on an unsliced card, whose
@@ -103,6 +124,7 @@ mod tests {
             uuid: None,
             share: shards_of(slices).unwrap_or(1),
             slices: slices.to_vec(),
+            nvlink_peer: None,
         }
     }
 

@@ -51,6 +51,13 @@ pub struct JobsConfig {
     /// same on all of its nodes (`MASTER_PORT`, its steps' launcher, one per task), never
     /// leased to another job at the same time. Keep other services out of this range.
     pub ports: String,
+    /// A sliced job whose processes hold more of their card than the slice (the slice library
+    /// escaped) is warned at once and killed when it is still over after this long.
+    #[serde(
+        deserialize_with = "super::values::de_duration",
+        serialize_with = "super::values::ser_duration"
+    )]
+    pub slice_grace: std::time::Duration,
 }
 
 impl Default for JobsConfig {
@@ -62,6 +69,7 @@ impl Default for JobsConfig {
             gpu_env: BTreeMap::new(),
             interactive_idle: std::time::Duration::from_secs(3600),
             ports: "20000-29999".to_string(),
+            slice_grace: std::time::Duration::from_secs(30),
         }
     }
 }

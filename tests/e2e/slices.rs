@@ -129,3 +129,90 @@ fn two_quarter_slices_share_a_card_and_each_is_held_to_its_quarter() {
         .unwrap_or_default();
     assert!(left.is_empty(), "left behind: {left:?}");
 }
+
+/// Waits for a job's script to write its shell's pid to `file`.
+fn pid_of(file: &Path) -> u32 {
+    let end = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Ok(t) = std::fs::read_to_string(file)
+            && t.ends_with('\n')
+        {
+            return t.trim().parse().unwrap();
+        }
+        assert!(Instant::now() < end, "{} never written", file.display());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_job_that_escapes_its_slice_is_warned_then_killed_and_its_neighbour_runs_on() {
+    let build = tempfile::tempdir().unwrap();
+    let test = "a_job_that_escapes_its_slice";
+    let Some(lib) = crate::nvml::build_fake_nvml(test, build.path()) else {
+        return;
+    };
+    // One RTX 4090 of 24564 MiB, cut in quarters of 6141 MiB.
+    let script = |text: &str| {
+        let tmp = build.path().join("nvml-script.tmp");
+        std::fs::write(&tmp, text).unwrap();
+        std::fs::rename(tmp, build.path().join("nvml-script.txt")).unwrap();
+    };
+    script("count 1\n");
+    let lib_str = lib.to_str().unwrap();
+    let mut pool = Pool::build(None, &[("LABPOOL_NVML_LIBRARY", lib_str)]);
+    pool.edit_config(|t| {
+        let t = t
+            .replace(
+                "# nvml_library = \"/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1\"",
+                &format!("nvml_library = \"{lib_str}\""),
+            )
+            .replace("# sample_interval = \"5s\"", "sample_interval = \"200ms\"")
+            .replace("[node]\n", "[node]\nslices = { rtx4090 = [2, 4] }\n")
+            .replace("[jobs]\n", "[jobs]\nslice_grace = \"2s\"\n");
+        assert!(t.contains("slice_grace"), "the config has a [jobs] section");
+        t
+    });
+    pool.start();
+    let job = |name: &str| {
+        let pidfile = pool.work.join(format!("{name}.pid"));
+        let wrap = format!("echo $$ > {}; exec sleep 60", pidfile.display());
+        let id = pool.submit(&["--gres=gpu:rtx4090.4:1", "-J", name, "--wrap", &wrap]);
+        (id, pid_of(&pidfile))
+    };
+    let (greedy, greedy_pid) = job("greedy");
+    let (modest, modest_pid) = job("modest");
+    // The greedy job's process holds 9000 MiB, as one that escaped the library would; the
+    // modest one holds its quarter and its context.
+    script(&format!(
+        "count 1\nfb 0 24564 15600\nproc 0 {greedy_pid} 9000 50\nproc 0 {modest_pid} 6600 50\n"
+    ));
+    let ended = pool.wait_done(greedy, Duration::from_secs(30));
+    assert_eq!(ended["state"], "CANCELLED", "{ended}");
+    let events: Vec<(String, String)> = ended["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["event"].as_str().unwrap_or_default().to_string(),
+                e["detail"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    let warned = events.iter().position(|(e, _)| e == "SLICE_EXCEEDED");
+    let killed = events.iter().position(|(e, _)| e == "SLICE_KILLED");
+    assert!(
+        warned.is_some() && killed.is_some() && warned < killed,
+        "{events:?}"
+    );
+    let (_, why) = &events[killed.unwrap()];
+    assert!(
+        why.contains("9000 MiB") && why.contains("slice of 6141 MiB"),
+        "{why}"
+    );
+    // The neighbour, within its slice and context, runs on.
+    assert_eq!(pool.job(modest)["state"], "RUNNING");
+    let modest_events = pool.job(modest)["events"].to_string();
+    assert!(!modest_events.contains("SLICE_"), "{modest_events}");
+    pool.ok(&["cancel", &modest.to_string()]);
+}

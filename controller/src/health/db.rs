@@ -6,6 +6,20 @@ use sqlx::Row;
 use std::collections::BTreeMap;
 
 impl Db {
+    /// Adds a line to a job's event log, outside the engine (what the monitor did to it).
+    pub async fn note_job_event(
+        &self,
+        job: u64,
+        time: i64,
+        event: &str,
+        detail: &str,
+    ) -> Result<(), DbError> {
+        let mut tx = self.pool.begin().await?;
+        Db::event(&mut tx, job, time, event, Some(detail)).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
     /// Writes (replaces) attempts' summaries, in one transaction.
     pub async fn save_gpu_usage(
         &self,

@@ -1,6 +1,6 @@
 //! Delivery: alerts that fired or resolved, and zombie ladder steps, become notices posted to
 //! `[alerts] webhook` in its bot's shape (and logged either way); a zombie's last step cancels
-//! it through the engine, as the admins would.
+//! it through the engine, as the admins would (so does the slice backstop, in [`super::slices`]).
 
 use super::MonitorService;
 use crate::engine::request::Request;
@@ -113,12 +113,13 @@ pub async fn zombies(service: &MonitorService, due: Vec<(u64, Kind, Step)>) {
         }
         post(service, notice).await;
         if step == Step::Cancel {
-            cancel(service, job).await;
+            cancel(service, job, "the zombie rule").await;
         }
     }
 }
 
-async fn cancel(service: &MonitorService, job: u64) {
+/// Cancels `job` as an admin would, for `rule` (named in the log when the engine is gone).
+pub(crate) async fn cancel(service: &MonitorService, job: u64, rule: &str) {
     let caller = Caller {
         uid: 0,
         gid: 0,
@@ -139,7 +140,7 @@ async fn cancel(service: &MonitorService, job: u64) {
     if sent.is_err() || rx.await.is_err() {
         tracing::warn!(
             job,
-            "the zombie rule could not cancel job {job}: the engine is stopping"
+            "{rule} could not cancel job {job}: the engine is stopping"
         );
     }
 }

@@ -13,6 +13,7 @@ pub mod mail;
 pub mod metrics;
 pub mod observe;
 mod ready;
+mod slices;
 
 pub use ready::readiness;
 
@@ -76,6 +77,8 @@ pub(crate) struct Inner {
     pub zombies: BTreeMap<u64, (Kind, i64)>,
     /// The zombie ladder.
     pub ladder: Ladder,
+    /// Sliced jobs found over their slice, and what they were told.
+    pub slice_watch: labpool_monitor::slice_watch::Watch,
     /// Alerts resolved lately, newest last (for `labpool alerts --all`).
     pub resolved: Vec<Alert>,
     /// Job notifications sent.
@@ -308,10 +311,15 @@ impl MonitorService {
             inner.resolved.drain(..excess);
             let rules = self.config.zombies.rules();
             let due = inner.ladder.step(now, &inner.zombies, &rules);
-            (changes, due)
+            let measured = slices::measured(inner);
+            let grace = self.config.jobs.slice_grace.as_millis() as i64;
+            let over = inner.slice_watch.step(now, &measured, grace);
+            (changes, (due, over))
         };
+        let (due, over) = due;
         deliver::alerts(self, changes).await;
         deliver::zombies(self, due).await;
+        slices::deliver(self, over).await;
         mail::step(self).await
     }
 }
