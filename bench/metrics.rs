@@ -139,6 +139,7 @@ fn pool_view() -> PoolView {
             gpus: 8,
             held: 8,
             up: true,
+            slices: Vec::new(),
         });
     }
     for job in 0..100u64 {

@@ -26,9 +26,20 @@ pub struct GpuView {
     /// Every job holding it: one, or up to `share` sharing jobs.
     #[serde(default)]
     pub jobs: Vec<u64>,
-    /// How many `--gpu-share` jobs may hold it at once (1: not shared).
+    /// How many `--gpu-share` jobs may hold it at once (1: not shared); for a sliced card, its
+    /// shards.
     #[serde(default = "one")]
     pub share: u32,
+    /// The slices it may be cut into, as denominators (`[2, 4]`); empty when it is not sliced.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub slices: Vec<u32>,
+    /// The share units (shards of a sliced card) each job in `jobs` holds, in the same order;
+    /// empty when it is held whole.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub units: Vec<u32>,
+    /// The GPU it is linked to by NVLink, when it is one of a pair.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nvlink_peer: Option<u32>,
     /// Its latest utilisation, percent, where NVML samples it.
     #[serde(default)]
     pub util_percent: Option<u32>,
@@ -129,4 +140,127 @@ pub struct PartitionView {
     pub allow_accounts: Option<Vec<String>>,
     /// Most GPUs per job.
     pub max_gpus_per_job: Option<u32>,
+    /// The slice a one-GPU job gets here unless it names a type or a slice (`4`: a quarter).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_slice: Option<u32>,
+}
+
+impl GpuView {
+    /// The part of a sliced card `job` holds (`1/4`); `None` when the card is not sliced or the
+    /// job does not share it.
+    pub fn part_of(&self, job: u64) -> Option<String> {
+        if self.slices.is_empty() {
+            return None;
+        }
+        let i = self.jobs.iter().position(|j| *j == job)?;
+        Some(fraction(*self.units.get(i)?, self.share))
+    }
+
+    /// The part of a sliced card no job holds (`1/4`), when some is held and some is left.
+    pub fn part_free(&self) -> Option<String> {
+        let held: u32 = self.units.iter().sum();
+        (!self.slices.is_empty() && held > 0 && held < self.share)
+            .then(|| fraction(self.share - held, self.share))
+    }
+
+    /// Who holds it, as `labpool nodes` prints it: `free`, `job 12`, `jobs 12,13 (2/2 shares)`,
+    /// or for a sliced card each job's part and what is left: `jobs 12 (1/4), 13 (1/2); 1/4 free`.
+    pub fn used_by(&self) -> String {
+        let holders: Vec<u64> = if self.jobs.is_empty() {
+            self.job.into_iter().collect()
+        } else {
+            self.jobs.clone()
+        };
+        if !self.slices.is_empty() && !holders.is_empty() && self.units.len() == holders.len() {
+            let parts: Vec<String> = holders
+                .iter()
+                .zip(&self.units)
+                .map(|(j, u)| format!("{j} ({})", fraction(*u, self.share)))
+                .collect();
+            let held: u32 = self.units.iter().sum();
+            let free = self.share.saturating_sub(held);
+            let label = if holders.len() == 1 { "job" } else { "jobs" };
+            let rest = if free == 0 {
+                "full".to_string()
+            } else {
+                format!("{} free", fraction(free, self.share))
+            };
+            return format!("{label} {}; {rest}", parts.join(", "));
+        }
+        let mut user = match holders.as_slice() {
+            [] => "free".to_string(),
+            [j] => format!("job {j}"),
+            many => format!(
+                "jobs {}",
+                many.iter()
+                    .map(u64::to_string)
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ),
+        };
+        if self.share > 1 && self.slices.is_empty() {
+            user.push_str(&format!(" ({}/{} shares)", holders.len(), self.share));
+        }
+        if !self.slices.is_empty() && holders.is_empty() {
+            let cuts: Vec<String> = self.slices.iter().map(|d| format!("1/{d}")).collect();
+            user.push_str(&format!(" (sliced: {})", cuts.join(", ")));
+        }
+        user
+    }
+}
+
+/// `units` of `of` as a reduced fraction: `1/4`, `1/2`, `3/4`, `1`.
+pub fn fraction(units: u32, of: u32) -> String {
+    fn gcd(a: u32, b: u32) -> u32 {
+        if b == 0 { a } else { gcd(b, a % b) }
+    }
+    let g = gcd(units, of).max(1);
+    match (units / g, of.max(1) / g) {
+        (n, 1) => n.to_string(),
+        (n, d) => format!("{n}/{d}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn card(jobs: Vec<u64>, units: Vec<u32>, slices: Vec<u32>, share: u32) -> GpuView {
+        GpuView {
+            index: 0,
+            gpu_type: "rtx4090".into(),
+            product: "NVIDIA GeForce RTX 4090".into(),
+            memory_mib: 24564,
+            uuid: None,
+            job: jobs.first().copied(),
+            jobs,
+            share,
+            slices,
+            units,
+            nvlink_peer: None,
+            util_percent: None,
+            temperature_c: None,
+        }
+    }
+
+    #[test]
+    fn who_holds_a_card_reads_as_parts_of_it() {
+        assert_eq!(
+            card(vec![12, 13], vec![1, 2], vec![2, 4], 4).used_by(),
+            "jobs 12 (1/4), 13 (1/2); 1/4 free"
+        );
+        assert_eq!(
+            card(vec![7], vec![4], vec![2, 4], 4).used_by(),
+            "job 7 (1); full"
+        );
+        assert_eq!(
+            card(vec![], vec![], vec![2, 4], 4).used_by(),
+            "free (sliced: 1/2, 1/4)"
+        );
+        assert_eq!(
+            card(vec![12, 13], vec![], vec![], 2).used_by(),
+            "jobs 12,13 (2/2 shares)"
+        );
+        assert_eq!(card(vec![3], vec![], vec![], 1).used_by(), "job 3");
+    }
 }

@@ -20,6 +20,8 @@ pub struct NodeLine {
     pub held: u32,
     /// Not DOWN.
     pub up: bool,
+    /// Slices held on its sliced cards: (GPU, job, part of the card).
+    pub slices: Vec<(u32, u64, f64)>,
 }
 
 /// A running job's line.
@@ -141,7 +143,23 @@ pub fn render(v: &PoolView) -> String {
         g,
         "1 when the node answers and takes or runs jobs, 0 when it is down or not responding.",
     );
+    page.family(
+        "labpool_gpu_slice",
+        g,
+        "The part of a sliced card each job holds (0.25: a quarter), by node, GPU and job.",
+    );
     for n in &v.nodes {
+        for (gpu, job, part) in &n.slices {
+            page.sample(
+                "labpool_gpu_slice",
+                &[
+                    ("node", &n.name),
+                    ("gpu", &gpu.to_string()),
+                    ("job", &job.to_string()),
+                ],
+                *part,
+            );
+        }
         for (state, count) in [
             ("allocated", n.held),
             ("idle", n.gpus.saturating_sub(n.held)),

@@ -412,9 +412,13 @@ fn value(r: &Row<'_>, name: &str) -> String {
         (Row::Job(j), "alloctres") => {
             let n = j.node_count;
             let (cpus, mem) = (j.cpus * n, slurm_mem(j.mem_mib * u64::from(n)));
-            match j.gpus_requested * n {
-                0 => format!("cpu={cpus},mem={mem},node={n}"),
-                g => format!("cpu={cpus},gres/gpu={g},mem={mem},node={n}"),
+            match (j.gpus_requested * n, j.slice) {
+                (0, _) => format!("cpu={cpus},mem={mem},node={n}"),
+                // Shards are a resource of their own in Slurm's accounting.
+                (_, Some(labpool_scheduler::slice::Slice::Shards(s))) => {
+                    format!("cpu={cpus},gres/shard={s},mem={mem},node={n}")
+                }
+                (g, _) => format!("cpu={cpus},gres/gpu={g},mem={mem},node={n}"),
             }
         }
         (Row::Job(j), "nnodes") => j.node_count.to_string(),

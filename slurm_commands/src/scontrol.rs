@@ -237,9 +237,10 @@ fn show_job(d: &JobDetail, one_line: bool) -> String {
             .map_or_else(|| "Unknown".to_string(), crate::clock::short)
     };
     let null = |v: Option<String>| v.unwrap_or_else(|| "(null)".into());
-    let gres = match j.gpus_requested {
-        0 => String::new(),
-        n => format!(",gres/gpu={n}"),
+    let gres = match (j.gpus_requested, j.slice) {
+        (0, _) => String::new(),
+        (_, Some(labpool_scheduler::slice::Slice::Shards(s))) => format!(",gres/shard={s}"),
+        (n, _) => format!(",gres/gpu={n}"),
     };
     layout(
         vec![

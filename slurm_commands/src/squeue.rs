@@ -6,6 +6,7 @@ use super::format::{parse_format, render, slurm_elapsed, slurm_limit};
 use crate::api::{JobView, WhyView};
 use crate::client::Client;
 use labpool_scheduler::JobState;
+use labpool_scheduler::slice::Slice;
 
 /// squeue's default format.
 const DEFAULT: &str = "%.18i %.9P %.8j %.8u %.2t %.10M %.6D %R";
@@ -251,6 +252,12 @@ fn field(
         'm' => slurm_mem(j.mem_mib),
         'b' => match (j.gpus_requested, &j.gpu_type) {
             (0, _) => "N/A".into(),
+            (_, t) if j.slice.is_some() => {
+                format!(
+                    "gres:{}",
+                    j.slice.unwrap_or(Slice::Shards(1)).gres(t.as_deref())
+                )
+            }
             (n, Some(t)) => format!("gres:gpu:{t}:{n}"),
             (n, None) => format!("gres:gpu:{n}"),
         },

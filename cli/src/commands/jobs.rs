@@ -32,7 +32,11 @@ fn gpus_asked(j: &JobView) -> String {
 
 /// What `show` says of a job's GPUs: how many it asked for, and which it holds.
 fn gpus_line(j: &JobView) -> String {
-    let shared = if j.gpu_share { ", shared" } else { "" };
+    let shared = match (j.slice, j.gpu_share) {
+        (Some(slice), _) => format!(", a slice: {slice}"),
+        (None, true) => ", shared".to_string(),
+        (None, false) => String::new(),
+    };
     match (j.gpus_requested, j.gpus.as_slice()) {
         (0, _) => "none asked".to_string(),
         (_, []) => format!("{} asked{shared}; none held yet", gpus_asked(j)),

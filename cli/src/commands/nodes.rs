@@ -73,25 +73,7 @@ fn nodes_text(nodes: &[NodeView]) -> String {
                 } else {
                     format_mib(g.memory_mib)
                 };
-                let holders = if g.jobs.is_empty() {
-                    g.job.into_iter().collect()
-                } else {
-                    g.jobs.clone()
-                };
-                let mut user = match holders.as_slice() {
-                    [] => "free".to_string(),
-                    [j] => format!("job {j}"),
-                    many => format!(
-                        "jobs {}",
-                        many.iter()
-                            .map(u64::to_string)
-                            .collect::<Vec<_>>()
-                            .join(",")
-                    ),
-                };
-                if g.share > 1 {
-                    user.push_str(&format!(" ({}/{} shares)", holders.len(), g.share));
-                }
+                let user = g.used_by();
                 vec![
                     n.name.clone(),
                     g.index.to_string(),

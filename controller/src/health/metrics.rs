@@ -55,6 +55,16 @@ pub fn render(service: &MonitorService) -> String {
                         .filter(|g| !g.jobs.is_empty() || g.job.is_some())
                         .count() as u32,
                     up: n.state != NodeState::Down && n.responding,
+                    slices: n
+                        .gpus
+                        .iter()
+                        .filter(|g| !g.slices.is_empty())
+                        .flat_map(|g| {
+                            g.jobs.iter().zip(&g.units).map(move |(j, u)| {
+                                (g.index, *j, f64::from(*u) / f64::from(g.share.max(1)))
+                            })
+                        })
+                        .collect(),
                 })
                 .collect(),
             running: inner

@@ -70,6 +70,12 @@ impl Engine {
                         job: n.gpu_holders(g.index).first().map(|j| j.0),
                         jobs: n.gpu_holders(g.index).iter().map(|j| j.0).collect(),
                         share: g.share,
+                        slices: g.slices.clone(),
+                        units: n
+                            .gpu_sharers(g.index)
+                            .map(|j| u32::from(n.units_of(g.index, j)))
+                            .collect(),
+                        nvlink_peer: g.nvlink_peer,
                         util_percent: None,
                         temperature_c: None,
                     })

@@ -57,8 +57,10 @@ pub(super) async fn page(State(state): State<WebState>, me: LoggedIn) -> Respons
                                 } @else {
                                     @for j in &holders {
                                         a href={ "/jobs/" (j.id) } { "#" (j.display_id()) } " " (j.user) " "
+                                        @if let Some(part) = g.part_of(j.id) { span.slice { "(" (part) ")" } " " }
                                     }
                                 }
+                                @if let Some(left) = g.part_free() { br; span.muted { (left) " " (ctx.t("free")) } }
                             }
                         }
                     } }
