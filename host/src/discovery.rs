@@ -8,6 +8,7 @@ use crate::env_vars;
 use labpool_scheduler::gpu::short_gpu_type;
 use labpool_scheduler::node::{GpuDevice, NodeSpec};
 use labpool_settings::{NodeConfig, VirtualGpus};
+use nvml_wrapper::enum_wrappers::device::{P2pCapabilitiesIndex, P2pStatus};
 use std::path::{Path, PathBuf};
 
 /// Where a node's GPUs came from.
@@ -66,7 +67,7 @@ pub fn nvml_gpus(library: Option<&Path>) -> Result<Vec<GpuDevice>, String> {
     let count = nvml
         .device_count()
         .map_err(|e| format!("NVML device count failed: {e}"))?;
-    (0..count)
+    let mut gpus = (0..count)
         .map(|index| {
             let dev = nvml
                 .device_by_index(index)
@@ -85,9 +86,48 @@ pub fn nvml_gpus(library: Option<&Path>) -> Result<Vec<GpuDevice>, String> {
                 product,
                 share: 1,
                 slices: Vec::new(),
+                nvlink_peer: None,
             })
         })
-        .collect()
+        .collect::<Result<Vec<GpuDevice>, String>>()?;
+    let linked = |a: u32, b: u32| {
+        let (Ok(da), Ok(db)) = (nvml.device_by_index(a), nvml.device_by_index(b)) else {
+            return false;
+        };
+        matches!(
+            da.p2p_status(&db, P2pCapabilitiesIndex::NvLink),
+            Ok(P2pStatus::Ok)
+        )
+    };
+    set_pairs(&mut gpus, linked);
+    Ok(gpus)
+}
+
+/// Marks GPUs linked to exactly one other GPU (`linked(a, b)`) as that one's pair; a GPU linked
+/// to several (an NVSwitch box) has no partner.
+pub fn set_pairs(gpus: &mut [GpuDevice], linked: impl Fn(u32, u32) -> bool) {
+    let indexes: Vec<u32> = gpus.iter().map(|g| g.index).collect();
+    for g in gpus.iter_mut() {
+        let peers: Vec<u32> = indexes
+            .iter()
+            .copied()
+            .filter(|o| *o != g.index && linked(g.index, *o))
+            .collect();
+        g.nvlink_peer = match peers.as_slice() {
+            [one] => Some(*one),
+            _ => None,
+        };
+    }
+    // A pair is mutual: a GPU whose peer has other peers is not in a pair.
+    let peer_of: std::collections::BTreeMap<u32, Option<u32>> =
+        gpus.iter().map(|g| (g.index, g.nvlink_peer)).collect();
+    for g in gpus.iter_mut() {
+        if let Some(p) = g.nvlink_peer
+            && peer_of.get(&p).copied().flatten() != Some(g.index)
+        {
+            g.nvlink_peer = None;
+        }
+    }
 }
 
 /// Each GPU's device minor (`/dev/nvidiaN` is `195:N`), by index: NVML's answer, or the index
@@ -146,6 +186,7 @@ pub fn virtual_gpus(v: &VirtualGpus) -> Vec<GpuDevice> {
             uuid: None,
             share: 1,
             slices: Vec::new(),
+            nvlink_peer: None,
         })
         .collect()
 }
@@ -185,6 +226,10 @@ pub fn node_spec(config: &NodeConfig) -> (NodeSpec, GpuSource) {
         for g in &mut gpus {
             g.share = share.of(&g.gpu_type);
         }
+    }
+    if let Some(pairs) = &config.nvlink_pairs {
+        let linked = |a: u32, b: u32| pairs.iter().any(|p| *p == [a, b] || *p == [b, a]);
+        set_pairs(&mut gpus, linked);
     }
     if let Some(slices) = &config.slices {
         for g in &mut gpus {
@@ -238,5 +283,29 @@ mod tests {
                 .iter()
                 .all(|g| g.slices.is_empty() && g.share == 1)
         );
+    }
+}
+
+#[cfg(test)]
+mod pair_tests {
+    use super::*;
+
+    fn gpus(n: u32) -> Vec<GpuDevice> {
+        virtual_gpus(&VirtualGpus::parse(&format!("{n}:a6000")).unwrap())
+    }
+
+    #[test]
+    fn pairs_are_mutual_and_an_nvswitch_box_has_none() {
+        let mut g = gpus(4);
+        set_pairs(&mut g, |a, b| a / 2 == b / 2);
+        let peers: Vec<Option<u32>> = g.iter().map(|d| d.nvlink_peer).collect();
+        assert_eq!(peers, [Some(1), Some(0), Some(3), Some(2)]);
+        let mut g = gpus(4);
+        set_pairs(&mut g, |_, _| true);
+        assert!(g.iter().all(|d| d.nvlink_peer.is_none()));
+        // 0-1 and 1-2 linked: 1 has two peers, so 0 and 2 are not in a pair with it either.
+        let mut g = gpus(3);
+        set_pairs(&mut g, |a, b| a.abs_diff(b) == 1);
+        assert!(g.iter().all(|d| d.nvlink_peer.is_none()));
     }
 }

@@ -35,6 +35,10 @@ pub struct GpuDevice {
     /// [`crate::slice`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub slices: Vec<u32>,
+    /// The one GPU of the node it is linked to by NVLink, when it is linked in a pair (see
+    /// [`crate::pairs`]); `None` when it has no link, or links to several.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nvlink_peer: Option<u32>,
 }
 
 fn one() -> u32 {
@@ -255,6 +259,19 @@ impl Node {
         self.gpus_of_type(gpu_type)
             .filter(|g| g.shareable())
             .fold(0, |m, g| m | (1u64 << g.index))
+    }
+
+    /// Each GPU's NVLink partner by index, [`crate::pairs::NO_PARTNER`] where it has none.
+    pub fn partners(&self) -> [u8; 64] {
+        let mut out = [crate::pairs::NO_PARTNER; 64];
+        for g in &self.spec.gpus {
+            if let (Some(slot), Some(p)) = (out.get_mut(g.index as usize), g.nvlink_peer)
+                && p < 64
+            {
+                *slot = p as u8;
+            }
+        }
+        out
     }
 
     /// Each GPU's `share` (at most 255), by index; 0 where the node has no such GPU.

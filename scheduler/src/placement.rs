@@ -49,6 +49,7 @@ pub fn need_on(job: &JobSpec, node: &Node) -> Need {
         r.cpus as i64,
         r.mem_mib as i64,
     );
+    need.partner = node.partners();
     if r.shares_gpus() {
         need.shared = true;
         need.share = node.share_limits();

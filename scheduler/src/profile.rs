@@ -17,6 +17,7 @@
 //! job that starts later (a backfilled sharer) can never hold a GPU that a reservation for a
 //! whole job took over the same interval, and the reservation can never be delayed by it.
 
+use crate::pairs::choose;
 use crate::time::Timestamp;
 
 /// Resources at one moment, or an amount of them.
@@ -129,6 +130,8 @@ pub struct Need {
     /// GPUs a whole need takes only when no other will do: those that sharing jobs may hold,
     /// so that whole jobs are packed away from shared and sliced cards.
     pub avoid: u64,
+    /// Each GPU's NVLink partner, or [`crate::pairs::NO_PARTNER`] (see [`crate::pairs`]).
+    pub partner: [u8; 64],
     /// Cores.
     pub cpus: i64,
     /// Memory, MiB.
@@ -145,6 +148,7 @@ impl Need {
             share: [1; 64],
             units: [0; 64],
             avoid: 0,
+            partner: [crate::pairs::NO_PARTNER; 64],
             cpus,
             mem,
         }
@@ -236,11 +240,12 @@ impl Profile {
 
     /// The GPUs that `need` would take if it ran over `[from, until)`, or `None` when it does
     /// not fit there. A whole need takes the lowest indexes, those it should avoid last. A
-    /// shared need takes GPUs that
-    /// sharing jobs hold at some moment of the interval first, so that small jobs pack together
-    /// and GPUs stay wholly free for whole jobs, then the lowest indexes.
+    /// shared need takes GPUs that sharing jobs hold at some moment of the interval first, so
+    /// that small jobs pack together and GPUs stay wholly free for whole jobs, then the lowest
+    /// indexes. Where GPUs are linked in pairs, both keep pairs whole ([`crate::pairs`]).
     pub fn fits(&self, from: Timestamp, until: Timestamp, need: &Need) -> Option<Capacity> {
         let mut gpus = need.eligible;
+        let mut wholly = need.eligible;
         let mut with_sharers = 0u64;
         let mut cpus = i64::MAX;
         let mut mem = i64::MAX;
@@ -250,6 +255,7 @@ impl Profile {
                 break;
             }
             gpus &= s.free.available_gpus(need);
+            wholly &= s.free.gpus;
             if need.shared {
                 with_sharers |= s.free.shared_mask();
             }
@@ -267,7 +273,8 @@ impl Profile {
         if need.shared {
             let packed = lowest_bits(gpus & with_sharers, need.gpus);
             let rest = need.gpus - packed.count_ones();
-            taken.gpus = packed | lowest_bits(gpus & !with_sharers, rest);
+            let fresh = choose(gpus & !with_sharers, rest, wholly, &need.partner);
+            taken.gpus = packed | fresh;
             let mut m = taken.gpus;
             while m != 0 {
                 let i = m.trailing_zeros() as usize;
@@ -275,9 +282,14 @@ impl Profile {
                 m &= m - 1;
             }
         } else {
-            let preferred = lowest_bits(gpus & !need.avoid, need.gpus);
+            let open = gpus & !need.avoid;
+            let preferred = if open.count_ones() >= need.gpus {
+                choose(open, need.gpus, wholly, &need.partner)
+            } else {
+                open
+            };
             let rest = need.gpus - preferred.count_ones();
-            taken.gpus = preferred | lowest_bits(gpus & need.avoid, rest);
+            taken.gpus = preferred | choose(gpus & need.avoid, rest, wholly, &need.partner);
         }
         Some(taken)
     }

@@ -34,6 +34,11 @@ pub struct NodeConfig {
     /// or `--gres=shard:N`.
     #[serde(default)]
     pub slices: Option<GpuSlices>,
+    /// GPUs linked in pairs by NVLink bridges, by index (`[[0, 1], [2, 3]]`), where NVML does
+    /// not tell (virtual GPUs, or to override it) [default: as NVML reports]. One-GPU jobs and
+    /// slices fill a pair before they break another.
+    #[serde(default)]
+    pub nvlink_pairs: Option<Vec<[u32; 2]>>,
     /// Features of this node that jobs may ask for with `--constraint` (e.g. `["a100", "ib"]`).
     #[serde(default)]
     pub features: Vec<String>,
@@ -104,6 +109,26 @@ impl NodeConfig {
         Err(format!(
             "[node] slices: {}; e.g. slices = {{ rtx4090 = [2, 4] }}",
             problems.join("; ")
+        ))
+    }
+
+    /// Each GPU is in at most one pair, never with itself.
+    pub(super) fn check_nvlink_pairs(&self) -> Result<(), String> {
+        let Some(pairs) = &self.nvlink_pairs else {
+            return Ok(());
+        };
+        let mut seen = std::collections::BTreeSet::new();
+        let bad: Vec<String> = pairs
+            .iter()
+            .filter(|[a, b]| a == b || !seen.insert(*a) || !seen.insert(*b))
+            .map(|[a, b]| format!("[{a}, {b}]"))
+            .collect();
+        if bad.is_empty() {
+            return Ok(());
+        }
+        Err(format!(
+            "[node] nvlink_pairs: {} (each GPU is in at most one pair, with another GPU), e.g. nvlink_pairs = [[0, 1], [2, 3]]",
+            bad.join(", ")
         ))
     }
 

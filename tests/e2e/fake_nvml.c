@@ -19,6 +19,7 @@
  *   proc G PID USED_MIB SM_UTIL   a compute process; per-process SM utilisation
  *   xid G COUNT CODE              COUNT XID errors have happened, the last with CODE; each is
  *                                 delivered once through nvmlEventSetWait_v2
+ *   nvlink G OTHER                GPUs G and OTHER are linked by NVLink (both ways)
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -51,6 +52,7 @@ struct gpu {
     unsigned int retired[2];
     unsigned int xid_count;
     unsigned long long xid_code;
+    unsigned long long nvlinks; /* bit i: linked to GPU i */
 };
 struct process { unsigned int gpu, pid, sm; unsigned long long mib; };
 static struct gpu G[MAXG];
@@ -105,6 +107,13 @@ static void load(void) {
             d->has_ecc = sscanf(rest, "%llu %llu %llu %llu", &d->ecc[0], &d->ecc[1], &d->ecc[2], &d->ecc[3]) == 4;
         else if (!strcmp(key, "retired")) sscanf(rest, "%u %u", &d->retired[0], &d->retired[1]);
         else if (!strcmp(key, "xid")) sscanf(rest, "%u %llu", &d->xid_count, &d->xid_code);
+        else if (!strcmp(key, "nvlink")) {
+            unsigned int o;
+            if (sscanf(rest, "%u", &o) == 1 && o < MAXG) {
+                d->nvlinks |= 1ULL << o;
+                G[o].nvlinks |= 1ULL << g;
+            }
+        }
         else if (!strcmp(key, "proc") && nproc < MAXP) {
             struct process *p = &P[nproc];
             if (sscanf(rest, "%u %llu %u", &p->pid, &p->mib, &p->sm) == 3) { p->gpu = g; nproc++; }
@@ -140,6 +149,15 @@ ret_t nvmlDeviceGetMemoryInfo_v2(void *d, mem_v2_t *m) {
     m->used = g->fb_used << 20;
     m->reserved = 0;
     m->free = m->total - m->used;
+    return OK;
+}
+/* NVML_P2P_STATUS_OK (0) between linked GPUs for the NVLink index (2), else NOT_SUPPORTED (5). */
+ret_t nvmlDeviceGetP2PStatus(void *d, void *other, int index, int *status) {
+    DEV(d);
+    struct gpu *o = dev(other);
+    if (!o) return INVALID;
+    unsigned int oi = (unsigned int)((unsigned long)other - 1);
+    *status = (index == 2 && (g->nvlinks >> oi) & 1) ? 0 : 5;
     return OK;
 }
 ret_t nvmlDeviceGetUtilizationRates(void *d, util_t *u) { DEV(d); u->gpu = g->util; u->memory = g->memutil; return OK; }

@@ -103,3 +103,35 @@ fn without_nvml_init_says_so_and_offers_virtual_gpus() {
         "{text}"
     );
 }
+
+#[test]
+fn nvlink_pairs_are_discovered_from_nvml() {
+    let build = tempfile::tempdir().unwrap();
+    let Some(lib) = build_fake_nvml("nvlink_pairs_are_discovered_from_nvml", build.path()) else {
+        return;
+    };
+    // Four cards, bridged 0-1 and 2-3.
+    std::fs::write(
+        build.path().join("nvml-script.txt"),
+        "count 4\nnvlink 0 1\nnvlink 2 3\n",
+    )
+    .unwrap();
+    let lib_str = lib.to_str().unwrap();
+    let mut pool = Pool::build(None, &[("LABPOOL_NVML_LIBRARY", lib_str)]);
+    pool.edit_config(|t| {
+        t.replace(
+            "# nvml_library = \"/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1\"",
+            &format!("nvml_library = \"{lib_str}\""),
+        )
+    });
+    pool.start();
+    let nodes: Vec<serde_json::Value> =
+        serde_json::from_str(&pool.ok(&["nodes", "--json"])).unwrap();
+    let peers: Vec<serde_json::Value> = nodes[0]["gpus"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["nvlink_peer"].clone())
+        .collect();
+    assert_eq!(peers, [1, 0, 3, 2].map(serde_json::Value::from));
+}

@@ -93,6 +93,7 @@ impl NodeLine {
                     uuid: None,
                     share: 1,
                     slices: Vec::new(),
+                    nvlink_peer: None,
                 });
             }
         }
