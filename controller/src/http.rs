@@ -453,6 +453,7 @@ async fn partitions(State(state): State<AppState>) -> Json<Vec<PartitionView>> {
                 nodes: p.nodes.unwrap_or_default(),
                 allow_accounts: p.allow_accounts,
                 max_gpus_per_job: p.max_gpus_per_job,
+                default_slice: p.default_slice,
             })
             .collect(),
     )

@@ -20,6 +20,7 @@ fn cluster(pending: u64) -> Scheduler {
         max_time: TimeLimit::Seconds(7 * 86_400),
         allow_accounts: None,
         max_gpus_per_job: None,
+        default_slice: None,
     };
     let mut s = Scheduler::new(vec![part("normal", true, 10), part("high", false, 20)]).unwrap();
     for n in 0..100 {
@@ -33,6 +34,7 @@ fn cluster(pending: u64) -> Scheduler {
                 uuid: None,
                 share: 1,
                 slices: Vec::new(),
+                nvlink_peer: None,
             })
             .collect();
         s.upsert_node(NodeSpec {

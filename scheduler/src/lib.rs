@@ -20,7 +20,7 @@
 //!     allow_accounts: None, max_gpus_per_job: None,
 //! };
 //! let mut s = Scheduler::new(vec![normal]).unwrap();
-//! let gpu = |index| GpuDevice { index, gpu_type: "rtx4090".into(), product: "virtual".into(), memory_mib: 0, uuid: None, share: 1, slices: vec![] };
+//! let gpu = |index| GpuDevice { index, gpu_type: "rtx4090".into(), product: "virtual".into(), memory_mib: 0, uuid: None, share: 1, slices: vec![], nvlink_peer: None };
 //! s.upsert_node(NodeSpec { name: "box".into(), gpus: vec![gpu(0), gpu(1)], cpus: 8, mem_mib: 65_536, features: vec![] }).unwrap();
 //!
 //! let res = Resources { nodes: 1, gpus: 2, gpu_type: None, cpus: 1, mem_mib: 0, gpu_share: false, slice: None };
@@ -49,6 +49,7 @@ pub mod job;
 pub mod limits;
 pub mod node;
 pub mod options;
+pub mod pairs;
 pub mod partition;
 pub mod pass;
 pub mod peers;

@@ -24,6 +24,11 @@ pub struct Partition {
     /// Most GPUs one job may ask for here (a debug partition is for small jobs).
     #[serde(default)]
     pub max_gpus_per_job: Option<u32>,
+    /// Hands out `1/D` of a card to a one-GPU job that names no GPU type and no slice (an
+    /// `interactive` or `debug` partition whose jobs rarely need a whole card); `None` gives
+    /// whole GPUs. A job that names a type, or asks for more, gets what it asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_slice: Option<u32>,
 }
 
 impl Partition {
@@ -50,6 +55,11 @@ pub enum PartitionConfigError {
     /// A default time over the maximum.
     #[error("partition '{0}': default_time is longer than max_time")]
     DefaultOverMax(String),
+    /// A default slice out of range.
+    #[error(
+        "partition '{0}': default_slice = {1} is not a slice; give 2 to 16 (4 hands out quarters), as a node's [node] slices cut its cards"
+    )]
+    DefaultSlice(String, u32),
 }
 
 /// Checks a partition list: at least one, exactly one default, unique names.
@@ -72,6 +82,11 @@ pub fn check_partitions(parts: &[Partition]) -> Result<(), PartitionConfigError>
         }
         if p.default_time == TimeLimit::Unlimited && p.max_time != TimeLimit::Unlimited {
             return Err(PartitionConfigError::DefaultOverMax(p.name.clone()));
+        }
+        if let Some(d) = p.default_slice
+            && !(2..=crate::slice::MAX_DENOMINATOR).contains(&d)
+        {
+            return Err(PartitionConfigError::DefaultSlice(p.name.clone(), d));
         }
     }
     Ok(())

@@ -9,7 +9,7 @@ use common::*;
 use labpool_scheduler::admission::AdmissionError;
 use labpool_scheduler::node::NodeSpec;
 use labpool_scheduler::slice::{Slice, shards_of};
-use labpool_scheduler::{Allocation, Decision, JobId, JobSpec, Resources, Timestamp};
+use labpool_scheduler::{Allocation, Decision, JobId, JobSpec, Resources, Scheduler, Timestamp};
 
 /// A node whose `rtx4090`s are cut into halves and quarters (4 shards each), 24 GiB each,
 /// beside any other GPUs named.
@@ -222,4 +222,84 @@ fn a_slice_counts_by_its_fraction_in_limits_and_charges() {
         750
     );
     assert_eq!(s.ran_milli(&res(2, None), "box", &[0, 1]), 2000);
+}
+
+#[test]
+fn a_partition_hands_out_a_slice_unless_the_job_asks_for_more() {
+    let mut debug = partition("debug", false, 0, 3600);
+    debug.default_slice = Some(4);
+    let mut s = Scheduler::new(vec![partition("normal", true, 0, 86_400), debug]).unwrap();
+    s.upsert_node(sliced_node("box", &["rtx4090", "a100"]))
+        .unwrap();
+    let quarter = Some(Slice::Fraction(4));
+    assert_eq!(s.partition_slice(Some("debug"), &res(1, None)), quarter);
+    // Two GPUs, a named type, a slice of its own, or --gpu-share: what the job asked for.
+    assert_eq!(s.partition_slice(Some("debug"), &res(2, None)), None);
+    assert_eq!(
+        s.partition_slice(Some("debug"), &res(1, Some("rtx4090"))),
+        None
+    );
+    let half = slice_res(Slice::Fraction(2), None);
+    assert_eq!(s.partition_slice(Some("debug"), &half), None);
+    assert_eq!(s.partition_slice(Some("debug"), &share_res(1)), None);
+    // Other partitions hand out whole GPUs.
+    assert_eq!(s.partition_slice(None, &res(1, None)), None);
+    // A slice no node of the partition offers is not handed out.
+    let mut eighth = partition("tiny", false, 0, 3600);
+    eighth.default_slice = Some(8);
+    let mut s = Scheduler::new(vec![partition("normal", true, 0, 86_400), eighth]).unwrap();
+    s.upsert_node(sliced_node("box", &["rtx4090"])).unwrap();
+    assert_eq!(s.partition_slice(Some("tiny"), &res(1, None)), None);
+}
+
+/// A node of four GPUs linked in pairs 0-1 and 2-3, cut into halves and quarters when `sliced`.
+fn paired_node(sliced: bool) -> NodeSpec {
+    let mut n = if sliced {
+        sliced_node("box", &["rtx4090"; 4])
+    } else {
+        node("box", &["rtx4090"; 4], 16)
+    };
+    for g in &mut n.gpus {
+        g.nvlink_peer = Some(g.index ^ 1);
+    }
+    n
+}
+
+fn hold_whole(s: &mut Scheduler, id: u64, gpu: u32) {
+    let alloc = Allocation {
+        start: Timestamp(0),
+        node: "box".into(),
+        gpus: vec![gpu],
+        cpus: 1,
+        mem_mib: 0,
+        shared: false,
+        units: 1,
+        others: Vec::new(),
+        ports: None,
+    };
+    s.restore_running(job(id, "u", 1, H), alloc).unwrap();
+}
+
+#[test]
+fn one_gpu_jobs_and_slices_fill_a_broken_nvlink_pair_before_breaking_another() {
+    // GPU 2 is held: the next one-GPU job takes its partner 3, not GPU 0, and a two-GPU job
+    // then finds the linked pair 0-1.
+    let mut s = sched();
+    s.upsert_node(paired_node(false)).unwrap();
+    hold_whole(&mut s, 1, 2);
+    submit(&mut s, 2, res(1, None), None);
+    assert_eq!(started(&s.schedule(Timestamp(1)))[&2].1, vec![3]);
+    submit(&mut s, 3, res(2, None), None);
+    assert_eq!(started(&s.schedule(Timestamp(2)))[&3].1, vec![0, 1]);
+    s.check_invariants().unwrap();
+
+    // The first slice on a sliced node goes the same way.
+    let mut s = sched();
+    s.upsert_node(paired_node(true)).unwrap();
+    hold_whole(&mut s, 1, 2);
+    submit(&mut s, 2, slice_res(Slice::Fraction(4), None), None);
+    assert_eq!(started(&s.schedule(Timestamp(1)))[&2].1, vec![3]);
+    submit(&mut s, 3, res(2, None), None);
+    assert_eq!(started(&s.schedule(Timestamp(2)))[&3].1, vec![0, 1]);
+    s.check_invariants().unwrap();
 }

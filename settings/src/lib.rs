@@ -240,6 +240,7 @@ impl Config {
     fn check(&self) -> Result<(), String> {
         self.node.check_gpu_share()?;
         self.node.check_slices()?;
+        self.node.check_nvlink_pairs()?;
         self.controller.check_log()?;
         self.jobs.check()?;
         self.cache.check_watermarks()?;

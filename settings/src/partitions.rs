@@ -32,6 +32,10 @@ pub struct PartitionConfig {
     /// Most GPUs one job may ask for here.
     #[serde(default)]
     pub max_gpus_per_job: Option<u32>,
+    /// A one-GPU job that names no GPU type and no slice gets `1/D` of a card here (D from 2 to
+    /// 16, a slice some node's cards are cut into) [default: whole GPUs].
+    #[serde(default)]
+    pub default_slice: Option<u32>,
 }
 
 impl PartitionConfig {
@@ -46,6 +50,7 @@ impl PartitionConfig {
             max_time: self.max_time,
             allow_accounts: self.allow_accounts.clone(),
             max_gpus_per_job: self.max_gpus_per_job,
+            default_slice: self.default_slice,
         }
     }
 }
@@ -61,6 +66,7 @@ pub(super) fn default_partitions() -> Vec<PartitionConfig> {
         max_time: TimeLimit::Seconds(max_time),
         allow_accounts: None,
         max_gpus_per_job: None,
+        default_slice: None,
     };
     vec![
         // Deadline work: an admin grants it by adding people to the `deadline` account.
@@ -72,6 +78,7 @@ pub(super) fn default_partitions() -> Vec<PartitionConfig> {
         // Short and small: for trying code.
         PartitionConfig {
             max_gpus_per_job: Some(1),
+            default_slice: None,
             ..part("debug", false, 50, 1800, 3600)
         },
         part("interactive", false, 30, 3600, 4 * 3600),

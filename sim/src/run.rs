@@ -66,6 +66,7 @@ pub fn simulate(input: &SimInput, policy: SimPolicy) -> Result<SimReport, SimErr
         max_time: TimeLimit::Unlimited,
         allow_accounts: None,
         max_gpus_per_job: None,
+        default_slice: None,
     };
     let mut sched = Scheduler::with_policy(vec![partition], scheduler_policy(input, policy))
         .expect("one default partition");
@@ -88,6 +89,7 @@ pub fn simulate(input: &SimInput, policy: SimPolicy) -> Result<SimReport, SimErr
                     uuid: None,
                     share: 1,
                     slices: Vec::new(),
+                    nvlink_peer: None,
                 })
                 .collect();
             sched

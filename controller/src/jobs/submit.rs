@@ -105,6 +105,14 @@ impl Engine {
                     continue;
                 }
             }
+            // A partition that hands out slices gives one to a plain one-GPU job; the request
+            // keeps it, so `show` and a restart see the slice.
+            let mut req = req;
+            if req.slice.is_none() {
+                req.slice = self
+                    .sched
+                    .partition_slice(req.partition.as_deref(), &resources_of(&req));
+            }
             let accepted = match self.check_submit(&req, &caller).await? {
                 Ok(a) => a,
                 Err(e) => {
@@ -112,7 +120,6 @@ impl Engine {
                     continue;
                 }
             };
-            let mut req = req;
             if !accepted.dependencies.is_empty() {
                 let mut list: Vec<String> = accepted
                     .dependencies

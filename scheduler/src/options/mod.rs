@@ -22,10 +22,11 @@ pub struct JobOptions {
     /// Job name [default: the script's file name, or "wrap"]
     #[arg(short = 'J', long = "job-name", value_name = "NAME")]
     pub job_name: Option<String>,
-    /// GPUs, Slurm style: gpu:N, gpu:TYPE:N or gpu:TYPE
+    /// GPUs, Slurm style: gpu:N, gpu:TYPE:N or gpu:TYPE; part of one card with its memory: a
+    /// slice gpu:TYPE.D:1 (gpu:rtx4090.4:1 is a quarter) or shard:N
     #[arg(long, value_name = "gpu[:TYPE]:N")]
     pub gres: Option<String>,
-    /// GPUs for the whole job: N or TYPE:N, spread evenly over its nodes
+    /// GPUs for the whole job: N, TYPE:N or a slice TYPE.D:1, spread evenly over its nodes
     #[arg(short = 'G', long, value_name = "[TYPE:]N")]
     pub gpus: Option<String>,
     /// GPUs on each node: N or TYPE:N
@@ -96,7 +97,8 @@ pub struct JobOptions {
     /// minutes, with notice); it is charged less, at the pool's preemptible rate
     #[arg(long)]
     pub preemptible: bool,
-    /// Share each GPU with other --gpu-share jobs, up to the GPU's configured `share` (for small jobs)
+    /// Share each GPU with other --gpu-share jobs, up to the GPU's configured `share` (for small
+    /// jobs); on a sliced card, one shard of it with its memory
     #[arg(long = "gpu-share")]
     pub gpu_share: bool,
     /// Never run this job again after its node fails: it ends NODE_FAIL instead of being

@@ -17,6 +17,33 @@ impl Scheduler {
         self.partitions.iter().find(|p| p.name == name)
     }
 
+    /// The slice the partition hands a job that asked for `r` (`partition`: as named, `None`
+    /// for the default one): its `default_slice` when the job asks for one GPU of no named type,
+    /// no slice and no `--gpu-share`, on one node, and some node of the partition cuts its cards
+    /// into that slice. `None`: the job keeps what it asked for.
+    pub fn partition_slice(
+        &self,
+        partition: Option<&str>,
+        r: &crate::job::Resources,
+    ) -> Option<crate::slice::Slice> {
+        let part = match partition {
+            Some(name) => self.partition(name)?,
+            None => self.partitions.iter().find(|p| p.default)?,
+        };
+        let d = part.default_slice?;
+        let plain = r.gpus == 1
+            && r.node_count() == 1
+            && r.gpu_type.is_none()
+            && r.slice.is_none()
+            && !r.gpu_share;
+        let offered = self
+            .nodes
+            .values()
+            .filter(|n| part.has_node(n.name()))
+            .any(|n| n.spec.gpus.iter().any(|g| g.slices.contains(&d)));
+        (plain && offered).then_some(crate::slice::Slice::Fraction(d))
+    }
+
     /// Decides whether jobs may enter the queue: partition, account, time limit, the emergency
     /// lane's cap, the submit limit, and whether any node could ever take them. A job that could
     /// run later is admitted.

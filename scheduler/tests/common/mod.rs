@@ -21,6 +21,7 @@ pub fn partition(name: &str, default: bool, priority: u32, max_s: u64) -> Partit
         max_time: TimeLimit::Seconds(max_s),
         allow_accounts: None,
         max_gpus_per_job: None,
+        default_slice: None,
     }
 }
 
@@ -38,6 +39,7 @@ pub fn node(name: &str, gpus: &[&str], cpus: u32) -> NodeSpec {
                 uuid: None,
                 share: 1,
                 slices: Vec::new(),
+                nvlink_peer: None,
             })
             .collect(),
         cpus,
