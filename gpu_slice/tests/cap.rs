@@ -49,6 +49,21 @@ fn kit() -> Kit {
         "-lcuda",
         "-ldl",
     ]);
+    // The e2e tests' fake NVML, two RTX 4090s of 24564 MiB, 1000 MiB used on each.
+    gcc(&[
+        "-shared",
+        "-fPIC",
+        "-Wl,-soname,libnvidia-ml.so.1",
+        "-o",
+        &format!("{d}/libnvidia-ml.so.1"),
+        &format!("{here}/../tests/e2e/fake_nvml.c"),
+        "-ldl",
+    ]);
+    std::fs::write(
+        dir.path().join("nvml-script.txt"),
+        "count 2\nfb 0 24564 1000\nfb 1 24564 1000\n",
+    )
+    .unwrap();
     let library = install(dir.path()).unwrap();
     Kit { dir, library }
 }
@@ -252,5 +267,28 @@ fn a_process_that_cannot_map_its_account_is_held_to_the_slice_alone() {
         String::from_utf8_lossy(&out.stderr).contains("this process alone is held to 1024 MiB"),
         "{}",
         String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn nvml_shows_the_slice_as_the_card_and_the_other_cards_as_they_are() {
+    let k = kit();
+    let quarter = k.job("nvml", 6144);
+    // The job's card (NVML index 0) reads as its slice, with what the job holds as used; the
+    // card the job does not hold reads as NVML says.
+    assert_eq!(
+        k.run(
+            Some(&quarter),
+            &["linked", "alloc", "4096", "nvml", "0", "nvml", "1"]
+        ),
+        [
+            "alloc 4096 ok",
+            "nvml 0 total=6144 used=4096 free=2048",
+            "nvml 1 total=24564 used=1000 free=23564"
+        ]
+    );
+    assert_eq!(
+        k.run(None, &["linked", "nvml", "0"]),
+        ["nvml 0 total=24564 used=1000 free=23564"]
     );
 }

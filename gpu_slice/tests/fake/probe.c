@@ -5,6 +5,7 @@
  *        procaddr cuGetProcAddress for every entry point, as the CUDA runtime does
  *   STEP: alloc MIB | free | info | vmm MIB | unvmm | async MIB | managed MIB | pitch W H
  *         | hold SECONDS | child WAY STEP...   (runs the rest in a child process, and waits)
+ *         | nvml INDEX   (NVML's memory view of GPU INDEX, as nvidia-smi reads it)
  * Each step prints one line: "alloc 512 ok", "alloc 512 err 2", "info free=... total=...". */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -104,6 +105,19 @@ int main(int argc, char **argv) {
             size_t f = 0, t = 0;
             cu.info(&f, &t);
             printf("info free=%zu total=%zu\n", f >> 20, t >> 20);
+        } else if (!strcmp(s, "nvml")) {
+            unsigned int idx = (unsigned int)atoi(argv[++i]);
+            void *h = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+            int (*init)(void) = h ? dlsym(h, "nvmlInit_v2") : NULL;
+            int (*by_index)(unsigned int, void **) = h ? dlsym(h, "nvmlDeviceGetHandleByIndex_v2") : NULL;
+            struct { unsigned int version; unsigned long long total, reserved, free, used; } m = {0};
+            int (*info)(void *, void *) = h ? dlsym(h, "nvmlDeviceGetMemoryInfo_v2") : NULL;
+            void *dev = NULL;
+            if (!init || !by_index || !info || init() || by_index(idx, &dev) || info(dev, &m)) {
+                printf("nvml err\n");
+                continue;
+            }
+            printf("nvml %u total=%llu used=%llu free=%llu\n", idx, m.total >> 20, m.used >> 20, m.free >> 20);
         } else if (!strcmp(s, "hold")) {
             sleep((unsigned)atoi(argv[++i]));
         } else if (!strcmp(s, "loop")) {
