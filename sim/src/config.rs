@@ -3,7 +3,8 @@
 use super::trace::TRACE_GPU_TYPES;
 use serde::{Deserialize, Serialize};
 
-/// A group of identical nodes: `4x8:v100` is 4 nodes of 8 V100s.
+/// A group of identical nodes: `4x8:v100` is 4 nodes of 8 V100s; `4x8:v100/4` cuts each card
+/// into quarters, so that a trace job whose `slice` is 4 holds a quarter of one.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeGroup {
     /// How many nodes.
@@ -12,6 +13,9 @@ pub struct NodeGroup {
     pub gpus: u32,
     /// Their type, one the trace has run times for.
     pub gpu_type: String,
+    /// The slices its cards are cut into (`[4]`); empty: not sliced.
+    #[serde(default)]
+    pub slices: Vec<u32>,
 }
 
 /// The simulated cluster.
@@ -47,6 +51,16 @@ pub fn parse_nodes(text: &str) -> Result<Vec<NodeGroup>, SpecError> {
     text.split(',')
         .map(|g| {
             let (counts, ty) = g.trim().split_once(':').ok_or_else(bad)?;
+            let (ty, slices) = match ty.split_once('/') {
+                Some((ty, d)) => {
+                    let d: u32 = d.parse().map_err(|_| bad())?;
+                    if !(2..=16).contains(&d) {
+                        return Err(bad());
+                    }
+                    (ty, vec![d])
+                }
+                None => (ty, Vec::new()),
+            };
             let (n, gpus) = counts.split_once('x').ok_or_else(bad)?;
             let (count, gpus): (u32, u32) = (
                 n.parse().map_err(|_| bad())?,
@@ -60,6 +74,7 @@ pub fn parse_nodes(text: &str) -> Result<Vec<NodeGroup>, SpecError> {
                 count,
                 gpus,
                 gpu_type: ty,
+                slices,
             })
         })
         .collect()
@@ -77,9 +92,12 @@ mod tests {
             NodeGroup {
                 count: 2,
                 gpus: 4,
-                gpu_type: "k80".into()
+                gpu_type: "k80".into(),
+                slices: Vec::new(),
             }
         );
+        assert_eq!(parse_nodes("4x4:v100/4").unwrap()[0].slices, [4]);
+        assert!(parse_nodes("4x4:v100/1").is_err());
         for bad in ["8x8", "x8:v100", "8x8:a100", "0x8:v100", "8*8:v100"] {
             assert!(parse_nodes(bad).is_err(), "{bad}");
         }

@@ -168,6 +168,7 @@ pub fn generate(shape: &TraceShape) -> Generated {
             dur_v100_s: Some(secs),
             dur_p100_s: Some((secs * 1.7).round()),
             dur_k80_s: Some((secs * 4.0).round()),
+            slice: None,
         })
         .collect();
     let working_set = datasets

@@ -16,6 +16,8 @@ pub struct JobRecord {
     pub user: String,
     /// Its GPUs.
     pub gpus: u32,
+    /// The part of each GPU it held: 1, or a slice's fraction (0.25).
+    pub part: f64,
     /// The type it ran on.
     pub gpu_type: String,
     /// Submitted.
@@ -225,7 +227,7 @@ pub fn summarise(policy: &str, records: &[JobRecord], t: Totals) -> SimReport {
     let makespan = secs(first, last);
     let held: f64 = records
         .iter()
-        .map(|r| r.gpus as f64 * secs(r.placed, r.end))
+        .map(|r| r.gpus as f64 * r.part * secs(r.placed, r.end))
         .sum::<f64>()
         + t.preempted_held_gpu_s;
     let waits_of = |f: &dyn Fn(&JobRecord) -> bool| -> Vec<f64> {
@@ -238,7 +240,7 @@ pub fn summarise(policy: &str, records: &[JobRecord], t: Totals) -> SimReport {
     let owner_waits = waits_of(&|r| r.within_share);
     let data_wait: f64 = records
         .iter()
-        .map(|r| r.gpus as f64 * secs(r.placed, r.compute))
+        .map(|r| r.gpus as f64 * r.part * secs(r.placed, r.compute))
         .sum();
     let weights = sim_credit_weights();
     let mut per_user: BTreeMap<&str, Vec<&JobRecord>> = BTreeMap::new();
@@ -250,12 +252,12 @@ pub fn summarise(policy: &str, records: &[JobRecord], t: Totals) -> SimReport {
         .map(|(user, rs)| {
             let gpu_hours: f64 = rs
                 .iter()
-                .map(|r| r.gpus as f64 * secs(r.placed, r.end) / 3600.0)
+                .map(|r| r.gpus as f64 * r.part * secs(r.placed, r.end) / 3600.0)
                 .sum();
             let credits: f64 = rs
                 .iter()
                 .map(|r| {
-                    r.gpus as f64 * secs(r.placed, r.end) / 3600.0
+                    r.gpus as f64 * r.part * secs(r.placed, r.end) / 3600.0
                         * weights.get(&r.gpu_type).copied().unwrap_or(1.0)
                 })
                 .sum();

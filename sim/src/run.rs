@@ -30,6 +30,21 @@ fn time_limit_for(job: &TraceJob, cluster: &ClusterSpec, dataset_bytes: u64) -> 
     TimeLimit::Seconds(((secs / 3600.0).ceil() as u64).max(1) * 3600)
 }
 
+/// The slice a trace job holds: `1/slice` of a card where a group of its type cuts cards so;
+/// `None` (whole GPUs) otherwise.
+fn slice_for(
+    job: &TraceJob,
+    cluster: &crate::config::ClusterSpec,
+) -> Option<labpool_scheduler::slice::Slice> {
+    let d = job.slice.filter(|_| job.gpus == 1)?;
+    let ty = gpu_type_for(job, cluster);
+    cluster
+        .groups
+        .iter()
+        .any(|g| g.slices.contains(&d) && ty.as_deref().is_none_or(|t| t == g.gpu_type))
+        .then_some(labpool_scheduler::slice::Slice::Fraction(d))
+}
+
 /// The GPU type a job must run on: none when every type in the cluster will do, else the
 /// first type (in the spec's order) it has a run time for and fits on.
 fn gpu_type_for(job: &TraceJob, cluster: &ClusterSpec) -> Option<String> {
@@ -87,8 +102,8 @@ pub fn simulate(input: &SimInput, policy: SimPolicy) -> Result<SimReport, SimErr
                     product: "sim".into(),
                     memory_mib: 0,
                     uuid: None,
-                    share: 1,
-                    slices: Vec::new(),
+                    share: labpool_scheduler::slice::shards_of(&group.slices).unwrap_or(1),
+                    slices: group.slices.clone(),
                     nvlink_peer: None,
                 })
                 .collect();
@@ -176,7 +191,7 @@ pub fn simulate(input: &SimInput, policy: SimPolicy) -> Result<SimReport, SimErr
                     cpus: 1,
                     mem_mib: 0,
                     gpu_share: false,
-                    slice: None,
+                    slice: slice_for(j, &input.cluster),
                 },
                 time_limit: time_limit_for(
                     j,
@@ -438,6 +453,14 @@ fn apply(
                     TimeLimit::Seconds(s) => Some(s as i64 * 1000),
                     TimeLimit::Unlimited => None,
                 });
+                // A slice holds its fraction of the card.
+                let part = sched
+                    .job(id)
+                    .and_then(|spec| spec.resources.slice)
+                    .map_or(1.0, |s| match s {
+                        labpool_scheduler::slice::Slice::Fraction(d) => 1.0 / f64::from(d.max(1)),
+                        labpool_scheduler::slice::Slice::Shards(_) => 1.0,
+                    });
                 sched.finish(id, l.state, end);
                 let (node, placed) = world.placed.remove(&id).expect("a placed job");
                 let (compute, _) = world.running.remove(&id).expect("a running job");
@@ -452,6 +475,7 @@ fn apply(
                     node: world.nodes[node].name.clone(),
                     user: j.user.clone(),
                     gpus: j.gpus,
+                    part,
                     gpu_type: world.nodes[node].gpu_type.clone(),
                     submit: Timestamp((j.submit_s * 1000.0) as i64),
                     placed,

@@ -33,6 +33,7 @@ pub fn lab_cluster(ssd_bytes: u64) -> ClusterSpec {
             count: 8,
             gpus: 8,
             gpu_type: "v100".into(),
+            slices: Vec::new(),
         }],
         ssd_bytes,
         shared_bw: 125e6,

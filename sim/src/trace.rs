@@ -26,6 +26,10 @@ pub struct TraceJob {
     pub dur_p100_s: Option<f64>,
     /// Run time on K80s, seconds; empty when it cannot run there (too little memory).
     pub dur_k80_s: Option<f64>,
+    /// A one-GPU job that fits `1/slice` of a card (an optional column): it holds such a slice
+    /// where the cluster cuts cards so, and a whole GPU elsewhere.
+    #[serde(default)]
+    pub slice: Option<u32>,
 }
 
 impl TraceJob {

@@ -19,6 +19,7 @@ fn job(id: u64, submit_s: f64, dataset: &str, secs: f64) -> TraceJob {
         dur_v100_s: Some(secs),
         dur_p100_s: None,
         dur_k80_s: None,
+        slice: None,
     }
 }
 

@@ -19,6 +19,7 @@ fn job(id: u64, submit_s: f64, gpus: u32, dataset: &str, secs: f64) -> TraceJob 
         dur_v100_s: Some(secs),
         dur_p100_s: Some(secs * 2.0),
         dur_k80_s: None,
+        slice: None,
     }
 }
 
@@ -189,4 +190,23 @@ fn borrowing_fills_an_absent_groups_share_and_gives_it_back_on_its_return() {
     assert_eq!(borrowing.preemptions, 4);
     assert_eq!(borrowing.p95_owner_wait_s, 120.0);
     assert!(borrowing.preempt_lost_share < 0.02);
+}
+
+#[test]
+fn slices_let_small_jobs_share_a_card_and_count_by_their_part() {
+    // One card; four jobs of 100 s that fit a quarter. Cut in quarters, they run together;
+    // whole, one after another.
+    let jobs: Vec<TraceJob> = (1..=4)
+        .map(|id| TraceJob {
+            slice: Some(4),
+            ..job(id, 0.0, 1, "none", 100.0)
+        })
+        .collect();
+    let sliced = simulate(&input("1x1:v100/4", jobs.clone()), SimPolicy::Fifo).unwrap();
+    let whole = simulate(&input("1x1:v100", jobs), SimPolicy::Fifo).unwrap();
+    assert_eq!((sliced.mean_wait_s, sliced.makespan_s), (0.0, 100.0));
+    assert_eq!((whole.mean_wait_s, whole.makespan_s), (150.0, 400.0));
+    // Four quarters for 100 s hold the card as fully as four whole jobs for 400 s.
+    assert!((sliced.gpu_util - 1.0).abs() < 1e-9, "{}", sliced.gpu_util);
+    assert!((whole.gpu_util - 1.0).abs() < 1e-9, "{}", whole.gpu_util);
 }

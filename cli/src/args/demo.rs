@@ -13,7 +13,8 @@ pub struct DemoArgs {
 /// `labpool sim`.
 #[derive(Args, Debug)]
 pub struct SimArgs {
-    /// Job trace (CSV: job_id,submit_s,user,gpus,dataset,job_type,dur_v100_s,dur_p100_s,dur_k80_s)
+    /// Job trace (CSV: job_id,submit_s,user,gpus,dataset,job_type,dur_v100_s,dur_p100_s,dur_k80_s,
+    /// and optionally slice: D for a one-GPU job that fits 1/D of a card)
     #[arg(
         long,
         value_name = "FILE",
@@ -31,8 +32,9 @@ pub struct SimArgs {
     /// Dataset sizes (CSV: dataset,bytes,...)
     #[arg(long, value_name = "FILE", requires = "trace")]
     pub datasets: Option<std::path::PathBuf>,
-    /// Nodes: COUNTxGPUS:TYPE groups, comma-separated; with --from-history, +COUNTxGPUS adds
-    /// to today's pool
+    /// Nodes: COUNTxGPUS:TYPE groups, comma-separated (COUNTxGPUS:TYPE/D cuts their cards into
+    /// 1/D slices, for trace jobs with a slice column); with --from-history, +COUNTxGPUS adds to
+    /// today's pool
     #[arg(long, value_name = "SPEC", default_value = "8x8:v100")]
     pub nodes: String,
     /// Dataset cache (local SSD) per node (binary units, as everywhere: 1G is 1024M)

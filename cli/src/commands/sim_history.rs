@@ -43,6 +43,7 @@ fn proposed(spec: &str) -> anyhow::Result<Option<Vec<NodeGroup>>> {
                 count: n,
                 gpus,
                 gpu_type: "v100".into(),
+                slices: Vec::new(),
             })
         })
         .collect::<anyhow::Result<Vec<_>>>()
@@ -138,6 +139,10 @@ pub async fn replay(
                 dur_v100_s: Some(run_s),
                 dur_p100_s: Some(run_s),
                 dur_k80_s: Some(run_s),
+                slice: match j.slice {
+                    Some(labpool_scheduler::slice::Slice::Fraction(d)) => Some(d),
+                    _ => None,
+                },
             }
         })
         .collect();
@@ -153,6 +158,7 @@ pub async fn replay(
             count,
             gpus,
             gpu_type: "v100".into(),
+            slices: Vec::new(),
         })
         .collect();
     let cluster = |groups: Vec<NodeGroup>| -> anyhow::Result<ClusterSpec> {
