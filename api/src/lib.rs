@@ -228,6 +228,9 @@ pub struct JobDetail {
     /// Its `srun` steps, attempt by attempt.
     #[serde(default)]
     pub steps: Vec<steps::StepView>,
+    /// A smaller slice that its runs' GPU memory would have fitted, when there is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub advice: Option<String>,
 }
 
 /// A job, as listings and `show` print it.
@@ -369,6 +372,9 @@ pub struct WhyView {
     /// For a waiting job, the nodes that take no new job and why: `gpu2 (not responding: …)`.
     #[serde(default)]
     pub nodes_off: Vec<String>,
+    /// A smaller slice that the job's earlier runs' GPU memory would have fitted, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub advice: Option<String>,
 }
 
 /// `POST /v1/jobs/cancel`.

@@ -338,7 +338,14 @@ async fn show_job(
         .await?
         .filter(|u| u.samples > 0)
         .map(|u| (&u).into());
-    Ok(Json(JobDetail { job, events, steps }))
+    let peak = job.gpu_usage.as_ref().map(|u| u.mem_peak_mib);
+    let advice = advise(&state, &row, peak).await?;
+    Ok(Json(JobDetail {
+        job,
+        events,
+        steps,
+        advice,
+    }))
 }
 
 async fn history(
@@ -466,9 +473,24 @@ async fn why(
     let id: u64 = id
         .parse()
         .map_err(|_| ApiError::bad_request(format!("'{id}' is not a job id"), None))?;
-    Ok(Json(
-        ask(&state, |reply| Request::Why { id, reply }).await??,
-    ))
+    let mut view = ask(&state, |reply| Request::Why { id, reply }).await??;
+    if let Some(row) = state.db.job(id).await? {
+        view.advice = advise(&state, &row, None).await?;
+    }
+    Ok(Json(view))
+}
+
+/// The slice advice for a job (see [`crate::jobs::advice`]).
+async fn advise(
+    state: &AppState,
+    row: &crate::jobs::JobRow,
+    own_peak: Option<u64>,
+) -> Result<Option<String>, ApiError> {
+    if row.spec.resources.gpus != 1 {
+        return Ok(None);
+    }
+    let nodes = ask(state, |reply| Request::Nodes { reply }).await?;
+    Ok(crate::jobs::advice::slice_advice(&state.db, &nodes, row, own_peak, now_ms()).await?)
 }
 
 async fn accounts(State(state): State<AppState>) -> Result<Json<AccountsView>, ApiError> {

@@ -111,6 +111,17 @@ pub fn milli_gpus(gpu: &GpuDevice, units: u8) -> u32 {
     (1000 * u32::from(units)).div_ceil(gpu.share)
 }
 
+/// The smallest slice, of those a card of `card_mib` is cut into (`slices`), whose memory holds
+/// `peak_mib` with a tenth to spare: its denominator, or `None` when none does.
+pub fn smallest_fitting(peak_mib: u64, card_mib: u64, slices: &[u32]) -> Option<u32> {
+    let need = peak_mib + peak_mib / 10;
+    slices
+        .iter()
+        .copied()
+        .filter(|d| card_mib > 0 && card_mib / u64::from((*d).max(1)) >= need)
+        .max()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -135,6 +146,16 @@ mod tests {
             gpu_share,
             ..Resources::default()
         }
+    }
+
+    #[test]
+    fn the_smallest_slice_that_holds_a_peak_with_room() {
+        assert_eq!(smallest_fitting(9800, 24576, &[2, 4]), Some(2));
+        assert_eq!(smallest_fitting(5000, 24576, &[2, 4]), Some(4));
+        // 5600 MiB and a tenth is over a quarter's 6144.
+        assert_eq!(smallest_fitting(5600, 24576, &[2, 4]), Some(2));
+        assert_eq!(smallest_fitting(20000, 24576, &[2, 4]), None);
+        assert_eq!(smallest_fitting(100, 0, &[2, 4]), None);
     }
 
     #[test]

@@ -144,20 +144,18 @@ fn pid_of(file: &Path) -> u32 {
     }
 }
 
-#[test]
-fn a_job_that_escapes_its_slice_is_warned_then_killed_and_its_neighbour_runs_on() {
-    let build = tempfile::tempdir().unwrap();
-    let test = "a_job_that_escapes_its_slice";
-    let Some(lib) = crate::nvml::build_fake_nvml(test, build.path()) else {
-        return;
-    };
-    // One RTX 4090 of 24564 MiB, cut in quarters of 6141 MiB.
-    let script = |text: &str| {
-        let tmp = build.path().join("nvml-script.tmp");
-        std::fs::write(&tmp, text).unwrap();
-        std::fs::rename(tmp, build.path().join("nvml-script.txt")).unwrap();
-    };
-    script("count 1\n");
+/// Rewrites the fake NVML's script beside it atomically (every NVML call re-reads it).
+fn nvml_script(dir: &Path, text: &str) {
+    let tmp = dir.join("nvml-script.tmp");
+    std::fs::write(&tmp, text).unwrap();
+    std::fs::rename(tmp, dir.join("nvml-script.txt")).unwrap();
+}
+
+/// A started pool on the fake NVML in `build` (one RTX 4090 of 24564 MiB, cut in halves and
+/// quarters of 6141 MiB), sampled every 200 ms, with a slice grace of 2 s; None without gcc.
+fn sliced_nvml_pool(test: &str, build: &Path) -> Option<Pool> {
+    let lib = crate::nvml::build_fake_nvml(test, build)?;
+    nvml_script(build, "count 1\n");
     let lib_str = lib.to_str().unwrap();
     let mut pool = Pool::build(None, &[("LABPOOL_NVML_LIBRARY", lib_str)]);
     pool.edit_config(|t| {
@@ -173,6 +171,16 @@ fn a_job_that_escapes_its_slice_is_warned_then_killed_and_its_neighbour_runs_on(
         t
     });
     pool.start();
+    Some(pool)
+}
+
+#[test]
+fn a_job_that_escapes_its_slice_is_warned_then_killed_and_its_neighbour_runs_on() {
+    let build = tempfile::tempdir().unwrap();
+    let Some(pool) = sliced_nvml_pool("a_job_that_escapes_its_slice", build.path()) else {
+        return;
+    };
+    let script = |text: &str| nvml_script(build.path(), text);
     let job = |name: &str| {
         let pidfile = pool.work.join(format!("{name}.pid"));
         let wrap = format!("echo $$ > {}; exec sleep 60", pidfile.display());
@@ -215,4 +223,48 @@ fn a_job_that_escapes_its_slice_is_warned_then_killed_and_its_neighbour_runs_on(
     let modest_events = pool.job(modest)["events"].to_string();
     assert!(!modest_events.contains("SLICE_"), "{modest_events}");
     pool.ok(&["cancel", &modest.to_string()]);
+}
+
+#[test]
+fn a_whole_gpu_job_that_used_little_memory_is_told_which_slice_would_hold_it() {
+    let build = tempfile::tempdir().unwrap();
+    let Some(pool) = sliced_nvml_pool("a_whole_gpu_job_told_which_slice", build.path()) else {
+        return;
+    };
+    let pidfile = pool.work.join("train.pid");
+    let wrap = format!("echo $$ > {}; exec sleep 3", pidfile.display());
+    let id = pool.submit(&["--gres=gpu:1", "-J", "train", "--wrap", &wrap]);
+    let pid = pid_of(&pidfile);
+    nvml_script(
+        build.path(),
+        &format!("count 1\nfb 0 24564 5000\nproc 0 {pid} 5000 90\n"),
+    );
+    let done = pool.wait_done(id, Duration::from_secs(30));
+    assert_eq!(done["state"], "COMPLETED", "{done}");
+    // 5000 MiB and a tenth fit a quarter of 6141 MiB.
+    let advice = done["advice"].as_str().unwrap_or_default().to_string();
+    assert!(
+        advice.contains("it peaked at 4.9G") && advice.contains("--gres=gpu:rtx4090.4:1"),
+        "{done}"
+    );
+    let shown = pool.ok(&["show", &id.to_string()]);
+    assert!(shown.contains("Advice\n  it peaked at 4.9G"), "{shown}");
+    // The next run of the same name, waiting, is told from the last one.
+    let next = pool.submit(&["--gres=gpu:1", "-J", "train", "--hold", "--wrap", "true"]);
+    let why = pool.ok(&["why", &next.to_string()]);
+    assert!(
+        why.contains("advice: your last run of it peaked at 4.9G"),
+        "{why}"
+    );
+    // A run that already asks for a slice is not advised.
+    let sliced = pool.submit(&[
+        "--gres=gpu:rtx4090.2:1",
+        "-J",
+        "train",
+        "--hold",
+        "--wrap",
+        "true",
+    ]);
+    assert!(pool.job(sliced).get("advice").is_none());
+    assert!(!pool.ok(&["why", &sliced.to_string()]).contains("advice"));
 }

@@ -246,6 +246,9 @@ fn show_text(d: &JobDetail) -> String {
             out.push_str(&format!("\n  {line}"));
         }
     }
+    if let Some(advice) = &d.advice {
+        out.push_str(&format!("\nAdvice\n  {}", printable(advice)));
+    }
     out
 }
 

@@ -241,6 +241,9 @@ fn why_text(w: &WhyView) -> String {
     if !w.limits.is_empty() {
         out.push_str(&format!("  limits: {}\n", w.limits.join(" ")));
     }
+    if let Some(advice) = &w.advice {
+        out.push_str(&format!("  advice: {advice}\n"));
+    }
     out.trim_end().to_string()
 }
 

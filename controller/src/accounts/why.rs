@@ -102,6 +102,7 @@ impl Engine {
                 } else {
                     Vec::new()
                 },
+                advice: None,
             }));
         }
         match self.db.job(id).await? {
@@ -123,6 +124,7 @@ impl Engine {
                 ),
                 warnings: Vec::new(),
                 nodes_off: Vec::new(),
+                advice: None,
             })),
             None => Ok(Err(ApiError::not_found(
                 format!("no job {id}"),

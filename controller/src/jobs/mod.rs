@@ -2,6 +2,7 @@
 //! ([`launch`]), the shell around the lifecycle core ([`effects`]), the job rows ([`rows`]) and
 //! the SQL side of their transitions ([`store`]).
 
+pub mod advice;
 pub mod cancel;
 pub mod checks;
 pub mod effects;
