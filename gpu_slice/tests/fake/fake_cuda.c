@@ -47,6 +47,8 @@ CUresult cuDriverGetVersion(int *v) { *v = 12040; return OK; }
 CUresult cuDeviceGetCount(int *n) { *n = 1; return OK; }
 CUresult cuDeviceGet(int *d, int i) { *d = i; return i == 0 ? OK : INVALID; }
 CUresult cuDeviceTotalMem_v2(size_t *b, int d) { (void)d; *b = total(); return OK; }
+CUresult cuDevicePrimaryCtxRetain(void **ctx, int d) { *ctx = (void *)(uintptr_t)(d + 1); return OK; }
+CUresult cuCtxSetCurrent(void *ctx) { (void)ctx; return OK; }
 CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t n) { return take(p, n); }
 CUresult cuMemAllocManaged(CUdeviceptr *p, size_t n, unsigned int f) { (void)f; return take(p, n); }
 CUresult cuMemAllocAsync(CUdeviceptr *p, size_t n, void *s) { (void)s; return take(p, n); }

@@ -1,11 +1,13 @@
 /* A test program that allocates GPU memory through the CUDA driver, the way frameworks reach
  * it, and prints what each step got. Usage: probe WAY STEP...
- *   WAY: linked   calls the driver's symbols directly (built with -lcuda)
+ *   WAY: linked   calls the driver's symbols directly (built with -lcuda; absent when built
+ *                 with -DPROBE_NO_LINK, for a machine whose driver is only found at run time)
  *        dlsym    dlopen("libcuda.so.1") and dlsym, as PyTorch's and JAX's loaders do
  *        procaddr cuGetProcAddress for every entry point, as the CUDA runtime does
  *   STEP: alloc MIB | free | info | vmm MIB | unvmm | async MIB | managed MIB | pitch W H
  *         | hold SECONDS | child WAY STEP...   (runs the rest in a child process, and waits)
  *         | nvml INDEX   (NVML's memory view of GPU INDEX, as nvidia-smi reads it)
+ *         | ctx          (cuInit and device 0's primary context, which a real driver needs first)
  * Each step prints one line: "alloc 512 ok", "alloc 512 err 2", "info free=... total=...". */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -42,12 +44,14 @@ static struct {
 } cu;
 
 static void load(const char *way) {
+#ifndef PROBE_NO_LINK
     if (!strcmp(way, "linked")) {
         cu.alloc = cuMemAlloc_v2; cu.free = cuMemFree_v2; cu.info = cuMemGetInfo_v2;
         cu.create = cuMemCreate; cu.release = cuMemRelease; cu.async = cuMemAllocAsync;
         cu.managed = cuMemAllocManaged; cu.pitch = cuMemAllocPitch_v2;
         return;
     }
+#endif
     void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     if (!h) { printf("dlopen failed: %s\n", dlerror()); exit(3); }
     if (!strcmp(way, "dlsym")) {
@@ -118,6 +122,19 @@ int main(int argc, char **argv) {
                 continue;
             }
             printf("nvml %u total=%llu used=%llu free=%llu\n", idx, m.total >> 20, m.used >> 20, m.free >> 20);
+        } else if (!strcmp(s, "ctx")) {
+            void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+            int (*init)(unsigned int) = h ? dlsym(h, "cuInit") : NULL;
+            int (*get)(int *, int) = h ? dlsym(h, "cuDeviceGet") : NULL;
+            int (*retain)(void **, int) = h ? dlsym(h, "cuDevicePrimaryCtxRetain") : NULL;
+            int (*set)(void *) = h ? dlsym(h, "cuCtxSetCurrent") : NULL;
+            int dev = 0;
+            void *ctx = NULL;
+            int r = !init || !get || !retain || !set ? -1 : init(0);
+            if (!r) r = get(&dev, 0);
+            if (!r) r = retain(&ctx, dev);
+            if (!r) r = set(ctx);
+            printf("ctx %s\n", r ? "err" : "ok");
         } else if (!strcmp(s, "hold")) {
             sleep((unsigned)atoi(argv[++i]));
         } else if (!strcmp(s, "loop")) {
