@@ -4,7 +4,6 @@
 //! `gpu_share = 2`, two `--gpu-share` jobs hold one GPU and a third never does.
 
 use crate::pool::{Pool, has, have_root, read_output};
-use serde_json::Value;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -228,13 +227,6 @@ fn gpu_hygiene_variables_follow_the_config_and_the_job() {
     );
 }
 
-fn running(pool: &Pool) -> Vec<Value> {
-    pool.queue()
-        .into_iter()
-        .filter(|j| j["state"] == "RUNNING")
-        .collect()
-}
-
 #[test]
 fn two_sharing_jobs_hold_one_gpu_and_never_three() {
     let mut pool = Pool::new("1:t4");
@@ -270,7 +262,7 @@ fn two_sharing_jobs_hold_one_gpu_and_never_three() {
     let mut saw_whole = false;
     let mut saw_shares = false;
     while t0.elapsed() < Duration::from_secs(40) {
-        let run = running(&pool);
+        let run = pool.running();
         assert!(run.len() <= 2, "more than 2 jobs on one GPU: {run:?}");
         let whole_runs = run.iter().any(|j| j["id"] == whole);
         saw_whole |= whole_runs;

@@ -5,7 +5,7 @@
 
 use crate::nodes::{http, http_exchange};
 use crate::nvml::build_fake_nvml;
-use crate::pool::{Pool, have_tool, read_line, s, webhook};
+use crate::pool::{Pool, have_tool, pid_of, read_line, s, webhook};
 use serde_json::Value;
 use std::io::Write;
 use std::path::Path;
@@ -175,20 +175,6 @@ fn a_hot_gpu_fires_on_the_webhook_and_resolves_when_it_cools() {
 
 fn pool_nodes(pool: &Pool) -> Vec<Value> {
     serde_json::from_str(&pool.ok(&["nodes", "--json"])).unwrap()
-}
-
-/// Waits for a job's script to write its shell's pid to `file`.
-fn pid_of(file: &Path) -> u32 {
-    let end = Instant::now() + Duration::from_secs(20);
-    loop {
-        if let Ok(t) = std::fs::read_to_string(file)
-            && t.ends_with('\n')
-        {
-            return t.trim().parse().unwrap();
-        }
-        assert!(Instant::now() < end, "{} never written", file.display());
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 #[test]

@@ -3,7 +3,7 @@
 //! and background children too) allocate through a fake CUDA driver built here with gcc, and
 //! each job sees and gets its quarter only, whatever the other holds.
 
-use crate::pool::{Pool, have_tool, read_output};
+use crate::pool::{Pool, have_tool, pid_of, read_output};
 use serde_json::Value;
 use std::path::Path;
 use std::process::Command;
@@ -44,13 +44,6 @@ pub fn build_fake_cuda(test: &str, dir: &Path) -> Option<()> {
         "-ldl".into(),
     ]);
     Some(())
-}
-
-fn running(pool: &Pool) -> Vec<Value> {
-    pool.queue()
-        .into_iter()
-        .filter(|j| j["state"] == "RUNNING")
-        .collect()
 }
 
 #[test]
@@ -95,7 +88,7 @@ fn two_quarter_slices_share_a_card_and_each_is_held_to_its_quarter() {
     let t0 = Instant::now();
     let mut both = false;
     while t0.elapsed() < Duration::from_secs(30) && !both {
-        let run = running(&pool);
+        let run = pool.running();
         both = run.len() == 2;
         if both {
             let gpus: Vec<&Value> = run.iter().map(|j| &j["gpus"]).collect();
@@ -128,20 +121,6 @@ fn two_quarter_slices_share_a_card_and_each_is_held_to_its_quarter() {
         .map(|d| d.flatten().map(|e| e.path()).collect())
         .unwrap_or_default();
     assert!(left.is_empty(), "left behind: {left:?}");
-}
-
-/// Waits for a job's script to write its shell's pid to `file`.
-fn pid_of(file: &Path) -> u32 {
-    let end = Instant::now() + Duration::from_secs(20);
-    loop {
-        if let Ok(t) = std::fs::read_to_string(file)
-            && t.ends_with('\n')
-        {
-            return t.trim().parse().unwrap();
-        }
-        assert!(Instant::now() < end, "{} never written", file.display());
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 /// Rewrites the fake NVML's script beside it atomically (every NVML call re-reads it).
