@@ -31,6 +31,25 @@ pub fn wait_until_every<S: Display>(
     }
 }
 
+/// Waits (20 s at most) for a job's script to write its shell's pid and a newline to `file`,
+/// and returns the pid.
+pub fn pid_of(file: &std::path::Path) -> u32 {
+    let mut pid = 0;
+    wait_until(
+        Duration::from_secs(20),
+        || {
+            std::fs::read_to_string(file)
+                .ok()
+                .filter(|t| t.ends_with('\n'))
+                .and_then(|t| t.trim().parse().ok())
+                .map(|p| pid = p)
+                .is_some()
+        },
+        || format!("{} was never written", file.display()),
+    );
+    pid
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

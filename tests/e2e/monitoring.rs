@@ -5,7 +5,8 @@
 
 use crate::nodes::{http, http_exchange};
 use crate::nvml::build_fake_nvml;
-use crate::pool::{Pool, have_tool, pid_of, read_line, s, webhook};
+use crate::pool::{Pool, have_tool, read_line, s, webhook};
+use labpool_testkit::wait::pid_of;
 use serde_json::Value;
 use std::io::Write;
 use std::path::Path;

@@ -598,17 +598,3 @@ pub fn children_of(pid: u32) -> Vec<u32> {
         .map(|(child, _)| child)
         .collect()
 }
-
-/// Waits for a job's script to write its shell's pid to `file`.
-pub fn pid_of(file: &Path) -> u32 {
-    let end = Instant::now() + Duration::from_secs(20);
-    loop {
-        if let Ok(t) = std::fs::read_to_string(file)
-            && t.ends_with('\n')
-        {
-            return t.trim().parse().unwrap();
-        }
-        assert!(Instant::now() < end, "{} never written", file.display());
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}

@@ -3,7 +3,8 @@
 //! and background children too) allocate through a fake CUDA driver built here with gcc, and
 //! each job sees and gets its quarter only, whatever the other holds.
 
-use crate::pool::{Pool, have_tool, pid_of, read_output};
+use crate::pool::{Pool, have_tool, read_output};
+use labpool_testkit::wait::pid_of;
 use serde_json::Value;
 use std::path::Path;
 use std::process::Command;
