@@ -17,7 +17,7 @@
 //! let normal = Partition {
 //!     name: "normal".into(), default: true, priority: 0, nodes: None,
 //!     default_time: TimeLimit::Seconds(3600), max_time: TimeLimit::Seconds(86_400),
-//!     allow_accounts: None, max_gpus_per_job: None,
+//!     allow_accounts: None, max_gpus_per_job: None, default_slice: None,
 //! };
 //! let mut s = Scheduler::new(vec![normal]).unwrap();
 //! let gpu = |index| GpuDevice { index, gpu_type: "rtx4090".into(), product: "virtual".into(), memory_mib: 0, uuid: None, share: 1, slices: vec![], nvlink_peer: None };
