@@ -7,10 +7,10 @@
 //! 1. writes [`LIBRARY`] into the job's directory ([`install`]) and makes the job's account
 //!    there ([`Account::create`]), owned by the job's user;
 //! 2. starts the job with [`environment`]: `LD_PRELOAD` names the library, and the account's
-//!    path and the slice's size follow every child process, `srun` step and container of the
-//!    job (they inherit the environment);
-//! 3. reads the account's peak ([`Account::read`]) when the job ends, for the advice on what
-//!    slice would have fitted.
+//!    path and the slice's size follow every child process and `srun` step of the job (they
+//!    inherit the environment; a container sees them only if it binds the job's directory).
+//!
+//! [`Account::read`] gives what the job holds and its peak, for tests and benchmarks.
 //!
 //! The library (`native/slice_shim.c`) wraps the CUDA driver's allocation calls (`cuMemAlloc`,
 //! `cuMemAllocManaged`, `cuMemAllocPitch`, `cuMemAllocAsync`, `cuMemAllocFromPoolAsync`,
@@ -21,9 +21,10 @@
 //! `CUDA_ERROR_OUT_OF_MEMORY` in the process that asked; its neighbours run on.
 //!
 //! What it cannot stop: a member who removes `LD_PRELOAD`, links the driver statically, or
-//! calls the kernel driver's ioctls directly escapes the library. The agent's NVML sampling is
-//! the backstop: it sees the job's processes' memory on the card, warns, then kills a job found
-//! over its slice, and the job's record says why.
+//! calls the kernel driver's ioctls directly escapes the library. The backstop is the agents'
+//! NVML sampling: the controller's monitor sees the job's processes' memory on the card, warns,
+//! then kills a job found over its slice, and the job's record says why
+//! (`labpool_monitor::slice_watch`).
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};

@@ -132,8 +132,9 @@ fn nvml_script(dir: &Path, text: &str) {
 }
 
 /// A started pool on the fake NVML in `build` (one RTX 4090 of 24564 MiB, cut in halves and
-/// quarters of 6141 MiB), sampled every 200 ms, with a slice grace of 2 s; None without gcc.
-fn sliced_nvml_pool(test: &str, build: &Path) -> Option<Pool> {
+/// quarters of 6141 MiB), sampled every 200 ms, with a slice grace of 2 s and `extra` appended
+/// to its config; None without gcc.
+fn sliced_nvml_pool(test: &str, build: &Path, extra: &str) -> Option<Pool> {
     let lib = crate::nvml::build_fake_nvml(test, build)?;
     nvml_script(build, "count 1\n");
     let lib_str = lib.to_str().unwrap();
@@ -148,7 +149,7 @@ fn sliced_nvml_pool(test: &str, build: &Path) -> Option<Pool> {
             .replace("[node]\n", "[node]\nslices = { rtx4090 = [2, 4] }\n")
             .replace("[jobs]\n", "[jobs]\nslice_grace = \"2s\"\n");
         assert!(t.contains("slice_grace"), "the config has a [jobs] section");
-        t
+        format!("{t}\n{extra}")
     });
     pool.start();
     Some(pool)
@@ -157,7 +158,7 @@ fn sliced_nvml_pool(test: &str, build: &Path) -> Option<Pool> {
 #[test]
 fn a_job_that_escapes_its_slice_is_warned_then_killed_and_its_neighbour_runs_on() {
     let build = tempfile::tempdir().unwrap();
-    let Some(pool) = sliced_nvml_pool("a_job_that_escapes_its_slice", build.path()) else {
+    let Some(pool) = sliced_nvml_pool("a_job_that_escapes_its_slice", build.path(), "") else {
         return;
     };
     let script = |text: &str| nvml_script(build.path(), text);
@@ -208,12 +209,24 @@ fn a_job_that_escapes_its_slice_is_warned_then_killed_and_its_neighbour_runs_on(
 #[test]
 fn a_whole_gpu_job_that_used_little_memory_is_told_which_slice_would_hold_it() {
     let build = tempfile::tempdir().unwrap();
-    let Some(pool) = sliced_nvml_pool("a_whole_gpu_job_told_which_slice", build.path()) else {
+    let (relay, mails) = crate::job_mail::smtp_sink();
+    let mail = format!(
+        "[mail]\nsmtp = \"{relay}\"\nfrom = \"pool@lab.example\"\ndomain = \"lab.example\"\n"
+    );
+    let Some(pool) = sliced_nvml_pool("a_whole_gpu_job_told_which_slice", build.path(), &mail)
+    else {
         return;
     };
     let pidfile = pool.work.join("train.pid");
     let wrap = format!("echo $$ > {}; exec sleep 3", pidfile.display());
-    let id = pool.submit(&["--gres=gpu:1", "-J", "train", "--wrap", &wrap]);
+    let id = pool.submit(&[
+        "--gres=gpu:1",
+        "-J",
+        "train",
+        "--mail-type=END",
+        "--wrap",
+        &wrap,
+    ]);
     let pid = pid_of(&pidfile);
     nvml_script(
         build.path(),
@@ -229,6 +242,13 @@ fn a_whole_gpu_job_that_used_little_memory_is_told_which_slice_would_hold_it() {
     );
     let shown = pool.ok(&["show", &id.to_string()]);
     assert!(shown.contains("Advice\n  it peaked at 4.9G"), "{shown}");
+    // The end-of-job mail says it too (its body may come quoted-printable).
+    let ended = crate::job_mail::wait_mail(&mails, "Ended", &mut Vec::new());
+    let body = ended.data.replace("=\r\n", "").replace("=3D", "=");
+    assert!(
+        body.contains("A smaller slice: it peaked at 4.9G") && body.contains("gpu:rtx4090.4:1"),
+        "{body}"
+    );
     // The next run of the same name, waiting, is told from the last one.
     let next = pool.submit(&["--gres=gpu:1", "-J", "train", "--hold", "--wrap", "true"]);
     let why = pool.ok(&["why", &next.to_string()]);

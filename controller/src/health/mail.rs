@@ -52,16 +52,42 @@ pub async fn step(service: &MonitorService) -> anyhow::Result<()> {
             detail: detail.clone(),
         };
         for note in for_event(&e, &row.spec.name, &row.request.mail_types) {
-            let body = format!(
+            let mut body = format!(
                 "{}\n\nJob {job} ({}) of {}: {detail}.\n`labpool show {job}` has its events and output files.",
                 note.subject, row.spec.name, row.spec.user
             );
+            // At its end, a one-GPU job is told which slice its memory would have fitted.
+            if e.event == "end"
+                && let Some(advice) = end_advice(service, row).await
+            {
+                body.push_str(&format!("\n\nA smaller slice: {advice}."));
+            }
             deliver(service, row, note.kind.as_str(), &note.subject, &body).await;
         }
     }
     time_warnings(service).await;
     memory_warnings(service).await;
     Ok(())
+}
+
+/// The slice advice for an ended job (see [`crate::jobs::advice`]), from its own sampled peak.
+async fn end_advice(service: &MonitorService, row: &JobRow) -> Option<String> {
+    if row.spec.resources.gpus != 1 {
+        return None;
+    }
+    let peak = service
+        .db
+        .gpu_usage(row.id, row.attempt)
+        .await
+        .ok()
+        .flatten()
+        .map(|u| u.mem_peak_mib);
+    let nodes = service.lock().nodes.clone();
+    let now = service.clock.now_ms();
+    crate::jobs::advice::slice_advice(&service.db, &nodes, row, peak, now)
+        .await
+        .ok()
+        .flatten()
 }
 
 /// Warnings before a memory-limit kill: a running attempt whose cgroup holds

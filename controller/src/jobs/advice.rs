@@ -1,6 +1,6 @@
 //! Advice from measurement: a one-GPU job whose runs used far less GPU memory than its card
 //! holds is told which slice would have held them, and what a whole card cost it in waiting.
-//! `labpool show` and `labpool why` carry it. The figures are NVML's peaks, sampled while the
+//! `labpool show`, `labpool why` and the end-of-job mail carry it. The figures are NVML's peaks, sampled while the
 //! job ran (its own, and its user's last runs of the same name).
 
 use crate::api::NodeView;
