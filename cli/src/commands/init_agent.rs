@@ -20,6 +20,11 @@ pub fn render(
 ) -> String {
     let path = |f: &str| quote(&dir.join(f).display().to_string());
     let gpu_line = match gpus {
+        // The memory too: a sliced card's slices take their share of it.
+        Some(v) if v.memory_mib > 0 => format!(
+            "virtual_gpus = \"{}:{}:{}M\"",
+            v.count, v.gpu_type, v.memory_mib
+        ),
         Some(v) => format!("virtual_gpus = \"{}:{}\"", v.count, v.gpu_type),
         None => "# virtual_gpus = \"4:rtx4090\"   # without it, NVML finds the GPUs".to_string(),
     };
@@ -129,4 +134,23 @@ pub fn run(args: &InitArgs, join: &str) -> anyhow::Result<()> {
         crate::commands::init::config_hint(&config.path)
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_joining_nodes_virtual_gpus_keep_their_memory() {
+        let gpus = VirtualGpus {
+            count: 8,
+            gpu_type: "a100".to_string(),
+            memory_mib: 24576,
+        };
+        let dir = Path::new("/srv/labpool");
+        let text = render(dir, Path::new("/k"), "h:7070", "h:0", "gn1", Some(&gpus));
+        assert!(text.contains("virtual_gpus = \"8:a100:24576M\""), "{text}");
+        let config: Config = toml::from_str(&text).unwrap();
+        assert_eq!(config.node.virtual_gpus.unwrap().memory_mib, 24576);
+    }
 }
