@@ -371,6 +371,11 @@ impl Scheduler {
         self.running.values().map(|(j, a)| (j, a))
     }
 
+    /// A running job's allocation.
+    pub fn allocation(&self, id: JobId) -> Option<&Allocation> {
+        self.running.get(&id).map(|(_, a)| a)
+    }
+
     /// A waiting or running job.
     pub fn job(&self, id: JobId) -> Option<&JobSpec> {
         self.pending

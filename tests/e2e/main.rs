@@ -69,6 +69,7 @@ mod slurm_options;
 mod slurm_peer;
 mod slurm_pool;
 mod slurm_preemption;
+mod slurm_slices;
 mod snakemake;
 mod snapshot_copy;
 mod snapshots;

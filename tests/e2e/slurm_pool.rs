@@ -28,6 +28,17 @@ impl SlurmPool {
         test: &str,
         edit: impl FnOnce(String) -> String,
     ) -> Option<SlurmPool> {
+        SlurmPool::with_agents(test, edit, "8:a100", |t| t)
+    }
+
+    /// Like [`SlurmPool::with_config`], with the agents' GPUs (`--virtual-gpus`) and their
+    /// configs edited too.
+    pub(crate) fn with_agents(
+        test: &str,
+        edit: impl FnOnce(String) -> String,
+        gpus: &str,
+        agent_edit: impl Fn(String) -> String,
+    ) -> Option<SlurmPool> {
         let mut p = SlurmPool::start(test, |t| {
             edit(t.replace(
                 "[[partition]]\n",
@@ -35,7 +46,10 @@ impl SlurmPool {
             ))
         })?;
         for name in ["gn1", "gn2", "gn3"] {
-            let i = p.c.add_agent(name, "8:a100", "127.0.0.1");
+            let i = p.c.add_agent(name, gpus, "127.0.0.1");
+            let config = p.c.agents[i].config.clone();
+            let text = std::fs::read_to_string(&config).unwrap();
+            std::fs::write(&config, agent_edit(text)).unwrap();
             p.c.start_agent(i);
         }
         Some(p)

@@ -93,6 +93,15 @@ pub enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         command: Vec<String>,
     },
+    /// Sets up a sliced job's GPU slice in DIR (run by the job's batch script over Slurm)
+    #[command(hide = true)]
+    SliceSetup {
+        /// The slice's memory, MiB.
+        #[arg(long)]
+        mib: u64,
+        /// A private directory of the job's, where the library and the account are written.
+        dir: std::path::PathBuf,
+    },
     /// Change a waiting job: its time limit, partition or dependencies
     Update(UpdateArgs),
     /// Stop running jobs and queue them again under the same ids

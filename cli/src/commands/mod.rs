@@ -61,6 +61,7 @@ pub fn dispatch(cli: Cli, slurm: &dyn crate::SlurmNames) -> anyhow::Result<()> {
         } => {
             std::process::exit(crate::session::host::run(socket, *idle, command));
         }
+        Command::SliceSetup { mib, dir } => return slice_setup(*mib, dir),
         Command::Env {
             command: crate::args::EnvCommand::BuildLocked { lock, dest },
         } => return envs::build_locked(lock, dest),
@@ -185,9 +186,22 @@ pub fn dispatch(cli: Cli, slurm: &dyn crate::SlurmNames) -> anyhow::Result<()> {
             | Command::ManPages { .. }
             | Command::Completions { .. }
             | Command::Logs(_)
-            | Command::SessionHost { .. } => {
+            | Command::SessionHost { .. }
+            | Command::SliceSetup { .. } => {
                 unreachable!("handled above")
             }
         }
     })
+}
+
+/// `labpool slice-setup`: the slice library and a fresh account in `dir`, for a sliced job's
+/// batch script over Slurm (see the gate's `submit` module); an agent does the same itself.
+fn slice_setup(mib: u64, dir: &std::path::Path) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        mib > 0,
+        "--mib 0: a GPU slice needs its memory in MiB (more than 0)"
+    );
+    labpool_gpu_slice::install(dir)?;
+    labpool_gpu_slice::Account::create(dir, mib)?;
+    Ok(())
 }

@@ -17,6 +17,8 @@ pub struct SlurmMarks {
     pub drain: BTreeMap<String, String>,
     /// Slurm's nodes that no agent serves, scheduled from what Slurm says they have.
     pub agentless: std::collections::BTreeSet<String>,
+    /// Slurm's shards on each GPU, by node (from the last poll).
+    pub shards: BTreeMap<String, u32>,
 }
 
 impl Engine {
@@ -24,6 +26,7 @@ impl Engine {
     pub(crate) async fn on_slurm_view(&mut self, view: SlurmView) -> anyhow::Result<()> {
         self.pass_need = PassNeed::Full;
         self.take_slurm_nodes(&view.nodes).await?;
+        self.slurm_marks.shards = view.shards.clone();
         let names: Vec<String> = self.sched.nodes().map(|n| n.name().to_string()).collect();
         for name in &names {
             let wanted = view.foreign.get(name).cloned().unwrap_or_default();
@@ -186,12 +189,46 @@ impl Engine {
                 (n.spec.mem_mib * share / gpus).max(1)
             })
         };
+        let shards = self.slurm_shards(node, &launch);
         Submission {
             launch,
             node: node.to_string(),
             data,
             staged,
             mem_mib,
+            shards,
         }
+    }
+
+    /// The Slurm shards a sliced attempt asks for: the part of its card it holds in labpool's
+    /// books, in the node's Slurm shards, rounded up. None when it holds whole GPUs, or when
+    /// Slurm has no shards on the node: it then asks for a whole GPU (`--gres=gpu:1`), which
+    /// Slurm cannot share, and the log says so.
+    fn slurm_shards(&self, node: &str, launch: &crate::api::agent::Launch) -> Option<u32> {
+        let alloc = self
+            .sched
+            .allocation(labpool_scheduler::job::JobId(launch.job))?;
+        let units = u32::from(alloc.held_units());
+        if units == 0 {
+            return None;
+        }
+        let share = self
+            .sched
+            .node(node)?
+            .spec
+            .gpus
+            .iter()
+            .find(|g| Some(&g.index) == alloc.gpus.first())?
+            .share
+            .max(1);
+        let Some(per_gpu) = self.slurm_marks.shards.get(node).copied() else {
+            tracing::warn!(
+                node,
+                job = launch.job,
+                "the job holds a slice, but Slurm has no shards on the node (GresTypes=shard, Gres=shard:N): it asks Slurm for a whole GPU"
+            );
+            return None;
+        };
+        Some((units * per_gpu).div_ceil(share).clamp(1, per_gpu))
     }
 }

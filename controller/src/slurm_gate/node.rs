@@ -75,10 +75,33 @@ impl NodeLine {
         gres_gpus(&self.gres)
     }
 
+    /// Slurm's shards on each of its GPUs (`Gres=gpu:a100:8,shard:32` is 4): the node's
+    /// `shard` count over its GPUs, rounded down; 0 when it has no shards or no GPUs.
+    pub fn shards_per_gpu(&self) -> u32 {
+        let gpus: u32 = self.gpus().iter().map(|(_, n)| n).sum();
+        if gpus == 0 {
+            return 0;
+        }
+        let shards: u32 = split_top_level(&self.gres)
+            .into_iter()
+            .filter_map(|item| {
+                let item = item.split('(').next().unwrap_or_default();
+                match item.split(':').collect::<Vec<_>>().as_slice() {
+                    ["shard", n] | ["shard", _, n] => parse_count(n),
+                    _ => None,
+                }
+            })
+            .fold(0u32, u32::saturating_add);
+        shards / gpus
+    }
+
     /// The node as labpool schedules it when no agent serves it: its `Gres=` GPUs numbered from
     /// 0 in the order Slurm lists them, its cores and memory, and its features less the
-    /// `ds_` ones labpool itself sets.
+    /// `ds_` ones labpool itself sets. A node with Slurm shards has its cards cut into them
+    /// ([`slices_of_shards`]), so `--gres=shard:N` jobs are placed there; their memory is not
+    /// known from Slurm, so no cap is set on them until an agent serves the node.
     pub fn spec(&self) -> NodeSpec {
+        let (share, slices) = slices_of_shards(self.shards_per_gpu());
         let mut gpus = Vec::new();
         for (gpu_type, count) in self.gpus() {
             for _ in 0..count {
@@ -91,8 +114,8 @@ impl NodeLine {
                     product: "from Slurm's Gres".to_string(),
                     memory_mib: 0,
                     uuid: None,
-                    share: 1,
-                    slices: Vec::new(),
+                    share,
+                    slices: slices.clone(),
                     nvlink_peer: None,
                 });
             }
@@ -113,6 +136,20 @@ impl NodeLine {
                 .map(str::to_string)
                 .collect(),
         }
+    }
+}
+
+/// How labpool cuts a card that Slurm cuts into `shards`: every slice (denominator) from 2 to
+/// the largest labpool takes that divides the shards, and the shards they make (their least
+/// common multiple: `shards` itself up to 16). `(1, [])` when the card has fewer than 2.
+pub fn slices_of_shards(shards: u32) -> (u32, Vec<u32>) {
+    use labpool_scheduler::slice::{MAX_DENOMINATOR, shards_of};
+    let slices: Vec<u32> = (2..=MAX_DENOMINATOR.min(shards))
+        .filter(|d| shards.is_multiple_of(*d))
+        .collect();
+    match shards_of(&slices) {
+        Some(share) if !slices.is_empty() => (share, slices),
+        _ => (1, Vec::new()),
     }
 }
 
@@ -219,5 +256,27 @@ mod tests {
         assert_eq!(g("gpu:a100:2,gpu:a100:2"), [("a100".to_string(), 4)]);
         assert!(g("(null)").is_empty() && g("").is_empty() && g("gpu:x:y").is_empty());
         assert_eq!(g("gpu:1K"), [(UNTYPED_GPU.to_string(), MAX_GPUS)]);
+    }
+
+    #[test]
+    fn slurm_shards_cut_the_cards_of_a_node_without_an_agent() {
+        let n = NodeLine::parse("NodeName=gn1 Gres=gpu:a100:8(S:0-1),shard:32(S:0-1) State=IDLE")
+            .unwrap();
+        assert_eq!(n.shards_per_gpu(), 4);
+        let spec = n.spec();
+        assert_eq!(
+            (spec.gpus[3].share, spec.gpus[3].slices.clone()),
+            (4, vec![2, 4])
+        );
+        assert_eq!(slices_of_shards(6), (6, vec![2, 3, 6]));
+        // Beyond sixteenths, labpool's slices stop at 16: its cards hold 16 shards.
+        assert_eq!(slices_of_shards(32), (16, vec![2, 4, 8, 16]));
+        assert_eq!(slices_of_shards(1), (1, Vec::new()));
+        assert_eq!(slices_of_shards(0), (1, Vec::new()));
+        let plain = NodeLine::parse("NodeName=gn2 Gres=gpu:2 State=IDLE").unwrap();
+        assert_eq!(plain.shards_per_gpu(), 0);
+        assert_eq!(plain.spec().gpus[0].share, 1);
+        let none = NodeLine::parse("NodeName=gn3 Gres=shard:8 State=IDLE").unwrap();
+        assert_eq!(none.shards_per_gpu(), 0, "shards without GPUs cut nothing");
     }
 }

@@ -32,6 +32,8 @@ pub struct Submission {
     pub staged: Vec<PathBuf>,
     /// Memory to ask Slurm for, MiB: the job's own, or its GPUs' share of the node's.
     pub mem_mib: u64,
+    /// Slurm shards to ask for, when the attempt holds a slice of a card (`--gres=shard:N`).
+    pub shards: Option<u32>,
 }
 
 /// Exit status of the wrapper when a dataset is not complete on the node.
@@ -39,6 +41,9 @@ pub const NOT_STAGED_EXIT: i32 = 97;
 
 /// Exit status of the wrapper when it cannot write the member's script on the node.
 pub const NO_SCRIPT_EXIT: i32 = 98;
+
+/// Exit status of the wrapper when it cannot set up the job's GPU slice on the node.
+pub const NO_SLICE_EXIT: i32 = 99;
 
 /// The comment: the tag, the pool (`;pool=ID`), then the data directories the Prolog checks
 /// (`;data=DIR,DIR`).
@@ -79,7 +84,10 @@ pub fn sbatch_args(s: &Submission, as_root: bool, pool: &str) -> Vec<String> {
         a.push(format!("--uid={}", l.uid));
         a.push(format!("--gid={}", l.gid));
     }
-    a.extend(gpus(l));
+    a.extend(match s.shards {
+        Some(n) => Some(format!("--gres=shard:{n}")),
+        None => gpus(l),
+    });
     if let Some(t) = l.time_limit_s {
         a.push(format!("--time={}:{:02}", t / 60, t % 60));
     }
@@ -214,6 +222,9 @@ pub fn wrapper(s: &Submission) -> String {
         "script=$(mktemp \"${{TMPDIR:-/tmp}}/labpool-{j}.XXXXXX\" 2>/dev/null || mktemp /tmp/labpool-{j}.XXXXXX) || {{ echo \"labpool: cannot write the job's script to $TMPDIR or /tmp on $(hostname)\" >&2; exit {NO_SCRIPT_EXIT}; }}",
         j = l.job
     );
+    if let Some(mib) = l.slice_mib {
+        slice_lines(&mut w, l.job, mib);
+    }
     let _ = writeln!(w, "cat > \"$script\" <<'{end}'");
     w.push_str(&l.script);
     if !l.script.ends_with('\n') {
@@ -233,6 +244,43 @@ pub fn wrapper(s: &Submission) -> String {
     let _ = writeln!(w, "rm -f \"$script\"");
     let _ = writeln!(w, "exec /dev/fd/9 \"$@\"");
     w
+}
+
+/// The lines that hold a sliced job to its slice on a Slurm node, as the agent does on its own
+/// (`labpool_gpu_slice`): `labpool slice-setup` writes the library and the job's account into
+/// a private directory; the batch shell opens both and removes the directory at once, so
+/// nothing of it outlives the job however it ends; the job's processes reach the two files
+/// through the batch shell's descriptors (`/proc/PID/fd/N`), which live as long as the job.
+/// The card is the first one Slurm gave the job (`CUDA_VISIBLE_DEVICES`).
+fn slice_lines(w: &mut String, job: u64, mib: u64) {
+    let labpool =
+        std::env::current_exe().map_or_else(|_| "labpool".to_string(), |p| p.display().to_string());
+    let fail = format!(
+        "{{ echo \"labpool: the job's GPU slice of {mib} MiB cannot be set up on $(hostname)\" >&2; rm -rf \"$slice\"; exit {NO_SLICE_EXIT}; }}"
+    );
+    let _ = writeln!(
+        w,
+        "slice=$(mktemp -d \"${{TMPDIR:-/tmp}}/labpool-slice-{job}.XXXXXX\" 2>/dev/null || mktemp -d /tmp/labpool-slice-{job}.XXXXXX) || {fail}"
+    );
+    let _ = writeln!(
+        w,
+        "{} slice-setup --mib {mib} \"$slice\" || {fail}",
+        quote(&labpool)
+    );
+    let _ = writeln!(
+        w,
+        "exec 7<\"$slice/{}\" 8<>\"$slice/{}\" || {fail}",
+        labpool_gpu_slice::LIBRARY_NAME,
+        labpool_gpu_slice::ACCOUNT_NAME
+    );
+    let _ = writeln!(w, "rm -rf \"$slice\"");
+    let _ = writeln!(
+        w,
+        "export LD_PRELOAD=\"/proc/$$/fd/7${{LD_PRELOAD:+:$LD_PRELOAD}}\" {}=/proc/$$/fd/8 {}={mib} {}=\"${{CUDA_VISIBLE_DEVICES%%,*}}\"",
+        labpool_gpu_slice::ENV_ACCOUNT,
+        labpool_gpu_slice::ENV_LIMIT_MIB,
+        labpool_gpu_slice::ENV_GPU
+    );
 }
 
 #[cfg(test)]
@@ -255,6 +303,7 @@ mod tests {
             data: Vec::new(),
             staged: Vec::new(),
             mem_mib: 100,
+            shards: None,
         }
     }
 

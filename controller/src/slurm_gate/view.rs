@@ -18,6 +18,8 @@ pub struct SlurmView {
     pub down: BTreeMap<String, String>,
     /// Nodes Slurm drains, with why.
     pub drain: BTreeMap<String, String>,
+    /// Slurm's shards on each GPU, for the nodes that have them: what a slice asks Slurm for.
+    pub shards: BTreeMap<String, u32>,
 }
 
 /// The prefix of the node features that mirror datasets.
@@ -44,6 +46,10 @@ pub(crate) fn view_of(nodes: &[NodeLine], queue: &[SlurmJob], pool: &str) -> Slu
     let mut v = SlurmView::default();
     for n in nodes {
         v.nodes.insert(n.name.clone(), n.spec());
+        let shards = n.shards_per_gpu();
+        if shards > 0 {
+            v.shards.insert(n.name.clone(), shards);
+        }
         if n.is_down() {
             v.down.insert(
                 n.name.clone(),

@@ -246,6 +246,7 @@ fn submission(job: u64, attempt: u32, node: &str) -> Submission {
         data: Vec::new(),
         staged: Vec::new(),
         mem_mib: 1024,
+        shards: None,
     }
 }
 
