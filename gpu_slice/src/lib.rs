@@ -20,6 +20,12 @@
 //! TensorFlow's allocator read). An allocation over the slice gets
 //! `CUDA_ERROR_OUT_OF_MEMORY` in the process that asked; its neighbours run on.
 //!
+//! Why a library and not the kernel: Linux's device-memory cgroup controller (`dmem`, 6.14) is
+//! the kernel's way to cap GPU memory per cgroup, but only DRM drivers register regions with it
+//! (Intel's `xe`, AMD's); NVIDIA's CUDA driver registers none, so on the cards labs run CUDA on
+//! there is nothing for the agent to set. Should a driver offer it, the agent would write the
+//! slice to the job cgroup's `dmem.max` beside the library.
+//!
 //! What it cannot stop: a member who removes `LD_PRELOAD`, links the driver statically, or
 //! calls the kernel driver's ioctls directly escapes the library. The backstop is the agents'
 //! NVML sampling: the controller's monitor sees the job's processes' memory on the card, warns,
