@@ -20,6 +20,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -98,7 +99,22 @@ static void *real_nvml(const char *name) {
 
 /* ---- the account ----------------------------------------------------------------------- */
 
-static void after_fork(void) { my_slot = -1; }
+static int books_lock; /* guards the pointer and handle tables and this process's slot */
+
+static void after_fork(void) {
+    my_slot = -1;
+    books_lock = 0; /* a thread of the parent may have held it; the child has only this one */
+}
+
+/* A spin lock rather than a mutex: taking it is one atomic exchange and giving it back a
+ * plain store, where a mutex costs an atomic operation each way (this is on every allocation
+ * and free). It is held for a table update only; a waiter yields. */
+static void lock_books(void) {
+    while (__atomic_exchange_n(&books_lock, 1, __ATOMIC_ACQUIRE))
+        while (__atomic_load_n(&books_lock, __ATOMIC_RELAXED)) sched_yield();
+}
+
+static void unlock_books(void) { __atomic_store_n(&books_lock, 0, __ATOMIC_RELEASE); }
 
 __attribute__((constructor)) static void start(void) {
     find_real_dlsym();
@@ -170,8 +186,6 @@ static int reserve(uint64_t n) {
         while (n <= acc->limit && cur <= acc->limit - n) {
             if (__atomic_compare_exchange_n(&acc->used, &cur, cur + n, 1, __ATOMIC_ACQ_REL,
                                             __ATOMIC_ACQUIRE)) {
-                struct slot *s = own_slot();
-                if (s) __atomic_fetch_add(&s->used, n, __ATOMIC_ACQ_REL);
                 uint64_t peak = __atomic_load_n(&acc->peak, __ATOMIC_RELAXED);
                 while (cur + n > peak &&
                        !__atomic_compare_exchange_n(&acc->peak, &peak, cur + n, 1,
@@ -185,19 +199,27 @@ static int reserve(uint64_t n) {
     return 0;
 }
 
+/* Gives `n` bytes back to the job's account (the process's slot is kept by the books). */
 static void release(uint64_t n) {
     if (!acc || n == 0) return;
     __atomic_fetch_sub(&acc->used, n, __ATOMIC_ACQ_REL);
-    struct slot *s = own_slot();
-    if (s) __atomic_fetch_sub(&s->used, n, __ATOMIC_ACQ_REL);
 }
 
 /* ---- what each allocation holds, by pointer or handle ------------------------------------ */
 
 struct entry { uint64_t key, size; };
-struct table { struct entry *e; size_t cap, n; pthread_mutex_t lock; };
-static struct table pointers = {.lock = PTHREAD_MUTEX_INITIALIZER};
-static struct table handles = {.lock = PTHREAD_MUTEX_INITIALIZER};
+struct table { struct entry *e; size_t cap, n; };
+static struct table pointers;
+static struct table handles;
+
+/* What this process holds, in its slot of the account, so that it is taken back when the
+ * process dies. Only this process writes it, under the books' lock, so a plain store does. */
+static void slot_add(uint64_t n, int sign) {
+    struct slot *s = own_slot();
+    if (!s) return;
+    uint64_t held = __atomic_load_n(&s->used, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->used, sign > 0 ? held + n : (held > n ? held - n : 0), __ATOMIC_RELEASE);
+}
 
 static size_t slot_of(uint64_t key, size_t cap) {
     key ^= key >> 33;
@@ -214,9 +236,12 @@ static void put_locked(struct table *t, uint64_t key, uint64_t size) {
     t->e[i].size = size;
 }
 
+/* Books an allocation the driver made: its size by key, and in the process's slot. A process
+ * that dies between the booking in the account and here leaves its bytes booked to the job. */
 static void remember(struct table *t, uint64_t key, uint64_t size) {
     if (!acc || !key) return;
-    pthread_mutex_lock(&t->lock);
+    lock_books();
+    slot_add(size, 1);
     if ((t->n + 1) * 2 > t->cap) {
         size_t cap = t->cap ? t->cap * 2 : 1024;
         struct entry *old = t->e, *e = calloc(cap, sizeof *e);
@@ -231,13 +256,14 @@ static void remember(struct table *t, uint64_t key, uint64_t size) {
         }
     }
     if (t->cap) put_locked(t, key, size);
-    pthread_mutex_unlock(&t->lock);
+    unlock_books();
 }
 
 /* Removes `key` and returns what it held: 0 when it was not booked here. */
 static uint64_t forget(struct table *t, uint64_t key) {
     uint64_t size = 0;
-    pthread_mutex_lock(&t->lock);
+    if (!acc) return 0;
+    lock_books();
     if (t->cap && key) {
         size_t i = slot_of(key, t->cap);
         while (t->e[i].key && t->e[i].key != key) i = (i + 1) & (t->cap - 1);
@@ -257,9 +283,10 @@ static uint64_t forget(struct table *t, uint64_t key) {
                     i = j;
                 }
             }
+            slot_add(size, -1);
         }
     }
-    pthread_mutex_unlock(&t->lock);
+    unlock_books();
     return size;
 }
 
