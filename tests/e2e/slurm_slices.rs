@@ -11,12 +11,14 @@ use std::path::Path;
 use std::time::Duration;
 
 /// The script: the job's first process holds 1500 MiB in the background while an `srun` step
-/// asks for 5000, then for 500.
+/// asks for 5000, then for 500. It takes descriptors 7 and 8 for itself first, as scripts do
+/// (`exec 7>log`): the slice must not depend on them.
 fn shard_script(cuda: &Path) -> String {
     format!(
         "#!/bin/sh\n\
          #SBATCH --gres=shard:1\n\
          #SBATCH --output=shard-%j.out\n\
+         exec 7>/dev/null 8>/dev/null\n\
          export LD_LIBRARY_PATH={cuda}\n\
          {probe} linked info alloc 1500 hold 4 &\n\
          sleep 1\n\
@@ -35,13 +37,14 @@ const HELD_TO_A_QUARTER: [&str; 4] = [
     "alloc 500 ok",
 ];
 
-/// The slice files a job of `id` would have left in `/tmp`.
-fn leftovers(id: u64) -> Vec<String> {
+/// The slice directories in `/tmp` (where `labpool slice-exec` makes them when the job has no
+/// `TMPDIR`).
+fn slice_dirs() -> std::collections::BTreeSet<String> {
     std::fs::read_dir("/tmp")
         .unwrap()
         .filter_map(|e| e.ok())
         .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with(&format!("labpool-slice-{id}.")))
+        .filter(|n| n.starts_with("labpool-slice-"))
         .collect()
 }
 
@@ -64,6 +67,7 @@ fn a_shard_script_runs_unchanged_on_labpool_in_slurm_and_through_labpool_over_sl
     // holds it to its quarter.
     let (alice, alice_gid) = ensure_user("lp-alice");
     let script = p.c.ctrl.script("shard.sh", &text);
+    let before = slice_dirs();
     let id = p.submit_as(alice, alice_gid, &script);
     let j = p.c.ctrl.wait_done(id, Duration::from_secs(90));
     assert_eq!(j["state"], "COMPLETED", "{j:#}\n{}", p.c.ctrl.serve_log());
@@ -73,7 +77,8 @@ fn a_shard_script_runs_unchanged_on_labpool_in_slurm_and_through_labpool_over_sl
     assert!(asked.contains("shard:1"), "Slurm was asked for {asked:?}");
     let out = read_output(&p.c.ctrl.work.join(format!("shard-{id}.out")));
     assert_eq!(out.lines().collect::<Vec<_>>(), HELD_TO_A_QUARTER, "{out}");
-    assert!(leftovers(id).is_empty(), "{:?}", leftovers(id));
+    let left: Vec<String> = slice_dirs().difference(&before).cloned().collect();
+    assert!(left.is_empty(), "the slice left {left:?} in /tmp");
 
     // 2. In Slurm itself, the same file: Slurm takes the shard and runs it, with no cap.
     let out = p

@@ -93,14 +93,15 @@ pub enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         command: Vec<String>,
     },
-    /// Sets up a sliced job's GPU slice in DIR (run by the job's batch script over Slurm)
+    /// Holds a sliced job to its slice and runs COMMAND (a batch script over Slurm)
     #[command(hide = true)]
-    SliceSetup {
+    SliceExec {
         /// The slice's memory, MiB.
         #[arg(long)]
         mib: u64,
-        /// A private directory of the job's, where the library and the account are written.
-        dir: std::path::PathBuf,
+        /// The program and its arguments.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
+        command: Vec<String>,
     },
     /// Change a waiting job: its time limit, partition or dependencies
     Update(UpdateArgs),

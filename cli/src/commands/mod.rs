@@ -22,6 +22,7 @@ pub mod run;
 pub mod serve;
 pub mod sim;
 pub mod sim_history;
+pub mod slice_exec;
 pub mod snapshots;
 pub mod state;
 pub mod submit;
@@ -61,7 +62,7 @@ pub fn dispatch(cli: Cli, slurm: &dyn crate::SlurmNames) -> anyhow::Result<()> {
         } => {
             std::process::exit(crate::session::host::run(socket, *idle, command));
         }
-        Command::SliceSetup { mib, dir } => return slice_setup(*mib, dir),
+        Command::SliceExec { mib, command } => return slice_exec::run(*mib, command),
         Command::Env {
             command: crate::args::EnvCommand::BuildLocked { lock, dest },
         } => return envs::build_locked(lock, dest),
@@ -187,21 +188,9 @@ pub fn dispatch(cli: Cli, slurm: &dyn crate::SlurmNames) -> anyhow::Result<()> {
             | Command::Completions { .. }
             | Command::Logs(_)
             | Command::SessionHost { .. }
-            | Command::SliceSetup { .. } => {
+            | Command::SliceExec { .. } => {
                 unreachable!("handled above")
             }
         }
     })
-}
-
-/// `labpool slice-setup`: the slice library and a fresh account in `dir`, for a sliced job's
-/// batch script over Slurm (see the gate's `submit` module); an agent does the same itself.
-fn slice_setup(mib: u64, dir: &std::path::Path) -> anyhow::Result<()> {
-    anyhow::ensure!(
-        mib > 0,
-        "--mib 0: a GPU slice needs its memory in MiB (more than 0)"
-    );
-    labpool_gpu_slice::install(dir)?;
-    labpool_gpu_slice::Account::create(dir, mib)?;
-    Ok(())
 }

@@ -6,7 +6,8 @@
 //! them. The wrapper has no directives; it checks that every dataset the job was given is
 //! complete on the node (the `VERSION.complete` marker), writes the member's script to a private
 //! temporary file, and becomes it (`exec`) with its arguments, through an open descriptor of
-//! the file it has already removed.
+//! the file it has already removed. A sliced job's script is reached through `labpool
+//! slice-exec`, which holds it to its slice first (see the CLI's `slice_exec`).
 //!
 //! A multi-node job (a gang) is one Slurm job pinned to all of its nodes (`--nodelist`,
 //! `--nodes`); its tasks on the other nodes are Slurm's to start, with Slurm's own `srun`. Its
@@ -41,9 +42,6 @@ pub const NOT_STAGED_EXIT: i32 = 97;
 
 /// Exit status of the wrapper when it cannot write the member's script on the node.
 pub const NO_SCRIPT_EXIT: i32 = 98;
-
-/// Exit status of the wrapper when it cannot set up the job's GPU slice on the node.
-pub const NO_SLICE_EXIT: i32 = 99;
 
 /// The comment: the tag, the pool (`;pool=ID`), then the data directories the Prolog checks
 /// (`;data=DIR,DIR`).
@@ -222,9 +220,6 @@ pub fn wrapper(s: &Submission) -> String {
         "script=$(mktemp \"${{TMPDIR:-/tmp}}/labpool-{j}.XXXXXX\" 2>/dev/null || mktemp /tmp/labpool-{j}.XXXXXX) || {{ echo \"labpool: cannot write the job's script to $TMPDIR or /tmp on $(hostname)\" >&2; exit {NO_SCRIPT_EXIT}; }}",
         j = l.job
     );
-    if let Some(mib) = l.slice_mib {
-        slice_lines(&mut w, l.job, mib);
-    }
     let _ = writeln!(w, "cat > \"$script\" <<'{end}'");
     w.push_str(&l.script);
     if !l.script.ends_with('\n') {
@@ -242,45 +237,24 @@ pub fn wrapper(s: &Submission) -> String {
     // file is left behind however the job ends.
     let _ = writeln!(w, "exec 9<\"$script\"");
     let _ = writeln!(w, "rm -f \"$script\"");
-    let _ = writeln!(w, "exec /dev/fd/9 \"$@\"");
+    match l.slice_mib {
+        // A sliced job is held to its slice as the agent holds it on labpool's own nodes:
+        // `labpool slice-exec` sets the library and the job's account up, kept open on the
+        // job's first process and removed from the disk at once, and becomes the script.
+        Some(mib) => {
+            let labpool = std::env::current_exe()
+                .map_or_else(|_| "labpool".to_string(), |p| p.display().to_string());
+            let _ = writeln!(
+                w,
+                "exec {} slice-exec --mib {mib} -- /dev/fd/9 \"$@\"",
+                quote(&labpool)
+            );
+        }
+        None => {
+            let _ = writeln!(w, "exec /dev/fd/9 \"$@\"");
+        }
+    }
     w
-}
-
-/// The lines that hold a sliced job to its slice on a Slurm node, as the agent does on its own
-/// (`labpool_gpu_slice`): `labpool slice-setup` writes the library and the job's account into
-/// a private directory; the batch shell opens both and removes the directory at once, so
-/// nothing of it outlives the job however it ends; the job's processes reach the two files
-/// through the batch shell's descriptors (`/proc/PID/fd/N`), which live as long as the job.
-/// The card is the first one Slurm gave the job (`CUDA_VISIBLE_DEVICES`).
-fn slice_lines(w: &mut String, job: u64, mib: u64) {
-    let labpool =
-        std::env::current_exe().map_or_else(|_| "labpool".to_string(), |p| p.display().to_string());
-    let fail = format!(
-        "{{ echo \"labpool: the job's GPU slice of {mib} MiB cannot be set up on $(hostname)\" >&2; rm -rf \"$slice\"; exit {NO_SLICE_EXIT}; }}"
-    );
-    let _ = writeln!(
-        w,
-        "slice=$(mktemp -d \"${{TMPDIR:-/tmp}}/labpool-slice-{job}.XXXXXX\" 2>/dev/null || mktemp -d /tmp/labpool-slice-{job}.XXXXXX) || {fail}"
-    );
-    let _ = writeln!(
-        w,
-        "{} slice-setup --mib {mib} \"$slice\" || {fail}",
-        quote(&labpool)
-    );
-    let _ = writeln!(
-        w,
-        "exec 7<\"$slice/{}\" 8<>\"$slice/{}\" || {fail}",
-        labpool_gpu_slice::LIBRARY_NAME,
-        labpool_gpu_slice::ACCOUNT_NAME
-    );
-    let _ = writeln!(w, "rm -rf \"$slice\"");
-    let _ = writeln!(
-        w,
-        "export LD_PRELOAD=\"/proc/$$/fd/7${{LD_PRELOAD:+:$LD_PRELOAD}}\" {}=/proc/$$/fd/8 {}={mib} {}=\"${{CUDA_VISIBLE_DEVICES%%,*}}\"",
-        labpool_gpu_slice::ENV_ACCOUNT,
-        labpool_gpu_slice::ENV_LIMIT_MIB,
-        labpool_gpu_slice::ENV_GPU
-    );
 }
 
 #[cfg(test)]
