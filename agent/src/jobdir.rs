@@ -389,6 +389,7 @@ impl JobDir {
     /// Removes the directory, its corner first.
     pub fn remove(&self) -> io::Result<()> {
         self.release_corner();
+        crate::slice::remove_container_dir(&self.path);
         match std::fs::remove_dir_all(&self.path) {
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
             other => other,

@@ -8,7 +8,8 @@
 //!    there ([`Account::create`]), owned by the job's user;
 //! 2. starts the job with [`environment`]: `LD_PRELOAD` names the library, and the account's
 //!    path and the slice's size follow every child process and `srun` step of the job (they
-//!    inherit the environment; a container sees them only if it binds the job's directory).
+//!    inherit the environment). A job in a container image gets both in a private directory in
+//!    the host's `/tmp` instead, which Charliecloud and Apptainer bind into their containers.
 //!
 //! [`Account::read`] gives what the job holds and its peak, for tests and benchmarks.
 //!

@@ -38,7 +38,7 @@ pub(crate) fn have_path(test: &str, path: &str, package: &str) -> bool {
 }
 
 /// `labpool env create NAME --file FILE --json` as `uid:gid`, which must succeed; its answer.
-fn create_env(
+pub(crate) fn create_env(
     pool: &Pool,
     (uid, gid): (u32, u32),
     name: &str,

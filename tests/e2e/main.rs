@@ -54,6 +54,7 @@ mod show_settings;
 mod shown;
 mod sim_differential;
 mod simple_slurm;
+mod slice_container;
 mod slices;
 mod slurm_commands;
 mod slurm_differential;
