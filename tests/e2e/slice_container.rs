@@ -5,7 +5,7 @@
 
 use crate::envs::{create_env, have_path, stderr};
 use crate::pool::{Pool, ensure_user, have_root, read_output, stdout_of, wait_until};
-use crate::slices::build_fake_cuda;
+use crate::slices::{build_fake_cuda, slice_dirs};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -128,14 +128,4 @@ fn a_sliced_job_in_a_container_is_held_to_its_slice() {
         || slice_dirs().difference(&before).next().is_none(),
         || format!("left in /tmp: {:?}", slice_dirs().difference(&before)),
     );
-}
-
-/// The slice directories in `/tmp`.
-fn slice_dirs() -> std::collections::BTreeSet<String> {
-    std::fs::read_dir("/tmp")
-        .unwrap()
-        .filter_map(|e| e.ok())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with("labpool-slice-"))
-        .collect()
 }

@@ -47,6 +47,17 @@ pub fn build_fake_cuda(test: &str, dir: &Path) -> Option<()> {
     Some(())
 }
 
+/// The slice directories in `/tmp`: where `labpool slice-exec` (over Slurm) and the agent (for a
+/// job in a container) put a slice's library and account.
+pub fn slice_dirs() -> std::collections::BTreeSet<String> {
+    std::fs::read_dir("/tmp")
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("labpool-slice-"))
+        .collect()
+}
+
 #[test]
 fn two_quarter_slices_share_a_card_and_each_is_held_to_its_quarter() {
     let mut pool = Pool::new("2:rtx4090:24G");

@@ -4,7 +4,7 @@
 //! own agents do, with nothing of the slice left on the node after the job.
 
 use crate::pool::{Pool, ensure_user, read_output};
-use crate::slices::build_fake_cuda;
+use crate::slices::{build_fake_cuda, slice_dirs};
 use crate::slurm_pool::SlurmPool;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -36,17 +36,6 @@ const HELD_TO_A_QUARTER: [&str; 4] = [
     "alloc 5000 err 2",
     "alloc 500 ok",
 ];
-
-/// The slice directories in `/tmp` (where `labpool slice-exec` makes them when the job has no
-/// `TMPDIR`).
-fn slice_dirs() -> std::collections::BTreeSet<String> {
-    std::fs::read_dir("/tmp")
-        .unwrap()
-        .filter_map(|e| e.ok())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with("labpool-slice-"))
-        .collect()
-}
 
 #[test]
 fn a_shard_script_runs_unchanged_on_labpool_in_slurm_and_through_labpool_over_slurm() {
