@@ -53,16 +53,19 @@ pub async fn doctor(
     Ok(Json(DoctorReport { findings }))
 }
 
-/// The GPUs of each node an agent serves, by type.
-fn agent_gpus(nodes: &[NodeView]) -> crate::slurm_gate::doctor::AgentGpus {
-    let mut out = crate::slurm_gate::doctor::AgentGpus::new();
+/// The GPUs of each node an agent serves, by type, and the nodes whose cards it slices.
+fn agent_gpus(nodes: &[NodeView]) -> crate::slurm_gate::doctor::AgentNodes {
+    let mut out = crate::slurm_gate::doctor::AgentNodes::default();
     for n in nodes.iter().filter(|n| n.agent.is_some()) {
-        let gpus = out.entry(n.name.clone()).or_default();
+        let gpus = out.gpus.entry(n.name.clone()).or_default();
         for g in &n.gpus {
             match gpus.iter_mut().find(|(t, _)| *t == g.gpu_type) {
                 Some((_, c)) => *c += 1,
                 None => gpus.push((g.gpu_type.clone(), 1)),
             }
+        }
+        if n.gpus.iter().any(|g| !g.slices.is_empty()) {
+            out.sliced.insert(n.name.clone());
         }
     }
     out

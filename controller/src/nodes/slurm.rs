@@ -203,7 +203,7 @@ impl Engine {
     /// The Slurm shards a sliced attempt asks for: the part of its card it holds in labpool's
     /// books, in the node's Slurm shards, rounded up. None when it holds whole GPUs, or when
     /// Slurm has no shards on the node: it then asks for a whole GPU (`--gres=gpu:1`), which
-    /// Slurm cannot share, and the log says so.
+    /// Slurm cannot share; the log and `labpool doctor` say so.
     fn slurm_shards(&self, node: &str, launch: &crate::api::agent::Launch) -> Option<u32> {
         let alloc = self
             .sched

@@ -1,11 +1,12 @@
 //! What `labpool doctor` checks of the Slurm under the gate: that its commands answer, that
 //! accounting keeps labpool's tags (`AccountingStoreFlags=job_comment`), that finished jobs stay
 //! in the queue long enough to be seen (`MinJobAge`), that the Prolog is installed, and that
-//! where a node has a labpool agent, the agent and Slurm's `Gres=` agree on its GPUs.
+//! where a node has a labpool agent, the agent and Slurm's `Gres=` agree on its GPUs, and Slurm
+//! has shards where the agent cuts cards into slices.
 
 use crate::slurm_gate::node::NodeLine;
 use labpool_monitor::doctor::{Finding, Status};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 fn finding(status: Status, subject: &str, what: String, fix: &str) -> Finding {
     Finding {
@@ -28,9 +29,18 @@ pub fn config_values(text: &str) -> BTreeMap<String, String> {
 /// The GPUs of each node an agent serves, by type, as the agent reports them.
 pub type AgentGpus = BTreeMap<String, Vec<(String, u32)>>;
 
+/// What the agents that registered say of their nodes.
+#[derive(Debug, Default, Clone)]
+pub struct AgentNodes {
+    /// Each node's GPUs.
+    pub gpus: AgentGpus,
+    /// The nodes whose cards are cut into slices (`[node] slices`).
+    pub sliced: BTreeSet<String>,
+}
+
 /// Asks Slurm (as `[executor]` says) and judges what it answers; a Slurm that does not answer
 /// is a failure.
-pub async fn check(config: &crate::settings::Config, agents: &AgentGpus) -> Vec<Finding> {
+pub async fn check(config: &crate::settings::Config, agents: &AgentNodes) -> Vec<Finding> {
     let slurm = crate::slurm_gate::command::Slurm {
         bin: config.executor.slurm_bin.clone(),
         conf: config.executor.slurm_conf.clone(),
@@ -57,7 +67,7 @@ pub async fn check(config: &crate::settings::Config, agents: &AgentGpus) -> Vec<
 pub fn findings(
     config: &BTreeMap<String, String>,
     nodes: &[NodeLine],
-    agents: &AgentGpus,
+    agents: &AgentNodes,
 ) -> Vec<Finding> {
     let mut out = Vec::new();
     let get = |k: &str| config.get(k).map(String::as_str).unwrap_or("");
@@ -103,11 +113,12 @@ pub fn findings(
             "install deploy/slurm/labpool-prolog.sh on every node and set Prolog= to it",
         ));
     }
-    out.extend(disagreements(nodes, agents));
+    out.extend(disagreements(nodes, &agents.gpus));
+    out.extend(slices_without_shards(nodes, &agents.sliced));
     if out.is_empty() {
         let with = nodes
             .iter()
-            .filter(|n| agents.contains_key(&n.name))
+            .filter(|n| agents.gpus.contains_key(&n.name))
             .count();
         out.push(finding(
             Status::Ok,
@@ -176,6 +187,26 @@ fn disagreements(nodes: &[NodeLine], agents: &AgentGpus) -> Vec<Finding> {
     out
 }
 
+/// Nodes whose agent cuts cards into slices where Slurm has no shards: their slices would be
+/// asked of Slurm as whole GPUs.
+fn slices_without_shards(nodes: &[NodeLine], sliced: &BTreeSet<String>) -> Vec<Finding> {
+    nodes
+        .iter()
+        .filter(|n| sliced.contains(&n.name) && n.shards_per_gpu() == 0)
+        .map(|n| {
+            finding(
+                Status::Warn,
+                &n.name,
+                format!(
+                    "node {}: its labpool agent cuts its cards into slices ([node] slices), but Slurm has no shards there (Gres={}): each slice is asked of Slurm as a whole GPU, which Slurm does not share",
+                    n.name, n.gres
+                ),
+                "add shard to GresTypes, shard:N to the node's Gres= (N = its GPUs times the shards per card, 4 for halves and quarters) and Name=shard Count=N to gres.conf, then scontrol reconfigure",
+            )
+        })
+        .collect()
+}
+
 /// `a100: 8, v100: 2`, or `none`.
 fn describe(gpus: &[(String, u32)]) -> String {
     if gpus.is_empty() {
@@ -198,7 +229,10 @@ mod tests {
             NodeLine::parse("NodeName=gn1 Gres=gpu:a100:8 State=IDLE").unwrap(),
             NodeLine::parse("NodeName=gn2 Gres=gpu:a100:8 State=IDLE").unwrap(),
         ];
-        let gn1 = AgentGpus::from([("gn1".to_string(), vec![("a100".to_string(), 8)])]);
+        let gn1 = AgentNodes {
+            gpus: AgentGpus::from([("gn1".to_string(), vec![("a100".to_string(), 8)])]),
+            sliced: BTreeSet::new(),
+        };
         let f = findings(&config_values(text), &nodes, &gn1);
         let subjects: Vec<&str> = f.iter().map(|f| f.subject.as_str()).collect();
         assert_eq!(subjects, ["AccountingStoreFlags"]);
@@ -222,12 +256,15 @@ mod tests {
             NodeLine::parse("NodeName=gn2 Gres=gpu:4 State=IDLE").unwrap(),
             NodeLine::parse("NodeName=gn3 Gres=gpu:a100:8 State=IDLE").unwrap(),
         ];
-        let agents = AgentGpus::from([
-            ("gn1".to_string(), vec![("a100".to_string(), 4)]),
-            ("gn2".to_string(), vec![("rtx4090".to_string(), 4)]),
-            ("gn3".to_string(), vec![("h100".to_string(), 8)]),
-            ("gn9".to_string(), vec![]),
-        ]);
+        let agents = AgentNodes {
+            gpus: AgentGpus::from([
+                ("gn1".to_string(), vec![("a100".to_string(), 4)]),
+                ("gn2".to_string(), vec![("rtx4090".to_string(), 4)]),
+                ("gn3".to_string(), vec![("h100".to_string(), 8)]),
+                ("gn9".to_string(), vec![]),
+            ]),
+            sliced: BTreeSet::new(),
+        };
         let f = findings(&config_values(text), &nodes, &agents);
         let subjects: Vec<(&str, Status)> =
             f.iter().map(|f| (f.subject.as_str(), f.status)).collect();
@@ -243,6 +280,34 @@ mod tests {
         assert!(
             f[0].what.contains("reports 4 GPUs (a100: 4)")
                 && f[0].what.contains("says 8 (a100: 8)"),
+            "{}",
+            f[0].what
+        );
+    }
+
+    #[test]
+    fn slices_where_slurm_has_no_shards_are_reported() {
+        let text = "AccountingStorageType = accounting_storage/slurmdbd\nAccountingStoreFlags = job_comment\nProlog = /etc/slurm/labpool-prolog.sh\n";
+        let nodes = vec![
+            NodeLine::parse("NodeName=gn1 Gres=gpu:a100:8,shard:a100:32 State=IDLE").unwrap(),
+            NodeLine::parse("NodeName=gn2 Gres=gpu:a100:8 State=IDLE").unwrap(),
+            NodeLine::parse("NodeName=gn3 Gres=gpu:a100:8 State=IDLE").unwrap(),
+        ];
+        let eight = || vec![("a100".to_string(), 8)];
+        let agents = AgentNodes {
+            gpus: AgentGpus::from([
+                ("gn1".to_string(), eight()),
+                ("gn2".to_string(), eight()),
+                ("gn3".to_string(), eight()),
+            ]),
+            sliced: BTreeSet::from(["gn1".to_string(), "gn2".to_string()]),
+        };
+        let f = findings(&config_values(text), &nodes, &agents);
+        let subjects: Vec<(&str, Status)> =
+            f.iter().map(|f| (f.subject.as_str(), f.status)).collect();
+        assert_eq!(subjects, [("gn2", Status::Warn)], "{f:#?}");
+        assert!(
+            f[0].what.contains("no shards there (Gres=gpu:a100:8)"),
             "{}",
             f[0].what
         );
