@@ -64,6 +64,10 @@ pub struct Launch {
     /// holds a slice of it: the agent preloads the slice library with this limit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slice_mib: Option<u64>,
+    /// The shards the job asked for (`--gres=shard:N`), which `SLURM_SHARDS_ON_NODE` tells it as
+    /// Slurm does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shards: Option<u32>,
     /// A signal to send before the time limit (`--signal`).
     #[serde(default)]
     pub signal: Option<labpool_scheduler::options::SignalSpec>,

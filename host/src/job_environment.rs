@@ -90,6 +90,9 @@ pub fn job_environment(
     if launch.mem_mib > 0 {
         env.insert("SLURM_MEM_PER_NODE".to_string(), launch.mem_mib.to_string());
     }
+    if let Some(n) = launch.shards {
+        env.insert("SLURM_SHARDS_ON_NODE".to_string(), n.to_string());
+    }
     if let Some(a) = &launch.array {
         for (k, v) in [
             ("SLURM_ARRAY_JOB_ID", a.array_id),

@@ -19,6 +19,7 @@ fn shard_script(cuda: &Path) -> String {
          #SBATCH --gres=shard:1\n\
          #SBATCH --output=shard-%j.out\n\
          exec 7>/dev/null 8>/dev/null\n\
+         echo shards=$SLURM_SHARDS_ON_NODE\n\
          export LD_LIBRARY_PATH={cuda}\n\
          {probe} linked info alloc 1500 hold 4 &\n\
          sleep 1\n\
@@ -30,7 +31,8 @@ fn shard_script(cuda: &Path) -> String {
 }
 
 /// What the script prints when it is held to a quarter of a 24 GiB card.
-const HELD_TO_A_QUARTER: [&str; 4] = [
+const HELD_TO_A_QUARTER: [&str; 5] = [
+    "shards=1",
     "info free=6144 total=6144",
     "alloc 1500 ok",
     "alloc 5000 err 2",
@@ -94,6 +96,7 @@ fn a_shard_script_runs_unchanged_on_labpool_in_slurm_and_through_labpool_over_sl
     assert_eq!(
         out.lines().collect::<Vec<_>>(),
         [
+            "shards=1",
             "info free=24576 total=24576",
             "alloc 1500 ok",
             "alloc 5000 ok",

@@ -58,6 +58,10 @@ impl Engine {
             env: self.launch_env(row),
             gpu_env: self.config.jobs.gpu_env(),
             slice_mib: self.slice_mib(alloc),
+            shards: match row.spec.resources.slice {
+                Some(labpool_scheduler::slice::Slice::Shards(n)) => Some(n),
+                _ => None,
+            },
             signal: req.signal,
             open_append: req.open_append,
             ntasks: req.ntasks,
