@@ -53,7 +53,8 @@ pub async fn doctor(
     Ok(Json(DoctorReport { findings }))
 }
 
-/// The GPUs of each node an agent serves, by type, and the nodes whose cards it slices.
+/// The GPUs of each node an agent serves, by type, and the nodes whose cards it shares (slices,
+/// `gpu_share`).
 fn agent_gpus(nodes: &[NodeView]) -> crate::slurm_gate::doctor::AgentNodes {
     let mut out = crate::slurm_gate::doctor::AgentNodes::default();
     for n in nodes.iter().filter(|n| n.agent.is_some()) {
@@ -64,7 +65,7 @@ fn agent_gpus(nodes: &[NodeView]) -> crate::slurm_gate::doctor::AgentNodes {
                 None => gpus.push((g.gpu_type.clone(), 1)),
             }
         }
-        if n.gpus.iter().any(|g| !g.slices.is_empty()) {
+        if n.gpus.iter().any(|g| g.share > 1 || !g.slices.is_empty()) {
             out.sliced.insert(n.name.clone());
         }
     }

@@ -200,10 +200,11 @@ impl Engine {
         }
     }
 
-    /// The Slurm shards a sliced attempt asks for: the part of its card it holds in labpool's
-    /// books, in the node's Slurm shards, rounded up. None when it holds whole GPUs, or when
-    /// Slurm has no shards on the node: it then asks for a whole GPU (`--gres=gpu:1`), which
-    /// Slurm cannot share; the log and `labpool doctor` say so.
+    /// The Slurm shards an attempt that shares its card (a slice, `--gpu-share`) asks for: the
+    /// part of the card it holds in labpool's books, in the node's Slurm shards, rounded up.
+    /// None when it holds whole GPUs, or when Slurm has no shards on the node: it then asks for
+    /// a whole GPU (`--gres=gpu:1`), which Slurm cannot share; the log and `labpool doctor` say
+    /// so.
     fn slurm_shards(&self, node: &str, launch: &crate::api::agent::Launch) -> Option<u32> {
         let alloc = self
             .sched
@@ -225,7 +226,7 @@ impl Engine {
             tracing::warn!(
                 node,
                 job = launch.job,
-                "the job holds a slice, but Slurm has no shards on the node (GresTypes=shard, Gres=shard:N): it asks Slurm for a whole GPU"
+                "the job holds part of a card (a slice or --gpu-share), but Slurm has no shards on the node (GresTypes=shard, Gres=shard:N): it asks Slurm for a whole GPU"
             );
             return None;
         };

@@ -34,7 +34,7 @@ pub type AgentGpus = BTreeMap<String, Vec<(String, u32)>>;
 pub struct AgentNodes {
     /// Each node's GPUs.
     pub gpus: AgentGpus,
-    /// The nodes whose cards are cut into slices (`[node] slices`).
+    /// The nodes whose cards jobs share: cut into slices (`[node] slices`) or `gpu_share`.
     pub sliced: BTreeSet<String>,
 }
 
@@ -187,8 +187,8 @@ fn disagreements(nodes: &[NodeLine], agents: &AgentGpus) -> Vec<Finding> {
     out
 }
 
-/// Nodes whose agent cuts cards into slices where Slurm has no shards: their slices would be
-/// asked of Slurm as whole GPUs.
+/// Nodes whose agent shares cards (slices, `gpu_share`) where Slurm has no shards: each sharing
+/// job would be asked of Slurm as a whole GPU.
 fn slices_without_shards(nodes: &[NodeLine], sliced: &BTreeSet<String>) -> Vec<Finding> {
     nodes
         .iter()
@@ -198,7 +198,7 @@ fn slices_without_shards(nodes: &[NodeLine], sliced: &BTreeSet<String>) -> Vec<F
                 Status::Warn,
                 &n.name,
                 format!(
-                    "node {}: its labpool agent cuts its cards into slices ([node] slices), but Slurm has no shards there (Gres={}): each slice is asked of Slurm as a whole GPU, which Slurm does not share",
+                    "node {}: its labpool agent shares its cards among jobs ([node] slices or gpu_share), but Slurm has no shards there (Gres={}): each such job is asked of Slurm as a whole GPU, which Slurm does not share",
                     n.name, n.gres
                 ),
                 "add shard to GresTypes, shard:N to the node's Gres= (N = its GPUs times the shards per card, 4 for halves and quarters) and Name=shard Count=N to gres.conf, then scontrol reconfigure",
