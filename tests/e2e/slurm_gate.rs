@@ -212,22 +212,33 @@ fn foreign_load_is_respected_and_a_killed_controller_repeats_and_loses_nothing()
         &foreign.iter().map(String::as_str).collect::<Vec<_>>(),
     );
 
-    // A stream of jobs, and a SIGKILL in its middle.
+    // A stream of jobs, and a SIGKILL in its middle: at the first moment, between two submits,
+    // when some jobs have run and Slurm holds others of labpool's, queued or running. (Waiting
+    // for the whole stream to be submitted first could find it all done on a loaded machine.)
     let mut ids = vec![first];
+    let mut killed = false;
     for _ in 0..199 {
         ids.push(p.c.ctrl.submit(&[short.to_str().unwrap()]));
-    }
-    wait("some jobs to run", Duration::from_secs(60), || {
-        (std::fs::read_to_string(&runs)
+        let ran = std::fs::read_to_string(&runs)
             .unwrap_or_default()
             .lines()
-            .count()
-            >= 8)
-            .then_some(())
-    });
-    p.c.ctrl.kill9();
-    std::thread::sleep(Duration::from_secs(2));
-    p.c.ctrl.start();
+            .count();
+        if !killed
+            && ran >= 8
+            && p.ours()
+                .iter()
+                .any(|j| matches!(j["job_state"].as_str(), Some("RUNNING" | "PENDING")))
+        {
+            p.c.ctrl.kill9();
+            std::thread::sleep(Duration::from_secs(2));
+            p.c.ctrl.start();
+            killed = true;
+        }
+    }
+    assert!(
+        killed,
+        "the stream ended before labpool's jobs were in flight in Slurm"
+    );
     for id in &ids {
         let j = p.c.ctrl.wait_done(*id, Duration::from_secs(120));
         assert_eq!(j["state"], "COMPLETED", "{j:#}");
