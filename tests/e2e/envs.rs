@@ -252,12 +252,17 @@ fn busybox_image(dir: &Path) -> PathBuf {
     for tool in ["sh", "cat", "echo", "env", "id"] {
         std::os::unix::fs::symlink("busybox", root.join("bin").join(tool)).unwrap();
     }
+    std::fs::write(root.join("etc/marker"), "inside-the-image\n").unwrap();
+    squashfs_image(&root, dir.join("tiny.sqfs"))
+}
+
+/// Packs the image tree at `root` (with the `/etc/passwd` and `/etc/group` ch-run binds over)
+/// into a SquashFS file at `image`, readable by every member.
+pub(crate) fn squashfs_image(root: &Path, image: PathBuf) -> PathBuf {
     std::fs::write(root.join("etc/passwd"), "root:x:0:0::/root:/bin/sh\n").unwrap();
     std::fs::write(root.join("etc/group"), "root:x:0:\n").unwrap();
-    std::fs::write(root.join("etc/marker"), "inside-the-image\n").unwrap();
-    let image = dir.join("tiny.sqfs");
     let out = Command::new("mksquashfs")
-        .arg(&root)
+        .arg(root)
         .arg(&image)
         .args(["-quiet", "-noappend", "-all-root"])
         .output()

@@ -3,12 +3,10 @@
 //! probe, and none of the job's directory, yet the probe sees and gets only its quarter; the
 //! slice's directory in `/tmp` goes with the job.
 
-use crate::envs::{create_env, have_path, stderr};
+use crate::envs::{create_env, have_path, squashfs_image};
 use crate::pool::{Pool, ensure_user, have_root, read_output, stdout_of, wait_until};
 use crate::slices::{build_fake_cuda, slice_dirs};
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 /// An image with busybox as its shell, the host's glibc and loader (what the probe and the
@@ -41,18 +39,7 @@ fn cuda_image(dir: &Path, cuda: &Path) -> PathBuf {
     for f in ["probe", "libcuda.so.1"] {
         std::fs::copy(cuda.join(f), root.join("opt").join(f)).unwrap();
     }
-    std::fs::write(root.join("etc/passwd"), "root:x:0:0::/root:/bin/sh\n").unwrap();
-    std::fs::write(root.join("etc/group"), "root:x:0:\n").unwrap();
-    let image = dir.join("cuda.sqfs");
-    let out = Command::new("mksquashfs")
-        .arg(&root)
-        .arg(&image)
-        .args(["-quiet", "-noappend", "-all-root"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "mksquashfs: {}", stderr(&out));
-    std::fs::set_permissions(&image, std::fs::Permissions::from_mode(0o644)).unwrap();
-    image
+    squashfs_image(&root, dir.join("cuda.sqfs"))
 }
 
 #[test]

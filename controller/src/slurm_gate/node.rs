@@ -82,15 +82,9 @@ impl NodeLine {
         if gpus == 0 {
             return 0;
         }
-        let shards: u32 = split_top_level(&self.gres)
+        let shards: u32 = items_named(&self.gres, "shard")
             .into_iter()
-            .filter_map(|item| {
-                let item = item.split('(').next().unwrap_or_default();
-                match item.split(':').collect::<Vec<_>>().as_slice() {
-                    ["shard", n] | ["shard", _, n] => parse_count(n),
-                    _ => None,
-                }
-            })
+            .map(|(_, n)| n)
             .fold(0u32, u32::saturating_add);
         shards / gpus
     }
@@ -171,14 +165,20 @@ pub fn gres_gpus(gres: &str) -> Vec<(String, u32)> {
 /// and in a job's gres detail (`gpu:a100:2(IDX:0-1),gpu:t4:1(IDX:3)`): its type as written
 /// (None for `gpu:N`) and its count. Other generic resources (`shard`, `mps`) are not GPUs.
 pub fn gres_items(gres: &str) -> Vec<(Option<&str>, u32)> {
+    items_named(gres, "gpu")
+}
+
+/// Each item of generic resource `name` (`gpu`, `shard`) in a gres text: its type as written
+/// (None for `NAME:N`) and its count.
+fn items_named<'a>(gres: &'a str, name: &str) -> Vec<(Option<&'a str>, u32)> {
     let mut out = Vec::new();
     for item in split_top_level(gres) {
         // `gpu:a100:8(S:0-1)`: what is in brackets is not part of the count.
         let item = item.split('(').next().unwrap_or_default();
         let parts: Vec<&str> = item.split(':').collect();
         let (ty, count) = match parts.as_slice() {
-            ["gpu", n] => (None, *n),
-            ["gpu", ty, n] => (Some(*ty), *n),
+            [g, n] if *g == name => (None, *n),
+            [g, ty, n] if *g == name => (Some(*ty), *n),
             _ => continue,
         };
         if let Some(count) = parse_count(count) {
