@@ -18,6 +18,7 @@ pub mod quotas;
 pub mod reports;
 pub mod reservations;
 pub mod session_script;
+pub mod sessions;
 pub mod snapshots;
 pub mod state;
 pub mod steps;

@@ -1,8 +1,9 @@
 //! The script of an interactive session (`labpool run --pty`): the CLI writes it
-//! ([`host_command`]), and the controller reads its idle limit back ([`idle_of_script`]) to call
-//! the job interactive. One grammar, on both sides of the API.
+//! ([`host_command`]), and the controller reads it back ([`session_of_script`]) to call the job
+//! interactive and to tell its owner where to attach again. One grammar, on both sides of the
+//! API.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// The command a session's script runs: the session host on `socket`, ending the session
 /// after `idle` without input, giving `command` (the user's shell when empty).
@@ -23,10 +24,18 @@ pub fn host_command(
     ))
 }
 
-/// The idle limit of a session's script as [`host_command`] writes it (after `#!/bin/sh`):
-/// `None` for any other script. The controller calls a job interactive (never preempted) only
-/// when its script is a session host, and only with an idle limit within the pool's.
-pub fn idle_of_script(script: &str) -> Option<std::time::Duration> {
+/// What a session's script says, as [`host_command`] wrote it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionScript {
+    /// The Unix socket the host serves on, in its owner's private directory.
+    pub socket: PathBuf,
+    /// The idle limit.
+    pub idle: std::time::Duration,
+}
+
+/// The session a script hosts, as [`host_command`] writes it (after `#!/bin/sh`): `None` for
+/// any other script.
+pub fn session_of_script(script: &str) -> Option<SessionScript> {
     let mut lines = script.lines();
     if lines.next()? != "#!/bin/sh" {
         return None;
@@ -36,7 +45,7 @@ pub fn idle_of_script(script: &str) -> Option<std::time::Duration> {
         return None;
     }
     match words.as_slice() {
-        [exec, lp, host, s, _, i, idle, dash, ..]
+        [exec, lp, host, s, socket, i, idle, dash, ..]
             if exec == "exec"
                 && lp == "labpool"
                 && host == "session-host"
@@ -45,8 +54,18 @@ pub fn idle_of_script(script: &str) -> Option<std::time::Duration> {
                 && dash == "--" =>
         {
             let secs = idle.strip_suffix('s')?.parse::<u64>().ok()?;
-            Some(std::time::Duration::from_secs(secs))
+            Some(SessionScript {
+                socket: PathBuf::from(socket),
+                idle: std::time::Duration::from_secs(secs),
+            })
         }
         _ => None,
     }
+}
+
+/// The idle limit of a session's script: `None` for any other script. The controller calls a
+/// job interactive (never preempted) only when its script is a session host, and only with an
+/// idle limit within the pool's.
+pub fn idle_of_script(script: &str) -> Option<std::time::Duration> {
+    session_of_script(script).map(|s| s.idle)
 }

@@ -85,6 +85,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/accounts", get(accounts).post(change_accounts))
         .route("/v1/credits", get(credits))
         .route("/v1/credits/grant", post(grant))
+        .merge(crate::jobs::sessions::routes())
         .merge(crate::datasets::http::routes())
         .merge(crate::snapshots::http::routes())
         .merge(crate::quotas::http::routes())

@@ -18,6 +18,7 @@ pub mod args;
 pub mod compat;
 pub mod format;
 pub mod sacct;
+pub mod sattach;
 pub mod scancel;
 pub mod scontrol;
 pub mod scontrol_partition;
@@ -36,8 +37,8 @@ use clap::Parser;
 use std::process::ExitCode;
 
 /// The names `install-slurm-commands` links.
-pub const COMMANDS: [&str; 8] = [
-    "sbatch", "squeue", "scancel", "sinfo", "sacct", "scontrol", "srun", "salloc",
+pub const COMMANDS: [&str; 9] = [
+    "sbatch", "squeue", "scancel", "sinfo", "sacct", "scontrol", "srun", "salloc", "sattach",
 ];
 
 /// How long an ended job stays in `squeue -t all` (and the value `scontrol show config` gives),
@@ -124,6 +125,21 @@ pub fn personality(argv0: &str, args: &[String]) -> Option<ExitCode> {
             sinfo::sinfo(&c, &a).await
         }),
         "scontrol" => talk(name, |c| async move { scontrol::scontrol(&c, args).await }),
+        "sattach" => {
+            // The session's exit code is sattach's.
+            let code = std::cell::Cell::new(0);
+            let code_of = &code;
+            let out = talk(name, |c| async move {
+                let a = sattach::SattachArgs::try_parse_from(args)?;
+                code_of.set(sattach::sattach(&c, &a).await?);
+                Ok(String::new())
+            });
+            if code.get() != 0 {
+                ExitCode::from(code.get().clamp(0, 255) as u8)
+            } else {
+                out
+            }
+        }
         _ => return None,
     };
     Some(code)
@@ -259,6 +275,7 @@ mod tests {
         super::sinfo::SinfoArgs::command().debug_assert();
         super::scancel::ScancelArgs::command().debug_assert();
         super::sacct::SacctArgs::command().debug_assert();
+        super::sattach::SattachArgs::command().debug_assert();
     }
 
     /// `labpool install-slurm-commands --help` names every command it links.

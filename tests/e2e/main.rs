@@ -9,6 +9,7 @@ mod browser;
 mod daemon_logs;
 mod datasets;
 mod demo;
+mod detach;
 mod docs_agree;
 mod doctor;
 mod drain;

@@ -1,6 +1,7 @@
 //! An interactive session on another machine than the client's: the agent runs in a network
 //! namespace with its own session directory, so the client cannot reach the job's Unix socket
-//! and joins over TCP, showing the session's token; a connection without it gets nothing.
+//! and joins over TCP, showing the session's token; a connection without it gets nothing. A
+//! client that is killed detaches, and `labpool attach` joins again over the same port.
 
 use crate::interactive::Terminal;
 use crate::netns::cluster_with_agent_inside;
@@ -47,6 +48,11 @@ fn a_session_on_another_node_is_joined_over_its_session_port() {
         let n = probe.read(&mut buf).unwrap_or(0);
         assert_eq!(n, 0, "a client without the token got: {:?}", &buf[..n]);
     }
-    term.type_line("exit 3");
-    assert_eq!(term.exit_code(), Some(3), "{}", c.logs());
+    // The laptop closes; the session is joined again over the port, its screen redrawn.
+    term.kill_client();
+    let id = job["id"].as_u64().unwrap().to_string();
+    let mut again = Terminal::open_with(&c.ctrl, &c.ctrl.bin, &["attach", &id]);
+    again.expect("on=farnode gpus=[0]");
+    again.type_line("exit 3");
+    assert_eq!(again.exit_code(), Some(3), "{}", c.logs());
 }

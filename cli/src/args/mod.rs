@@ -80,6 +80,12 @@ pub enum Command {
     /// An allocation: a shell inside a job whose `srun` runs steps on it (salloc)
     #[command(infer_long_args = true)]
     Alloc(Box<RunArgs>),
+    /// Join a running session again (after Ctrl-] d or a lost terminal), from any node
+    Attach {
+        /// The session's job id (JOB.STEP as sattach writes it is taken too)
+        #[arg(value_name = "JOB")]
+        job: String,
+    },
     /// Hosts an interactive session inside its job (started by `labpool run`)
     #[command(hide = true)]
     SessionHost {
@@ -109,7 +115,7 @@ pub enum Command {
     Requeue(CancelArgs),
     /// Hold waiting jobs: they stay queued but do not start until released
     Hold(CancelArgs),
-    /// Link Slurm's command names (sbatch, squeue, scancel, sinfo, sacct, scontrol, srun, salloc) to labpool in DIR
+    /// Link Slurm's command names (sbatch, squeue, scancel, sinfo, sacct, scontrol, srun, salloc, sattach) to labpool in DIR
     InstallSlurmCommands {
         /// Where to make the links (e.g. /usr/local/bin)
         dir: std::path::PathBuf,

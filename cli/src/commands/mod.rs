@@ -126,6 +126,10 @@ pub fn dispatch(cli: Cli, slurm: &dyn crate::SlurmNames) -> anyhow::Result<()> {
                 let code = run::run(&args, &config).await?;
                 std::process::exit(code);
             }
+            Command::Attach { job } => {
+                let code = run::attach(job, &config).await?;
+                std::process::exit(code);
+            }
             Command::Requeue(args) => jobs::requeue(args, &config).await,
             Command::Hold(args) => jobs::hold(args, true, &config).await,
             Command::Release(args) => jobs::hold(args, false, &config).await,

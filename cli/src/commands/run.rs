@@ -74,3 +74,19 @@ pub async fn run(args: &RunArgs, config: &Config) -> anyhow::Result<i32> {
     }
     code
 }
+
+/// Runs `labpool attach JOB` (`JOB.STEP` as `sattach` writes it): joins the running session
+/// again; returns the shell's exit code, or 0 when this terminal detaches again.
+pub async fn attach(job: &str, config: &Config) -> anyhow::Result<i32> {
+    let id = job
+        .split_once('.')
+        .map_or(job, |(id, _)| id)
+        .parse::<u64>()
+        .map_err(|_| {
+            anyhow::anyhow!(
+                "'{job}' is not a job id\nhint: `labpool queue` lists your sessions; attach with the number in its first column"
+            )
+        })?;
+    let client = Client::new(&config.controller.socket);
+    crate::session::attach::attach_again(&client, id, false).await
+}

@@ -1,7 +1,10 @@
 //! The client side of a session: queue the job, wait for it to start, and join this terminal
-//! to its shell (raw mode, so keys and screens pass through), until the shell ends.
+//! to its shell (raw mode, so keys and screens pass through), until the shell ends or this
+//! terminal detaches (Ctrl-] then d, or a lost connection); and join a running session again
+//! ([`attach_again`]).
 
 use super::conn::{Conn, Frame};
+use crate::api::sessions::SessionView;
 use crate::api::{CancelRequest, JobView, NodeView, SubmitRequest, Submitted};
 use crate::client::Client;
 use crate::controller::http::JobDetail;
@@ -15,6 +18,10 @@ use std::time::{Duration, Instant};
 
 /// How long a started session's socket may take to appear.
 const SOCKET_WITHIN: Duration = Duration::from_secs(30);
+
+/// How long after its connection closed a session still running is taken as detached (the
+/// connection was lost), not ended.
+const RUNS_ON_AFTER: Duration = Duration::from_secs(5);
 
 /// Puts the terminal back as it was, however the session ends.
 struct RawMode(Option<Termios>);
@@ -85,14 +92,40 @@ pub async fn attach(
                 .unwrap_or_default()
         );
     }
+    let me = nix::unistd::geteuid().as_raw();
+    join(client, &job, socket, token, me, false).await
+}
+
+/// `labpool attach JOB` (and `sattach JOB`): joins a running session again, from this machine
+/// or any other of the pool, with its screen redrawn. Only its owner (or an admin) is told where
+/// it answers. Returns the shell's exit code when it ends while attached.
+/// `quiet` leaves out the line naming the job and its node (`sattach -Q`).
+pub async fn attach_again(client: &Client, id: u64, quiet: bool) -> anyhow::Result<i32> {
+    let view: SessionView = client.get(&format!("/v1/jobs/{id}/session")).await?;
+    let d: JobDetail = client.get(&format!("/v1/jobs/{id}")).await?;
+    join(client, &d.job, &view.socket, &view.token, view.uid, quiet).await
+}
+
+/// Joins this terminal to the running session `job`: on its Unix socket when the session began
+/// on this machine (served by `owner`, or not talked to), else on its session port with
+/// `token`. Returns when the shell ends, or when this terminal detaches.
+async fn join(
+    client: &Client,
+    job: &JobView,
+    socket: &std::path::Path,
+    token: &str,
+    owner: u32,
+    quiet: bool,
+) -> anyhow::Result<i32> {
+    let id = job.id;
     // On this machine the socket appears; on another, the job's session port answers.
-    let remote = remote_address(client, &job).await;
+    let remote = remote_address(client, job).await;
     let t0 = Instant::now();
     // Why the last connection was not taken, for the error when none is.
     let mut last;
     let stream: Box<dyn Conn> = loop {
         match UnixStream::connect(socket) {
-            Ok(s) => match runs_as_me(&s) {
+            Ok(s) => match served_by(&s, owner) {
                 Ok(()) => break Box::new(s),
                 Err(why) => last = format!("{}: {why}", socket.display()),
             },
@@ -109,22 +142,24 @@ pub async fn attach(
         if t0.elapsed() > SOCKET_WITHIN {
             anyhow::bail!(
                 "job {id} runs on {} but its session is not reachable from here ({last}); the job's ports under [jobs] ports must be open between the nodes",
-                job.node.unwrap_or_default(),
+                job.node.as_deref().unwrap_or("?"),
             )
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
-    eprintln!(
-        "labpool: job {id} on {} with GPUs {}",
-        job.node.as_deref().unwrap_or("?"),
-        if job.gpus.is_empty() {
-            "none".to_string()
-        } else {
-            crate::render::gpu_list(&job.gpus)
-        }
-    );
-    relay(stream)?;
-    // The shell has ended: so does the job.
+    if !quiet {
+        eprintln!(
+            "labpool: job {id} on {} with GPUs {} (detach: Ctrl-] then d)",
+            job.node.as_deref().unwrap_or("?"),
+            if job.gpus.is_empty() {
+                "none".to_string()
+            } else {
+                crate::render::gpu_list(&job.gpus)
+            }
+        );
+    }
+    let detached = relay(stream)?;
+    // The shell has ended, so the job does; or this terminal let go, and it runs on.
     let t0 = Instant::now();
     loop {
         let d: JobDetail = client.get(&format!("/v1/jobs/{id}")).await?;
@@ -134,22 +169,24 @@ pub async fn attach(
         ) {
             return Ok(d.job.exit_code.unwrap_or(0));
         }
-        if t0.elapsed() > Duration::from_secs(10) {
+        if detached || t0.elapsed() > RUNS_ON_AFTER {
+            eprintln!(
+                "\nlabpool: detached from session {id}, which runs on; `labpool attach {id}` joins it again (from any machine of the pool)"
+            );
             return Ok(0);
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 
-/// `Ok` when the process at the other end of `s` runs as this user, as the session's host
-/// does: a socket someone else put in its place is never talked to.
-fn runs_as_me(s: &UnixStream) -> Result<(), String> {
+/// `Ok` when the process at the other end of `s` runs as `owner`, the session's owner, as its
+/// host does: a socket someone else put in its place is never talked to.
+fn served_by(s: &UnixStream, owner: u32) -> Result<(), String> {
     let cred = nix::sys::socket::getsockopt(s, nix::sys::socket::sockopt::PeerCredentials)
         .map_err(|e| format!("cannot tell who serves it: {e}"))?;
-    let me = nix::unistd::geteuid().as_raw();
-    if cred.uid() != me {
+    if cred.uid() != owner {
         return Err(format!(
-            "it is served by uid {}, not by you (uid {me}); not used",
+            "it is served by uid {}, not by the session's owner (uid {owner}); not used",
             cred.uid()
         ));
     }
@@ -209,8 +246,41 @@ async fn remote_address(client: &Client, job: &JobView) -> Option<(String, u16)>
     Some((host.trim_matches(['[', ']']).to_string(), port))
 }
 
-/// Joins this terminal to the session until the session closes the connection.
-fn relay(stream: Box<dyn Conn>) -> anyhow::Result<()> {
+/// Ctrl-] then `d`: the key that detaches this terminal, as telnet's Ctrl-] escapes. Ctrl-]
+/// followed by anything else passes both on; Ctrl-] twice sends one.
+#[derive(Default)]
+pub struct DetachKey {
+    pending: bool,
+}
+
+/// Ctrl-].
+const ESCAPE: u8 = 0x1d;
+
+impl DetachKey {
+    /// The bytes of `typed` to send on, and whether the detach key was completed.
+    pub fn feed(&mut self, typed: &[u8]) -> (Vec<u8>, bool) {
+        let mut out = Vec::with_capacity(typed.len());
+        for &b in typed {
+            if self.pending {
+                self.pending = false;
+                match b {
+                    b'd' => return (out, true),
+                    ESCAPE => out.push(ESCAPE),
+                    other => out.extend([ESCAPE, other]),
+                }
+            } else if b == ESCAPE {
+                self.pending = true;
+            } else {
+                out.push(b);
+            }
+        }
+        (out, false)
+    }
+}
+
+/// Joins this terminal to the session until the session closes the connection; true when this
+/// terminal detached (the detach key).
+fn relay(stream: Box<dyn Conn>) -> anyhow::Result<bool> {
     let (rows, cols) = window();
     let mut first = stream.dup()?;
     first.write_all(format!("{rows} {cols}\n").as_bytes())?;
@@ -218,14 +288,25 @@ fn relay(stream: Box<dyn Conn>) -> anyhow::Result<()> {
     let send = move |to: &Mutex<Box<dyn Conn>>, f: Frame| {
         to.lock().expect("not poisoned").write_all(&f.encode())
     };
+    let detached = Arc::new(AtomicBool::new(false));
     let _raw = RawMode::enter();
     {
-        let to_host = to_host.clone();
+        let (to_host, detached) = (to_host.clone(), detached.clone());
         std::thread::spawn(move || {
             let mut buf = [0u8; 1024];
             let mut stdin = std::io::stdin();
+            let mut key = DetachKey::default();
             while let Ok(n) = stdin.read(&mut buf) {
-                if n == 0 || send(&to_host, Frame::Input(buf[..n].to_vec())).is_err() {
+                if n == 0 {
+                    break;
+                }
+                let (bytes, detach) = key.feed(&buf[..n]);
+                if !bytes.is_empty() && send(&to_host, Frame::Input(bytes)).is_err() {
+                    break;
+                }
+                if detach {
+                    detached.store(true, Ordering::Relaxed);
+                    to_host.lock().expect("not poisoned").close();
                     break;
                 }
             }
@@ -254,5 +335,22 @@ fn relay(stream: Box<dyn Conn>) -> anyhow::Result<()> {
         stdout.write_all(&buf[..n])?;
         stdout.flush()?;
     }
-    Ok(())
+    Ok(detached.load(Ordering::Relaxed))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ctrl_close_bracket_then_d_detaches_and_anything_else_passes() {
+        let mut k = DetachKey::default();
+        assert_eq!(k.feed(b"ls\r"), (b"ls\r".to_vec(), false));
+        assert_eq!(k.feed(&[b'a', ESCAPE]), (b"a".to_vec(), false));
+        assert_eq!(k.feed(b"d"), (Vec::new(), true));
+        let mut k = DetachKey::default();
+        assert_eq!(k.feed(&[ESCAPE, b'x']), (vec![ESCAPE, b'x'], false));
+        assert_eq!(k.feed(&[ESCAPE, ESCAPE, b'd']), (vec![ESCAPE, b'd'], false));
+        assert_eq!(k.feed(&[b'q', ESCAPE, b'd', b'z']), (b"q".to_vec(), true));
+    }
 }

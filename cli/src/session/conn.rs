@@ -7,26 +7,41 @@ use std::io::{self, Read, Write};
 use std::net::TcpStream;
 use std::os::unix::net::UnixStream;
 
-/// The variable the session's token travels in, from `labpool run` to the session host.
-pub const TOKEN_VAR: &str = "LABPOOL_SESSION_TOKEN";
+pub use crate::api::sessions::TOKEN_VAR;
 
 /// A byte stream both ways, that can be split into a reading and a writing half.
 pub trait Conn: Read + Write + Send {
     /// Another handle on the same connection.
     fn dup(&self) -> io::Result<Box<dyn Conn>>;
+    /// Ends the connection both ways, for every handle on it.
+    fn close(&self);
+    /// How long a write may wait for the other end to read.
+    fn set_write_timeout(&self, d: Option<std::time::Duration>) -> io::Result<()>;
+    /// How long a read may wait for the other end to write.
+    fn set_read_timeout(&self, d: Option<std::time::Duration>) -> io::Result<()>;
 }
 
-impl Conn for UnixStream {
-    fn dup(&self) -> io::Result<Box<dyn Conn>> {
-        Ok(Box::new(self.try_clone()?))
-    }
+macro_rules! conn_for {
+    ($t:ty) => {
+        impl Conn for $t {
+            fn dup(&self) -> io::Result<Box<dyn Conn>> {
+                Ok(Box::new(self.try_clone()?))
+            }
+            fn close(&self) {
+                let _ = self.shutdown(std::net::Shutdown::Both);
+            }
+            fn set_write_timeout(&self, d: Option<std::time::Duration>) -> io::Result<()> {
+                <$t>::set_write_timeout(self, d)
+            }
+            fn set_read_timeout(&self, d: Option<std::time::Duration>) -> io::Result<()> {
+                <$t>::set_read_timeout(self, d)
+            }
+        }
+    };
 }
 
-impl Conn for TcpStream {
-    fn dup(&self) -> io::Result<Box<dyn Conn>> {
-        Ok(Box::new(self.try_clone()?))
-    }
-}
+conn_for!(UnixStream);
+conn_for!(TcpStream);
 
 /// The second port in a job's `LABPOOL_PORTS` (`FIRST-LAST`): a session's on the job's first
 /// node, the step launcher's on a multi-node job's others.

@@ -1,9 +1,13 @@
-//! The job side of a session: a shell on a pseudo-terminal, served to one client on a Unix
-//! socket, or on the job's session port to a client on another machine that shows the
-//! session's token first (`TOKEN\n`). The client then sends `ROWS COLS\n`, then its keys and
-//! window sizes as [`Frame`]s; the shell's bytes come back as they are.
+//! The job side of a session: a shell on a pseudo-terminal that outlives the terminals that
+//! show it. It is served on a Unix socket in its owner's private directory, and on the job's
+//! session port to a client on another machine that shows the session's token first. A client
+//! sends `ROWS COLS\n`, then its keys and window sizes as [`Frame`]s; the shell's bytes come
+//! back as they are. A client that goes away detaches: the shell runs on with its screen kept
+//! ([`Screen`]), and `labpool attach JOB` joins it again with the screen redrawn. The session
+//! ends when the shell exits, at the job's time limit, or after `idle` without input.
 
 use super::conn::{Conn, Frame, TOKEN_VAR, session_port};
+use super::screen::{Screen, window};
 use crate::env_vars::{LABPOOL_NODE_ADDR, LABPOOL_PORTS};
 use nix::pty::{OpenptyResult, Winsize, openpty};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -14,11 +18,17 @@ use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-/// How long the host waits for its client to connect.
+/// How long the host waits for its first client to connect.
 const ATTACH_WITHIN: Duration = Duration::from_secs(120);
+
+/// How long a connection may take to say its window size (and, over TCP, to prove the token).
+const HELLO_WITHIN: Duration = Duration::from_secs(10);
+
+/// Connections being greeted at once; more wait in the listener's queue.
+const GREETING_AT_MOST: usize = 8;
 
 /// Serves `command` on `socket`; ends it after `idle` without input. The exit code is the
 /// shell's.
@@ -36,31 +46,113 @@ fn now_ms() -> i64 {
     crate::clock::now_ms()
 }
 
-fn serve(socket: &Path, idle: Duration, command: &[String]) -> std::io::Result<i32> {
-    let local = local_listener(socket)?;
-    let remote = remote_listener()?;
-    if local.is_none() && remote.is_none() {
-        return Err(std::io::Error::other(
-            "no way for the client to reach this session: its socket directory is not here and the job has no session port",
-        ));
-    }
-    let t0 = Instant::now();
-    let stream: Box<dyn Conn> = loop {
-        if let Some(l) = &local {
+/// Where clients connect: the Unix socket and the session port, whichever this node has.
+struct Listeners {
+    local: Option<UnixListener>,
+    remote: Option<(TcpListener, String)>,
+}
+
+/// A connection that came in, not yet greeted.
+enum Incoming {
+    /// On the Unix socket, in the owner's private directory.
+    Local(std::os::unix::net::UnixStream),
+    /// On the session port: it must prove the token first.
+    Remote(TcpStream, String),
+}
+
+/// A greeted client: its connection, the reader its frames come on, its window's size.
+type Greeted = (Box<dyn Conn>, BufReader<Box<dyn Conn>>, u16, u16);
+
+impl Listeners {
+    /// A connection that came in, if any; never blocks.
+    fn accept(&self) -> std::io::Result<Option<Incoming>> {
+        if let Some(l) = &self.local {
             match l.accept() {
                 Ok((s, _)) => {
                     s.set_nonblocking(false)?;
-                    break Box::new(s);
+                    return Ok(Some(Incoming::Local(s)));
                 }
                 Err(e) if e.kind() != std::io::ErrorKind::WouldBlock => return Err(e),
                 Err(_) => {}
             }
         }
-        if let Some((l, token)) = &remote
+        if let Some((l, token)) = &self.remote
             && let Ok((s, _)) = l.accept()
-            && let Some(s) = proves_token(s, token)
         {
-            break Box::new(s);
+            return Ok(Some(Incoming::Remote(s, token.clone())));
+        }
+        Ok(None)
+    }
+}
+
+impl Incoming {
+    /// Greets the client, within [`HELLO_WITHIN`]: over TCP, both ends prove the token; then
+    /// the client says its window's size. The reader goes on to read its frames.
+    fn greet(self) -> std::io::Result<Greeted> {
+        let conn: Box<dyn Conn> = match self {
+            Incoming::Local(s) => Box::new(s),
+            Incoming::Remote(s, token) => Box::new(
+                proves_token(s, &token)
+                    .ok_or_else(|| std::io::Error::other("the token was not proved"))?,
+            ),
+        };
+        conn.set_read_timeout(Some(HELLO_WITHIN))?;
+        let mut reader = BufReader::new(conn.dup()?);
+        let mut first = String::new();
+        (&mut reader).take(64).read_line(&mut first)?;
+        conn.set_read_timeout(None)?;
+        let mut size = first
+            .split_whitespace()
+            .filter_map(|n| n.parse::<u16>().ok());
+        let (rows, cols) = (size.next().unwrap_or(24), size.next().unwrap_or(80));
+        Ok((conn, reader, rows, cols))
+    }
+}
+
+/// Passes attachment `id`'s keys to the shell and its window sizes to the screen, until it goes
+/// away or another terminal takes the session; then the session is detached from it.
+fn take_input(
+    mut reader: BufReader<Box<dyn Conn>>,
+    id: u64,
+    screen: &Screen,
+    mut to_shell: std::fs::File,
+    last_input: &AtomicI64,
+) {
+    while let Ok(frame) = Frame::read(&mut reader) {
+        if !screen.holds(id) {
+            break;
+        }
+        match frame {
+            Frame::Input(bytes) => {
+                last_input.store(now_ms(), Ordering::Relaxed);
+                if to_shell.write_all(&bytes).is_err() {
+                    break;
+                }
+            }
+            Frame::Resize(rows, cols) => screen.resize(id, rows, cols),
+        }
+    }
+    screen.detach(id);
+}
+
+fn serve(socket: &Path, idle: Duration, command: &[String]) -> std::io::Result<i32> {
+    let listeners = Listeners {
+        local: local_listener(socket)?,
+        remote: remote_listener()?,
+    };
+    if listeners.local.is_none() && listeners.remote.is_none() {
+        return Err(std::io::Error::other(
+            "no way for the client to reach this session: its socket directory is not here and the job has no session port",
+        ));
+    }
+    let t0 = Instant::now();
+    // The first terminal: the one that queued the job. A stranger's connection to the port
+    // fails the token and is passed over.
+    let (first, reader, rows, cols) = loop {
+        if let Some(c) = listeners.accept()?
+            && let Ok(greeted) = c.greet()
+        {
+            break greeted;
         }
         if t0.elapsed() > ATTACH_WITHIN {
             let _ = std::fs::remove_file(socket);
@@ -70,19 +162,10 @@ fn serve(socket: &Path, idle: Duration, command: &[String]) -> std::io::Result<i
         }
         std::thread::sleep(Duration::from_millis(50));
     };
-    if local.is_some() {
-        let _ = std::fs::remove_file(socket);
-    }
-    drop((local, remote));
-    let mut reader = BufReader::new(stream.dup()?);
-    let mut first = String::new();
-    reader.read_line(&mut first)?;
-    let mut size = first
-        .split_whitespace()
-        .filter_map(|n| n.parse::<u16>().ok());
+    let (r, c) = window(rows, cols);
     let winsize = Winsize {
-        ws_row: size.next().unwrap_or(24),
-        ws_col: size.next().unwrap_or(80),
+        ws_row: r.get(),
+        ws_col: c.get(),
         ws_xpixel: 0,
         ws_ypixel: 0,
     };
@@ -90,72 +173,85 @@ fn serve(socket: &Path, idle: Duration, command: &[String]) -> std::io::Result<i
         openpty(Some(&winsize), None).map_err(std::io::Error::from)?;
     let mut child = spawn_on(&slave, command)?;
     drop(slave);
+    let screen = Arc::new(Screen::new(
+        std::fs::File::from(master.try_clone()?),
+        r.get(),
+        c.get(),
+    ));
     let last_input = Arc::new(AtomicI64::new(now_ms()));
-    let closed = Arc::new(AtomicBool::new(false));
-    // The client's bytes to the shell.
-    {
-        let mut to_shell = std::fs::File::from(master.try_clone()?);
-        let (last, closed) = (last_input.clone(), closed.clone());
-        std::thread::spawn(move || {
-            while let Ok(frame) = Frame::read(&mut reader) {
-                match frame {
-                    Frame::Input(bytes) => {
-                        last.store(now_ms(), Ordering::Relaxed);
-                        if to_shell.write_all(&bytes).is_err() {
-                            break;
-                        }
-                    }
-                    // The kernel tells the shell's foreground jobs (SIGWINCH).
-                    Frame::Resize(rows, cols) => set_window(&to_shell, rows, cols),
-                }
-            }
-            closed.store(true, Ordering::Relaxed);
-        });
-    }
-    // The shell's bytes to the client.
-    let mut to_client = stream.dup()?;
+    let attach = |conn: Box<dyn Conn>,
+                  reader: BufReader<Box<dyn Conn>>,
+                  rows: u16,
+                  cols: u16,
+                  redraw: bool|
+     -> std::io::Result<()> {
+        let id = screen.attach(conn, rows, cols, redraw)?;
+        let (screen, last) = (screen.clone(), last_input.clone());
+        let to_shell = std::fs::File::from(master.try_clone()?);
+        std::thread::spawn(move || take_input(reader, id, &screen, to_shell, &last));
+        Ok(())
+    };
+    attach(first, reader, rows, cols, false)?;
+    // The shell's bytes, onto the screen and to whoever is attached.
     let relay = {
-        let mut from_shell = std::fs::File::from(master);
-        let mut out = stream.dup()?;
+        let mut from_shell = std::fs::File::from(master.try_clone()?);
+        let screen = screen.clone();
         std::thread::spawn(move || {
             let mut buf = [0u8; 4096];
             // EIO once the shell and everything on its terminal are gone.
             while let Ok(n) = from_shell.read(&mut buf) {
-                if n == 0 || out.write_all(&buf[..n]).is_err() {
+                if n == 0 {
                     break;
                 }
+                screen.output(&buf[..n]);
             }
         })
     };
+    let (joining_tx, joining) = std::sync::mpsc::channel();
+    let greeting = Arc::new(AtomicUsize::new(0));
     let pgid = nix::unistd::Pid::from_raw(child.id() as i32);
     let hang_up = |sig| {
         let _ = nix::sys::signal::killpg(pgid, sig);
     };
+    let end = |code: i32| {
+        let _ = std::fs::remove_file(socket);
+        Ok(code)
+    };
     loop {
         if let Some(status) = child.try_wait()? {
             let _ = relay.join();
-            return Ok(status.code().unwrap_or(1));
+            return end(status.code().unwrap_or(1));
         }
-        if closed.load(Ordering::Relaxed) {
-            // The terminal is gone: so is the session.
-            hang_up(nix::sys::signal::Signal::SIGHUP);
-            std::thread::sleep(Duration::from_millis(500));
-            hang_up(nix::sys::signal::Signal::SIGKILL);
-            let _ = child.wait();
-            return Ok(129);
+        // A terminal attaching again: greeted on a thread of its own, attached here.
+        while greeting.load(Ordering::Relaxed) < GREETING_AT_MOST
+            && let Some(incoming) = listeners.accept()?
+        {
+            let (tx, count) = (joining_tx.clone(), greeting.clone());
+            count.fetch_add(1, Ordering::Relaxed);
+            std::thread::spawn(move || {
+                if let Ok(greeted) = incoming.greet() {
+                    let _ = tx.send(greeted);
+                }
+                count.fetch_sub(1, Ordering::Relaxed);
+            });
+        }
+        while let Ok((conn, reader, rows, cols)) = joining.try_recv() {
+            last_input.store(now_ms(), Ordering::Relaxed);
+            if let Err(e) = attach(conn, reader, rows, cols, true) {
+                eprintln!("labpool session: a terminal could not attach: {e}");
+            }
         }
         let quiet = now_ms() - last_input.load(Ordering::Relaxed);
         if quiet > idle.as_millis() as i64 {
-            let notice = format!(
+            screen.notice(&format!(
                 "\r\nlabpool: this session had no input for {}; it ends now and its GPUs go back to the pool\r\n",
                 labpool_units::format_duration(idle)
-            );
-            let _ = to_client.write_all(notice.as_bytes());
+            ));
             hang_up(nix::sys::signal::Signal::SIGHUP);
             std::thread::sleep(Duration::from_millis(500));
             hang_up(nix::sys::signal::Signal::SIGKILL);
             let _ = child.wait();
-            return Ok(0);
+            return end(0);
         }
         std::thread::sleep(Duration::from_millis(100));
     }
@@ -214,6 +310,7 @@ fn remote_listener() -> std::io::Result<Option<(TcpListener, String)>> {
 /// it too); `None` (and it is closed) otherwise.
 fn proves_token(s: TcpStream, token: &str) -> Option<TcpStream> {
     s.set_nonblocking(false).ok()?;
+    s.set_read_timeout(Some(HELLO_WITHIN)).ok()?;
     crate::link_auth::host(&s, token).ok()?;
     Some(s)
 }
@@ -245,20 +342,6 @@ fn spawn_on(slave: &OwnedFd, command: &[String]) -> std::io::Result<std::process
 }
 
 nix::ioctl_write_int_bad!(tiocsctty, nix::libc::TIOCSCTTY);
-nix::ioctl_write_ptr_bad!(tiocswinsz, nix::libc::TIOCSWINSZ, Winsize);
-
-/// Gives the terminal behind `master` a new size.
-fn set_window(master: &std::fs::File, rows: u16, cols: u16) {
-    let w = Winsize {
-        ws_row: rows,
-        ws_col: cols,
-        ws_xpixel: 0,
-        ws_ypixel: 0,
-    };
-    // SAFETY: TIOCSWINSZ reads the struct it is given, on a terminal descriptor we hold.
-    let _ = unsafe { tiocswinsz(master.as_raw_fd(), &w) };
-}
-
 /// Makes `fd` the calling process's controlling terminal.
 fn libc_tiocsctty(fd: i32) -> i32 {
     // SAFETY: TIOCSCTTY on a terminal descriptor this process holds.

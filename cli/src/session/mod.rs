@@ -12,13 +12,16 @@
 //! not, it serves on the job's session port only); and the client talks only to a socket whose
 //! other end runs as the user. Over TCP both ends prove the session's token ([`crate::link_auth`]).
 //!
-//! Exiting the shell ends the job and frees its GPUs; a lost terminal closes the connection,
-//! which ends the shell; a session with no input for `[jobs] interactive_idle` (1 h by
-//! default) is stopped with a notice.
+//! Exiting the shell ends the job and frees its GPUs. A lost terminal (or Ctrl-] then d)
+//! detaches: the shell runs on with its screen kept ([`screen`]), and `labpool attach JOB`
+//! (`sattach JOB`) joins it again from any machine of the pool; the API tells only the job's
+//! owner and admins where it answers (`GET /v1/jobs/{id}/session`). A session with no input for
+//! `[jobs] interactive_idle` (1 h by default) is stopped with a notice.
 
 pub mod attach;
 pub mod conn;
 pub mod host;
+pub mod screen;
 
 use std::io;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};

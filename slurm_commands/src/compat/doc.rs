@@ -1,5 +1,5 @@
 //! `docs/slurm-compatibility.md`, generated from the commands' parsers and [`super::tables`]:
-//! each of the eight commands' options, honoured, warned or refused, and why.
+//! each of the nine commands' options, honoured, warned or refused, and why.
 
 use super::{Extra, How};
 use clap::CommandFactory;
@@ -205,6 +205,15 @@ pub(super) fn sections() -> Vec<(&'static str, &'static str, Vec<Row>)> {
         ),
         ("scontrol", "", scontrol_rows()),
         (
+            "sattach",
+            "Joins a running interactive session again (`srun --pty`, `salloc`, `labpool run --pty`), as `labpool attach` does, with its screen redrawn; Ctrl-] then d detaches. Slurm's sattach joins a step's input and output; a session is one task on one node.",
+            rows_of(
+                &crate::sattach::SattachArgs::command(),
+                &[],
+                &["label".to_string(), "verbose".to_string()],
+            ),
+        ),
+        (
             "sinfo",
             "",
             rows_of(
@@ -227,7 +236,7 @@ pub fn markdown() -> String {
     let mut out = String::from(
         "# Slurm compatibility\n\n\
          <!-- Generated from the code (slurm_commands/src/compat); a test keeps it current: LABPOOL_UPDATE_SNAPSHOTS=1 cargo test the_compatibility_table_is_current -->\n\n\
-         What labpool's `sbatch`, `srun`, `salloc`, `squeue`, `sacct`, `scancel`, `scontrol` and `sinfo` \
+         What labpool's `sbatch`, `srun`, `salloc`, `squeue`, `sacct`, `scancel`, `scontrol`, `sattach` and `sinfo` \
          (`labpool install-slurm-commands DIR`) do with each of Slurm 22.05's options. **honoured**: \
          as Slurm does, or nothing where nothing is needed here (the note says why); **warned**: read, \
          not acted on, with one warning line (`sinfo: warning: --long ignored: …`) giving the reason; \

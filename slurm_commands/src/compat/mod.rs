@@ -149,7 +149,7 @@ pub fn strip(args: &[String], extras: &[Extra], parser: Option<&clap::Command>) 
 /// takes a script or a command, before its first word that is not an option): what to print
 /// instead of running.
 pub fn version_or_usage(name: &str, args: &[String]) -> Option<String> {
-    let positional = matches!(name, "sbatch" | "salloc" | "srun");
+    let positional = matches!(name, "sbatch" | "salloc" | "srun" | "sattach");
     let options = args
         .iter()
         .take_while(|w| *w != "--")

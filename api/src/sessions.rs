@@ -1,0 +1,26 @@
+//! Joining a running session again (`labpool attach JOB`, `sattach JOB`): where its host
+//! answers, and the token that proves the caller may talk to it. Given to the job's owner and
+//! to admins only.
+
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+/// `GET /v1/jobs/{id}/session`: how to reach a running session's host.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SessionView {
+    /// The job.
+    pub job_id: u64,
+    /// Its owner's uid: the host runs as this user, and a local socket served by anyone else is
+    /// not talked to.
+    pub uid: u32,
+    /// The node it runs on.
+    pub node: Option<String>,
+    /// The host's Unix socket, on the node where the session began.
+    pub socket: PathBuf,
+    /// The session's token, shown to the host over TCP (on the job's session port, at its
+    /// node's agent host).
+    pub token: String,
+}
+
+/// The variable the session's token travels in, from `labpool run` to the session host.
+pub const TOKEN_VAR: &str = "LABPOOL_SESSION_TOKEN";

@@ -1,0 +1,75 @@
+//! `GET /v1/jobs/{id}/session`: where a running session's host answers and the token it asks
+//! for, so that `labpool attach` (and `sattach`) join it again from any machine of the pool.
+//! Only the job's owner and admins get it: the token opens the owner's shell.
+
+use crate::api::sessions::{SessionView, TOKEN_VAR};
+use crate::error::ApiError;
+use crate::http::{AppState, Peer, caller};
+use axum::extract::connect_info::ConnectInfo;
+use axum::extract::{Path, State};
+use axum::routing::get;
+use axum::{Json, Router};
+use labpool_scheduler::JobState;
+
+/// The session routes.
+pub fn routes() -> Router<AppState> {
+    Router::new().route("/v1/jobs/{id}/session", get(session))
+}
+
+async fn session(
+    State(state): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<Peer>,
+    Path(id): Path<String>,
+) -> Result<Json<SessionView>, ApiError> {
+    let caller = caller(&state, &peer)?;
+    let id: u64 = id
+        .parse()
+        .map_err(|_| ApiError::bad_request(format!("'{id}' is not a job id"), None))?;
+    let row = state.db.job(id).await?.ok_or_else(|| {
+        ApiError::not_found(
+            format!("no job {id}"),
+            Some("`labpool queue` lists your running sessions".to_string()),
+        )
+    })?;
+    if row.uid != caller.uid && !caller.admin {
+        return Err(ApiError::forbidden(
+            format!(
+                "job {id} is {}'s; you ({}) may attach only to your own sessions",
+                row.spec.user, caller.user
+            ),
+            None,
+        ));
+    }
+    let script = crate::api::session_script::session_of_script(&row.request.script);
+    let (Some(script), Some(token)) = (script, row.request.environment.get(TOKEN_VAR)) else {
+        return Err(ApiError::bad_request(
+            format!(
+                "job {id} is not an interactive session: only `labpool run --pty`, `srun --pty` and `salloc` start one"
+            ),
+            Some(format!(
+                "`labpool logs {id}` shows a batch job's output as it runs"
+            )),
+        ));
+    };
+    if row.state != JobState::Running {
+        return Err(ApiError::conflict(
+            format!(
+                "session {id} is {}: there is nothing to attach to",
+                row.state
+            ),
+            Some(match row.state {
+                JobState::Pending | JobState::Staging => {
+                    format!("wait until it runs: `labpool why {id}` says why it waits")
+                }
+                _ => format!("`labpool show {id}` says how it ended"),
+            }),
+        ));
+    }
+    Ok(Json(SessionView {
+        job_id: id,
+        uid: row.uid,
+        node: row.node.clone(),
+        socket: script.socket,
+        token: token.clone(),
+    }))
+}
