@@ -24,3 +24,17 @@ pub struct SessionView {
 
 /// The variable the session's token travels in, from `labpool run` to the session host.
 pub const TOKEN_VAR: &str = "LABPOOL_SESSION_TOKEN";
+
+/// `POST /v1/jobs/{id}/session/report`: a session's host reports in, every few seconds.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SessionReport {
+    /// Its member typed (or its notebook's kernel ran) since the last report.
+    pub input: bool,
+}
+
+/// The answer to a [`SessionReport`].
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct SessionReply {
+    /// Words for the session's terminal (the idle rule's warning), if any.
+    pub notice: Option<String>,
+}

@@ -10,6 +10,7 @@ pub mod alerts;
 pub mod dcgm;
 pub mod doctor;
 pub mod exposition;
+pub mod idle_sessions;
 pub mod notify;
 pub mod page;
 pub mod sample;

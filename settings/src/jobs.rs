@@ -40,8 +40,10 @@ pub struct JobsConfig {
     /// built-in defaults (memory growth, async allocator, PCI bus order); an empty value drops
     /// a default.
     pub gpu_env: BTreeMap<String, String>,
-    /// An interactive session (`labpool run --pty`) that gets no input for this long is
-    /// stopped, with a notice, and its GPUs go back to the pool.
+    /// An interactive session (`labpool run --pty`) that gets no input, and whose GPUs stay
+    /// under `idle_gpu_percent`, for this long is told, then stopped after `idle_grace`, and its
+    /// GPUs go back to the pool (a partition may set its own `idle_after`). Its host also ends it
+    /// after this long without input where it cannot reach the controller.
     #[serde(
         deserialize_with = "super::values::de_duration",
         serialize_with = "super::values::ser_duration"
@@ -58,6 +60,16 @@ pub struct JobsConfig {
         serialize_with = "super::values::ser_duration"
     )]
     pub slice_grace: std::time::Duration,
+    /// A session's GPU at or over this utilisation, percent, is computing: the session is not
+    /// idle, typed into or not (a partition may set its own).
+    pub idle_gpu_percent: f64,
+    /// How long an idle session has, once told, before it is stopped (a partition may set its
+    /// own).
+    #[serde(
+        deserialize_with = "super::values::de_duration",
+        serialize_with = "super::values::ser_duration"
+    )]
+    pub idle_grace: std::time::Duration,
 }
 
 impl Default for JobsConfig {
@@ -70,6 +82,8 @@ impl Default for JobsConfig {
             interactive_idle: std::time::Duration::from_secs(3600),
             ports: "20000-29999".to_string(),
             slice_grace: std::time::Duration::from_secs(30),
+            idle_gpu_percent: 5.0,
+            idle_grace: std::time::Duration::from_secs(600),
         }
     }
 }
@@ -114,6 +128,11 @@ impl JobsConfig {
     /// is a range.
     pub(super) fn check(&self) -> Result<(), String> {
         self.port_range()?;
+        super::partitions::check_idle(
+            "[jobs]",
+            Some(self.idle_gpu_percent),
+            Some(self.idle_grace),
+        )?;
         for k in self.gpu_env.keys() {
             if k == "CUDA_VISIBLE_DEVICES" || k.is_empty() || k.contains('=') {
                 return Err(format!(

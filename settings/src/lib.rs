@@ -250,6 +250,13 @@ impl Config {
             );
         }
         check_partitions(&self.scheduler_partitions()).map_err(|e| e.to_string())?;
+        for p in &self.partitions {
+            partitions::check_idle(
+                &format!("[[partition]] {}", p.name),
+                p.idle_gpu_percent,
+                p.idle_grace,
+            )?;
+        }
         self.node.check_name()?;
         self.node.check_features()?;
         self.credits.check()?;
@@ -268,6 +275,21 @@ impl Config {
         self.snapshots.check_copy()?;
         self.node.check_cpus()?;
         Ok(())
+    }
+
+    /// The idle rule of sessions in `partition`: its own values, else `[jobs]`'s.
+    pub fn idle_rule(&self, partition: &str) -> labpool_monitor::idle_sessions::Rule {
+        let p = self.partitions.iter().find(|p| p.name == partition);
+        let ms = |d: std::time::Duration| d.as_millis().min(i64::MAX as u128) as i64;
+        labpool_monitor::idle_sessions::Rule {
+            busy_percent: p
+                .and_then(|p| p.idle_gpu_percent)
+                .unwrap_or(self.jobs.idle_gpu_percent),
+            idle_after_ms: ms(p
+                .and_then(|p| p.idle_after)
+                .unwrap_or(self.jobs.interactive_idle)),
+            grace_ms: ms(p.and_then(|p| p.idle_grace).unwrap_or(self.jobs.idle_grace)),
+        }
     }
 
     /// The partitions as the scheduler takes them.

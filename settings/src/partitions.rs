@@ -36,6 +36,50 @@ pub struct PartitionConfig {
     /// 16, a slice some node's cards are cut into) [default: whole GPUs].
     #[serde(default)]
     pub default_slice: Option<u32>,
+    /// A session here with no input, whose GPUs stay under `idle_gpu_percent`, for this long is
+    /// told, then stopped [default: `[jobs] interactive_idle`].
+    #[serde(
+        default,
+        deserialize_with = "super::values::de_some_duration",
+        serialize_with = "super::values::ser_opt_duration",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub idle_after: Option<std::time::Duration>,
+    /// A session's GPU at or over this utilisation, percent, is computing [default:
+    /// `[jobs] idle_gpu_percent`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_gpu_percent: Option<f64>,
+    /// How long a session told it is idle has before it is stopped [default: `[jobs] idle_grace`].
+    #[serde(
+        default,
+        deserialize_with = "super::values::de_some_duration",
+        serialize_with = "super::values::ser_opt_duration",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub idle_grace: Option<std::time::Duration>,
+}
+
+/// Why an idle rule's values cannot be used: a percent outside 0 to 100, a grace under 1 s.
+pub(super) fn check_idle(
+    section: &str,
+    percent: Option<f64>,
+    grace: Option<std::time::Duration>,
+) -> Result<(), String> {
+    if let Some(p) = percent
+        && !(0.0..=100.0).contains(&p)
+    {
+        return Err(format!(
+            "{section} idle_gpu_percent = {p}: give a utilisation from 0 to 100 (5 by default)"
+        ));
+    }
+    if let Some(g) = grace
+        && g < std::time::Duration::from_secs(1)
+    {
+        return Err(format!(
+            "{section} idle_grace = {g:?}: give at least 1s (\"10m\" by default)"
+        ));
+    }
+    Ok(())
 }
 
 impl PartitionConfig {
@@ -67,6 +111,9 @@ pub(super) fn default_partitions() -> Vec<PartitionConfig> {
         allow_accounts: None,
         max_gpus_per_job: None,
         default_slice: None,
+        idle_after: None,
+        idle_gpu_percent: None,
+        idle_grace: None,
     };
     vec![
         // Deadline work: an admin grants it by adding people to the `deadline` account.

@@ -192,3 +192,37 @@ fn slices_are_checked() {
         .to_string();
     assert!(e.contains("both shared (gpu_share) and sliced"), "{e}");
 }
+
+#[test]
+fn a_partition_may_set_its_own_idle_rule_and_a_bad_one_is_refused() {
+    let text = format!(
+        "{MINIMAL}[jobs]\nidle_gpu_percent = 10\n\n[[partition]]\nname = \"normal\"\ndefault = true\ndefault_time = \"1:00:00\"\nmax_time = \"2:00:00\"\n\n[[partition]]\nname = \"interactive\"\ndefault_time = \"1:00:00\"\nmax_time = \"4:00:00\"\nidle_after = \"20m\"\nidle_grace = \"2m\"\n"
+    );
+    let c = Config::parse(&text, Path::new("/x/labpool.toml")).unwrap();
+    let rule = c.idle_rule("interactive");
+    assert_eq!(
+        (rule.busy_percent, rule.idle_after_ms, rule.grace_ms),
+        (10.0, 1_200_000, 120_000)
+    );
+    let rule = c.idle_rule("normal");
+    assert_eq!(
+        (rule.busy_percent, rule.idle_after_ms, rule.grace_ms),
+        (10.0, 3_600_000, 600_000)
+    );
+    for (bad, said) in [
+        (
+            "[jobs]\nidle_gpu_percent = 120\n",
+            "[jobs] idle_gpu_percent = 120",
+        ),
+        ("[jobs]\nidle_grace = \"0s\"\n", "[jobs] idle_grace"),
+        (
+            "[[partition]]\nname = \"p\"\ndefault = true\ndefault_time = \"1:00:00\"\nmax_time = \"2:00:00\"\nidle_gpu_percent = -1\n",
+            "[[partition]] p idle_gpu_percent = -1",
+        ),
+    ] {
+        let e = Config::parse(&format!("{MINIMAL}{bad}"), Path::new("/x/labpool.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(said), "{bad}: {e}");
+    }
+}

@@ -72,6 +72,14 @@ pub(super) fn de_opt_duration<'de, D: Deserializer<'de>>(
         .map_err(serde::de::Error::custom)
 }
 
+/// An optional key's duration, present (`"30m"`): for `#[serde(default)]` keys, where absent
+/// means none.
+pub(super) fn de_some_duration<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<Option<Duration>, D::Error> {
+    de_duration(d).map(Some)
+}
+
 /// An optional duration, written back as `"off"` when there is none.
 pub(super) fn ser_opt_duration<S: Serializer>(
     d: &Option<Duration>,

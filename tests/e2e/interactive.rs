@@ -93,11 +93,16 @@ impl Terminal {
 
     /// Waits until the screen shows `what`.
     pub fn expect(&mut self, what: &str) {
+        self.expect_times(what, 1);
+    }
+
+    /// Waits until the screen has shown `what` `n` times.
+    pub fn expect_times(&mut self, what: &str, n: usize) {
         let t0 = Instant::now();
-        while !self.text.contains(what) {
+        while self.text.matches(what).count() < n {
             assert!(
                 t0.elapsed() < T,
-                "no {what:?} on the terminal:\n{}",
+                "no {what:?} ({n} times) on the terminal:\n{}",
                 self.text
             );
             if let Ok(bytes) = self.seen.recv_timeout(Duration::from_millis(100)) {
@@ -160,19 +165,27 @@ fn a_session_sees_its_gpus_and_exiting_frees_them() {
 }
 
 #[test]
-fn an_idle_session_is_stopped_with_a_notice() {
+fn an_idle_session_without_gpus_is_told_then_stopped() {
     let mut pool = Pool::new("1:a100");
-    pool.edit_config(|t| t.replacen("[jobs]\n", "[jobs]\ninteractive_idle = \"2s\"\n", 1));
+    pool.edit_config(|t| {
+        t.replacen(
+            "[jobs]\n",
+            "[jobs]\ninteractive_idle = \"2s\"\nidle_grace = \"1s\"\n",
+            1,
+        )
+        .replace("# sample_interval = \"5s\"", "sample_interval = \"200ms\"")
+    });
     pool.start();
     let mut term = Terminal::open(&pool, &["run", "--pty", "bash", "--norc"]);
     term.expect("$ ");
     term.type_line("echo started");
     term.expect("started");
     let t0 = Instant::now();
-    term.expect("this session had no input for 2s; it ends now");
+    term.expect("this session has been idle (no input for 2s); it stops in 1s");
     assert!(t0.elapsed() >= Duration::from_millis(1500));
-    assert_eq!(term.exit_code(), Some(0));
-    assert_eq!(s(&pool.wait_done(1, T), "state"), "COMPLETED");
+    term.expect("session 1 was stopped by the idle rule");
+    term.exit_code();
+    assert_eq!(s(&pool.wait_done(1, T), "state"), "CANCELLED");
 }
 
 #[test]

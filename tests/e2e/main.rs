@@ -23,6 +23,7 @@ mod health_checks;
 mod history_pages;
 mod hold;
 mod hostile_fields;
+mod idle_sessions;
 mod interactive;
 mod isolation;
 mod job_mail;

@@ -6,6 +6,13 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+/// Rewrites the fake NVML's script beside it (in `dir`) atomically: every NVML call re-reads it.
+pub fn script(dir: &Path, text: &str) {
+    let tmp = dir.join("nvml-script.tmp");
+    std::fs::write(&tmp, text).unwrap();
+    std::fs::rename(tmp, dir.join("nvml-script.txt")).unwrap();
+}
+
 /// Builds the scripted fake NVML (`fake_nvml.c`, see its header for the script format) into
 /// `dir`; None, as `have_tool` decides, without gcc.
 pub fn build_fake_nvml(test: &str, dir: &Path) -> Option<PathBuf> {

@@ -135,19 +135,12 @@ fn two_quarter_slices_share_a_card_and_each_is_held_to_its_quarter() {
     assert!(left.is_empty(), "left behind: {left:?}");
 }
 
-/// Rewrites the fake NVML's script beside it atomically (every NVML call re-reads it).
-fn nvml_script(dir: &Path, text: &str) {
-    let tmp = dir.join("nvml-script.tmp");
-    std::fs::write(&tmp, text).unwrap();
-    std::fs::rename(tmp, dir.join("nvml-script.txt")).unwrap();
-}
-
 /// A started pool on the fake NVML in `build` (one RTX 4090 of 24564 MiB, cut in halves and
 /// quarters of 6141 MiB), sampled every 200 ms, with a slice grace of 2 s and `extra` appended
 /// to its config; None without gcc.
 fn sliced_nvml_pool(test: &str, build: &Path, extra: &str) -> Option<Pool> {
     let lib = crate::nvml::build_fake_nvml(test, build)?;
-    nvml_script(build, "count 1\n");
+    crate::nvml::script(build, "count 1\n");
     let lib_str = lib.to_str().unwrap();
     let mut pool = Pool::build(None, &[("LABPOOL_NVML_LIBRARY", lib_str)]);
     pool.edit_config(|t| {
@@ -172,7 +165,7 @@ fn a_job_that_escapes_its_slice_is_warned_then_killed_and_its_neighbour_runs_on(
     let Some(pool) = sliced_nvml_pool("a_job_that_escapes_its_slice", build.path(), "") else {
         return;
     };
-    let script = |text: &str| nvml_script(build.path(), text);
+    let script = |text: &str| crate::nvml::script(build.path(), text);
     let job = |name: &str| {
         let pidfile = pool.work.join(format!("{name}.pid"));
         let wrap = format!("echo $$ > {}; exec sleep 60", pidfile.display());
@@ -239,7 +232,7 @@ fn a_whole_gpu_job_that_used_little_memory_is_told_which_slice_would_hold_it() {
         &wrap,
     ]);
     let pid = pid_of(&pidfile);
-    nvml_script(
+    crate::nvml::script(
         build.path(),
         &format!("count 1\nfb 0 24564 5000\nproc 0 {pid} 5000 90\n"),
     );

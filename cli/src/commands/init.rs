@@ -126,7 +126,9 @@ cuda_visible_devices = "refuse"
 isolation = "auto"
 # device_filter = "auto"   # cgroup-v1 (devices.deny) or bpf (cgroup v2); auto: v1 where mounted
 # gpu_env = {{ TF_GPU_ALLOCATOR = "" }}   # change or drop ("") a default variable
-# interactive_idle = "1h"   # a `labpool run --pty` session with no input this long is stopped
+# interactive_idle = "1h"   # a session with no input and its GPUs quiet this long is told,
+# idle_gpu_percent = 5      # (a GPU at or over this utilisation is computing: not idle)
+# idle_grace = "10m"        # then stopped this long after; [[partition]] may set its own
 # ports = "20000-29999"     # leased to jobs: MASTER_PORT, the step launcher, one per task
 
 # Software environments (labpool env create NAME --file requirements.txt; submit --env NAME).

@@ -60,7 +60,13 @@ pub fn dispatch(cli: Cli, slurm: &dyn crate::SlurmNames) -> anyhow::Result<()> {
             idle,
             command,
         } => {
-            std::process::exit(crate::session::host::run(socket, *idle, command));
+            // The idle rule's reports go to the controller this node's config names.
+            let controller = Config::locate(cli.config.as_deref())
+                .ok()
+                .map(|c| c.controller.socket);
+            std::process::exit(crate::session::host::run(
+                socket, *idle, command, controller,
+            ));
         }
         Command::SliceExec { mib, command } => return slice_exec::run(*mib, command),
         Command::Env {

@@ -167,6 +167,12 @@ async fn join(
             d.job.state,
             JobState::Pending | JobState::Staging | JobState::Running
         ) {
+            if let Some(e) = d.events.iter().rev().find(|e| e.event == "IDLE_STOPPED") {
+                eprintln!(
+                    "\nlabpool: session {id} was stopped by the idle rule: {}; its GPUs went back to the pool",
+                    e.detail.as_deref().unwrap_or("idle")
+                );
+            }
             return Ok(d.job.exit_code.unwrap_or(0));
         }
         if detached || t0.elapsed() > RUNS_ON_AFTER {

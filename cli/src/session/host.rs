@@ -4,7 +4,9 @@
 //! sends `ROWS COLS\n`, then its keys and window sizes as [`Frame`]s; the shell's bytes come
 //! back as they are. A client that goes away detaches: the shell runs on with its screen kept
 //! ([`Screen`]), and `labpool attach JOB` joins it again with the screen redrawn. The session
-//! ends when the shell exits, at the job's time limit, or after `idle` without input.
+//! ends when the shell exits, at the job's time limit, or when the controller's idle rule stops
+//! it (the host reports its input: [`super::report`]); where the controller cannot be reached,
+//! after `idle` without input.
 
 use super::conn::{Conn, Frame, TOKEN_VAR, session_port};
 use super::screen::{Screen, window};
@@ -30,10 +32,16 @@ const HELLO_WITHIN: Duration = Duration::from_secs(10);
 /// Connections being greeted at once; more wait in the listener's queue.
 const GREETING_AT_MOST: usize = 8;
 
-/// Serves `command` on `socket`; ends it after `idle` without input. The exit code is the
-/// shell's.
-pub fn run(socket: &Path, idle: Duration, command: &[String]) -> i32 {
-    match serve(socket, idle, command) {
+/// Serves `command` on `socket`, reporting to the controller at `controller` (its idle rule
+/// decides); ends it itself after `idle` without input while the controller cannot be reached.
+/// The exit code is the shell's.
+pub fn run(
+    socket: &Path,
+    idle: Duration,
+    command: &[String],
+    controller: Option<std::path::PathBuf>,
+) -> i32 {
+    match serve(socket, idle, command, controller) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("labpool session: {e}");
@@ -135,7 +143,12 @@ fn take_input(
     screen.detach(id);
 }
 
-fn serve(socket: &Path, idle: Duration, command: &[String]) -> std::io::Result<i32> {
+fn serve(
+    socket: &Path,
+    idle: Duration,
+    command: &[String],
+    controller: Option<std::path::PathBuf>,
+) -> std::io::Result<i32> {
     let listeners = Listeners {
         local: local_listener(socket)?,
         remote: remote_listener()?,
@@ -207,6 +220,10 @@ fn serve(socket: &Path, idle: Duration, command: &[String]) -> std::io::Result<i
             }
         })
     };
+    let job = std::env::var(crate::env_vars::LABPOOL_JOB_ID)
+        .ok()
+        .and_then(|j| j.parse().ok());
+    let answered = super::report::start(controller, job, idle, last_input.clone(), screen.clone());
     let (joining_tx, joining) = std::sync::mpsc::channel();
     let greeting = Arc::new(AtomicUsize::new(0));
     let pgid = nix::unistd::Pid::from_raw(child.id() as i32);
@@ -241,8 +258,10 @@ fn serve(socket: &Path, idle: Duration, command: &[String]) -> std::io::Result<i
                 eprintln!("labpool session: a terminal could not attach: {e}");
             }
         }
+        // The controller's rule decides while it answers; this one when it has not for `idle`.
         let quiet = now_ms() - last_input.load(Ordering::Relaxed);
-        if quiet > idle.as_millis() as i64 {
+        let unanswered = now_ms() - answered.load(Ordering::Relaxed);
+        if quiet > idle.as_millis() as i64 && unanswered > idle.as_millis() as i64 {
             screen.notice(&format!(
                 "\r\nlabpool: this session had no input for {}; it ends now and its GPUs go back to the pool\r\n",
                 labpool_units::format_duration(idle)

@@ -15,12 +15,14 @@
 //! Exiting the shell ends the job and frees its GPUs. A lost terminal (or Ctrl-] then d)
 //! detaches: the shell runs on with its screen kept ([`screen`]), and `labpool attach JOB`
 //! (`sattach JOB`) joins it again from any machine of the pool; the API tells only the job's
-//! owner and admins where it answers (`GET /v1/jobs/{id}/session`). A session with no input for
-//! `[jobs] interactive_idle` (1 h by default) is stopped with a notice.
+//! owner and admins where it answers (`GET /v1/jobs/{id}/session`). A session whose GPUs stay
+//! under `idle_gpu_percent` and that gets no input for its partition's `idle_after` (`[jobs]
+//! interactive_idle`, 1 h by default) is told, then stopped after `idle_grace` ([`report`]).
 
 pub mod attach;
 pub mod conn;
 pub mod host;
+pub mod report;
 pub mod screen;
 
 use std::io;

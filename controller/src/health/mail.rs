@@ -209,7 +209,13 @@ async fn time_warnings(service: &MonitorService) {
 
 /// Sends one notice about `job`: to the webhook naming the member (or `--mail-user`), and by
 /// e-mail where an address is known.
-async fn deliver(service: &MonitorService, job: &JobRow, kind: &str, subject: &str, body: &str) {
+pub(crate) async fn deliver(
+    service: &MonitorService,
+    job: &JobRow,
+    kind: &str,
+    subject: &str,
+    body: &str,
+) {
     let who = job
         .request
         .mail_user

@@ -9,6 +9,7 @@ pub mod deliver;
 pub mod doctor;
 pub mod extras;
 pub mod http;
+mod idle;
 pub mod mail;
 pub mod metrics;
 pub mod observe;
@@ -79,6 +80,13 @@ pub(crate) struct Inner {
     pub ladder: Ladder,
     /// Sliced jobs found over their slice, and what they were told.
     pub slice_watch: labpool_monitor::slice_watch::Watch,
+    /// When each session's member last typed (or its notebook's kernel last ran), as its host
+    /// reported.
+    pub inputs: BTreeMap<u64, i64>,
+    /// Idle sessions, and what they were told.
+    pub idle_watch: labpool_monitor::idle_sessions::Watch,
+    /// Words for each session's terminal, given to its host at its next report.
+    pub idle_notices: BTreeMap<u64, String>,
     /// Alerts resolved lately, newest last (for `labpool alerts --all`).
     pub resolved: Vec<Alert>,
     /// Job notifications sent.
@@ -180,6 +188,17 @@ impl MonitorService {
                 .insert(key, mean);
         }
         inner.samples.insert(node.to_string(), (sample, now));
+    }
+
+    /// A session's host reports in (`input`: its member typed since its last report; its first
+    /// report counts as input): the words its terminal should show, if any are waiting.
+    pub fn session_report(&self, job: u64, input: bool) -> Option<String> {
+        let now = self.clock.now_ms();
+        let mut inner = self.lock();
+        if input || !inner.inputs.contains_key(&job) {
+            inner.inputs.insert(job, now);
+        }
+        inner.idle_notices.remove(&job)
     }
 
     /// A remote agent's clock reading, sent with its heartbeat.
@@ -314,12 +333,20 @@ impl MonitorService {
             let measured = slices::measured(inner);
             let grace = self.config.jobs.slice_grace.as_millis() as i64;
             let over = inner.slice_watch.step(now, &measured, grace);
-            (changes, (due, over))
+            let sessions = idle::seen(inner, &self.config, now);
+            let idle = inner.idle_watch.step(now, &sessions);
+            let running = &inner.running;
+            inner.inputs.retain(|job, _| running.contains_key(job));
+            inner
+                .idle_notices
+                .retain(|job, _| running.contains_key(job));
+            (changes, (due, over, idle))
         };
-        let (due, over) = due;
+        let (due, over, idle) = due;
         deliver::alerts(self, changes).await;
         deliver::zombies(self, due).await;
         slices::deliver(self, over).await;
+        idle::deliver(self, idle).await;
         mail::step(self).await
     }
 }

@@ -1,19 +1,62 @@
 //! `GET /v1/jobs/{id}/session`: where a running session's host answers and the token it asks
 //! for, so that `labpool attach` (and `sattach`) join it again from any machine of the pool.
-//! Only the job's owner and admins get it: the token opens the owner's shell.
+//! Only the job's owner and admins get it: the token opens the owner's shell. And the host's
+//! reports, which feed the idle rule.
 
-use crate::api::sessions::{SessionView, TOKEN_VAR};
+use crate::api::sessions::{SessionReply, SessionReport, SessionView, TOKEN_VAR};
 use crate::error::ApiError;
 use crate::http::{AppState, Peer, caller};
 use axum::extract::connect_info::ConnectInfo;
+use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, State};
-use axum::routing::get;
+use axum::routing::{get, post};
 use axum::{Json, Router};
 use labpool_scheduler::JobState;
 
 /// The session routes.
 pub fn routes() -> Router<AppState> {
-    Router::new().route("/v1/jobs/{id}/session", get(session))
+    Router::new()
+        .route("/v1/jobs/{id}/session", get(session))
+        .route("/v1/jobs/{id}/session/report", post(report))
+}
+
+/// `POST /v1/jobs/{id}/session/report`: the session's host says whether its member typed; the
+/// answer carries the words its terminal should show (see `crate::health::idle`). Only the
+/// job's owner (its host runs as them) and admins may report.
+async fn report(
+    State(state): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<Peer>,
+    Path(id): Path<String>,
+    body: Result<Json<SessionReport>, JsonRejection>,
+) -> Result<Json<SessionReply>, ApiError> {
+    let caller = caller(&state, &peer)?;
+    let report = crate::http::body(body)?;
+    let id: u64 = id
+        .parse()
+        .map_err(|_| ApiError::bad_request(format!("'{id}' is not a job id"), None))?;
+    let row = state
+        .db
+        .job(id)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("no job {id}"), None))?;
+    if row.uid != caller.uid && !caller.admin {
+        return Err(ApiError::forbidden(
+            format!(
+                "job {id} is {}'s; you ({}) may report only for your own sessions",
+                row.spec.user, caller.user
+            ),
+            None,
+        ));
+    }
+    if !row.request.interactive || row.state != JobState::Running {
+        return Err(ApiError::conflict(
+            format!("job {id} is not a running session"),
+            None,
+        ));
+    }
+    Ok(Json(SessionReply {
+        notice: state.monitor.session_report(id, report.input),
+    }))
 }
 
 async fn session(
