@@ -18,8 +18,8 @@ use crate::transport::{CallError, SharedVerifier, SignedClient, error_response, 
 use anyhow::Context;
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{ConnectInfo, Query, State};
-use axum::http::{Method, StatusCode, Uri};
+use axum::extract::{Query, State};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use backon::Retryable;
@@ -31,9 +31,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
-
-/// Longest a forwarded CLI call may take (an environment build answers when it is done).
-const FORWARD_TIMEOUT: Duration = Duration::from_secs(3 * 3600);
 
 /// Most reports in one batch.
 const REPORT_BATCH: usize = 512;
@@ -143,6 +140,11 @@ pub async fn run(
                 .delete(copy_host::delete),
         )
         .with_state(copy_host::CopyHost(agent.snapshot_copy.clone()));
+    let ports = Router::new()
+        .route("/v1/agent/forward", get(crate::forward::serve))
+        .with_state(Arc::new(crate::forward::JobPorts {
+            spool: config.spool_dir(),
+        }));
     let app = Router::new()
         .route("/v1/agent/orders", post(take_orders))
         .route("/v1/peer/manifest", get(peer_manifest))
@@ -150,6 +152,7 @@ pub async fn run(
         .route("/v1/peer/delta", post(peer_delta))
         .with_state(shared.clone())
         .merge(copies)
+        .merge(ports)
         // verify_signed holds each route to its own limit (signed_body_limit): axum's 2 MiB
         // default must not refuse a pack on its way to this node's copy, or a batch of orders.
         .layer(axum::extract::DefaultBodyLimit::disable())
@@ -166,7 +169,14 @@ pub async fn run(
     });
 
     let socket = crate::socket::bind_socket(&config.controller.socket)?;
-    let forward = Router::new().fallback(forward).with_state(shared.clone());
+    let relay = crate::cli_relay::CliRelay {
+        client: shared.client.clone(),
+        join: shared.join.clone(),
+        node: shared.node.clone(),
+    };
+    let forward = Router::new()
+        .fallback(crate::cli_relay::relay)
+        .with_state(Arc::new(relay));
     tokio::spawn(async move {
         let _ = axum::serve(
             socket,
@@ -534,56 +544,5 @@ async fn peer_delta(
         Ok(Ok(bytes)) => bytes.into_response(),
         Ok(Err(e)) => cache_error_response(e),
         Err(e) => error_response(StatusCode::INTERNAL_SERVER_ERROR, e.to_string(), None),
-    }
-}
-
-/// This node's CLI: every request goes to the controller, signed with the caller's uid as the
-/// kernel reported it. Paths between nodes are refused: a member cannot pose as an agent.
-async fn forward(
-    State(shared): State<Arc<Shared>>,
-    ConnectInfo(peer): ConnectInfo<Peer>,
-    method: Method,
-    uri: Uri,
-    body: Bytes,
-) -> Response {
-    let Some(uid) = peer.uid else {
-        return error_response(
-            StatusCode::FORBIDDEN,
-            "the kernel did not report who is calling".into(),
-            None,
-        );
-    };
-    let path = uri
-        .path_and_query()
-        .map_or_else(|| uri.path().to_string(), |p| p.as_str().to_string());
-    if path.starts_with("/v1/agent/") || path.starts_with("/v1/peer/") {
-        return error_response(
-            StatusCode::FORBIDDEN,
-            format!("{path} is for nodes, not for the CLI"),
-            None,
-        );
-    }
-    let client = shared.client.with_timeout(FORWARD_TIMEOUT);
-    match client
-        .raw(&shared.join, method.as_str(), &path, Some(uid), body.to_vec())
-        .await
-    {
-        Ok((status, bytes)) => (
-            StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY),
-            [("content-type", "application/json")],
-            bytes,
-        )
-            .into_response(),
-        Err(e) => error_response(
-            StatusCode::BAD_GATEWAY,
-            format!(
-                "node {}'s agent cannot reach the controller at {}: {e}",
-                shared.node, shared.join
-            ),
-            Some(
-                "check that `labpool serve` runs there and that `join` under [agent] names its listen address"
-                    .into(),
-            ),
-        ),
     }
 }

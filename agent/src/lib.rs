@@ -6,14 +6,16 @@
 // The paths these files were written with, from when they were modules of the binary.
 use labpool_api as api;
 use labpool_host::{atomic_file, clock, discovery, env_vars, identity, member_file, retry};
-use labpool_link::{embedded, metrics_http, socket, transport};
+use labpool_link::{embedded, metrics_http, socket, transport, tunnel};
 use labpool_settings as settings;
 
+pub mod cli_relay;
 pub mod copy_host;
 pub mod corner;
 pub mod daemon;
 pub mod environment;
 pub mod executor;
+pub mod forward;
 pub mod gang;
 pub mod gpu_sampler;
 pub mod jobdir;

@@ -46,6 +46,9 @@ pub fn start_embedded(
         samples: node.gpu_samples.clone(),
         spec: node.spec,
         orders,
+        ports: std::sync::Arc::new(crate::forward::JobPorts {
+            spool: config.spool_dir(),
+        }),
     })
 }
 

@@ -38,3 +38,14 @@ pub struct SessionReply {
     /// Words for the session's terminal (the idle rule's warning), if any.
     pub notice: Option<String>,
 }
+
+/// `GET /v1/jobs/{id}/forward/{port}` asked plainly: the port can be reached, and where it is.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ForwardView {
+    /// The job.
+    pub job_id: u64,
+    /// Its node.
+    pub node: String,
+    /// The port, on the node.
+    pub port: u16,
+}

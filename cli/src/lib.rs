@@ -35,6 +35,7 @@ pub use labpool_controller::slurm_gate;
 pub use labpool_controller::snapshot_copies;
 pub use labpool_link::socket;
 pub use labpool_link::transport;
+pub use labpool_link::tunnel;
 pub use labpool_link::webhook;
 pub use labpool_settings as settings;
 pub use labpool_web as web;

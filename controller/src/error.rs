@@ -43,6 +43,11 @@ impl ApiError {
         ApiError::new(409, error, hint)
     }
 
+    /// 502: a node the request goes through did not do its part.
+    pub fn bad_gateway(error: impl Into<String>, hint: Option<String>) -> ApiError {
+        ApiError::new(502, error, hint)
+    }
+
     /// 500: the controller failed.
     pub fn internal(error: impl std::fmt::Display) -> ApiError {
         ApiError::new(

@@ -47,6 +47,8 @@ pub struct AppState {
     pub monitor: Arc<crate::health::MonitorService>,
     /// The web dashboard's login tokens and sessions.
     pub logins: Arc<crate::web::auth::Logins>,
+    /// The way to its jobs' ports.
+    pub tunnels: Arc<crate::jobs::forward::Tunnels>,
 }
 
 pub use crate::socket::Peer;
@@ -86,6 +88,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/credits", get(credits))
         .route("/v1/credits/grant", post(grant))
         .merge(crate::jobs::sessions::routes())
+        .merge(crate::jobs::forward::routes())
         .merge(crate::datasets::http::routes())
         .merge(crate::snapshots::http::routes())
         .merge(crate::quotas::http::routes())

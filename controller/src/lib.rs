@@ -10,7 +10,7 @@
 // The paths these files were written with, from when they were modules of the binary.
 use labpool_api as api;
 use labpool_host::{atomic_file, clock, discovery, env_vars, identity, retry};
-use labpool_link::{embedded, http1, link_auth, metrics_http, socket, transport, webhook};
+use labpool_link::{embedded, http1, link_auth, metrics_http, socket, transport, tunnel, webhook};
 use labpool_settings as settings;
 use labpool_settings::schedule;
 use labpool_web as web;
@@ -95,6 +95,7 @@ pub async fn serve(
     let mut local_name = None;
     let mut local_spec = None;
     let mut local_samples = None;
+    let mut local_ports = None;
     // What environment builds use: the local node's findings, or the controller's own.
     let (support, tools) = if config.controller.local_node {
         let node = start_embedded(&config, report_tx.clone())?;
@@ -111,6 +112,7 @@ pub async fn serve(
         );
         local_name = Some(node.spec.name.clone());
         local_samples = Some(node.samples.clone());
+        local_ports = Some((node.spec.name.clone(), node.ports.clone()));
         local_spec = Some(node.spec.clone());
         (node.support.clone(), node.tools.clone())
     } else {
@@ -202,6 +204,12 @@ pub async fn serve(
         envs: env_service,
         storage,
         monitor: monitor_service,
+        tunnels: Arc::new(crate::jobs::forward::Tunnels {
+            local: local_ports,
+            cluster: cluster_key
+                .clone()
+                .map(|k| SignedClient::new(k, std::time::Duration::from_secs(30))),
+        }),
         logins: Arc::new(crate::web::auth::Logins::new(
             config.web.login_token_lifetime,
             config.web.session_lifetime,

@@ -132,6 +132,35 @@ impl Client {
         self.call(Method::POST, path, Some(bytes)).await
     }
 
+    /// `GET path` turned into a tunnel ([`crate::tunnel`]): the byte stream once the controller
+    /// switched protocols, or its refusal as an error.
+    pub async fn tunnel(&self, path: &str) -> Result<hyper::upgrade::Upgraded, ClientError> {
+        let stream =
+            UnixStream::connect(&self.socket)
+                .await
+                .map_err(|error| ClientError::Connect {
+                    socket: self.socket.clone(),
+                    error,
+                })?;
+        let req =
+            crate::tunnel::with_upgrade(Request::builder().uri(path).header("host", "labpool"))
+                .body(crate::tunnel::empty())
+                .map_err(|e| ClientError::Http(e.to_string()))?;
+        match crate::http1::upgrade(stream, req)
+            .await
+            .map_err(|e| ClientError::Http(e.to_string()))?
+        {
+            crate::http1::Upgrade::Switched(u) => Ok(u),
+            crate::http1::Upgrade::Refused(status, bytes) => Err(ClientError::Api {
+                status: status.as_u16(),
+                body: serde_json::from_slice::<ErrorBody>(&bytes).unwrap_or_else(|_| ErrorBody {
+                    error: format!("HTTP {status}: {}", String::from_utf8_lossy(&bytes)),
+                    hint: None,
+                }),
+            }),
+        }
+    }
+
     async fn call<T: DeserializeOwned>(
         &self,
         method: Method,

@@ -26,6 +26,28 @@ pub struct EmbeddedNode {
     pub samples: Samples,
     /// Where its orders go: its executor, running.
     pub orders: mpsc::UnboundedSender<AgentOrder>,
+    /// Its jobs' ports (`labpool forward`, notebooks).
+    pub ports: std::sync::Arc<dyn JobPorts>,
+}
+
+/// Why a job's port was not opened: its text is the member's.
+#[derive(Debug, Clone)]
+pub struct PortError {
+    /// No process of the job listens there (else: it listens, but the connection failed).
+    pub not_listening: bool,
+    /// What happened, with the values.
+    pub message: String,
+}
+
+/// A connection being made to a job's port.
+pub type Opening = std::pin::Pin<
+    Box<dyn std::future::Future<Output = Result<tokio::net::TcpStream, PortError>> + Send>,
+>;
+
+/// The ports of jobs running on a node, as its agent reaches them (`labpool_agent::forward`).
+pub trait JobPorts: Send + Sync {
+    /// Connects to `port` of attempt `attempt` of `job`, owned by `uid`, on this node.
+    fn open(&self, job: u64, attempt: u32, uid: u32, port: u16) -> Opening;
 }
 
 /// Starts the in-process node with the config, its reports going to the sender given.

@@ -45,3 +45,35 @@ where
         .to_bytes();
     Ok((status, body))
 }
+
+/// The answer to an upgrade request: the byte stream both ways once the other side switched
+/// protocols (101), or its status and body when it refused.
+pub enum Upgrade {
+    /// Switched: the connection is now the tunnel's.
+    Switched(hyper::upgrade::Upgraded),
+    /// Refused, with the status and the (bounded) body.
+    Refused(StatusCode, Bytes),
+}
+
+/// Sends `req` (with the tunnel's upgrade headers, [`crate::tunnel::with_upgrade`]) over
+/// `stream` and returns the upgraded connection, or the refusal.
+pub async fn upgrade<S>(stream: S, req: Request<Full<Bytes>>) -> Result<Upgrade, ExchangeError>
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+    tokio::spawn(async move {
+        let _ = conn.with_upgrades().await;
+    });
+    let resp = sender.send_request(req).await?;
+    let status = resp.status();
+    if status == StatusCode::SWITCHING_PROTOCOLS {
+        return Ok(Upgrade::Switched(hyper::upgrade::on(resp).await?));
+    }
+    let body = Limited::new(resp.into_body(), 1 << 20)
+        .collect()
+        .await
+        .map(|b| b.to_bytes())
+        .unwrap_or_default();
+    Ok(Upgrade::Refused(status, body))
+}

@@ -3,7 +3,8 @@
 //! [`socket`]), the signed HTTP between nodes ([`transport`]), the alert webhook ([`webhook`])
 //! and the `/metrics` listener ([`metrics_http`]); the proof of a shared secret that opens an
 //! interactive session's or a step's TCP link ([`link_auth`]); and, for the node the controller
-//! runs in-process, the seam the two meet at ([`embedded`]). The controller and the agent depend on
+//! runs in-process, the seam the two meet at ([`embedded`]); and the tunnel to a port of a job
+//! that rides them ([`tunnel`]). The controller and the agent depend on
 //! this and on the wire types (`labpool_api`), and never on each other.
 
 // The paths these files were written with, from when they were modules of the binary.
@@ -18,4 +19,5 @@ pub mod link_auth;
 pub mod metrics_http;
 pub mod socket;
 pub mod transport;
+pub mod tunnel;
 pub mod webhook;

@@ -248,6 +248,69 @@ impl SignedClient {
     }
 }
 
+impl SignedClient {
+    /// `GET path` on `addr`, signed (vouching for `uid`), turned into a tunnel
+    /// ([`crate::tunnel`]): the byte stream once the other side switched protocols; a refusal
+    /// is an error with its message.
+    pub async fn tunnel(
+        &self,
+        addr: &str,
+        path: &str,
+        uid: Option<u32>,
+    ) -> Result<hyper::upgrade::Upgraded, CallError> {
+        let (sig, body_hash) = self.sign("GET", path, uid, &[]);
+        let http = |message: String| CallError::Http {
+            addr: addr.to_string(),
+            message,
+        };
+        let work = async {
+            let stream = TcpStream::connect(addr)
+                .await
+                .map_err(|source| CallError::Connect {
+                    addr: addr.to_string(),
+                    source,
+                })?;
+            let _ = stream.set_nodelay(true);
+            let mut req = crate::tunnel::with_upgrade(hyper::Request::builder().uri(path))
+                .header("host", addr)
+                .header(headers::TIMESTAMP, sig.timestamp_ms.to_string())
+                .header(headers::NONCE, &sig.nonce)
+                .header(headers::SIGNATURE, &sig.mac)
+                .header(headers::BODY_SHA256, &body_hash);
+            if let Some(uid) = uid {
+                req = req.header(headers::UID, uid.to_string());
+            }
+            let req = req
+                .body(crate::tunnel::empty())
+                .map_err(|e| http(e.to_string()))?;
+            match crate::http1::upgrade(stream, req)
+                .await
+                .map_err(|e| http(e.to_string()))?
+            {
+                crate::http1::Upgrade::Switched(u) => Ok(u),
+                crate::http1::Upgrade::Refused(status, bytes) => Err(CallError::Refused {
+                    addr: addr.to_string(),
+                    path: path.to_string(),
+                    status: status.as_u16(),
+                    body: serde_json::from_slice::<ErrorBody>(&bytes).unwrap_or_else(|_| {
+                        ErrorBody {
+                            error: String::from_utf8_lossy(&bytes).into_owned(),
+                            hint: None,
+                        }
+                    }),
+                }),
+            }
+        };
+        match tokio::time::timeout(self.timeout, work).await {
+            Ok(r) => r,
+            Err(_) => Err(http(format!(
+                "no answer within {}",
+                labpool_units::format_duration(self.timeout)
+            ))),
+        }
+    }
+}
+
 /// Who signed a request, as the server-side check found it.
 #[derive(Debug, Clone, Copy)]
 pub struct Signed {

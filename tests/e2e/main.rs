@@ -17,6 +17,7 @@ mod envs;
 mod envs_refused;
 mod exclusivity;
 mod forged_reports;
+mod forward;
 mod full_disk;
 mod gang;
 mod health_checks;

@@ -80,6 +80,16 @@ pub enum Command {
     /// An allocation: a shell inside a job whose `srun` runs steps on it (salloc)
     #[command(infer_long_args = true)]
     Alloc(Box<RunArgs>),
+    /// A port of a running job (TensorBoard, a notebook, a demo) on this machine's 127.0.0.1
+    Forward {
+        /// The job
+        #[arg(value_name = "JOB")]
+        job: String,
+        /// The port the server in the job listens on
+        port: u16,
+        /// The port on this machine [default: PORT]; 0 picks a free one
+        local: Option<u16>,
+    },
     /// Join a running session again (after Ctrl-] d or a lost terminal), from any node
     Attach {
         /// The session's job id (JOB.STEP as sattach writes it is taken too)

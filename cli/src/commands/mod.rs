@@ -6,6 +6,7 @@ pub mod datasets;
 pub mod demo;
 pub mod doctor;
 pub mod envs;
+pub mod forward;
 pub mod init;
 pub mod init_agent;
 pub mod init_slurm;
@@ -131,6 +132,9 @@ pub fn dispatch(cli: Cli, slurm: &dyn crate::SlurmNames) -> anyhow::Result<()> {
                 args.pty = true;
                 let code = run::run(&args, &config).await?;
                 std::process::exit(code);
+            }
+            Command::Forward { job, port, local } => {
+                forward::forward(job, *port, *local, &config).await
             }
             Command::Attach { job } => {
                 let code = run::attach(job, &config).await?;

@@ -1,4 +1,4 @@
-//! Jobs in the controller: the checks a submit passes ([`checks`]), submits ([`submit`]), cancels ([`cancel`]), holds ([`hold`]), requeues ([`requeue`]), signals ([`signal`]), `srun` steps ([`steps`]), `--test-only` ([`test_only`]), updates ([`update`]), where a running session answers ([`sessions`]), the launch of an attempt
+//! Jobs in the controller: the checks a submit passes ([`checks`]), submits ([`submit`]), cancels ([`cancel`]), holds ([`hold`]), requeues ([`requeue`]), signals ([`signal`]), `srun` steps ([`steps`]), `--test-only` ([`test_only`]), updates ([`update`]), where a running session answers ([`sessions`]), tunnels to a job's ports ([`forward`]), the launch of an attempt
 //! ([`launch`]), the shell around the lifecycle core ([`effects`]), the job rows ([`rows`]) and
 //! the SQL side of their transitions ([`store`]).
 
@@ -7,6 +7,7 @@ pub mod cancel;
 pub mod checks;
 pub mod effects;
 pub mod fields;
+pub mod forward;
 pub mod hold;
 pub mod launch;
 pub mod requeue;
