@@ -63,9 +63,43 @@ pub fn session_of_script(script: &str) -> Option<SessionScript> {
     }
 }
 
-/// The idle limit of a session's script: `None` for any other script. The controller calls a
-/// job interactive (never preempted) only when its script is a session host, and only with an
-/// idle limit within the pool's.
+/// The command a notebook's script runs (`labpool notebook`): JupyterLab inside the job, behind
+/// the dashboard, ended by its host after `idle` without activity where the controller cannot
+/// be reached.
+pub fn notebook_command(idle: std::time::Duration) -> String {
+    format!(
+        "exec labpool notebook-host --idle {}s",
+        idle.as_secs().max(1)
+    )
+}
+
+/// The idle limit of a notebook's script as [`notebook_command`] writes it (after `#!/bin/sh`):
+/// `None` for any other script.
+pub fn notebook_of_script(script: &str) -> Option<std::time::Duration> {
+    let mut lines = script.lines();
+    if lines.next()? != "#!/bin/sh" {
+        return None;
+    }
+    let words = shlex::split(lines.next()?)?;
+    if lines.any(|l| !l.trim().is_empty()) {
+        return None;
+    }
+    match words.as_slice() {
+        [exec, lp, host, i, idle]
+            if exec == "exec" && lp == "labpool" && host == "notebook-host" && i == "--idle" =>
+        {
+            let secs = idle.strip_suffix('s')?.parse::<u64>().ok()?;
+            Some(std::time::Duration::from_secs(secs))
+        }
+        _ => None,
+    }
+}
+
+/// The idle limit of a session's or a notebook's script: `None` for any other script. The
+/// controller calls a job interactive (never preempted) only when its script is one of these,
+/// and only with an idle limit within the pool's.
 pub fn idle_of_script(script: &str) -> Option<std::time::Duration> {
-    session_of_script(script).map(|s| s.idle)
+    session_of_script(script)
+        .map(|s| s.idle)
+        .or_else(|| notebook_of_script(script))
 }

@@ -49,3 +49,32 @@ pub struct ForwardView {
     /// The port, on the node.
     pub port: u16,
 }
+
+/// The variable a notebook's token travels in, from `labpool notebook` to JupyterLab in the
+/// job: the dashboard's proxy shows it to JupyterLab, so the member never has to.
+pub const NOTEBOOK_TOKEN_VAR: &str = "LABPOOL_NOTEBOOK_TOKEN";
+
+/// `GET /v1/jobs/{id}/notebook`: a running notebook's port and token, for its owner and admins
+/// (the dashboard's proxy uses them; they are never shown in a page).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct NotebookView {
+    /// The job.
+    pub job_id: u64,
+    /// JupyterLab's port on the job's node.
+    pub port: u16,
+    /// JupyterLab's token.
+    pub token: String,
+    /// The path it is served under, on the dashboard too: `/notebooks/JOB/`.
+    pub base_url: String,
+}
+
+/// The path a notebook is served under, in the job and on the dashboard.
+pub fn notebook_base(job: u64) -> String {
+    format!("/notebooks/{job}/")
+}
+
+/// The port a notebook's JupyterLab listens on: the job's second leased port (the one a
+/// session would use), from the first of `LABPOOL_PORTS`' `FIRST-LAST`.
+pub fn notebook_port(first: u16) -> Option<u16> {
+    first.checked_add(1)
+}

@@ -221,6 +221,8 @@ pub async fn serve(
             api: crate::web::api_call::Api::new(http::router(app_state.clone())),
             logins: app_state.logins.clone(),
             config: config.clone(),
+            tunnels: Arc::new(crate::jobs::forward::MemberTunnels(app_state.clone())),
+            notebooks: Arc::default(),
         };
         crate::web::serve(addr, web, state_dir, stop_rx.clone()).await;
     }

@@ -59,6 +59,22 @@ where
     let _ = tokio::io::copy_bidirectional(&mut a, &mut b).await;
 }
 
+/// A byte stream both ways to a job's port.
+pub trait Stream: AsyncRead + AsyncWrite + Unpin + Send {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> Stream for T {}
+
+/// A tunnel being opened: the stream, or the refusal's HTTP status and message.
+pub type Opening = std::pin::Pin<
+    Box<dyn std::future::Future<Output = Result<Box<dyn Stream>, (u16, String)>> + Send>,
+>;
+
+/// How a part that does not import the controller (the dashboard) opens a tunnel to a job's
+/// port as a member: the controller hands one over, checking what the API checks.
+pub trait JobTunnels: Send + Sync {
+    /// A tunnel to `port` of job `job`, for `uid`.
+    fn open(&self, uid: u32, job: u64, port: u16) -> Opening;
+}
+
 /// An upgraded connection as a tokio byte stream.
 pub fn io(upgraded: hyper::upgrade::Upgraded) -> TokioIo<hyper::upgrade::Upgraded> {
     TokioIo::new(upgraded)

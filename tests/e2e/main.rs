@@ -37,6 +37,7 @@ mod netns;
 mod node_faults;
 mod nodes;
 mod not_responding;
+mod notebooks;
 mod nvml;
 mod package;
 mod peer_staging;

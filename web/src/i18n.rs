@@ -68,6 +68,7 @@ impl Lang {
             "Running and waiting" => "运行中和排队中",
             "Recently finished" => "最近结束",
             "Cancel" => "取消",
+            "Open notebook" => "打开 Notebook",
             "Output" => "输出",
             "Elapsed" => "已运行",
             "Exit" => "退出码",

@@ -19,13 +19,14 @@
 // The paths these files were written with, from when they were modules of the binary.
 use labpool_api as api;
 use labpool_host::{clock, identity, member_file};
-use labpool_link::{link_auth, socket};
+use labpool_link::{link_auth, socket, tunnel};
 use labpool_settings as settings;
 
 pub mod api_call;
 pub mod auth;
 pub mod i18n;
 pub mod layout;
+pub mod notebooks;
 pub mod output_tail;
 mod pages;
 mod session;
@@ -50,6 +51,10 @@ pub struct WebState {
     pub logins: Arc<Logins>,
     /// The config (for the admin group).
     pub config: Arc<crate::settings::Config>,
+    /// Tunnels to jobs' ports, opened as a member (notebooks).
+    pub tunnels: Arc<dyn labpool_link::tunnel::JobTunnels>,
+    /// Notebook grants and connections kept between requests.
+    pub notebooks: Arc<notebooks::Links>,
 }
 
 /// The dashboard's routes.
@@ -62,6 +67,8 @@ pub fn router(state: WebState) -> Router {
         .merge(pages::routes())
         .fallback(session::not_found)
         .layer(axum::middleware::map_response(secure_headers))
+        // JupyterLab's pages carry JupyterLab's own headers.
+        .merge(notebooks::routes())
         .with_state(state)
 }
 

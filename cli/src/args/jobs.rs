@@ -91,6 +91,17 @@ pub struct RunArgs {
     pub command: Vec<String>,
 }
 
+/// `labpool notebook`.
+#[derive(Args, Debug, Clone)]
+pub struct NotebookArgs {
+    /// Options, as srun and sbatch spell them.
+    #[command(flatten)]
+    pub options: JobOptions,
+    /// Print the job and its link as JSON
+    #[arg(long)]
+    pub json: bool,
+}
+
 /// `labpool update`.
 #[derive(Args, Debug)]
 pub struct UpdateArgs {

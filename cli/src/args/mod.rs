@@ -20,7 +20,8 @@ pub use demo::{DemoArgs, SimArgs};
 pub use envs::EnvCommand;
 pub use init::InitArgs;
 pub use jobs::{
-    CancelArgs, CancelJobArgs, HistoryArgs, QueueArgs, RunArgs, ShowArgs, SubmitArgs, UpdateArgs,
+    CancelArgs, CancelJobArgs, HistoryArgs, NotebookArgs, QueueArgs, RunArgs, ShowArgs, SubmitArgs,
+    UpdateArgs,
 };
 pub use nodes::{NodeCommand, PartitionCommand};
 pub use policy::{AccountCommand, CreditsArgs, CreditsCommand, QosCommand};
@@ -80,6 +81,17 @@ pub enum Command {
     /// An allocation: a shell inside a job whose `srun` runs steps on it (salloc)
     #[command(infer_long_args = true)]
     Alloc(Box<RunArgs>),
+    /// JupyterLab inside a job, opened in the browser through the dashboard
+    #[command(infer_long_args = true)]
+    Notebook(Box<NotebookArgs>),
+    /// Hosts a notebook inside its job (started by `labpool notebook`)
+    #[command(hide = true)]
+    NotebookHost {
+        /// Stop JupyterLab after this long without activity, where the controller cannot be
+        /// reached.
+        #[arg(long, value_parser = labpool_units::parse_duration)]
+        idle: std::time::Duration,
+    },
     /// A port of a running job (TensorBoard, a notebook, a demo) on this machine's 127.0.0.1
     Forward {
         /// The job

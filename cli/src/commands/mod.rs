@@ -15,6 +15,7 @@ pub mod jobs;
 pub mod logs;
 pub mod man_pages;
 pub mod nodes;
+pub mod notebook;
 pub mod policy;
 pub mod quotas;
 pub mod reports;
@@ -70,6 +71,12 @@ pub fn dispatch(cli: Cli, slurm: &dyn crate::SlurmNames) -> anyhow::Result<()> {
             ));
         }
         Command::SliceExec { mib, command } => return slice_exec::run(*mib, command),
+        Command::NotebookHost { idle } => {
+            let controller = Config::locate(cli.config.as_deref())
+                .ok()
+                .map(|c| c.controller.socket);
+            std::process::exit(crate::session::notebook_host::run(*idle, controller));
+        }
         Command::Env {
             command: crate::args::EnvCommand::BuildLocked { lock, dest },
         } => return envs::build_locked(lock, dest),
@@ -133,6 +140,7 @@ pub fn dispatch(cli: Cli, slurm: &dyn crate::SlurmNames) -> anyhow::Result<()> {
                 let code = run::run(&args, &config).await?;
                 std::process::exit(code);
             }
+            Command::Notebook(args) => notebook::notebook(args, &config).await,
             Command::Forward { job, port, local } => {
                 forward::forward(job, *port, *local, &config).await
             }
@@ -202,6 +210,7 @@ pub fn dispatch(cli: Cli, slurm: &dyn crate::SlurmNames) -> anyhow::Result<()> {
             | Command::Completions { .. }
             | Command::Logs(_)
             | Command::SessionHost { .. }
+            | Command::NotebookHost { .. }
             | Command::SliceExec { .. } => {
                 unreachable!("handled above")
             }

@@ -200,7 +200,7 @@ fn served_by(s: &UnixStream, owner: u32) -> Result<(), String> {
 }
 
 /// Waits until job `id` runs or ends, saying once that it waits.
-async fn wait_started(client: &Client, id: u64) -> anyhow::Result<JobView> {
+pub async fn wait_started(client: &Client, id: u64) -> anyhow::Result<JobView> {
     let t0 = Instant::now();
     let mut told = false;
     let mut every = Duration::from_millis(50);

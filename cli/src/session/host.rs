@@ -223,7 +223,14 @@ fn serve(
     let job = std::env::var(crate::env_vars::LABPOOL_JOB_ID)
         .ok()
         .and_then(|j| j.parse().ok());
-    let answered = super::report::start(controller, job, idle, last_input.clone(), screen.clone());
+    let shown = screen.clone();
+    let answered = super::report::start(
+        controller,
+        job,
+        idle,
+        super::report::typed_since(last_input.clone()),
+        Box::new(move |text: &str| shown.notice(text)),
+    );
     let (joining_tx, joining) = std::sync::mpsc::channel();
     let greeting = Arc::new(AtomicUsize::new(0));
     let pgid = nix::unistd::Pid::from_raw(child.id() as i32);

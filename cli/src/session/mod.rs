@@ -22,6 +22,7 @@
 pub mod attach;
 pub mod conn;
 pub mod host;
+pub mod notebook_host;
 pub mod report;
 pub mod screen;
 

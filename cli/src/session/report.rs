@@ -1,11 +1,11 @@
-//! The session host's reports to the controller: every few seconds it says whether its member
-//! typed since the last report, and shows on the terminal what the controller answers (the idle
-//! rule's warning; see `labpool_controller::health::idle`). The controller then decides when the
+//! A session's or a notebook's reports to the controller: every few seconds its host says
+//! whether its member typed (a notebook: whether its kernels ran) since the last report, and
+//! shows what the controller answers (the idle rule's warning; see
+//! `labpool_controller::health::idle`) on the terminal, or in the notebook job's output. The controller then decides when the
 //! session is idle, from its GPUs and these reports. Where the controller cannot be reached
 //! (the Slurm executor's nodes, a controller restarting for long), the host keeps its own rule:
 //! no input for `[jobs] interactive_idle` ends the session.
 
-use super::screen::Screen;
 use crate::api::sessions::{SessionReply, SessionReport};
 use crate::client::Client;
 use std::path::PathBuf;
@@ -18,14 +18,15 @@ pub fn every(idle: Duration) -> Duration {
     (idle / 6).clamp(Duration::from_millis(500), Duration::from_secs(30))
 }
 
-/// Starts reporting for job `job` to the controller at `socket`, in a thread of its own;
-/// returns when the last report was answered (ms; 0: never).
+/// Starts reporting for job `job` to the controller at `socket`, in a thread of its own: each
+/// report says whether `active` saw activity since the last one, and an answer's words go to
+/// `notice`. Returns when the last report was answered (ms; 0: never).
 pub fn start(
     socket: Option<PathBuf>,
     job: Option<u64>,
     idle: Duration,
-    last_input: Arc<AtomicI64>,
-    screen: Arc<Screen>,
+    mut active: Box<dyn FnMut(&tokio::runtime::Runtime) -> bool + Send>,
+    notice: Box<dyn Fn(&str) + Send>,
 ) -> Arc<AtomicI64> {
     let answered = Arc::new(AtomicI64::new(0));
     let (Some(socket), Some(job)) = (socket, job) else {
@@ -41,23 +42,33 @@ pub fn start(
         };
         let client = Client::new(&socket);
         let path = format!("/v1/jobs/{job}/session/report");
-        let mut reported = 0i64;
         loop {
-            let now = crate::clock::now_ms();
-            let input = last_input.load(Ordering::Relaxed) > reported;
+            let input = active(&rt);
             let reply: Result<SessionReply, _> =
                 rt.block_on(client.post(&path, &SessionReport { input }));
             if let Ok(reply) = reply {
-                reported = now;
-                answered.store(now, Ordering::Relaxed);
+                answered.store(crate::clock::now_ms(), Ordering::Relaxed);
                 if let Some(text) = reply.notice {
-                    screen.notice(&text);
+                    notice(&text);
                 }
             }
             std::thread::sleep(every(idle));
         }
     });
     out
+}
+
+/// A session's activity: a key typed since the last report (`last_input`, ms, kept by its host).
+pub fn typed_since(
+    last_input: Arc<AtomicI64>,
+) -> Box<dyn FnMut(&tokio::runtime::Runtime) -> bool + Send> {
+    let mut reported = 0i64;
+    Box::new(move |_| {
+        let now = crate::clock::now_ms();
+        let typed = last_input.load(Ordering::Relaxed) > reported;
+        reported = now;
+        typed
+    })
 }
 
 #[cfg(test)]

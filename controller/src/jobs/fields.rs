@@ -46,7 +46,7 @@ pub fn field_problems(req: &SubmitRequest, idle: Duration) -> Vec<String> {
     if req.interactive {
         match session {
             None => problems.push(
-                "interactive: only a session started by `labpool run --pty` (or `srun --pty`) is interactive"
+                "interactive: only a session started by `labpool run --pty` (or `srun --pty`) or a notebook (`labpool notebook`) is interactive"
                     .into(),
             ),
             Some(d) if d > idle.max(Duration::from_secs(1)) => problems.push(format!(

@@ -18,11 +18,8 @@ use axum::routing::get;
 use axum::{Json, Router};
 use labpool_scheduler::JobState;
 use std::sync::Arc;
-use tokio::io::{AsyncRead, AsyncWrite};
 
-/// A byte stream both ways to a job's port.
-pub trait Stream: AsyncRead + AsyncWrite + Unpin + Send {}
-impl<T: AsyncRead + AsyncWrite + Unpin + Send> Stream for T {}
+pub use crate::tunnel::Stream;
 
 /// How the controller reaches its jobs' ports.
 pub struct Tunnels {
@@ -154,5 +151,23 @@ async fn forward(
         })
         .into_response(),
         Err(e) => e.into_response(),
+    }
+}
+
+/// The tunnels the dashboard opens for a logged-in member (a notebook's page), checked as the
+/// API checks them.
+pub struct MemberTunnels(pub AppState);
+
+impl crate::tunnel::JobTunnels for MemberTunnels {
+    fn open(&self, uid: u32, job: u64, port: u16) -> crate::tunnel::Opening {
+        let state = self.0.clone();
+        Box::pin(async move {
+            let caller = crate::identity::resolve(uid, &state.config.controller.admin_group)
+                .map_err(|e| (403, e.to_string()))?;
+            open(&state, &caller, job, port)
+                .await
+                .map(|(stream, _)| stream)
+                .map_err(|e| (e.status, e.body.error))
+        })
     }
 }

@@ -3,7 +3,10 @@
 //! Only the job's owner and admins get it: the token opens the owner's shell. And the host's
 //! reports, which feed the idle rule.
 
-use crate::api::sessions::{SessionReply, SessionReport, SessionView, TOKEN_VAR};
+use crate::api::sessions::{
+    NOTEBOOK_TOKEN_VAR, NotebookView, SessionReply, SessionReport, SessionView, TOKEN_VAR,
+    notebook_base, notebook_port,
+};
 use crate::error::ApiError;
 use crate::http::{AppState, Peer, caller};
 use axum::extract::connect_info::ConnectInfo;
@@ -18,6 +21,65 @@ pub fn routes() -> Router<AppState> {
     Router::new()
         .route("/v1/jobs/{id}/session", get(session))
         .route("/v1/jobs/{id}/session/report", post(report))
+        .route("/v1/jobs/{id}/notebook", get(notebook))
+}
+
+/// `GET /v1/jobs/{id}/notebook`: a running notebook's port and token, for the dashboard's proxy
+/// acting for the job's owner (or an admin).
+async fn notebook(
+    State(state): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<Peer>,
+    Path(id): Path<String>,
+) -> Result<Json<NotebookView>, ApiError> {
+    let caller = caller(&state, &peer)?;
+    let id: u64 = id
+        .parse()
+        .map_err(|_| ApiError::bad_request(format!("'{id}' is not a job id"), None))?;
+    let row = state.db.job(id).await?.ok_or_else(|| {
+        ApiError::not_found(
+            format!("no job {id}"),
+            Some("`labpool queue` lists your running notebooks".to_string()),
+        )
+    })?;
+    if row.uid != caller.uid && !caller.admin {
+        return Err(ApiError::forbidden(
+            format!(
+                "job {id} is {}'s; you ({}) may open only your own notebooks",
+                row.spec.user, caller.user
+            ),
+            None,
+        ));
+    }
+    let token = row.request.environment.get(NOTEBOOK_TOKEN_VAR);
+    let (Some(_), Some(token)) = (
+        crate::api::session_script::notebook_of_script(&row.request.script),
+        token,
+    ) else {
+        return Err(ApiError::bad_request(
+            format!("job {id} is not a notebook: `labpool notebook` starts one"),
+            None,
+        ));
+    };
+    let port = row.ports.and_then(|p| notebook_port(p.first));
+    let (JobState::Running, Some(port)) = (row.state, port) else {
+        return Err(ApiError::conflict(
+            format!("notebook {id} is {}: it is not running", row.state),
+            Some(match row.state {
+                JobState::Pending | JobState::Staging => {
+                    format!("it opens once it runs: `labpool why {id}` says why it waits")
+                }
+                _ => format!(
+                    "`labpool show {id}` says how it ended; `labpool notebook` starts another"
+                ),
+            }),
+        ));
+    };
+    Ok(Json(NotebookView {
+        job_id: id,
+        port,
+        token: token.clone(),
+        base_url: notebook_base(id),
+    }))
 }
 
 /// `POST /v1/jobs/{id}/session/report`: the session's host says whether its member typed; the

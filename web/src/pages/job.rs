@@ -33,6 +33,16 @@ pub(super) async fn page(
         .ok();
     let j = &detail.job;
     let mine = j.uid == ctx.uid || ctx.admin;
+    // A running notebook of the member's: the button that opens it through the dashboard.
+    let notebook = if mine && j.state == labpool_scheduler::JobState::Running {
+        state
+            .api
+            .get::<crate::api::sessions::NotebookView>(ctx.uid, &format!("/v1/jobs/{id}/notebook"))
+            .await
+            .ok()
+    } else {
+        None
+    };
     let out = if mine {
         output(j, PAGE_LINES).await
     } else {
@@ -42,6 +52,9 @@ pub(super) async fn page(
     let title = format!("{} #{} {}", ctx.t("Job"), j.display_id(), j.name);
     let body = html! {
         p { span class={ "state-" (j.state.as_str()) } { b { (j.state.as_str()) } } " · " (summary(ctx, j)) }
+        @if let Some(n) = &notebook {
+            p { a.button.notebook href={ (n.base_url) "lab" } { (ctx.t("Open notebook")) } }
+        }
         (cancel_form(ctx, j))
         table.fields {
             (field("User", j.user.clone()))
