@@ -15,7 +15,9 @@ fn every_listing_as_a_table_and_as_json() {
     pool.start();
     // Something in each listing: a finished job, a running one, one waiting for its GPUs, an
     // account with a limit, a reservation, a dataset and a snapshot.
-    let done = pool.submit(&["--gpus", "1", "-J", "done", "--wrap", "true"]);
+    // It runs a whole second, so its GPU time counts in fair-share (whole seconds) on any
+    // machine: the waiting job's fair-share factor is then 0.5, never 1.0 on a fast run.
+    let done = pool.submit(&["--gpus", "1", "-J", "done", "--wrap", "sleep 1"]);
     pool.wait_done(done, Duration::from_secs(20));
     let running = pool.submit(&["--gpus", "1", "-J", "long", "--wrap", "sleep 300"]);
     pool.wait_for(running, Duration::from_secs(20), |j| {
@@ -25,6 +27,18 @@ fn every_listing_as_a_table_and_as_json() {
     pool.wait_for(waiting, Duration::from_secs(20), |j| {
         s(j, "reason") == "Resources"
     });
+    // The scheduler has counted the finished job's GPU time (the listings below show it).
+    let end = std::time::Instant::now() + Duration::from_secs(20);
+    while !pool
+        .ok(&["why", &waiting.to_string(), "--json"])
+        .contains("\"fairshare\": 0.5")
+    {
+        assert!(
+            std::time::Instant::now() < end,
+            "fair-share never counted job {done}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
     pool.ok(&[
         "account",
         "add",

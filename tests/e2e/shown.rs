@@ -56,7 +56,19 @@ pub fn assert_listed(name: &str, dir: &Path, shown: &str) {
             (r"\b1\d{12}\b", "[MS]"),
             (r#""age": [0-9.e-]+"#, r#""age": "[AGE]""#),
             (r#""([a-z_]*gpu_hours)": [0-9.e-]+"#, r#""$1": "[H]""#),
-            (r#""(balance|accruing)": [0-9.e-]+"#, r#""$1": "[CREDITS]""#),
+            (
+                r#""(balance|accruing|charged)": [0-9.e-]+"#,
+                r#""$1": "[CREDITS]""#,
+            ),
+            // A finished job's charge: its whole seconds on the machine that ran it.
+            (
+                r#""amount": [0-9.e-]+(,\s*"job": \d+,\s*"kind": "charge")"#,
+                r#""amount": "[CREDITS]"$1"#,
+            ),
+            (
+                r#"("kind": "charge",\s*)"amount": [0-9.e-]+"#,
+                r#"$1"amount": "[CREDITS]""#,
+            ),
             (r"(?m)^(  (running jobs|balance) +)[0-9.]+$", "$1[CREDITS]"),
             (r#"(?s)"by_day": \[\n.*?\n    \]"#, r#""by_day": "[DAYS]""#),
             // Snapshot ids and dataset versions hash their times.
