@@ -70,6 +70,9 @@ pub fn assert_listed(name: &str, dir: &Path, shown: &str) {
                 r#"$1"amount": "[CREDITS]""#,
             ),
             (r"(?m)^(  (running jobs|balance) +)[0-9.]+$", "$1[CREDITS]"),
+            // A waiting job's priority grows with its age (whole seconds waited): its
+            // fraction is filtered, its whole part is the factors' sum.
+            (r#""priority": (\d+)\.\d+"#, r#""priority": "$1.[AGE]""#),
             (r#"(?s)"by_day": \[\n.*?\n    \]"#, r#""by_day": "[DAYS]""#),
             // Snapshot ids and dataset versions hash their times.
             (r#""current": "[0-9a-f]{16}""#, r#""current": "[VERSION]""#),
