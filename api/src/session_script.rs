@@ -33,9 +33,9 @@ pub struct SessionScript {
     pub idle: std::time::Duration,
 }
 
-/// The session a script hosts, as [`host_command`] writes it (after `#!/bin/sh`): `None` for
-/// any other script.
-pub fn session_of_script(script: &str) -> Option<SessionScript> {
+/// The words of a script that is `#!/bin/sh` and one command line (blank lines after it
+/// allowed), as the shell would split them: `None` for any other script.
+fn script_words(script: &str) -> Option<Vec<String>> {
     let mut lines = script.lines();
     if lines.next()? != "#!/bin/sh" {
         return None;
@@ -44,7 +44,19 @@ pub fn session_of_script(script: &str) -> Option<SessionScript> {
     if lines.any(|l| !l.trim().is_empty()) {
         return None;
     }
-    match words.as_slice() {
+    Some(words)
+}
+
+/// `3600s`, as the scripts write an idle limit.
+fn seconds(idle: &str) -> Option<std::time::Duration> {
+    let secs = idle.strip_suffix('s')?.parse::<u64>().ok()?;
+    Some(std::time::Duration::from_secs(secs))
+}
+
+/// The session a script hosts, as [`host_command`] writes it (after `#!/bin/sh`): `None` for
+/// any other script.
+pub fn session_of_script(script: &str) -> Option<SessionScript> {
+    match script_words(script)?.as_slice() {
         [exec, lp, host, s, socket, i, idle, dash, ..]
             if exec == "exec"
                 && lp == "labpool"
@@ -53,10 +65,9 @@ pub fn session_of_script(script: &str) -> Option<SessionScript> {
                 && i == "--idle"
                 && dash == "--" =>
         {
-            let secs = idle.strip_suffix('s')?.parse::<u64>().ok()?;
             Some(SessionScript {
                 socket: PathBuf::from(socket),
-                idle: std::time::Duration::from_secs(secs),
+                idle: seconds(idle)?,
             })
         }
         _ => None,
@@ -76,20 +87,11 @@ pub fn notebook_command(idle: std::time::Duration) -> String {
 /// The idle limit of a notebook's script as [`notebook_command`] writes it (after `#!/bin/sh`):
 /// `None` for any other script.
 pub fn notebook_of_script(script: &str) -> Option<std::time::Duration> {
-    let mut lines = script.lines();
-    if lines.next()? != "#!/bin/sh" {
-        return None;
-    }
-    let words = shlex::split(lines.next()?)?;
-    if lines.any(|l| !l.trim().is_empty()) {
-        return None;
-    }
-    match words.as_slice() {
+    match script_words(script)?.as_slice() {
         [exec, lp, host, i, idle]
             if exec == "exec" && lp == "labpool" && host == "notebook-host" && i == "--idle" =>
         {
-            let secs = idle.strip_suffix('s')?.parse::<u64>().ok()?;
-            Some(std::time::Duration::from_secs(secs))
+            seconds(idle)
         }
         _ => None,
     }

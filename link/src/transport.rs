@@ -204,32 +204,16 @@ impl SignedClient {
         uid: Option<u32>,
         body: Vec<u8>,
     ) -> Result<(u16, Vec<u8>), CallError> {
-        let (sig, body_hash) = self.sign(method, path, uid, &body);
         let http = |message: String| CallError::Http {
             addr: addr.to_string(),
             message,
         };
+        let req = self
+            .signed_head(addr, method, path, uid, &body)
+            // JSON for the API; Bytes handlers (peer deltas) take any type.
+            .header("content-type", "application/json");
         let work = async {
-            let stream = TcpStream::connect(addr)
-                .await
-                .map_err(|source| CallError::Connect {
-                    addr: addr.to_string(),
-                    source,
-                })?;
-            let _ = stream.set_nodelay(true);
-            let mut req = hyper::Request::builder()
-                .method(method)
-                .uri(path)
-                .header("host", addr)
-                // JSON for the API; Bytes handlers (peer deltas) take any type.
-                .header("content-type", "application/json")
-                .header(headers::TIMESTAMP, sig.timestamp_ms.to_string())
-                .header(headers::NONCE, &sig.nonce)
-                .header(headers::SIGNATURE, &sig.mac)
-                .header(headers::BODY_SHA256, &body_hash);
-            if let Some(uid) = uid {
-                req = req.header(headers::UID, uid.to_string());
-            }
+            let stream = connect(addr).await?;
             let req = req
                 .body(Full::new(Bytes::from(body)))
                 .map_err(|e| http(e.to_string()))?;
@@ -238,14 +222,62 @@ impl SignedClient {
                 .map_err(|e| http(e.to_string()))?;
             Ok((status.as_u16(), bytes.to_vec()))
         };
+        self.timed(addr, work).await
+    }
+
+    /// A request to `addr` with its signature headers (and the vouched `uid`), for `body`.
+    fn signed_head(
+        &self,
+        addr: &str,
+        method: &str,
+        path: &str,
+        uid: Option<u32>,
+        body: &[u8],
+    ) -> hyper::http::request::Builder {
+        let (sig, body_hash) = self.sign(method, path, uid, body);
+        let mut req = hyper::Request::builder()
+            .method(method)
+            .uri(path)
+            .header("host", addr)
+            .header(headers::TIMESTAMP, sig.timestamp_ms.to_string())
+            .header(headers::NONCE, &sig.nonce)
+            .header(headers::SIGNATURE, &sig.mac)
+            .header(headers::BODY_SHA256, &body_hash);
+        if let Some(uid) = uid {
+            req = req.header(headers::UID, uid.to_string());
+        }
+        req
+    }
+
+    /// `work` with the client's timeout: past it, an error that says so.
+    async fn timed<T>(
+        &self,
+        addr: &str,
+        work: impl Future<Output = Result<T, CallError>>,
+    ) -> Result<T, CallError> {
         match tokio::time::timeout(self.timeout, work).await {
             Ok(r) => r,
-            Err(_) => Err(http(format!(
-                "no answer within {}",
-                labpool_units::format_duration(self.timeout)
-            ))),
+            Err(_) => Err(CallError::Http {
+                addr: addr.to_string(),
+                message: format!(
+                    "no answer within {}",
+                    labpool_units::format_duration(self.timeout)
+                ),
+            }),
         }
     }
+}
+
+/// A connection to `addr`, with Nagle off (requests are small and waited for).
+async fn connect(addr: &str) -> Result<TcpStream, CallError> {
+    let stream = TcpStream::connect(addr)
+        .await
+        .map_err(|source| CallError::Connect {
+            addr: addr.to_string(),
+            source,
+        })?;
+    let _ = stream.set_nodelay(true);
+    Ok(stream)
 }
 
 impl SignedClient {
@@ -258,28 +290,13 @@ impl SignedClient {
         path: &str,
         uid: Option<u32>,
     ) -> Result<hyper::upgrade::Upgraded, CallError> {
-        let (sig, body_hash) = self.sign("GET", path, uid, &[]);
         let http = |message: String| CallError::Http {
             addr: addr.to_string(),
             message,
         };
+        let req = crate::tunnel::with_upgrade(self.signed_head(addr, "GET", path, uid, &[]));
         let work = async {
-            let stream = TcpStream::connect(addr)
-                .await
-                .map_err(|source| CallError::Connect {
-                    addr: addr.to_string(),
-                    source,
-                })?;
-            let _ = stream.set_nodelay(true);
-            let mut req = crate::tunnel::with_upgrade(hyper::Request::builder().uri(path))
-                .header("host", addr)
-                .header(headers::TIMESTAMP, sig.timestamp_ms.to_string())
-                .header(headers::NONCE, &sig.nonce)
-                .header(headers::SIGNATURE, &sig.mac)
-                .header(headers::BODY_SHA256, &body_hash);
-            if let Some(uid) = uid {
-                req = req.header(headers::UID, uid.to_string());
-            }
+            let stream = connect(addr).await?;
             let req = req
                 .body(crate::tunnel::empty())
                 .map_err(|e| http(e.to_string()))?;
@@ -301,13 +318,7 @@ impl SignedClient {
                 }),
             }
         };
-        match tokio::time::timeout(self.timeout, work).await {
-            Ok(r) => r,
-            Err(_) => Err(http(format!(
-                "no answer within {}",
-                labpool_units::format_duration(self.timeout)
-            ))),
-        }
+        self.timed(addr, work).await
     }
 }
 

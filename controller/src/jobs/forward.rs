@@ -42,21 +42,14 @@ pub async fn open(
     id: u64,
     port: u16,
 ) -> Result<(Box<dyn Stream>, String), ApiError> {
-    let row = state.db.job(id).await?.ok_or_else(|| {
-        ApiError::not_found(
-            format!("no job {id}"),
-            Some("`labpool queue` lists your running jobs".to_string()),
-        )
-    })?;
-    if row.uid != caller.uid && !caller.admin {
-        return Err(ApiError::forbidden(
-            format!(
-                "job {id} is {}'s; you ({}) may reach only your own jobs' ports",
-                row.spec.user, caller.user
-            ),
-            None,
-        ));
-    }
+    let row = super::owned_job(
+        state,
+        caller,
+        id,
+        "may reach only your own jobs' ports",
+        Some("`labpool queue` lists your running jobs"),
+    )
+    .await?;
     let (Some(node), JobState::Running) = (row.node.clone(), row.state) else {
         return Err(ApiError::conflict(
             format!(

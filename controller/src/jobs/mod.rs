@@ -42,3 +42,34 @@ impl crate::engine::Engine {
         ))
     }
 }
+
+/// Job `id` as its owner or an admin asks for it (sessions, notebooks, a job's ports): 404 with
+/// `listed` as the hint when there is no such job, 403 naming its owner and what `caller` `may`
+/// ("may open only your own notebooks") otherwise.
+pub(crate) async fn owned_job(
+    state: &crate::http::AppState,
+    caller: &crate::identity::Caller,
+    id: u64,
+    may: &str,
+    listed: Option<&str>,
+) -> Result<JobRow, crate::error::ApiError> {
+    let row = state.db.job(id).await?.ok_or_else(|| {
+        crate::error::ApiError::not_found(format!("no job {id}"), listed.map(str::to_string))
+    })?;
+    if row.uid != caller.uid && !caller.admin {
+        return Err(crate::error::ApiError::forbidden(
+            format!(
+                "job {id} is {}'s; you ({}) {may}",
+                row.spec.user, caller.user
+            ),
+            None,
+        ));
+    }
+    Ok(row)
+}
+
+/// A job id from a path, or a 400 that quotes it.
+pub(crate) fn job_id(text: &str) -> Result<u64, crate::error::ApiError> {
+    text.parse()
+        .map_err(|_| crate::error::ApiError::bad_request(format!("'{text}' is not a job id"), None))
+}

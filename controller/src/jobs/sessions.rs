@@ -3,6 +3,7 @@
 //! Only the job's owner and admins get it: the token opens the owner's shell. And the host's
 //! reports, which feed the idle rule.
 
+use super::{job_id, owned_job};
 use crate::api::sessions::{
     NOTEBOOK_TOKEN_VAR, NotebookView, SessionReply, SessionReport, SessionView, TOKEN_VAR,
     notebook_base, notebook_port,
@@ -32,24 +33,15 @@ async fn notebook(
     Path(id): Path<String>,
 ) -> Result<Json<NotebookView>, ApiError> {
     let caller = caller(&state, &peer)?;
-    let id: u64 = id
-        .parse()
-        .map_err(|_| ApiError::bad_request(format!("'{id}' is not a job id"), None))?;
-    let row = state.db.job(id).await?.ok_or_else(|| {
-        ApiError::not_found(
-            format!("no job {id}"),
-            Some("`labpool queue` lists your running notebooks".to_string()),
-        )
-    })?;
-    if row.uid != caller.uid && !caller.admin {
-        return Err(ApiError::forbidden(
-            format!(
-                "job {id} is {}'s; you ({}) may open only your own notebooks",
-                row.spec.user, caller.user
-            ),
-            None,
-        ));
-    }
+    let id = job_id(&id)?;
+    let row = owned_job(
+        &state,
+        &caller,
+        id,
+        "may open only your own notebooks",
+        Some("`labpool queue` lists your running notebooks"),
+    )
+    .await?;
     let token = row.request.environment.get(NOTEBOOK_TOKEN_VAR);
     let (Some(_), Some(token)) = (
         crate::api::session_script::notebook_of_script(&row.request.script),
@@ -93,23 +85,15 @@ async fn report(
 ) -> Result<Json<SessionReply>, ApiError> {
     let caller = caller(&state, &peer)?;
     let report = crate::http::body(body)?;
-    let id: u64 = id
-        .parse()
-        .map_err(|_| ApiError::bad_request(format!("'{id}' is not a job id"), None))?;
-    let row = state
-        .db
-        .job(id)
-        .await?
-        .ok_or_else(|| ApiError::not_found(format!("no job {id}"), None))?;
-    if row.uid != caller.uid && !caller.admin {
-        return Err(ApiError::forbidden(
-            format!(
-                "job {id} is {}'s; you ({}) may report only for your own sessions",
-                row.spec.user, caller.user
-            ),
-            None,
-        ));
-    }
+    let id = job_id(&id)?;
+    let row = owned_job(
+        &state,
+        &caller,
+        id,
+        "may report only for your own sessions",
+        None,
+    )
+    .await?;
     if !row.request.interactive || row.state != JobState::Running {
         return Err(ApiError::conflict(
             format!("job {id} is not a running session"),
@@ -127,24 +111,15 @@ async fn session(
     Path(id): Path<String>,
 ) -> Result<Json<SessionView>, ApiError> {
     let caller = caller(&state, &peer)?;
-    let id: u64 = id
-        .parse()
-        .map_err(|_| ApiError::bad_request(format!("'{id}' is not a job id"), None))?;
-    let row = state.db.job(id).await?.ok_or_else(|| {
-        ApiError::not_found(
-            format!("no job {id}"),
-            Some("`labpool queue` lists your running sessions".to_string()),
-        )
-    })?;
-    if row.uid != caller.uid && !caller.admin {
-        return Err(ApiError::forbidden(
-            format!(
-                "job {id} is {}'s; you ({}) may attach only to your own sessions",
-                row.spec.user, caller.user
-            ),
-            None,
-        ));
-    }
+    let id = job_id(&id)?;
+    let row = owned_job(
+        &state,
+        &caller,
+        id,
+        "may attach only to your own sessions",
+        Some("`labpool queue` lists your running sessions"),
+    )
+    .await?;
     let script = crate::api::session_script::session_of_script(&row.request.script);
     let (Some(script), Some(token)) = (script, row.request.environment.get(TOKEN_VAR)) else {
         return Err(ApiError::bad_request(
