@@ -109,6 +109,7 @@ pub async fn run(
         instance: instance.clone(),
         version: crate::api::versions::THIS.to_string(),
         cache_dir: Some(config.cache_dir()),
+        checkpoint: node.checkpoint.as_ref().map(|c| c.describe()),
     };
     let shared = Arc::new(Shared {
         node: node.spec.name.clone(),

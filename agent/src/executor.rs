@@ -22,6 +22,7 @@ use tokio::sync::mpsc;
 mod adoption;
 mod signals;
 mod step_watch;
+mod suspend;
 
 /// How often a re-adopted job (not our child) is checked for its end.
 const ADOPTED_POLL: Duration = Duration::from_millis(200);
@@ -48,6 +49,10 @@ pub struct Executor {
     /// One lock per environment id: two jobs that need the same environment at once must not
     /// unpack it over each other; the second finds it complete.
     unpacking: Arc<Mutex<BTreeMap<String, Arc<tokio::sync::Mutex<()>>>>>,
+    /// How this node checkpoints GPU state, when it can.
+    checkpoint: Option<Arc<crate::checkpoint::Checkpointer>>,
+    /// Suspended attempts, with what resuming them needs.
+    suspended: Arc<Mutex<BTreeMap<(u64, u32), suspend::Suspended>>>,
 }
 
 /// What the executor needs to isolate jobs and run them inside environments.
@@ -83,7 +88,15 @@ impl Executor {
             stager,
             isolation: Arc::new(isolation),
             unpacking: Arc::default(),
+            checkpoint: None,
+            suspended: Arc::default(),
         }
+    }
+
+    /// This node suspends idle sessions with `checkpoint`.
+    pub fn with_checkpoint(mut self, checkpoint: Option<crate::checkpoint::Checkpointer>) -> Self {
+        self.checkpoint = checkpoint.map(Arc::new);
+        self
     }
 
     /// Serves orders until the controller hangs up.
@@ -105,6 +118,8 @@ impl Executor {
                     signal,
                     target,
                 } => self.signal(job, attempt, signal, target),
+                AgentOrder::Suspend { job, attempt, gpus } => self.suspend(job, attempt, gpus),
+                AgentOrder::Resume { job, attempt, gpus } => self.resume(job, attempt, gpus),
                 AgentOrder::Adopt { expected } => self.adopt(expected),
                 AgentOrder::Stage(order) => self.stager.stage(*order),
                 AgentOrder::Verify { request, sources } => self.stager.verify(request, sources),
@@ -121,6 +136,10 @@ impl Executor {
                     reported.remove(&(job, attempt));
                     drop(reported);
                     self.cancelled
+                        .lock()
+                        .expect("not poisoned")
+                        .remove(&(job, attempt));
+                    self.suspended
                         .lock()
                         .expect("not poisoned")
                         .remove(&(job, attempt));

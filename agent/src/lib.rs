@@ -9,6 +9,7 @@ use labpool_host::{atomic_file, clock, discovery, env_vars, identity, member_fil
 use labpool_link::{embedded, metrics_http, socket, transport, tunnel};
 use labpool_settings as settings;
 
+pub mod checkpoint;
 pub mod cli_relay;
 pub mod copy_host;
 pub mod corner;

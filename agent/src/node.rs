@@ -27,6 +27,8 @@ pub struct LocalNode {
     pub stager: Stager,
     /// Its GPU readings, latest first; empty without NVML.
     pub gpu_samples: crate::embedded::Samples,
+    /// How it checkpoints GPU state, when it can (`[jobs] suspend_idle`).
+    pub checkpoint: Option<crate::checkpoint::Checkpointer>,
     isolation: NodeIsolation,
 }
 
@@ -44,6 +46,7 @@ pub fn start_embedded(
         support: node.support.clone(),
         tools: node.tools.clone(),
         samples: node.gpu_samples.clone(),
+        checkpoint: node.checkpoint.as_ref().map(|c| c.describe()),
         spec: node.spec,
         orders,
         ports: std::sync::Arc::new(crate::forward::JobPorts {
@@ -104,8 +107,23 @@ impl LocalNode {
             gpu_minors: gpu_minors(&config.node, &source, &spec.gpus),
             tools: tools.clone(),
         };
+        let library = crate::discovery::nvml_library(config.node.nvml_library.as_deref());
+        let checkpoint = (config.jobs.suspend_idle && !spec.gpus.is_empty())
+            .then(|| {
+                let driver = (source == GpuSource::Nvml)
+                    .then(|| crate::discovery::nvml_driver_version(library.as_deref()))
+                    .flatten();
+                crate::checkpoint::Checkpointer::detect(
+                    config.node.cuda_checkpoint.as_deref(),
+                    driver,
+                )
+            })
+            .flatten();
+        if let Some(c) = &checkpoint {
+            tracing::info!(node = %spec.name, checkpoint = %c.describe(), "idle sessions are suspended");
+        }
         let gpu_samples = crate::gpu_sampler::start(
-            crate::discovery::nvml_library(config.node.nvml_library.as_deref()),
+            library,
             config.metrics.sample_interval,
             source == GpuSource::Nvml,
             crate::gpu_sampler::JobsMemory {
@@ -115,6 +133,7 @@ impl LocalNode {
         );
         Ok(LocalNode {
             gpu_samples,
+            checkpoint,
             spec,
             source,
             support,
@@ -140,7 +159,8 @@ impl LocalNode {
             reports,
             self.stager.clone(),
             self.isolation.clone(),
-        );
+        )
+        .with_checkpoint(self.checkpoint.clone());
         tokio::spawn(executor.run(orders));
         Ok(())
     }

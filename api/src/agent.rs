@@ -258,6 +258,25 @@ pub enum AgentOrder {
         /// Which processes.
         target: crate::SignalTarget,
     },
+    /// Checkpoint this running attempt's GPU state to host memory and keep its processes from
+    /// opening its GPUs, which go back to the pool (an idle session).
+    Suspend {
+        /// Job.
+        job: u64,
+        /// Attempt.
+        attempt: u32,
+        /// The GPUs it gives back.
+        gpus: Vec<u32>,
+    },
+    /// Let this suspended attempt open its GPUs again and restore its GPU state on them.
+    Resume {
+        /// Job.
+        job: u64,
+        /// Attempt.
+        attempt: u32,
+        /// Its GPUs (the ones it gave back).
+        gpus: Vec<u32>,
+    },
     /// After a controller restart: these attempts should be running here. Report each, and
     /// stop any other that is.
     Adopt {
@@ -339,6 +358,21 @@ pub enum AgentReport {
         attempt: u32,
         /// When it began, ms.
         since_ms: i64,
+    },
+    /// A suspend (`resumed` false) or a resume of an attempt was carried out, or failed with
+    /// the words given.
+    Checkpoint {
+        /// Node.
+        node: String,
+        /// Job.
+        job: u64,
+        /// Attempt.
+        attempt: u32,
+        /// A resume, not a suspend.
+        resumed: bool,
+        /// What failed, when it did.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        failed: Option<String>,
     },
     /// After a restart: this attempt is still running and is watched again.
     Adopted {
@@ -431,7 +465,8 @@ impl AgentReport {
             | AgentReport::Staged { node, .. }
             | AgentReport::Inventory { node, .. }
             | AgentReport::EnvStaged { node, .. }
-            | AgentReport::Verified { node, .. } => node,
+            | AgentReport::Verified { node, .. }
+            | AgentReport::Checkpoint { node, .. } => node,
         }
     }
 }
@@ -460,6 +495,10 @@ pub struct Registration {
     /// Time between its heartbeats, ms: three missed and the node is shown not responding.
     #[serde(default)]
     pub heartbeat_ms: Option<u64>,
+    /// How it checkpoints a job's GPU state (`cuda-checkpoint` and the driver's version), when
+    /// it can: idle single-GPU sessions are then suspended rather than stopped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<String>,
 }
 
 /// The controller's answer to a registration.

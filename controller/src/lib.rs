@@ -108,6 +108,7 @@ pub async fn serve(
                 gpu_source: node.gpu_source.clone(),
                 isolation: node.support.clone(),
                 cache_dir: Some(config.cache_dir()),
+                checkpoint: node.checkpoint.clone(),
             },
         );
         local_name = Some(node.spec.name.clone());

@@ -86,6 +86,11 @@ pub(crate) fn migrator() -> Migrator {
             "gang part ended",
             include_str!("../../migrations/0017_part_ended.sql"),
         ),
+        migration(
+            18,
+            "gpu pause",
+            include_str!("../../migrations/0018_gpu_pause.sql"),
+        ),
     ])
 }
 

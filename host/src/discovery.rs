@@ -61,6 +61,11 @@ pub fn load_nvml(
     }
 }
 
+/// The NVIDIA driver's version as NVML reports it (`570.86.15`); `None` without NVML.
+pub fn nvml_driver_version(library: Option<&Path>) -> Option<String> {
+    load_nvml(library).ok()?.sys_driver_version().ok()
+}
+
 /// Asks NVML for this machine's GPUs.
 pub fn nvml_gpus(library: Option<&Path>) -> Result<Vec<GpuDevice>, String> {
     let nvml = load_nvml(library).map_err(|e| format!("NVML did not load ({e})"))?;

@@ -12,6 +12,7 @@ use std::path::Path;
 
 const BPF_PROG_LOAD: i64 = 5;
 const BPF_PROG_ATTACH: i64 = 8;
+const BPF_PROG_DETACH: i64 = 9;
 const BPF_PROG_TYPE_CGROUP_DEVICE: u32 = 15;
 const BPF_CGROUP_DEVICE: u32 = 6;
 /// `BPF_DEVCG_DEV_CHAR`, in the low 16 bits of the context's `access_type`.
@@ -150,6 +151,11 @@ fn load(major: u32, denied: &[u32]) -> io::Result<OwnedFd> {
 /// Attaches a filter denying `major:minor` (each minor in `denied`) to the cgroup v2 directory
 /// `cgroup`. It applies to every process in the group from then on.
 pub fn attach(cgroup: &Path, major: u32, denied: &[u32]) -> io::Result<()> {
+    attach_held(cgroup, major, denied).map(drop)
+}
+
+/// Like [`attach`], keeping the program's descriptor: [`detach`] takes it off again.
+pub fn attach_held(cgroup: &Path, major: u32, denied: &[u32]) -> io::Result<OwnedFd> {
     let prog = load(major, denied)?;
     let dir = std::fs::File::open(cgroup)?;
     let mut attr = AttachAttr {
@@ -165,6 +171,29 @@ pub fn attach(cgroup: &Path, major: u32, denied: &[u32]) -> io::Result<()> {
             e.kind(),
             format!(
                 "cannot attach the device filter to {}: {e}",
+                cgroup.display()
+            ),
+        )
+    })?;
+    Ok(prog)
+}
+
+/// Takes the program `prog`, attached with [`attach_held`], off the cgroup directory `cgroup`.
+pub fn detach(cgroup: &Path, prog: &OwnedFd) -> io::Result<()> {
+    let dir = std::fs::File::open(cgroup)?;
+    let mut attr = AttachAttr {
+        target_fd: dir.as_raw_fd() as u32,
+        attach_bpf_fd: prog.as_raw_fd() as u32,
+        attach_type: BPF_CGROUP_DEVICE,
+        attach_flags: 0,
+        replace_bpf_fd: 0,
+        _rest: [0; 108],
+    };
+    bpf(BPF_PROG_DETACH, &mut attr).map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!(
+                "cannot detach the device filter from {}: {e}",
                 cgroup.display()
             ),
         )

@@ -29,9 +29,11 @@ mod job;
 mod sandbox;
 mod shim_cgroup;
 mod support;
+mod withhold;
 
 pub use cgroups::{JobCgroups, memory_used, remove_groups};
 pub use job::JobIsolation;
 pub use sandbox::{Identity, Sandbox};
 pub use shim_cgroup::leave_service_cgroup;
 pub use support::{DeviceFilter, Hierarchy, NVIDIA_MAJOR, Support};
+pub use withhold::{Withheld, withhold};

@@ -402,6 +402,10 @@ impl<J: Tracked> Lifecycle<J> {
                 self.down.remove(&node);
                 out = self.recover([node.as_str()]);
             }
+            Event::Suspended { node, job, attempt } => {
+                self.suspended(&node, job, attempt, now, &mut out)
+            }
+            Event::Resume { job } => self.resume(job, now, &mut out),
             Event::Unrestorable { job, why } => {
                 let Some(life) = self
                     .life(job)
@@ -464,12 +468,12 @@ impl<J: Tracked> Lifecycle<J> {
         out
     }
 
-    fn life(&self, job: u64) -> Option<&JobLife> {
+    pub(crate) fn life(&self, job: u64) -> Option<&JobLife> {
         self.jobs.get(&job).map(Tracked::life)
     }
 
     /// A running attempt that no cancel, requeue or preemption is stopping yet.
-    fn stoppable(&self, job: u64) -> Option<&JobLife> {
+    pub(crate) fn stoppable(&self, job: u64) -> Option<&JobLife> {
         self.life(job).filter(|l| {
             l.state == JobState::Running
                 && l.cancel_requested_by.is_none()
@@ -486,7 +490,7 @@ impl<J: Tracked> Lifecycle<J> {
             .filter(|l| l.is_current(attempt, JobState::Staging))
     }
 
-    fn commit(&mut self, job: u64, transition: Transition, out: &mut Vec<Effect>) {
+    pub(crate) fn commit(&mut self, job: u64, transition: Transition, out: &mut Vec<Effect>) {
         if let Some(j) = self.jobs.get_mut(&job) {
             j.life_mut().apply(&transition);
             out.push(Effect::Persist { job, transition });

@@ -148,6 +148,22 @@ pub enum Event {
         /// The node.
         node: String,
     },
+    /// A node checkpointed a running attempt's GPU state to host memory (an idle session): its
+    /// GPUs go back to the pool while its processes live on.
+    Suspended {
+        /// The reporting node.
+        node: String,
+        /// The job.
+        job: u64,
+        /// The attempt.
+        attempt: u32,
+    },
+    /// A suspended job's owner came back and the scheduler gave it its GPUs again: its node
+    /// restores its GPU state on them.
+    Resume {
+        /// The job.
+        job: u64,
+    },
     /// After a restart, a reloaded job that held GPUs (staging or running) cannot hold them
     /// again: its node or GPUs are gone from the configuration. It ends NODE_FAIL; a copy left
     /// running on a node is killed by that node's fence, as the job is no longer expected there.
@@ -258,6 +274,23 @@ pub enum Effect {
         job: u64,
         /// It was staging: nothing ran, nothing is charged, and its stage is let go.
         was_staging: bool,
+    },
+    /// The attempt's GPUs went back to the pool: the scheduler frees them, keeping its cores
+    /// and memory.
+    Suspend {
+        /// The job.
+        job: u64,
+    },
+    /// Restore the suspended attempt's GPU state on its GPUs, which it holds again.
+    Restore {
+        /// The job.
+        job: u64,
+        /// The attempt.
+        attempt: u32,
+        /// Where.
+        node: String,
+        /// Its GPUs.
+        gpus: Vec<u32>,
     },
     /// A report was not taken; the shell logs it.
     Ignored {

@@ -34,10 +34,13 @@ mod core;
 mod event;
 mod life;
 pub mod rules;
+mod suspend;
 mod transition;
 
 pub use crate::core::{Lifecycle, Tracked};
 pub use event::{Effect, Event};
-pub use life::{Hold, JobLife, PartEnded, Preemption, preempt_requester, preemptor};
+pub use life::{
+    GpuPause, Hold, JobLife, PartEnded, Preemption, SUSPENDED, preempt_requester, preemptor,
+};
 pub use rules::{Lacks, Outcome, Readiness, Stale};
 pub use transition::{Placement, StageKind, Transition, gpu_list};

@@ -52,6 +52,35 @@ pub struct JobLife {
     pub preemption: Option<Preemption>,
     /// The end of a gang's part that stopped the running attempt, until the job ends with it.
     pub part_ended: Option<PartEnded>,
+    /// The GPUs the running attempt gave back while suspended, and the time it spent so.
+    pub pause: Option<GpuPause>,
+}
+
+/// The GPUs a running attempt gave back to the pool while its processes live on (an idle
+/// session checkpointed to host memory), and the time it spent suspended.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct GpuPause {
+    /// The GPUs it gave back, which are the ones it takes back.
+    pub gpus: Vec<u32>,
+    /// When it gave them back, while it is suspended; `None` once it holds them again.
+    pub since: Option<i64>,
+    /// Time it spent suspended before, ms: its charge leaves it out.
+    pub paused_ms: i64,
+}
+
+impl GpuPause {
+    /// True while the attempt is suspended.
+    pub fn is_suspended(&self) -> bool {
+        self.since.is_some()
+    }
+
+    /// The suspended job's reason, in words.
+    pub fn words(&self) -> String {
+        format!(
+            "idle: its GPU state is saved in host memory and GPU {} went back to the pool; it is restored when its owner comes back and the GPU is free",
+            crate::transition::gpu_list(&self.gpus)
+        )
+    }
 }
 
 /// A part of a gang that ended before the job did: the job ends as that part did.
@@ -110,6 +139,7 @@ impl JobLife {
             requeue_requested_by: None,
             preemption: None,
             part_ended: None,
+            pause: None,
         }
     }
 
@@ -192,6 +222,7 @@ impl JobLife {
             }
             Transition::Requeued { code, detail, .. } => {
                 self.requeue_requested_by = None;
+                self.pause = None;
                 self.state = JobState::Pending;
                 self.node = None;
                 self.gpus.clear();
@@ -200,6 +231,18 @@ impl JobLife {
                 self.start_time = None;
                 self.reason = Some(code.clone());
                 self.reason_detail = Some(detail.clone());
+            }
+            Transition::Suspended { pause } => {
+                self.gpus.clear();
+                self.pause = Some(pause.clone());
+                self.reason = Some(SUSPENDED.to_string());
+                self.reason_detail = Some(pause.words());
+            }
+            Transition::Resumed { pause, .. } => {
+                self.gpus = pause.gpus.clone();
+                self.pause = Some(pause.clone());
+                self.reason = None;
+                self.reason_detail = None;
             }
             Transition::Ended {
                 state,
@@ -232,8 +275,12 @@ impl JobLife {
         self.requeue_requested_by = None;
         self.preemption = None;
         self.part_ended = None;
+        self.pause = None;
     }
 }
+
+/// The reason word of a running job whose GPUs went back to the pool.
+pub const SUSPENDED: &str = "Suspended";
 
 /// Who a preemption's requeue is recorded as asked by.
 pub fn preempt_requester(by: u64) -> String {

@@ -155,6 +155,19 @@ pub enum Transition {
         /// When it began, ms.
         time: i64,
     },
+    /// The running attempt's GPU state was checkpointed to host memory on its node, and its
+    /// GPUs went back to the pool; its processes live on (an idle session).
+    Suspended {
+        /// The GPUs it gave back, since when, and its earlier suspended time.
+        pause: crate::life::GpuPause,
+    },
+    /// A suspended attempt holds its GPUs again; its node restores its GPU state on them.
+    Resumed {
+        /// Its GPUs, and its suspended time now (`since` is `None`).
+        pause: crate::life::GpuPause,
+        /// When, ms.
+        time: i64,
+    },
     /// Ended in a terminal state.
     Ended {
         /// The terminal state.
@@ -241,6 +254,19 @@ impl Transition {
                 *time,
             )),
             Transition::Requeued { detail, time, .. } => Some(("requeue", detail.clone(), *time)),
+            Transition::Suspended { pause } => Some((
+                "suspend",
+                format!(
+                    "idle: its GPU state was checkpointed to host memory and GPU {} went back to the pool",
+                    gpu_list(&pause.gpus)
+                ),
+                pause.since.unwrap_or_default(),
+            )),
+            Transition::Resumed { time, .. } => Some((
+                "resume",
+                "its owner came back and its GPU was free: it holds it again and its GPU state is restored".to_string(),
+                *time,
+            )),
             Transition::RunningSince { attempt, time } => Some((
                 "running",
                 format!("attempt {attempt} began to run in its executor"),

@@ -28,6 +28,8 @@ pub struct EmbeddedNode {
     pub orders: mpsc::UnboundedSender<AgentOrder>,
     /// Its jobs' ports (`labpool forward`, notebooks).
     pub ports: std::sync::Arc<dyn JobPorts>,
+    /// How it checkpoints GPU state, when it can: idle one-GPU sessions are suspended.
+    pub checkpoint: Option<String>,
 }
 
 /// Why a job's port was not opened: its text is the member's.

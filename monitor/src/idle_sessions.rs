@@ -118,6 +118,78 @@ impl Watch {
     }
 }
 
+/// A suspended session (its GPU state in host memory, its GPUs given back), as seen at a step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SeenSuspended {
+    /// The job.
+    pub job: u64,
+    /// When it was suspended, ms.
+    pub since_ms: i64,
+    /// When its member last typed (or its notebook's kernel last ran), as its host reported.
+    pub last_input_ms: Option<i64>,
+}
+
+/// What is due for a suspended session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum SuspendAction {
+    /// Tell its member it is suspended, and how to get it back.
+    Told,
+    /// Its member is back: it wants its GPUs again.
+    WantBack,
+    /// It holds its GPUs again: tell its member.
+    Resumed,
+}
+
+/// The suspended sessions told so far, with when each was suspended and whether its member
+/// came back. Deterministic: [`SuspendWatch::step`] takes what was seen, in job order.
+#[derive(Debug, Clone, Default)]
+pub struct SuspendWatch {
+    told: BTreeMap<u64, (i64, bool)>,
+}
+
+impl SuspendWatch {
+    /// What is due for the sessions `suspended` now, and for those told before that are among
+    /// the `running` sessions but suspended no longer, in job order.
+    pub fn step(
+        &mut self,
+        suspended: &[SeenSuspended],
+        running: &[u64],
+    ) -> Vec<(u64, SuspendAction)> {
+        let mut due = Vec::new();
+        let mut sorted: Vec<&SeenSuspended> = suspended.iter().collect();
+        sorted.sort_by_key(|s| s.job);
+        for s in &sorted {
+            let entry = self.told.entry(s.job).or_insert_with(|| {
+                due.push((s.job, SuspendAction::Told));
+                (s.since_ms, false)
+            });
+            if entry.0 != s.since_ms {
+                // Suspended again since.
+                *entry = (s.since_ms, false);
+                due.push((s.job, SuspendAction::Told));
+            }
+            if !entry.1 && s.last_input_ms.is_some_and(|t| t > s.since_ms) {
+                entry.1 = true;
+                due.push((s.job, SuspendAction::WantBack));
+            }
+        }
+        let gone: Vec<u64> = self
+            .told
+            .keys()
+            .filter(|job| !sorted.iter().any(|s| s.job == **job))
+            .copied()
+            .collect();
+        for job in gone {
+            self.told.remove(&job);
+            if running.contains(&job) {
+                due.push((job, SuspendAction::Resumed));
+            }
+        }
+        due.sort();
+        due
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -202,5 +274,31 @@ mod tests {
         assert_eq!(actions(&due), [(3, Action::Warn), (9, Action::Warn)]);
         assert!(w.step(300_000, &[]).is_empty());
         assert!(w.busy.is_empty() && w.told.is_empty());
+    }
+
+    #[test]
+    fn a_suspended_session_is_told_once_wanted_back_on_input_and_told_when_resumed() {
+        let mut w = SuspendWatch::default();
+        let quiet = SeenSuspended {
+            job: 4,
+            since_ms: 1_000,
+            last_input_ms: Some(900),
+        };
+        assert_eq!(w.step(&[quiet], &[4]), [(4, SuspendAction::Told)]);
+        assert!(w.step(&[quiet], &[4]).is_empty());
+        let back = SeenSuspended {
+            last_input_ms: Some(5_000),
+            ..quiet
+        };
+        assert_eq!(w.step(&[back], &[4]), [(4, SuspendAction::WantBack)]);
+        assert!(w.step(&[back], &[4]).is_empty(), "asked once");
+        assert_eq!(w.step(&[], &[4]), [(4, SuspendAction::Resumed)]);
+        // Suspended again, then ended while suspended: nothing to say at its end.
+        let again = SeenSuspended {
+            since_ms: 9_000,
+            ..back
+        };
+        assert_eq!(w.step(&[again], &[4]), [(4, SuspendAction::Told)]);
+        assert!(w.step(&[], &[]).is_empty());
     }
 }

@@ -70,5 +70,6 @@ pub use job::{
     Allocation, HoldBy, JobId, JobSpec, JobState, NodeRequest, NodeShare, Part, PortBlock,
     Resources,
 };
+pub use scheduler::suspend::{SuspendError, Suspension};
 pub use scheduler::{Decision, Prediction, Scheduler};
 pub use time::{TimeLimit, Timestamp};

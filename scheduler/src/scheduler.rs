@@ -30,6 +30,7 @@ mod reconfigure;
 pub use reconfigure::ReconfigureError;
 mod jobs;
 mod settle;
+pub mod suspend;
 mod test_only;
 
 pub use settle::Settlement;
@@ -162,6 +163,8 @@ pub struct Scheduler {
     pub(crate) yielding: BTreeMap<JobId, JobId>,
     /// Reservations, by name.
     pub(crate) reservations: BTreeMap<String, crate::reservation::Reservation>,
+    /// Running jobs whose GPUs went back to the pool (see [`suspend`]).
+    pub(crate) suspended: BTreeMap<JobId, suspend::Suspension>,
 }
 
 impl Scheduler {
@@ -198,6 +201,7 @@ impl Scheduler {
             notices: BTreeMap::new(),
             yielding: BTreeMap::new(),
             reservations: BTreeMap::new(),
+            suspended: BTreeMap::new(),
         })
     }
 

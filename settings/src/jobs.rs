@@ -70,6 +70,10 @@ pub struct JobsConfig {
         serialize_with = "super::values::ser_duration"
     )]
     pub idle_grace: std::time::Duration,
+    /// An idle one-GPU session is suspended rather than stopped, on a node that can: its GPU
+    /// state is checkpointed to host memory with NVIDIA's `cuda-checkpoint` (driver 550 or
+    /// later), its GPU goes back to the pool, and it is restored when its member comes back.
+    pub suspend_idle: bool,
 }
 
 impl Default for JobsConfig {
@@ -84,6 +88,7 @@ impl Default for JobsConfig {
             slice_grace: std::time::Duration::from_secs(30),
             idle_gpu_percent: 5.0,
             idle_grace: std::time::Duration::from_secs(600),
+            suspend_idle: true,
         }
     }
 }

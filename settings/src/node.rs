@@ -42,12 +42,18 @@ pub struct NodeConfig {
     /// Features of this node that jobs may ask for with `--constraint` (e.g. `["a100", "ib"]`).
     #[serde(default)]
     pub features: Vec<String>,
+    /// NVIDIA's `cuda-checkpoint`, which suspends idle sessions (`[jobs] suspend_idle`)
+    /// [default: `cuda-checkpoint` on the agent's PATH].
+    pub cuda_checkpoint: Option<PathBuf>,
 }
 
 impl NodeConfig {
     /// Makes its paths absolute, relative to `base`, the config file's directory.
     pub(super) fn rebase(&mut self, base: &Path) {
         if let Some(p) = self.spool_dir.as_mut() {
+            rebase(base, p);
+        }
+        if let Some(p) = self.cuda_checkpoint.as_mut() {
             rebase(base, p);
         }
     }

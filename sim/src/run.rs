@@ -503,6 +503,8 @@ fn apply(
             | Effect::Adopt { .. }
             | Effect::Dequeue { .. }
             | Effect::Ignored { .. } => {}
+            // The simulator's traces have no interactive sessions to suspend.
+            Effect::Suspend { .. } | Effect::Restore { .. } => {}
         }
     }
 }

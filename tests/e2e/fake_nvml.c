@@ -20,6 +20,7 @@
  *   xid G COUNT CODE              COUNT XID errors have happened, the last with CODE; each is
  *                                 delivered once through nvmlEventSetWait_v2
  *   nvlink G OTHER                GPUs G and OTHER are linked by NVLink (both ways)
+ *   driver VERSION                the driver's version (default 570.86.15); no GPU index
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -58,6 +59,7 @@ struct process { unsigned int gpu, pid, sm; unsigned long long mib; };
 static struct gpu G[MAXG];
 static struct process P[MAXP];
 static unsigned int ngpu, nproc;
+static char driver[32];
 
 static int loaded;
 
@@ -67,6 +69,7 @@ static void load(void) {
     loaded = 1;
     ngpu = 2;
     nproc = 0;
+    snprintf(driver, sizeof driver, "570.86.15");
     for (int i = 0; i < MAXG; i++) {
         memset(&G[i], 0, sizeof G[i]);
         snprintf(G[i].name, sizeof G[i].name, "NVIDIA GeForce RTX 4090");
@@ -91,6 +94,7 @@ static void load(void) {
     while (fgets(line, sizeof line, f)) {
         line[strcspn(line, "\n")] = 0;
         if (sscanf(line, "count %u", &ngpu) == 1) { if (ngpu > MAXG) ngpu = MAXG; continue; }
+        if (sscanf(line, "driver %31s", driver) == 1) continue;
         int at = 0;
         if (sscanf(line, "%31s %u %n", key, &g, &at) < 2 || g >= MAXG) continue;
         struct gpu *d = &G[g];
@@ -131,6 +135,12 @@ static struct gpu *dev(void *d) {
 
 ret_t nvmlInit_v2(void) { return OK; }
 ret_t nvmlShutdown(void) { return OK; }
+ret_t nvmlSystemGetDriverVersion(char *out, unsigned int len) {
+    load();
+    if (!out || len <= strlen(driver)) return INSUFFICIENT;
+    snprintf(out, len, "%s", driver);
+    return OK;
+}
 const char *nvmlErrorString(ret_t r) { (void)r; return "fake NVML"; }
 ret_t nvmlDeviceGetCount_v2(unsigned int *n) { load(); *n = ngpu; return OK; }
 ret_t nvmlDeviceGetHandleByIndex_v2(unsigned int i, void **d) {

@@ -12,6 +12,16 @@ use std::time::{Duration, Instant};
 /// every 200 ms, whose sessions are idle after 3 s and stopped 2 s after they are told; None
 /// without gcc.
 fn nvml_pool(test: &str, build: &Path, util: u32) -> Option<Pool> {
+    nvml_pool_with(test, build, util, |t| t)
+}
+
+/// [`nvml_pool`], its config changed by `more` before it starts.
+pub fn nvml_pool_with(
+    test: &str,
+    build: &Path,
+    util: u32,
+    more: impl FnOnce(String) -> String,
+) -> Option<Pool> {
     let lib = crate::nvml::build_fake_nvml(test, build)?;
     crate::nvml::script(build, &format!("count 1\nutil 0 {util} 0\n"));
     let lib_str = lib.to_str().unwrap();
@@ -28,7 +38,7 @@ fn nvml_pool(test: &str, build: &Path, util: u32) -> Option<Pool> {
                 "[jobs]\ninteractive_idle = \"3s\"\nidle_grace = \"2s\"\n",
             );
         assert!(t.contains("idle_grace"), "the config has a [jobs] section");
-        t
+        more(t)
     });
     pool.start();
     Some(pool)

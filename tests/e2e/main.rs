@@ -84,6 +84,7 @@ mod state_disaster;
 mod step_flood;
 mod streaming;
 mod submitit;
+mod suspend;
 mod test_only;
 mod update;
 mod upgrades;

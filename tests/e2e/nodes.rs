@@ -309,6 +309,7 @@ pub fn registration(name: &str, version: &str) -> labpool::api::agent::Registrat
         advertise: None,
         cache_dir: None,
         heartbeat_ms: None,
+        checkpoint: None,
         instance: format!("{name}-{version}"),
         version: version.into(),
     }

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 const T: Duration = Duration::from_secs(30);
 
-fn ms(v: &Value, key: &str) -> i64 {
+pub fn ms(v: &Value, key: &str) -> i64 {
     chrono::DateTime::parse_from_rfc3339(s(v, key))
         .unwrap_or_else(|e| panic!("{key} of {v:#}: {e}"))
         .timestamp_millis()

@@ -117,6 +117,7 @@ memory = "{mem}"
 # slices = {{ rtx4090 = [2, 4] }}
 # Features jobs may ask for with --constraint (sbatch -C), e.g. the GPU model and the network:
 # features = ["a100", "ib"]
+# cuda_checkpoint = "/usr/local/bin/cuda-checkpoint"   # default: on PATH; suspends idle sessions
 
 # What every job gets: labpool sets CUDA_VISIBLE_DEVICES to the job's GPUs, refuses scripts
 # that override it ("warn" only warns), puts each job in cgroups where the kernel has them
@@ -129,6 +130,7 @@ isolation = "auto"
 # interactive_idle = "1h"   # a session with no input and its GPUs quiet this long is told,
 # idle_gpu_percent = 5      # (a GPU at or over this utilisation is computing: not idle)
 # idle_grace = "10m"        # then stopped this long after; [[partition]] may set its own
+# suspend_idle = true       # a one-GPU session is suspended instead, where cuda-checkpoint runs
 # ports = "20000-29999"     # leased to jobs: MASTER_PORT, the step launcher, one per task
 
 # Software environments (labpool env create NAME --file requirements.txt; submit --env NAME).

@@ -62,6 +62,7 @@ impl Item {
                     | Request::Why { .. }
                     | Request::CacheStatus { .. }
                     | Request::AgentHeartbeat { .. }
+                    | Request::Suspend { .. }
             ) | Item::NodeCheck
         )
     }
@@ -99,6 +100,8 @@ pub struct NodeFacts {
     pub isolation: labpool_isolation::Support,
     /// Its dataset cache's root, when its agent said (over Slurm, jobs are told their paths).
     pub cache_dir: Option<std::path::PathBuf>,
+    /// How it checkpoints GPU state, when it can: idle one-GPU sessions are suspended.
+    pub checkpoint: Option<String>,
 }
 
 /// The engine's state.
@@ -137,6 +140,8 @@ pub struct Engine {
     pub(crate) gpu_util: crate::health::UtilBoard,
     /// Nodes this engine marked down or draining because Slurm shows them so.
     pub(crate) slurm_marks: crate::nodes::slurm::SlurmMarks,
+    /// Sessions whose nodes were told to suspend them, until they answer.
+    pub(crate) suspending: BTreeSet<u64>,
 }
 
 impl Engine {
@@ -169,6 +174,7 @@ impl Engine {
             keys_forgotten_at: 0,
             gpu_util: Default::default(),
             slurm_marks: Default::default(),
+            suspending: BTreeSet::new(),
         }
     }
 
@@ -310,6 +316,11 @@ impl Engine {
                     let out = self.hold(&ids, hold, &caller).await?;
                     self.outbox.reply(reply, out);
                 }
+                Item::Request(Request::Suspend { job, reply }) => {
+                    let out = self.suspend_idle(job);
+                    self.outbox.reply(reply, out);
+                }
+                Item::Request(Request::WantBack { job }) => self.want_back(job),
                 Item::Request(Request::Nodes { reply }) => {
                     let views = self.node_views();
                     self.outbox.reply(reply, views);
@@ -503,6 +514,16 @@ impl Engine {
                     self.sched
                         .set_started(labpool_scheduler::JobId(job), Timestamp(since_ms));
                 }
+            }
+            AgentReport::Checkpoint {
+                node,
+                job,
+                attempt,
+                resumed,
+                failed,
+            } => {
+                self.on_checkpoint(node, job, attempt, resumed, failed)
+                    .await
             }
             AgentReport::Adopted { job, attempt, .. } => {
                 tracing::info!(job, attempt, "job re-adopted")

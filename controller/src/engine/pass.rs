@@ -22,6 +22,8 @@ impl Engine {
         if matches!(need, PassNeed::Nothing) {
             return;
         }
+        // Sessions whose members came back take their free GPUs before anyone else.
+        self.take_back();
         let pass_time = self.clock.now();
         let view = self.pass_cache_view();
         let decisions = match need {

@@ -221,6 +221,18 @@ pub enum Request {
             >,
         >,
     },
+    /// Suspend an idle session rather than stop it (the idle rule).
+    Suspend {
+        /// The job.
+        job: u64,
+        /// Answer: its GPUs, or why it is stopped instead.
+        reply: oneshot::Sender<Result<Vec<u32>, String>>,
+    },
+    /// A suspended session's member came back.
+    WantBack {
+        /// The job.
+        job: u64,
+    },
     /// Verify node caches (admins).
     CacheVerify {
         /// One node, or all.

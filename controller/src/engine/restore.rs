@@ -55,8 +55,11 @@ impl Engine {
             if let Recovery::Queue = rules::recover(&row.life) {
                 self.sched.enqueue(row.spec.clone());
             } else {
+                // A job suspended before holds no GPU, and its charge leaves out the time it
+                // spent suspended.
+                let paused_ms = row.pause.as_ref().map_or(0, |p| p.paused_ms);
                 let alloc = Allocation {
-                    start: Timestamp(row.start_time.unwrap_or(row.spec.submit_time.0)),
+                    start: Timestamp(row.start_time.unwrap_or(row.spec.submit_time.0) + paused_ms),
                     node: row.node.clone().unwrap_or_default(),
                     gpus: row.gpus.clone(),
                     cpus: row.spec.resources.cpus,
@@ -79,6 +82,16 @@ impl Engine {
                     self.sched.note_outcome(JobId(job), false);
                     continue;
                 }
+            }
+            if let Some(pause) = &row.pause
+                && let Some(since) = pause.since
+            {
+                let suspension = labpool_scheduler::Suspension {
+                    gpus: pause.gpus.clone(),
+                    since: Timestamp(since),
+                    wanted: false,
+                };
+                self.sched.restore_suspension(JobId(row.id), suspension);
             }
             if let Some(p) = &row.preemption {
                 let (job, by) = (JobId(row.id), JobId(p.by));

@@ -21,6 +21,8 @@ pub(crate) fn seen(inner: &Inner, config: &crate::settings::Config, now: i64) ->
         .jobs
         .iter()
         .filter(|j| j.state == JobState::Running && j.request.interactive)
+        // A suspended session holds no GPU; its return is watched apart (`super::suspended`).
+        .filter(|j| !j.pause.as_ref().is_some_and(|p| p.is_suspended()))
     {
         let Some(last_input) = inner.inputs.get(&row.id) else {
             continue;
@@ -80,6 +82,9 @@ pub(crate) async fn deliver(service: &MonitorService, due: Vec<Due>) {
         let Some(row) = row else { continue };
         let idle = idle_words(&d, !row.gpus.is_empty());
         let grace = ms(d.rule.grace_ms);
+        if d.action == Action::Stop && suspend(service, &row, &idle).await {
+            continue;
+        }
         let (event, terminal, mail) = match d.action {
             Action::Warn => (
                 "IDLE_WARNING",
@@ -127,4 +132,38 @@ pub(crate) async fn deliver(service: &MonitorService, due: Vec<Due>) {
             super::deliver::cancel(service, job, "the idle rule").await;
         }
     }
+}
+
+/// Asks the engine to suspend `row` rather than stop it; true when its node was told to. The
+/// member is told now; the engine stops the session if its node then fails to.
+async fn suspend(service: &MonitorService, row: &crate::jobs::JobRow, idle: &str) -> bool {
+    let job = row.id;
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let asked = service
+        .engine
+        .send(crate::engine::request::Request::Suspend { job, reply: tx })
+        .await;
+    let gpus = match (asked, rx.await) {
+        (Ok(()), Ok(Ok(gpus))) => labpool_lifecycle::gpu_list(&gpus),
+        (Ok(()), Ok(Err(why))) => {
+            tracing::debug!(job, "idle session stopped, not suspended: {why}");
+            return false;
+        }
+        _ => return false,
+    };
+    let now = service.clock.now_ms();
+    let detail = format!("{idle}; its GPU state goes to host memory and GPU {gpus} to the pool");
+    if let Err(e) = service
+        .db
+        .note_job_event(job, now, "IDLE_SUSPENDED", &detail)
+        .await
+    {
+        tracing::warn!(job, "could not record the idle rule's suspend: {e}");
+    }
+    let subject = format!("[IDLE] session {job} suspended");
+    let body = format!(
+        "Your session {job} was idle: {idle}. Its GPU state was saved to host memory and GPU {gpus} went to others who wait. Type in it (`labpool attach {job}`) or run a notebook cell to get it back: it is restored as soon as GPU {gpus} is free."
+    );
+    super::mail::deliver(service, row, "IDLE", &subject, &body).await;
+    true
 }

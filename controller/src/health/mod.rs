@@ -15,6 +15,7 @@ pub mod metrics;
 pub mod observe;
 mod ready;
 mod slices;
+mod suspended;
 
 pub use ready::readiness;
 
@@ -85,6 +86,8 @@ pub(crate) struct Inner {
     pub inputs: BTreeMap<u64, i64>,
     /// Idle sessions, and what they were told.
     pub idle_watch: labpool_monitor::idle_sessions::Watch,
+    /// Suspended sessions, and what they were told.
+    pub suspend_watch: labpool_monitor::idle_sessions::SuspendWatch,
     /// Words for each session's terminal, given to its host at its next report.
     pub idle_notices: BTreeMap<u64, String>,
     /// Alerts resolved lately, newest last (for `labpool alerts --all`).
@@ -335,18 +338,20 @@ impl MonitorService {
             let over = inner.slice_watch.step(now, &measured, grace);
             let sessions = idle::seen(inner, &self.config, now);
             let idle = inner.idle_watch.step(now, &sessions);
+            let back = suspended::step(inner);
             let running = &inner.running;
             inner.inputs.retain(|job, _| running.contains_key(job));
             inner
                 .idle_notices
                 .retain(|job, _| running.contains_key(job));
-            (changes, (due, over, idle))
+            (changes, (due, over, idle, back))
         };
-        let (due, over, idle) = due;
+        let (due, over, idle, back) = due;
         deliver::alerts(self, changes).await;
         deliver::zombies(self, due).await;
         slices::deliver(self, over).await;
         idle::deliver(self, idle).await;
+        suspended::deliver(self, back).await;
         mail::step(self).await
     }
 }

@@ -123,6 +123,7 @@ impl Engine {
                     | Effect::Requeue { .. }
                     | Effect::Dequeue { .. }
                     | Effect::HoldChanged { .. }
+                    | Effect::Suspend { .. }
             ) {
                 // Capacity or the queue changed.
                 self.pass_need = crate::engine::PassNeed::Full;
@@ -166,6 +167,23 @@ impl Engine {
                     };
                     self.outbox.order(&node, order)
                 }
+                Effect::Suspend { job } => {
+                    let now = labpool_scheduler::Timestamp(self.clock.now_ms());
+                    if let Err(e) = self.sched.suspend(JobId(job), now) {
+                        tracing::error!(
+                            job,
+                            "the scheduler could not free a suspended job's GPUs: {e}"
+                        );
+                    }
+                }
+                Effect::Restore {
+                    job,
+                    attempt,
+                    node,
+                    gpus,
+                } => self
+                    .outbox
+                    .order(&node, AgentOrder::Resume { job, attempt, gpus }),
                 Effect::Forget { job, attempt, node } => self
                     .outbox
                     .order(&node, AgentOrder::Forget { job, attempt }),

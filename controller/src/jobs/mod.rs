@@ -18,6 +18,7 @@ pub mod steps;
 pub mod store;
 pub mod submit;
 pub mod submit_keys;
+pub mod suspend;
 pub mod test_only;
 pub mod update;
 

@@ -132,7 +132,7 @@ pub struct NewJob<'a> {
 pub use crate::api::JobEvent;
 
 const JOB_COLUMNS: &str = "id, name, user, uid, gid, partition, state, reason, reason_detail, gpus_requested, gpu_type, \
-     cpus, mem_mib, time_limit_s, node, gpus, exit_code, signal, submit_time, start_time, end_time, attempt, cancel_requested_by, stdout, stderr, request, account, emergency, array_id, array_task, isolation, hold, requeue_requested_by, others, ports, preemption, part_ended";
+     cpus, mem_mib, time_limit_s, node, gpus, exit_code, signal, submit_time, start_time, end_time, attempt, cancel_requested_by, stdout, stderr, request, account, emergency, array_id, array_task, isolation, hold, requeue_requested_by, others, ports, preemption, part_ended, pause";
 
 impl Db {
     /// The id the next job will get (ids are never reused).
@@ -391,6 +391,10 @@ fn job_from_row(r: &SqliteRow) -> Result<JobRow, DbError> {
             Some(p) => {
                 Some(serde_json::from_str(&p).map_err(|e| corrupt(format!("part_ended: {e}")))?)
             }
+            None => None,
+        },
+        pause: match r.try_get::<Option<String>, _>("pause")? {
+            Some(p) => Some(serde_json::from_str(&p).map_err(|e| corrupt(format!("pause: {e}")))?),
             None => None,
         },
     };

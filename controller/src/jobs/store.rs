@@ -40,7 +40,7 @@ impl Db {
                 sqlx::query(
                     "UPDATE jobs SET state = 'STAGING', reason = ?, reason_detail = ?, node = ?, gpus = ?, attempt = ?, \
                      start_time = NULL, end_time = NULL, exit_code = NULL, signal = NULL, cancel_requested_by = NULL, stdout = ?, stderr = ?, \
-                     others = ?, ports = ?, preemption = NULL, part_ended = NULL WHERE id = ?",
+                     others = ?, ports = ?, preemption = NULL, part_ended = NULL, pause = NULL WHERE id = ?",
                 )
                 .bind(kind.reason())
                 .bind(detail)
@@ -65,7 +65,7 @@ impl Db {
                 sqlx::query(
                     "UPDATE jobs SET state = 'RUNNING', reason = NULL, reason_detail = NULL, node = ?, gpus = ?, attempt = ?, \
                      start_time = ?, end_time = NULL, exit_code = NULL, signal = NULL, cancel_requested_by = NULL, stdout = ?, stderr = ?, isolation = ?, \
-                     others = ?, ports = ?, preemption = NULL, part_ended = NULL WHERE id = ?",
+                     others = ?, ports = ?, preemption = NULL, part_ended = NULL, pause = NULL WHERE id = ?",
                 )
                 .bind(&p.node)
                 .bind(gpu_column(&p.gpus))
@@ -141,10 +141,31 @@ impl Db {
             }
             Transition::Requeued { code, detail, .. } => {
                 sqlx::query(
-                    "UPDATE jobs SET state = 'PENDING', reason = ?, reason_detail = ?, node = NULL, gpus = '', others = NULL, ports = NULL, start_time = NULL, requeue_requested_by = NULL WHERE id = ?",
+                    "UPDATE jobs SET state = 'PENDING', reason = ?, reason_detail = ?, node = NULL, gpus = '', others = NULL, ports = NULL, start_time = NULL, requeue_requested_by = NULL, pause = NULL WHERE id = ?",
                 )
                 .bind(code)
                 .bind(detail)
+                .bind(id)
+                .execute(&mut **tx)
+                .await?;
+            }
+            Transition::Suspended { pause } => {
+                sqlx::query(
+                    "UPDATE jobs SET gpus = '', reason = ?, reason_detail = ?, pause = ? WHERE id = ?",
+                )
+                .bind(labpool_lifecycle::SUSPENDED)
+                .bind(pause.words())
+                .bind(serde_json::to_string(pause).expect("a pause serialises"))
+                .bind(id)
+                .execute(&mut **tx)
+                .await?;
+            }
+            Transition::Resumed { pause, .. } => {
+                sqlx::query(
+                    "UPDATE jobs SET gpus = ?, reason = NULL, reason_detail = NULL, pause = ? WHERE id = ?",
+                )
+                .bind(gpu_column(&pause.gpus))
+                .bind(serde_json::to_string(pause).expect("a pause serialises"))
                 .bind(id)
                 .execute(&mut **tx)
                 .await?;

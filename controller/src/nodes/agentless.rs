@@ -74,6 +74,7 @@ impl Engine {
                     gpu_source: SLURM_SOURCE.to_string(),
                     isolation: labpool_isolation::Support::default(),
                     cache_dir: None,
+                    checkpoint: None,
                 },
             );
             if !self.slurm_marks.down.contains_key(name) {

@@ -160,6 +160,7 @@ impl Engine {
                     gpu_source,
                     isolation: Support::default(),
                     cache_dir: None,
+                    checkpoint: None,
                 },
             );
             self.reach.remote.insert(
@@ -230,6 +231,7 @@ impl Engine {
                 gpu_source: reg.gpu_source.clone(),
                 isolation: reg.isolation.clone(),
                 cache_dir: reg.cache_dir.clone(),
+                checkpoint: reg.checkpoint.clone(),
             },
         );
         let trouble = LinkTrouble::default();

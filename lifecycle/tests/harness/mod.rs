@@ -284,7 +284,12 @@ impl Harness {
                     self.free(*job);
                     self.life.remove(*job);
                 }
-                Effect::Forget { .. } | Effect::Ignored { .. } | Effect::HoldChanged { .. } => {}
+                // The scenarios suspend no session (the lifecycle's unit tests do).
+                Effect::Forget { .. }
+                | Effect::Ignored { .. }
+                | Effect::HoldChanged { .. }
+                | Effect::Suspend { .. }
+                | Effect::Restore { .. } => {}
             }
         }
     }

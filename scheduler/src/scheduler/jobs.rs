@@ -182,9 +182,14 @@ impl Scheduler {
         let (spec, alloc) = self.running.remove(&job)?;
         self.release_nodes(job, &alloc);
         self.notices.remove(&job);
+        // A suspended job counts its GPUs up to its suspension.
+        let (charged, until) = self
+            .charged_view(job, &alloc, end)
+            .unwrap_or_else(|| (alloc.clone(), end));
+        self.suspended.remove(&job);
         // A slice counts by its fraction of the card.
-        let gpus = f64::from(self.held_milli(&alloc)) / 1000.0;
-        let gpu_seconds = gpus * end.secs_since(alloc.start) as f64;
+        let gpus = f64::from(self.held_milli(&charged)) / 1000.0;
+        let gpu_seconds = gpus * until.secs_since(charged.start) as f64;
         self.usage.add(
             &spec.user,
             gpu_seconds,
@@ -211,7 +216,10 @@ impl Scheduler {
         } else {
             1.0
         };
-        rate * self.allocation_charge(alloc, end)
+        match self.charged_view(job.id, alloc, end) {
+            Some((charged, until)) => rate * self.allocation_charge(&charged, until),
+            None => rate * self.allocation_charge(alloc, end),
+        }
     }
 
     /// What an allocation's GPU time up to `end` costs at the full rate.
@@ -264,6 +272,7 @@ impl Scheduler {
             return false;
         };
         self.release_nodes(job, &alloc);
+        self.suspended.remove(&job);
         if let Some(notice) = self.notices.remove(&job) {
             // It gives way: it may not take back what it was stopped for.
             self.yielding.insert(job, notice.by);

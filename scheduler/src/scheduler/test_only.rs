@@ -46,6 +46,7 @@ impl Clone for Scheduler {
             notices: self.notices.clone(),
             yielding: self.yielding.clone(),
             reservations: self.reservations.clone(),
+            suspended: self.suspended.clone(),
         }
     }
 }

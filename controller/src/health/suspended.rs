@@ -1,0 +1,79 @@
+//! Suspended sessions on the monitor: each tick, the sessions whose GPU state sits in host
+//! memory are seen with their member's latest input ([`SuspendWatch`] decides), and what is due
+//! is delivered: the words their terminal shows, and, when their member is back, the engine is
+//! told that they want their GPUs.
+
+use super::{Inner, MonitorService};
+use crate::engine::request::Request;
+use labpool_lifecycle::gpu_list;
+use labpool_monitor::idle_sessions::{SeenSuspended, SuspendAction, SuspendWatch};
+use labpool_scheduler::JobState;
+
+/// The suspended sessions, and every running session's id.
+pub(crate) fn seen(inner: &Inner) -> (Vec<SeenSuspended>, Vec<u64>) {
+    let mut suspended = Vec::new();
+    let mut running = Vec::new();
+    for row in inner
+        .jobs
+        .iter()
+        .filter(|j| j.state == JobState::Running && j.request.interactive)
+    {
+        running.push(row.id);
+        if let Some(since) = row.pause.as_ref().and_then(|p| p.since) {
+            suspended.push(SeenSuspended {
+                job: row.id,
+                since_ms: since,
+                last_input_ms: inner.inputs.get(&row.id).copied(),
+            });
+        }
+    }
+    (suspended, running)
+}
+
+/// What the watch decided, at this tick.
+pub(crate) fn step(inner: &mut Inner) -> Vec<(u64, SuspendAction)> {
+    let (suspended, running) = seen(inner);
+    let mut watch: SuspendWatch = std::mem::take(&mut inner.suspend_watch);
+    let due = watch.step(&suspended, &running);
+    inner.suspend_watch = watch;
+    due
+}
+
+/// Delivers it: words for each terminal, and the members who came back to the engine.
+pub(crate) async fn deliver(service: &MonitorService, due: Vec<(u64, SuspendAction)>) {
+    for (job, action) in due {
+        let gpus = service
+            .lock()
+            .jobs
+            .iter()
+            .find(|j| j.id == job)
+            .and_then(|j| j.pause.as_ref().map(|p| gpu_list(&p.gpus)))
+            .unwrap_or_default();
+        let words = match action {
+            SuspendAction::Told => format!(
+                "labpool: this session is suspended: its GPU state is saved in host memory and GPU {gpus} went back to the pool. Type anything to get it back; it is restored as soon as GPU {gpus} is free"
+            ),
+            SuspendAction::WantBack => {
+                if service
+                    .engine
+                    .send(Request::WantBack { job })
+                    .await
+                    .is_err()
+                {
+                    continue;
+                }
+                format!(
+                    "labpool: welcome back: your session is restored as soon as GPU {gpus} is free (its CUDA calls wait until then)"
+                )
+            }
+            SuspendAction::Resumed => {
+                "labpool: this session holds its GPU again and its GPU state is restored"
+                    .to_string()
+            }
+        };
+        service
+            .lock()
+            .idle_notices
+            .insert(job, format!("\r\n{words}\r\n"));
+    }
+}
