@@ -88,6 +88,10 @@ pub struct NodeView {
     /// The job isolation it offers.
     #[serde(default)]
     pub isolation: String,
+    /// How it checkpoints GPU state, when it can: its idle one-GPU sessions are suspended
+    /// rather than stopped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<String>,
     /// Its agent's address, when the node is served by `labpool agent`.
     #[serde(default)]
     pub agent: Option<String>,

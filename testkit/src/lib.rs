@@ -8,9 +8,11 @@
 //! - **Waits.** [`wait::wait_until`] polls for what another process does, with a deadline and a
 //!   message that says what never happened.
 //! - **Test users.** [`users::ensure_user`] makes the local users the permission tests run as.
+//! - **Ports.** [`ports::block`] gives a test process job ports no other test process uses.
 //! - **Small file systems.** [`small_fs::SmallFs`] mounts a tiny tmpfs (as root) to fill a disk
 //!   on purpose.
 
+pub mod ports;
 pub mod small_fs;
 pub mod users;
 pub mod wait;

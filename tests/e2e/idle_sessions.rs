@@ -12,18 +12,18 @@ use std::time::{Duration, Instant};
 /// every 200 ms, whose sessions are idle after 3 s and stopped 2 s after they are told; None
 /// without gcc.
 fn nvml_pool(test: &str, build: &Path, util: u32) -> Option<Pool> {
-    nvml_pool_with(test, build, util, |t| t)
+    nvml_pool_with(test, build, &format!("count 1\nutil 0 {util} 0\n"), |t| t)
 }
 
-/// [`nvml_pool`], its config changed by `more` before it starts.
+/// [`nvml_pool`] with the fake NVML's `script`, its config changed by `more` before it starts.
 pub fn nvml_pool_with(
     test: &str,
     build: &Path,
-    util: u32,
+    script: &str,
     more: impl FnOnce(String) -> String,
 ) -> Option<Pool> {
     let lib = crate::nvml::build_fake_nvml(test, build)?;
-    crate::nvml::script(build, &format!("count 1\nutil 0 {util} 0\n"));
+    crate::nvml::script(build, script);
     let lib_str = lib.to_str().unwrap();
     let mut pool = Pool::build(None, &[("LABPOOL_NVML_LIBRARY", lib_str)]);
     pool.edit_config(|t| {

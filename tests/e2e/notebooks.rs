@@ -113,9 +113,13 @@ fn a_notebook_opens_through_the_dashboard_for_its_owner_only() {
     );
     assert!(
         out.status.success(),
-        "{}{}",
+        "{}{}\nthe notebook's output:\n{}",
         String::from_utf8_lossy(&out.stderr),
-        std::fs::read_to_string(pool.dir.join("serve.out")).unwrap_or_default()
+        std::fs::read_to_string(pool.dir.join("serve.out")).unwrap_or_default(),
+        pool.job(1)["stdout"]
+            .as_str()
+            .and_then(|p| std::fs::read_to_string(p).ok())
+            .unwrap_or_default()
     );
     let started = t0.elapsed();
     let opened: Value = serde_json::from_slice(&out.stdout).unwrap();

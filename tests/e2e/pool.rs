@@ -58,7 +58,7 @@ pub fn runs(pid: i32) -> bool {
 /// A config `labpool init` wrote, made quick for tests: a 1 s kill grace, 32 cores, and job
 /// ports of this test process's own (tests run side by side on one host's network).
 pub fn for_tests(text: &str) -> String {
-    let base = 10_000 + (std::process::id() % 10) * 2_000;
+    let base = labpool_testkit::ports::block();
     let ports = format!("ports = \"{base}-{}\"", base + 1_999);
     // Many pools run side by side: each serves its metrics on a port of its own.
     text.replace("kill_grace = \"30s\"", "kill_grace = \"1s\"")

@@ -6,7 +6,7 @@
 
 use crate::idle_sessions::nvml_pool_with;
 use crate::interactive::{Terminal, free_gpus};
-use crate::pool::{have_root, s};
+use crate::pool::{has, have_root, s};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::time::Duration;
@@ -37,6 +37,19 @@ fn checkpoint_double(dir: &Path) -> std::path::PathBuf {
     .unwrap();
     std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
     tool
+}
+
+/// A started pool of `gpus` idle GPUs on the fake NVML, whose node suspends with `tool`.
+fn checkpoint_pool(test: &str, build: &Path, gpus: u32, tool: &Path) -> Option<crate::pool::Pool> {
+    let script: String = std::iter::once(format!("count {gpus}\n"))
+        .chain((0..gpus).map(|g| format!("util {g} 1 0\n")))
+        .collect();
+    nvml_pool_with(test, build, &script, |t| {
+        t.replace(
+            "[node]\n",
+            &format!("[node]\ncuda_checkpoint = \"{}\"\n", tool.display()),
+        )
+    })
 }
 
 /// The double's calls: (ms, action, pid).
@@ -74,14 +87,17 @@ fn an_idle_session_is_checkpointed_lends_its_gpu_and_gets_it_back_when_its_membe
     let build = tempfile::tempdir().unwrap();
     let double = tempfile::tempdir().unwrap();
     let tool = checkpoint_double(double.path());
-    let Some(pool) = nvml_pool_with("an_idle_session_is_checkpointed", build.path(), 1, |t| {
-        t.replace(
-            "[node]\n",
-            &format!("[node]\ncuda_checkpoint = \"{}\"\n", tool.display()),
-        )
-    }) else {
+    let Some(pool) = checkpoint_pool("an_idle_session_is_checkpointed", build.path(), 1, &tool)
+    else {
         return;
     };
+    has(
+        &pool.ok(&["nodes"]),
+        &[
+            "idle sessions: suspended with",
+            "(driver 570.86.15, lock, checkpoint, restore, unlock)",
+        ],
+    );
     let gpu0 = fake_gpu0(double.path());
     // Prints `withheld=0` when the cgroup refuses the card, `withheld=1` when it lets it
     // through (the typed line itself never shows either).
@@ -157,4 +173,47 @@ fn an_idle_session_is_checkpointed_lends_its_gpu_and_gets_it_back_when_its_membe
     term.exit_code();
     pool.wait_done(1, Duration::from_secs(30));
     assert_eq!(free_gpus(&pool), 1);
+}
+
+#[test]
+fn a_session_of_two_gpus_or_without_a_cuda_process_is_stopped_as_before() {
+    if !have_root("a_session_of_two_gpus_or_without_a_cuda_process") {
+        return;
+    }
+    let build = tempfile::tempdir().unwrap();
+    let double = tempfile::tempdir().unwrap();
+    let tool = checkpoint_double(double.path());
+    let Some(pool) = checkpoint_pool("a_session_of_two_gpus", build.path(), 3, &tool) else {
+        return;
+    };
+    let mut two = Terminal::open(&pool, &["run", "--pty", "-G", "2", "bash", "--norc"]);
+    two.expect("$ ");
+    two.type_line("(exec -a cuda-work sleep 100000) & echo started-$((1+1))");
+    two.expect("started-2");
+    // One GPU, but nothing of it holds a CUDA context: its node cannot suspend it.
+    let mut plain = Terminal::open(&pool, &["run", "--pty", "-G", "1", "bash", "--norc"]);
+    plain.expect("$ ");
+    for job in [1, 2] {
+        let done = pool.wait_done(job, Duration::from_secs(40));
+        assert_eq!(s(&done, "state"), "CANCELLED", "{done:#}");
+    }
+    let shown = pool.ok(&["show", "1"]);
+    assert!(shown.contains("IDLE_STOPPED"), "{shown}");
+    assert!(!shown.contains("IDLE_SUSPENDED"), "{shown}");
+    let shown = pool.ok(&["show", "2"]);
+    has(
+        &shown,
+        &[
+            "IDLE_SUSPENDED",
+            "SUSPEND_FAILED",
+            "none of its",
+            "holds a CUDA context",
+        ],
+    );
+    assert!(
+        calls(double.path()).is_empty(),
+        "nothing was locked: {:?}",
+        calls(double.path())
+    );
+    assert_eq!(free_gpus(&pool), 3);
 }

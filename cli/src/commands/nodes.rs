@@ -52,6 +52,12 @@ fn nodes_text(nodes: &[NodeView]) -> String {
     let mut out = table(&headers, rows);
     for n in nodes {
         out.push_str(&format!("\n{} isolation: {}", n.name, n.isolation));
+        if let Some(tool) = &n.checkpoint {
+            out.push_str(&format!(
+                "\n{} idle sessions: suspended with {tool}",
+                n.name
+            ));
+        }
         if let Some(agent) = &n.agent {
             let load = match (n.load, n.mem_available_mib) {
                 (Some(l), Some(m)) => format!(", load {l:.2}, {} available", format_mib(m)),

@@ -91,6 +91,7 @@ impl Engine {
                         .or_else(|| n.drain.clone()),
                     gpu_source: facts.map(|f| f.gpu_source.clone()).unwrap_or_default(),
                     isolation: facts.map(|f| f.isolation.describe()).unwrap_or_default(),
+                    checkpoint: facts.and_then(|f| f.checkpoint.clone()),
                     gpus_free: gpus.iter().filter(|g| g.job.is_none()).count() as u32,
                     gpus,
                     cpus: n.spec.cpus,
