@@ -31,7 +31,7 @@ pub fn run(idle: Duration, controller: Option<PathBuf>) -> i32 {
         );
         return 2;
     };
-    let Some(jupyter) = which("jupyter") else {
+    let Some(jupyter) = labpool_envs::tools::which("jupyter") else {
         eprintln!(
             "labpool notebook: JupyterLab is not in this job's environment (no `jupyter` on its PATH)\nhint: add jupyterlab to the environment's packages (labpool env create NAME --file requirements.txt, then labpool notebook --env NAME), or pip install jupyterlab where your PATH finds it"
         );
@@ -151,17 +151,4 @@ async fn kernels(port: u16, base: &str, token: &str) -> Option<(String, bool)> {
         .map(|k| format!("{}@{}", k["id"], k["last_activity"]))
         .collect();
     Some((clocks.join(","), busy))
-}
-
-/// The first `name` on `PATH`.
-fn which(name: &str) -> Option<PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
-    std::env::var_os("PATH")?
-        .to_str()?
-        .split(':')
-        .filter(|d| !d.is_empty())
-        .map(|d| PathBuf::from(d).join(name))
-        .find(|p| {
-            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        })
 }

@@ -51,6 +51,16 @@ pub(crate) fn seen(inner: &Inner, config: &crate::settings::Config, now: i64) ->
     out
 }
 
+/// Words for `job`'s terminal, after any its host has not fetched yet.
+pub(crate) fn tell(service: &MonitorService, job: u64, words: &str) {
+    service
+        .lock()
+        .idle_notices
+        .entry(job)
+        .or_default()
+        .push_str(&format!("\r\n{words}\r\n"));
+}
+
 /// A span in whole seconds ("1h", "2s"): sample times would add noise.
 fn ms(d: i64) -> String {
     format_duration(Duration::from_secs((d.max(0) / 1000) as u64))
@@ -120,10 +130,7 @@ pub(crate) async fn deliver(service: &MonitorService, due: Vec<Due>) {
         if let Err(e) = service.db.note_job_event(job, now, event, &idle).await {
             tracing::warn!(job, "could not record the idle rule's {event}: {e}");
         }
-        service
-            .lock()
-            .idle_notices
-            .insert(job, format!("\r\n{terminal}\r\n"));
+        tell(service, job, &terminal);
         if let Some((subject, body)) = mail {
             super::mail::deliver(service, &row, "IDLE", &subject, &body).await;
         }

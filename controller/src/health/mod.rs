@@ -336,9 +336,9 @@ impl MonitorService {
             let measured = slices::measured(inner);
             let grace = self.config.jobs.slice_grace.as_millis() as i64;
             let over = inner.slice_watch.step(now, &measured, grace);
+            let back = suspended::step(inner, now);
             let sessions = idle::seen(inner, &self.config, now);
             let idle = inner.idle_watch.step(now, &sessions);
-            let back = suspended::step(inner);
             let running = &inner.running;
             inner.inputs.retain(|job, _| running.contains_key(job));
             inner

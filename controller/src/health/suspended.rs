@@ -30,12 +30,19 @@ pub(crate) fn seen(inner: &Inner) -> (Vec<SeenSuspended>, Vec<u64>) {
     (suspended, running)
 }
 
-/// What the watch decided, at this tick.
-pub(crate) fn step(inner: &mut Inner) -> Vec<(u64, SuspendAction)> {
+/// What the watch decided at `now`. A resumed session's idle clock starts again now, not at
+/// the input that asked for its GPU, however long the GPU took to come free: this runs before
+/// the idle watch's step.
+pub(crate) fn step(inner: &mut Inner, now: i64) -> Vec<(u64, SuspendAction)> {
     let (suspended, running) = seen(inner);
     let mut watch: SuspendWatch = std::mem::take(&mut inner.suspend_watch);
     let due = watch.step(&suspended, &running);
     inner.suspend_watch = watch;
+    for (job, action) in &due {
+        if *action == SuspendAction::Resumed {
+            inner.inputs.insert(*job, now);
+        }
+    }
     due
 }
 
@@ -71,9 +78,6 @@ pub(crate) async fn deliver(service: &MonitorService, due: Vec<(u64, SuspendActi
                     .to_string()
             }
         };
-        service
-            .lock()
-            .idle_notices
-            .insert(job, format!("\r\n{words}\r\n"));
+        super::idle::tell(service, job, &words);
     }
 }
