@@ -153,3 +153,27 @@ pub fn start_labpool(
         .unwrap();
     (dir, config, server)
 }
+
+/// The `p` quantile (0 to 1) of `v`, nearest rank.
+pub fn percentile(mut v: Vec<f64>, p: f64) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[((v.len() as f64 * p).ceil() as usize).clamp(1, v.len()) - 1]
+}
+
+/// One GET on a fresh connection, with `headers` (each ending in CRLF): the status, the head
+/// and the body.
+pub fn http_get(addr: &str, path: &str, headers: &str) -> (u16, String, String) {
+    use std::io::{Read, Write};
+    let mut conn = std::net::TcpStream::connect(addr).unwrap();
+    let req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n{headers}\r\n");
+    conn.write_all(req.as_bytes()).unwrap();
+    let mut text = String::new();
+    conn.read_to_string(&mut text).unwrap();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    (status, head.to_string(), body.to_string())
+}

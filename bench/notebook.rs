@@ -14,7 +14,7 @@
 
 #[path = "common.rs"]
 mod common;
-use common::{env_num, median};
+use common::{env_num, median, percentile};
 use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::process::Command;
@@ -22,17 +22,7 @@ use std::time::{Duration, Instant};
 
 /// One GET with `headers`; returns the status and the head.
 fn get(addr: &str, path: &str, headers: &str) -> (u16, String) {
-    let mut conn = std::net::TcpStream::connect(addr).unwrap();
-    let req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n{headers}\r\n");
-    conn.write_all(req.as_bytes()).unwrap();
-    let mut text = String::new();
-    conn.read_to_string(&mut text).unwrap();
-    let head = text.split("\r\n\r\n").next().unwrap_or("").to_string();
-    let status = head
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
+    let (status, head, _) = common::http_get(addr, path, headers);
     (status, head)
 }
 
@@ -64,11 +54,6 @@ fn kept_alive(addr: &str, path: &str, headers: &str, n: usize) -> Vec<f64> {
             t.elapsed().as_secs_f64() * 1000.0
         })
         .collect()
-}
-
-fn percentile(mut v: Vec<f64>, p: f64) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[((v.len() as f64 * p).ceil() as usize).clamp(1, v.len()) - 1]
 }
 
 fn main() {

@@ -21,29 +21,16 @@ mod pool;
 #[path = "cluster/report.rs"]
 #[allow(dead_code)]
 mod report;
-use common::{env_num, median};
-use std::io::{Read, Write};
+use common::{env_num, median, percentile};
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-/// One GET with the session cookie; returns the status and body length.
+/// One GET with the session cookie; returns the status, body length and head.
 fn get(addr: &str, path: &str, cookie: &str) -> (u16, usize, String) {
-    let mut conn = std::net::TcpStream::connect(addr).unwrap();
-    let req = format!(
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nCookie: {cookie}\r\nAccept-Language: en\r\n\r\n"
-    );
-    conn.write_all(req.as_bytes()).unwrap();
-    let mut text = String::new();
-    conn.read_to_string(&mut text).unwrap();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap();
-    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
-    (status, body.len(), head.to_string())
-}
-
-fn percentile(mut v: Vec<f64>, p: f64) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[((v.len() as f64 * p).ceil() as usize).clamp(1, v.len()) - 1]
+    let headers = format!("Cookie: {cookie}\r\nAccept-Language: en\r\n");
+    let (status, head, body) = common::http_get(addr, path, &headers);
+    (status, body.len(), head)
 }
 
 fn main() {

@@ -324,9 +324,7 @@ async fn show_job(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Json<JobDetail>, ApiError> {
-    let id: u64 = id
-        .parse()
-        .map_err(|_| ApiError::bad_request(format!("'{id}' is not a job id"), None))?;
+    let id = crate::jobs::job_id(&id)?;
     let row = state.db.job(id).await?.ok_or_else(|| {
         ApiError::not_found(
             format!("no job {id}"),
@@ -474,9 +472,7 @@ async fn why(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Json<WhyView>, ApiError> {
-    let id: u64 = id
-        .parse()
-        .map_err(|_| ApiError::bad_request(format!("'{id}' is not a job id"), None))?;
+    let id = crate::jobs::job_id(&id)?;
     let mut view = ask(&state, |reply| Request::Why { id, reply }).await??;
     if let Some(row) = state.db.job(id).await? {
         view.advice = advise(&state, &row, None).await?;

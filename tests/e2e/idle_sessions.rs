@@ -22,26 +22,14 @@ pub fn nvml_pool_with(
     script: &str,
     more: impl FnOnce(String) -> String,
 ) -> Option<Pool> {
-    let lib = crate::nvml::build_fake_nvml(test, build)?;
-    crate::nvml::script(build, script);
-    let lib_str = lib.to_str().unwrap();
-    let mut pool = Pool::build(None, &[("LABPOOL_NVML_LIBRARY", lib_str)]);
-    pool.edit_config(|t| {
-        let t = t
-            .replace(
-                "# nvml_library = \"/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1\"",
-                &format!("nvml_library = \"{lib_str}\""),
-            )
-            .replace("# sample_interval = \"5s\"", "sample_interval = \"200ms\"")
-            .replace(
-                "[jobs]\n",
-                "[jobs]\ninteractive_idle = \"3s\"\nidle_grace = \"2s\"\n",
-            );
+    crate::nvml::fake_nvml_pool(test, build, script, |t| {
+        let t = t.replace(
+            "[jobs]\n",
+            "[jobs]\ninteractive_idle = \"3s\"\nidle_grace = \"2s\"\n",
+        );
         assert!(t.contains("idle_grace"), "the config has a [jobs] section");
         more(t)
-    });
-    pool.start();
-    Some(pool)
+    })
 }
 
 #[test]

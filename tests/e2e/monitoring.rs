@@ -15,28 +15,15 @@ use std::time::{Duration, Instant};
 
 /// Rewrites the fake NVML's script atomically (every NVML call re-reads it).
 fn script(lib: &Path, text: &str) {
-    let dir = lib.parent().unwrap();
-    let tmp = dir.join("nvml-script.tmp");
-    std::fs::write(&tmp, text).unwrap();
-    std::fs::rename(tmp, dir.join("nvml-script.txt")).unwrap();
+    crate::nvml::script(lib.parent().unwrap(), text);
 }
 
 /// A pool on the fake NVML's GPUs, sampled every 200 ms, metrics on a port of its own, alerts
 /// to `hook`; `extra` is appended to the config.
 fn pool_on(lib: &Path, hook: &str, extra: &str) -> Pool {
-    let lib_str = lib.to_str().unwrap();
-    let mut pool = Pool::build(None, &[("LABPOOL_NVML_LIBRARY", lib_str)]);
-    pool.edit_config(|t| {
-        let t = t
-            .replace(
-                "# nvml_library = \"/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1\"",
-                &format!("nvml_library = \"{lib_str}\""),
-            )
-            .replace("# sample_interval = \"5s\"", "sample_interval = \"200ms\"");
+    crate::nvml::on_fake_nvml(lib, |t| {
         format!("{t}\n[alerts]\nwebhook = \"{hook}\"\n{extra}")
-    });
-    pool.start();
-    pool
+    })
 }
 
 /// The controller's `/metrics` page.

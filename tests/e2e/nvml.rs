@@ -36,6 +36,37 @@ pub fn build_fake_nvml(test: &str, dir: &Path) -> Option<PathBuf> {
     Some(lib)
 }
 
+/// A started pool on the fake NVML built in `build`, running `script`, sampled every 200 ms,
+/// its config changed by `edit` before it starts; None without gcc.
+pub fn fake_nvml_pool(
+    test: &str,
+    build: &Path,
+    script_text: &str,
+    edit: impl FnOnce(String) -> String,
+) -> Option<Pool> {
+    let lib = build_fake_nvml(test, build)?;
+    script(build, script_text);
+    Some(on_fake_nvml(&lib, edit))
+}
+
+/// A started pool on the fake NVML `lib`, sampled every 200 ms, its config changed by `edit`
+/// before it starts.
+pub fn on_fake_nvml(lib: &Path, edit: impl FnOnce(String) -> String) -> Pool {
+    let lib_str = lib.to_str().unwrap();
+    let mut pool = Pool::build(None, &[("LABPOOL_NVML_LIBRARY", lib_str)]);
+    pool.edit_config(|t| {
+        let t = t
+            .replace(
+                "# nvml_library = \"/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1\"",
+                &format!("nvml_library = \"{lib_str}\""),
+            )
+            .replace("# sample_interval = \"5s\"", "sample_interval = \"200ms\"");
+        edit(t)
+    });
+    pool.start();
+    pool
+}
+
 #[test]
 fn nvml_gpus_are_discovered_and_scheduled() {
     let build = tempfile::tempdir().unwrap();

@@ -139,24 +139,13 @@ fn two_quarter_slices_share_a_card_and_each_is_held_to_its_quarter() {
 /// quarters of 6141 MiB), sampled every 200 ms, with a slice grace of 2 s and `extra` appended
 /// to its config; None without gcc.
 fn sliced_nvml_pool(test: &str, build: &Path, extra: &str) -> Option<Pool> {
-    let lib = crate::nvml::build_fake_nvml(test, build)?;
-    crate::nvml::script(build, "count 1\n");
-    let lib_str = lib.to_str().unwrap();
-    let mut pool = Pool::build(None, &[("LABPOOL_NVML_LIBRARY", lib_str)]);
-    pool.edit_config(|t| {
+    crate::nvml::fake_nvml_pool(test, build, "count 1\n", |t| {
         let t = t
-            .replace(
-                "# nvml_library = \"/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1\"",
-                &format!("nvml_library = \"{lib_str}\""),
-            )
-            .replace("# sample_interval = \"5s\"", "sample_interval = \"200ms\"")
             .replace("[node]\n", "[node]\nslices = { rtx4090 = [2, 4] }\n")
             .replace("[jobs]\n", "[jobs]\nslice_grace = \"2s\"\n");
         assert!(t.contains("slice_grace"), "the config has a [jobs] section");
         format!("{t}\n{extra}")
-    });
-    pool.start();
-    Some(pool)
+    })
 }
 
 #[test]

@@ -8,15 +8,14 @@
 
 use crate::api::sessions::{ForwardView, NOTEBOOK_TOKEN_VAR, notebook_base, notebook_port};
 use crate::api::web::{LoginRequest, LoginUrl};
-use crate::api::{CancelRequest, SubmitRequest, Submitted};
-use crate::args::{NotebookArgs, SubmitArgs};
+use crate::api::{CancelRequest, Submitted};
+use crate::args::NotebookArgs;
 use crate::client::Client;
 use crate::render::print;
 use crate::settings::Config;
 use anyhow::Context;
 use labpool_scheduler::JobState;
 use serde::Serialize;
-use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 /// How long JupyterLab may take to answer once its job runs.
@@ -38,34 +37,10 @@ struct Opened {
 
 /// Runs `labpool notebook`.
 pub async fn notebook(args: &NotebookArgs, config: &Config) -> anyhow::Result<()> {
-    let mut options = args.options.clone();
-    if options.partition.is_none() && config.partitions.iter().any(|p| p.name == "interactive") {
-        options.partition = Some("interactive".into());
-    }
-    options.job_name.get_or_insert_with(|| "notebook".into());
-    let submit = SubmitArgs {
-        options,
-        wrap: Some(crate::api::session_script::notebook_command(
-            config.jobs.interactive_idle,
-        )),
-        parsable: false,
-        test_only: false,
-        wait: false,
-        json: false,
-        script: None,
-        stdin_script: None,
-        args: Vec::new(),
-    };
-    let cwd = std::env::current_dir().context("cannot read the current directory")?;
-    let mut env: BTreeMap<String, String> = std::env::vars().collect();
+    let script = crate::api::session_script::notebook_command(config.jobs.interactive_idle);
     // Shown to JupyterLab by the dashboard's proxy, never to the member.
-    env.insert(NOTEBOOK_TOKEN_VAR.into(), crate::link_auth::random_hex(24));
-    let (mut req, warnings, _): (SubmitRequest, _, _) =
-        super::submit::build_request(&submit, &cwd, &env)?;
-    req.interactive = true;
-    for w in warnings {
-        eprintln!("warning: {w}");
-    }
+    let secret = (NOTEBOOK_TOKEN_VAR, crate::link_auth::random_hex(24));
+    let req = super::run::session_request(&args.options, config, "notebook", script, secret)?;
     let client = Client::new(&config.controller.socket);
     let submitted: Submitted = client.post("/v1/jobs", &req).await?;
     let id = submitted.job_id;

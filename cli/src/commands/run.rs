@@ -17,21 +17,14 @@ pub async fn run(args: &RunArgs, config: &Config) -> anyhow::Result<i32> {
         );
     }
     let uid = nix::unistd::geteuid().as_raw();
-    let mut options = args.options.clone();
-    if options.partition.is_none() && config.partitions.iter().any(|p| p.name == "interactive") {
-        options.partition = Some("interactive".into());
-    }
-    if options.job_name.is_none() {
-        let name = args
-            .command
-            .first()
-            .and_then(|c| std::path::Path::new(c).file_name())
-            .map_or_else(
-                || "interactive".to_string(),
-                |n| n.to_string_lossy().into_owned(),
-            );
-        options.job_name = Some(name);
-    }
+    let name = args
+        .command
+        .first()
+        .and_then(|c| std::path::Path::new(c).file_name())
+        .map_or_else(
+            || "interactive".to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        );
     // A directory of the user's own, made before the job exists; a name of its own in it: two
     // pools (or two sessions) never meet on one socket.
     let (dir, passed_over) = crate::session::private_dir(uid)
@@ -45,6 +38,34 @@ pub async fn run(args: &RunArgs, config: &Config) -> anyhow::Result<i32> {
     let socket = dir.join(format!("{}.sock", crate::link_auth::random_hex(8)));
     let script = crate::session::host_command(&socket, config.jobs.interactive_idle, &args.command)
         .context("the command holds a NUL byte")?;
+    // Shown by this client to reach the session from another machine (see session::conn).
+    let token = crate::link_auth::random_hex(16);
+    let secret = (crate::session::conn::TOKEN_VAR, token.clone());
+    let req = session_request(&args.options, config, &name, script, secret)?;
+    let client = Client::new(&config.controller.socket);
+    let code = crate::session::attach::attach(&client, &req, &socket, &token).await;
+    if passed_over.is_some() {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    code
+}
+
+/// The request of an interactive job (a session, a notebook) running `script`: in the
+/// `interactive` partition when there is one and the options name none, named `name` unless
+/// they name it, with `secret` (variable, value) in its environment only, and never
+/// preempted (a person works in it). The request's warnings are printed.
+pub fn session_request(
+    options: &labpool_scheduler::options::JobOptions,
+    config: &Config,
+    name: &str,
+    script: String,
+    secret: (&str, String),
+) -> anyhow::Result<crate::api::SubmitRequest> {
+    let mut options = options.clone();
+    if options.partition.is_none() && config.partitions.iter().any(|p| p.name == "interactive") {
+        options.partition = Some("interactive".into());
+    }
+    options.job_name.get_or_insert_with(|| name.to_string());
     let submit = SubmitArgs {
         options,
         wrap: Some(script),
@@ -58,21 +79,13 @@ pub async fn run(args: &RunArgs, config: &Config) -> anyhow::Result<i32> {
     };
     let cwd = std::env::current_dir().context("cannot read the current directory")?;
     let mut env: BTreeMap<String, String> = std::env::vars().collect();
-    // Shown by this client to reach the session from another machine (see session::conn).
-    let token = crate::link_auth::random_hex(16);
-    env.insert(crate::session::conn::TOKEN_VAR.into(), token.clone());
+    env.insert(secret.0.to_string(), secret.1);
     let (mut req, warnings, _) = super::submit::build_request(&submit, &cwd, &env)?;
-    // A person types in it: it is never preempted.
     req.interactive = true;
     for w in warnings {
         eprintln!("warning: {w}");
     }
-    let client = Client::new(&config.controller.socket);
-    let code = crate::session::attach::attach(&client, &req, &socket, &token).await;
-    if passed_over.is_some() {
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-    code
+    Ok(req)
 }
 
 /// Runs `labpool attach JOB` (`JOB.STEP` as `sattach` writes it): joins the running session
