@@ -14,7 +14,8 @@ use std::time::Duration;
 /// How long one step of one process may take: a lock waits for the kernels in flight.
 const STEP_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// At most this many processes of a job are asked whether they hold a CUDA context.
+/// A job of more processes than this is not suspended (each is asked whether it holds a CUDA
+/// context).
 const MAX_PROCESSES: usize = 256;
 
 /// The oldest driver whose `cuda-checkpoint` works.
@@ -75,11 +76,17 @@ impl Checkpointer {
         )
     }
 
-    /// The processes among `pids` that hold a CUDA context, in pid order.
-    pub async fn cuda_processes(&self, pids: &[i32]) -> Vec<i32> {
+    /// The processes among `pids` that hold a CUDA context, in pid order; an error for a job
+    /// of more than [`MAX_PROCESSES`] processes (none may be left out, so none is suspended).
+    pub async fn cuda_processes(&self, pids: &[i32]) -> Result<Vec<i32>, String> {
+        if pids.len() > MAX_PROCESSES {
+            return Err(format!(
+                "it runs {} processes; a job of more than {MAX_PROCESSES} is not suspended",
+                pids.len()
+            ));
+        }
         let mut sorted: Vec<i32> = pids.to_vec();
         sorted.sort_unstable();
-        sorted.truncate(MAX_PROCESSES);
         let mut out = Vec::new();
         for pid in sorted {
             if let Ok(state) = self.call(&["--get-state", "--pid", &pid.to_string()]).await
@@ -88,7 +95,7 @@ impl Checkpointer {
                 out.push(pid);
             }
         }
-        out
+        Ok(out)
     }
 
     /// The processes among `pids` whose GPU state is checkpointed (after an agent restart,

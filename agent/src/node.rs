@@ -108,17 +108,17 @@ impl LocalNode {
             tools: tools.clone(),
         };
         let library = crate::discovery::nvml_library(config.node.nvml_library.as_deref());
-        let checkpoint = (config.jobs.suspend_idle && !spec.gpus.is_empty())
-            .then(|| {
-                let driver = (source == GpuSource::Nvml)
-                    .then(|| crate::discovery::nvml_driver_version(library.as_deref()))
-                    .flatten();
-                crate::checkpoint::Checkpointer::detect(
-                    config.node.cuda_checkpoint.as_deref(),
-                    driver,
-                )
-            })
-            .flatten();
+        // A suspended job's card is kept from it by its device cgroup: no cgroup, no suspend.
+        let checkpoint = (config.jobs.suspend_idle
+            && !spec.gpus.is_empty()
+            && support.devices.is_some())
+        .then(|| {
+            let driver = (source == GpuSource::Nvml)
+                .then(|| crate::discovery::nvml_driver_version(library.as_deref()))
+                .flatten();
+            crate::checkpoint::Checkpointer::detect(config.node.cuda_checkpoint.as_deref(), driver)
+        })
+        .flatten();
         if let Some(c) = &checkpoint {
             tracing::info!(node = %spec.name, checkpoint = %c.describe(), "idle sessions are suspended");
         }

@@ -93,3 +93,54 @@ fn same_file(meta: Option<&std::fs::Metadata>, path: &str) -> bool {
 pub fn kill_job_processes(key: &str) -> usize {
     signal_job_processes(key, Signal::SIGKILL, &[])
 }
+
+/// At most this many open files of one process are looked at.
+const MAX_FDS: usize = 65_536;
+
+/// The processes among `pids` with one of the character devices `devices` (major, minor)
+/// open, each with its name and the device: after a job's GPU state is checkpointed none of
+/// its processes may still hold the card it lends.
+pub fn holding_devices(pids: &[i32], devices: &[(u32, u32)]) -> Vec<(i32, String, (u32, u32))> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let mut found = Vec::new();
+    for pid in pids {
+        let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+            continue;
+        };
+        for fd in fds.flatten().take(MAX_FDS) {
+            let Ok(meta) = std::fs::metadata(fd.path()) else {
+                continue;
+            };
+            if !meta.file_type().is_char_device() {
+                continue;
+            }
+            let rdev = meta.rdev();
+            let dev = (
+                nix::sys::stat::major(rdev) as u32,
+                nix::sys::stat::minor(rdev) as u32,
+            );
+            if devices.contains(&dev) {
+                let name = std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                    .map(|c| c.trim_end().to_string())
+                    .unwrap_or_default();
+                found.push((*pid, name, dev));
+                break;
+            }
+        }
+    }
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_process_holding_a_device_is_found_and_one_without_it_is_not() {
+        let null = std::fs::File::open("/dev/null").unwrap();
+        let me = std::process::id() as i32;
+        let found = super::holding_devices(&[me], &[(1, 3)]);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].2, (1, 3));
+        assert!(super::holding_devices(&[me], &[(195, 0)]).is_empty());
+        drop(null);
+    }
+}

@@ -36,4 +36,4 @@ pub use job::JobIsolation;
 pub use sandbox::{Identity, Sandbox};
 pub use shim_cgroup::leave_service_cgroup;
 pub use support::{DeviceFilter, Hierarchy, NVIDIA_MAJOR, Support};
-pub use withhold::{Withheld, withhold};
+pub use withhold::{Withheld, group_pids, withhold};

@@ -71,7 +71,39 @@ pub fn withhold(support: &Support, name: &str, devices: &[(u32, u32)]) -> io::Re
     }
 }
 
+/// The processes in the job's device group `name` (its `cgroup.procs`; at most 64 KiB of it
+/// is read). A member cannot take a process out of it, as they can drop a variable.
+pub fn group_pids(support: &Support, name: &str) -> io::Result<Vec<i32>> {
+    use std::io::Read;
+    let Some(h) = &support.devices else {
+        return Ok(Vec::new());
+    };
+    let path = h.root().join("labpool").join(name).join("cgroup.procs");
+    let mut text = String::new();
+    std::fs::File::open(&path)?
+        .take(64 * 1024)
+        .read_to_string(&mut text)?;
+    Ok(text.lines().filter_map(|l| l.trim().parse().ok()).collect())
+}
+
 impl Withheld {
+    /// The rules [`withhold`] wrote for the same job and devices, when they can be known again
+    /// without the value it returned (an agent restarted since): cgroup v1's are text, so
+    /// `Some`; a cgroup v2 filter is lifted only with its program's descriptor, so `None`.
+    pub fn again(support: &Support, name: &str, devices: &[(u32, u32)]) -> Option<Withheld> {
+        match &support.devices {
+            None => Some(Withheld::Nothing),
+            Some(Hierarchy::V1(root)) => Some(Withheld::V1 {
+                dir: root.join("labpool").join(name),
+                rules: devices
+                    .iter()
+                    .map(|(major, minor)| format!("c {major}:{minor} rwm"))
+                    .collect(),
+            }),
+            Some(Hierarchy::V2(_)) => None,
+        }
+    }
+
     /// Lifts the rules: the job's processes may open its GPUs again.
     pub fn give_back(self) -> io::Result<()> {
         match self {

@@ -205,6 +205,31 @@ impl Node {
         self.foreign_wanted = wanted;
     }
 
+    /// Whether a suspended job may hold GPU `index` whole again: the node has it, no pool job
+    /// holds it, and foreign load (a count; its indexes are nominal) fits on another free GPU
+    /// of its type when it sits there now.
+    pub(crate) fn can_take_back(&self, index: u32) -> bool {
+        let Some(device) = self.spec.gpus.iter().find(|g| g.index == index) else {
+            return false;
+        };
+        if self.gpu_owner.contains_key(&index) || self.gpu_sharers.contains_key(&index) {
+            return false;
+        }
+        !self.foreign.contains(&index)
+            || self
+                .spec
+                .gpus
+                .iter()
+                .any(|g| g.index != index && g.gpu_type == device.gpu_type && !self.taken(g.index))
+    }
+
+    /// Places the foreign load again, after a pool job took GPUs it sat on nominally.
+    pub(crate) fn refill_foreign(&mut self) {
+        if !self.foreign_wanted.is_empty() {
+            self.fill_foreign();
+        }
+    }
+
     /// GPUs taken by foreign load, by index.
     pub fn foreign_gpus(&self) -> impl Iterator<Item = u32> + '_ {
         self.foreign.iter().copied()

@@ -77,7 +77,33 @@ fn only_whole_gpus_on_one_node_are_suspended_and_an_unwanted_job_stays_suspended
         charge > 0.0 && (charge - five_seconds).abs() < 1e-9,
         "{charge} vs {five_seconds}"
     );
-    s.finish(JobId(2), JobState::Cancelled, Timestamp(3_600_000));
+    // What finish returns is what the ledger settles: the same 5 s of its GPU.
+    let (spec, charged) = s
+        .finish(JobId(2), JobState::Cancelled, Timestamp(3_600_000))
+        .unwrap();
+    assert_eq!(charged.gpus.len(), 1);
+    let settled = s.charge_for(&spec, &charged, Timestamp(3_600_000));
+    assert!(
+        (settled - five_seconds).abs() < 1e-9,
+        "{settled} vs {five_seconds}"
+    );
     assert!(s.suspension(JobId(2)).is_none());
     s.check_invariants().unwrap();
+}
+
+#[test]
+fn two_sessions_waiting_for_one_gpu_get_it_in_job_order_and_never_both() {
+    let mut s = running(&[(1, 2)], 0);
+    // Job 1 lends both GPUs; job 2 takes them and is suspended in turn.
+    s.suspend(JobId(1), Timestamp(1_000)).unwrap();
+    s.enqueue(job(2, "bob", 2, H));
+    assert_eq!(ids(&s.schedule(Timestamp(2_000))), [2]);
+    s.suspend(JobId(2), Timestamp(3_000)).unwrap();
+    assert!(s.want_back(JobId(2)) && s.want_back(JobId(1)));
+    let back = s.take_back(Timestamp(4_000));
+    assert_eq!(back.len(), 1, "{back:?}");
+    assert_eq!(back[0].0, JobId(1));
+    s.check_invariants().unwrap();
+    assert!(s.take_back(Timestamp(5_000)).is_empty());
+    assert!(s.suspension(JobId(2)).is_some_and(|p| p.wanted));
 }

@@ -119,7 +119,7 @@ fn an_idle_session_is_checkpointed_lends_its_gpu_and_gets_it_back_when_its_membe
     let job = pool.job(1);
     assert_eq!(s(&job, "state"), "RUNNING", "{job:#}");
     let shown = pool.ok(&["show", "1"]);
-    for event in ["IDLE_SUSPENDED", "suspend"] {
+    for event in ["IDLE_SUSPENDING", "suspend"] {
         assert!(shown.contains(event), "{event} missing:\n{shown}");
     }
     assert!(shown.contains("Suspended"), "{shown}");
@@ -199,12 +199,12 @@ fn a_session_of_two_gpus_or_without_a_cuda_process_is_stopped_as_before() {
     }
     let shown = pool.ok(&["show", "1"]);
     assert!(shown.contains("IDLE_STOPPED"), "{shown}");
-    assert!(!shown.contains("IDLE_SUSPENDED"), "{shown}");
+    assert!(!shown.contains("IDLE_SUSPENDING"), "{shown}");
     let shown = pool.ok(&["show", "2"]);
     has(
         &shown,
         &[
-            "IDLE_SUSPENDED",
+            "IDLE_SUSPENDING",
             "SUSPEND_FAILED",
             "none of its",
             "holds a CUDA context",

@@ -42,52 +42,78 @@ impl Executor {
         if dir.started().is_none() || dir.status().is_some() {
             return Err(format!("job {job} is not running here"));
         }
-        let all: Vec<i32> = crate::procs::job_processes(&dir.key())
-            .iter()
-            .map(|p| p.as_raw())
-            .collect();
-        let pids = tool.cuda_processes(&all).await;
-        if pids.is_empty() {
+        let devices = self.devices_of(gpus);
+        if devices.len() != gpus.len() {
             return Err(format!(
-                "none of its {} processes holds a CUDA context",
-                all.len()
+                "the device numbers of GPUs {gpus:?} are not known here"
             ));
         }
-        tool.suspend(&pids).await?;
-        let devices: Vec<(u32, u32)> = gpus
-            .iter()
-            .filter_map(|g| self.isolation.gpu_minors.get(g))
-            .map(|minor| (labpool_isolation::NVIDIA_MAJOR, *minor))
-            .collect();
         let name = super::cgroup_name(&dir);
-        match labpool_isolation::withhold(&self.isolation.support, &name, &devices) {
-            Ok(withheld) => {
-                tracing::info!(job, attempt, ?pids, "suspended: GPU state in host memory");
-                self.suspended
-                    .lock()
-                    .expect("not poisoned")
-                    .insert((job, attempt), Suspended { pids, withheld });
-                Ok(())
+        // First the card is kept from it: nothing of it opens the card from now on.
+        let withheld = labpool_isolation::withhold(&self.isolation.support, &name, &devices)
+            .map_err(|e| format!("cannot withhold its GPUs from it: {e}"))?;
+        if matches!(withheld, labpool_isolation::Withheld::Nothing) {
+            return Err(
+                "this node puts jobs in no device cgroup, so the card could not be kept from it"
+                    .to_string(),
+            );
+        }
+        let give_back = |w: labpool_isolation::Withheld| {
+            if let Err(e) = w.give_back() {
+                tracing::warn!(
+                    job,
+                    attempt,
+                    "cannot give its GPUs back after a failed suspend: {e}"
+                );
+            }
+        };
+        let all = self.processes(&dir, &name);
+        let pids = match tool.cuda_processes(&all).await {
+            Ok(pids) if !pids.is_empty() => pids,
+            Ok(_) => {
+                give_back(withheld);
+                return Err(format!(
+                    "none of its {} processes holds a CUDA context",
+                    all.len()
+                ));
             }
             Err(e) => {
-                // Its GPUs cannot be kept from it: it must not give them back.
-                if let Err(back) = tool.resume(&pids).await {
-                    tracing::warn!(
-                        job,
-                        attempt,
-                        "cannot restore after a failed suspend: {back}"
-                    );
-                }
-                Err(format!("cannot withhold its GPUs from it: {e}"))
+                give_back(withheld);
+                return Err(e);
             }
+        };
+        if let Err(e) = tool.suspend(&pids).await {
+            give_back(withheld);
+            return Err(e);
         }
+        // Then nothing of it may still hold the card it lends.
+        let holding = crate::procs::holding_devices(&all, &devices);
+        if let Some((pid, comm, (major, minor))) = holding.first() {
+            if let Err(back) = tool.resume(&pids).await {
+                tracing::warn!(
+                    job,
+                    attempt,
+                    "cannot restore after a failed suspend: {back}"
+                );
+            }
+            give_back(withheld);
+            return Err(format!(
+                "its process {pid} ({comm}) still has the card ({major}:{minor}) open after the checkpoint"
+            ));
+        }
+        tracing::info!(job, attempt, ?pids, "suspended: GPU state in host memory");
+        self.suspended
+            .lock()
+            .expect("not poisoned")
+            .insert((job, attempt), Suspended { pids, withheld });
+        Ok(())
     }
 
     /// Resumes `attempt` of `job` on `gpus`, which it holds again.
     pub(super) fn resume(&self, job: u64, attempt: u32, gpus: Vec<u32>) {
         let me = self.clone();
         tokio::spawn(async move {
-            let failed = me.try_resume(job, attempt).await.err();
+            let failed = me.try_resume(job, attempt, &gpus).await.err();
             if let Some(why) = &failed {
                 tracing::warn!(job, attempt, ?gpus, "cannot resume: {why}");
             }
@@ -101,7 +127,30 @@ impl Executor {
         });
     }
 
-    async fn try_resume(&self, job: u64, attempt: u32) -> Result<(), String> {
+    /// The processes of the attempt in `dir`, whose cgroup is `name`: those in its cgroup,
+    /// which a member cannot leave, and those that carry its key; in pid order.
+    fn processes(&self, dir: &JobDir, name: &str) -> Vec<i32> {
+        let mut all: Vec<i32> =
+            labpool_isolation::group_pids(&self.isolation.support, name).unwrap_or_default();
+        all.extend(
+            crate::procs::job_processes(&dir.key())
+                .iter()
+                .map(|p| p.as_raw()),
+        );
+        all.sort_unstable();
+        all.dedup();
+        all
+    }
+
+    /// The device numbers of `gpus` on this node.
+    fn devices_of(&self, gpus: &[u32]) -> Vec<(u32, u32)> {
+        gpus.iter()
+            .filter_map(|g| self.isolation.gpu_minors.get(g))
+            .map(|minor| (labpool_isolation::NVIDIA_MAJOR, *minor))
+            .collect()
+    }
+
+    async fn try_resume(&self, job: u64, attempt: u32, gpus: &[u32]) -> Result<(), String> {
         let Some(tool) = self.checkpoint.clone() else {
             return Err("this node has no cuda-checkpoint".to_string());
         };
@@ -118,13 +167,17 @@ impl Executor {
                 s.pids
             }
             None => {
-                // The agent restarted since: the processes say what they are.
+                // The agent restarted since: the rules are written again to be lifted (cgroup
+                // v2's filter cannot be: the job is stopped rather than run without its rule),
+                // and the processes say what they are.
                 let dir = JobDir::new(&self.spool, job, attempt);
-                let all: Vec<i32> = crate::procs::job_processes(&dir.key())
-                    .iter()
-                    .map(|p| p.as_raw())
-                    .collect();
-                tool.checkpointed(&all).await
+                let name = super::cgroup_name(&dir);
+                let devices = self.devices_of(gpus);
+                labpool_isolation::Withheld::again(&self.isolation.support, &name, &devices)
+                    .ok_or("the agent restarted while it was suspended, and its GPU's cgroup v2 filter cannot be lifted without it")?
+                    .give_back()
+                    .map_err(|e| format!("cannot give its GPUs back to it: {e}"))?;
+                tool.checkpointed(&self.processes(&dir, &name)).await
             }
         };
         if pids.is_empty() {

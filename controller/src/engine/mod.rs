@@ -140,8 +140,10 @@ pub struct Engine {
     pub(crate) gpu_util: crate::health::UtilBoard,
     /// Nodes this engine marked down or draining because Slurm shows them so.
     pub(crate) slurm_marks: crate::nodes::slurm::SlurmMarks,
-    /// Sessions whose nodes were told to suspend them, until they answer.
-    pub(crate) suspending: BTreeSet<u64>,
+    /// Sessions whose nodes were told to suspend them, with when, until they answer.
+    pub(crate) suspending: BTreeMap<u64, i64>,
+    /// Sessions whose nodes were told to resume them, with when, until they answer.
+    pub(crate) resuming: BTreeMap<u64, i64>,
 }
 
 impl Engine {
@@ -174,7 +176,8 @@ impl Engine {
             keys_forgotten_at: 0,
             gpu_util: Default::default(),
             slurm_marks: Default::default(),
-            suspending: BTreeSet::new(),
+            suspending: BTreeMap::new(),
+            resuming: BTreeMap::new(),
         }
     }
 
@@ -416,7 +419,10 @@ impl Engine {
                 }
                 Item::Request(Request::SlurmView(view)) => self.on_slurm_view(view).await?,
                 Item::Report(report) => self.on_report(report).await?,
-                Item::NodeCheck => self.check_nodes().await?,
+                Item::NodeCheck => {
+                    self.check_nodes().await?;
+                    self.check_checkpoints().await;
+                }
             }
         }
         if !submits.is_empty() {

@@ -36,8 +36,18 @@ impl Engine {
         {
             if let (Some(start), Some(end)) = (row.start_time, row.end_time) {
                 let node = row.node.as_deref().unwrap_or_default();
-                let milli = self.sched.ran_milli(&row.spec.resources, node, &row.gpus);
-                let gpu_seconds = f64::from(milli) / 1000.0 * ((end - start).max(0) / 1000) as f64;
+                // A job that was suspended held its GPUs for less than it ran, and one that
+                // ended suspended has them in its pause, not in its record.
+                let (gpus, paused) = match &row.pause {
+                    Some(p) => (
+                        &p.gpus,
+                        p.paused_ms + p.since.map_or(0, |since| (end - since).max(0)),
+                    ),
+                    None => (&row.gpus, 0),
+                };
+                let milli = self.sched.ran_milli(&row.spec.resources, node, gpus);
+                let held_ms = (end - start - paused).max(0);
+                let gpu_seconds = f64::from(milli) / 1000.0 * (held_ms / 1000) as f64;
                 self.sched
                     .record_usage(&row.spec.user, gpu_seconds, Timestamp(end));
                 if row.state == JobState::Completed {

@@ -142,7 +142,8 @@ pub(crate) async fn deliver(service: &MonitorService, due: Vec<Due>) {
 }
 
 /// Asks the engine to suspend `row` rather than stop it; true when its node was told to. The
-/// member is told now; the engine stops the session if its node then fails to.
+/// member is told once the node has done it ([`super::suspended`]); the engine stops the
+/// session if the node fails to.
 async fn suspend(service: &MonitorService, row: &crate::jobs::JobRow, idle: &str) -> bool {
     let job = row.id;
     let (tx, rx) = tokio::sync::oneshot::channel();
@@ -159,18 +160,14 @@ async fn suspend(service: &MonitorService, row: &crate::jobs::JobRow, idle: &str
         _ => return false,
     };
     let now = service.clock.now_ms();
-    let detail = format!("{idle}; its GPU state goes to host memory and GPU {gpus} to the pool");
+    let detail =
+        format!("{idle}; its node is saving its GPU state to host memory to give GPU {gpus} back");
     if let Err(e) = service
         .db
-        .note_job_event(job, now, "IDLE_SUSPENDED", &detail)
+        .note_job_event(job, now, "IDLE_SUSPENDING", &detail)
         .await
     {
         tracing::warn!(job, "could not record the idle rule's suspend: {e}");
     }
-    let subject = format!("[IDLE] session {job} suspended");
-    let body = format!(
-        "Your session {job} was idle: {idle}. Its GPU state was saved to host memory and GPU {gpus} went to others who wait. Type in it (`labpool attach {job}`) or run a notebook cell to get it back: it is restored as soon as GPU {gpus} is free."
-    );
-    super::mail::deliver(service, row, "IDLE", &subject, &body).await;
     true
 }

@@ -49,17 +49,24 @@ pub(crate) fn step(inner: &mut Inner, now: i64) -> Vec<(u64, SuspendAction)> {
 /// Delivers it: words for each terminal, and the members who came back to the engine.
 pub(crate) async fn deliver(service: &MonitorService, due: Vec<(u64, SuspendAction)>) {
     for (job, action) in due {
-        let gpus = service
-            .lock()
-            .jobs
-            .iter()
-            .find(|j| j.id == job)
-            .and_then(|j| j.pause.as_ref().map(|p| gpu_list(&p.gpus)))
+        let row = service.lock().jobs.iter().find(|j| j.id == job).cloned();
+        let Some(row) = row else { continue };
+        let gpus = row
+            .pause
+            .as_ref()
+            .map(|p| gpu_list(&p.gpus))
             .unwrap_or_default();
         let words = match action {
-            SuspendAction::Told => format!(
-                "labpool: this session is suspended: its GPU state is saved in host memory and GPU {gpus} went back to the pool. Type anything to get it back; it is restored as soon as GPU {gpus} is free"
-            ),
+            SuspendAction::Told => {
+                let subject = format!("[IDLE] session {job} suspended");
+                let body = format!(
+                    "Your session {job} was idle. Its GPU state was saved to host memory and GPU {gpus} went to others who wait. Type in it (`labpool attach {job}`) or run a notebook cell to get it back: it is restored as soon as GPU {gpus} is free."
+                );
+                super::mail::deliver(service, &row, "IDLE", &subject, &body).await;
+                format!(
+                    "labpool: this session is suspended: its GPU state is saved in host memory and GPU {gpus} went back to the pool. Type anything to get it back; it is restored as soon as GPU {gpus} is free"
+                )
+            }
             SuspendAction::WantBack => {
                 if service
                     .engine

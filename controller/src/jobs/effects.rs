@@ -170,10 +170,16 @@ impl Engine {
                 Effect::Suspend { job } => {
                     let now = labpool_scheduler::Timestamp(self.clock.now_ms());
                     if let Err(e) = self.sched.suspend(JobId(job), now) {
+                        // The lifecycle took it, the scheduler did not: it cannot come back,
+                        // so it is stopped rather than left without a way back.
                         tracing::error!(
                             job,
                             "the scheduler could not free a suspended job's GPUs: {e}"
                         );
+                        self.lifecycle(Event::Cancel {
+                            job,
+                            by: "labpool".to_string(),
+                        });
                     }
                 }
                 Effect::Restore {
@@ -181,9 +187,11 @@ impl Engine {
                     attempt,
                     node,
                     gpus,
-                } => self
-                    .outbox
-                    .order(&node, AgentOrder::Resume { job, attempt, gpus }),
+                } => {
+                    self.resuming.insert(job, self.clock.now_ms());
+                    self.outbox
+                        .order(&node, AgentOrder::Resume { job, attempt, gpus })
+                }
                 Effect::Forget { job, attempt, node } => self
                     .outbox
                     .order(&node, AgentOrder::Forget { job, attempt }),
@@ -336,6 +344,8 @@ impl Engine {
     /// An ended job lets go of its GPUs and is charged for the time it held them.
     fn release(&mut self, job: u64, was_staging: bool) {
         self.envs_ready.retain(|(j, _)| *j != job);
+        self.suspending.remove(&job);
+        self.resuming.remove(&job);
         self.data.job_versions.remove(&job);
         let Some(row) = self.jobs.remove(job) else {
             return;

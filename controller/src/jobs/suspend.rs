@@ -10,6 +10,10 @@ use crate::engine::Engine;
 use labpool_lifecycle::Event;
 use labpool_scheduler::{JobId, JobState, Timestamp};
 
+/// How long a node has to answer a suspend or a resume (each of its steps is bounded to a
+/// minute); silence past it (a lost order, an agent restarted mid-way) stops the session.
+const ANSWER_WITHIN_MS: i64 = 5 * 60_000;
+
 impl Engine {
     /// Orders `job`'s node to suspend it; its GPUs, or why it is stopped instead.
     pub(crate) fn suspend_idle(&mut self, job: u64) -> Result<Vec<u32>, String> {
@@ -23,7 +27,7 @@ impl Engine {
         let why_not = if row.state != JobState::Running || !row.request.interactive {
             Some("it is not a running session".to_string())
         } else if row.pause.as_ref().is_some_and(|p| p.is_suspended())
-            || self.suspending.contains(&job)
+            || self.suspending.contains_key(&job)
         {
             Some("it is already suspended".to_string())
         } else if row.gpus.len() != 1 || !row.others.is_empty() {
@@ -50,7 +54,7 @@ impl Engine {
             return Err(why);
         }
         let (attempt, gpus) = (row.attempt, row.gpus.clone());
-        self.suspending.insert(job);
+        self.suspending.insert(job, self.clock.now_ms());
         self.outbox.order(
             &node,
             AgentOrder::Suspend {
@@ -88,7 +92,23 @@ impl Engine {
         resumed: bool,
         failed: Option<String>,
     ) {
-        if !resumed {
+        // Only the job's own node speaks for its current attempt.
+        if self
+            .jobs
+            .job(job)
+            .is_none_or(|r| r.attempt != attempt || r.node.as_deref() != Some(node.as_str()))
+        {
+            tracing::warn!(
+                job,
+                attempt,
+                node,
+                "a checkpoint report for another attempt or node"
+            );
+            return;
+        }
+        if resumed {
+            self.resuming.remove(&job);
+        } else {
             self.suspending.remove(&job);
         }
         let Some(why) = failed else {
@@ -97,9 +117,11 @@ impl Engine {
             }
             return;
         };
-        if self.jobs.job(job).is_none_or(|r| r.attempt != attempt) {
-            return;
-        }
+        self.checkpoint_failed(job, resumed, &why).await;
+    }
+
+    /// A suspend or resume failed or went unanswered: the session is stopped, with why.
+    async fn checkpoint_failed(&mut self, job: u64, resumed: bool, why: &str) {
         let (event, by) = if resumed {
             (
                 "RESTORE_FAILED",
@@ -109,12 +131,41 @@ impl Engine {
             ("SUSPEND_FAILED", "the idle rule")
         };
         let now = self.clock.now_ms();
-        if let Err(e) = self.db.note_job_event(job, now, event, &why).await {
+        if let Err(e) = self.db.note_job_event(job, now, event, why).await {
             tracing::warn!(job, "cannot record {event}: {e}");
         }
         self.lifecycle(Event::Cancel {
             job,
             by: by.to_string(),
         });
+    }
+}
+
+impl Engine {
+    /// The suspends and resumes that went unanswered for [`ANSWER_WITHIN_MS`]: their sessions
+    /// are stopped (checked with the nodes' heartbeats).
+    pub(crate) async fn check_checkpoints(&mut self) {
+        let now = self.clock.now_ms();
+        let late = |asked: &std::collections::BTreeMap<u64, i64>| -> Vec<u64> {
+            asked
+                .iter()
+                .filter(|(_, at)| now - **at > ANSWER_WITHIN_MS)
+                .map(|(job, _)| *job)
+                .collect()
+        };
+        let why = format!(
+            "its node did not answer within {}",
+            labpool_units::format_duration(std::time::Duration::from_millis(
+                ANSWER_WITHIN_MS as u64
+            ))
+        );
+        for job in late(&self.suspending) {
+            self.suspending.remove(&job);
+            self.checkpoint_failed(job, false, &why).await;
+        }
+        for job in late(&self.resuming) {
+            self.resuming.remove(&job);
+            self.checkpoint_failed(job, true, &why).await;
+        }
     }
 }

@@ -91,10 +91,15 @@ pub async fn input(state: &AppState, q: &ReportQuery) -> Result<Input, ApiError>
     let jobs = rows
         .iter()
         .map(|r| {
-            // GPUs held once started (all nodes); asked for while it waits.
+            // GPUs held once started (all nodes; those of its pause for a job that ended
+            // suspended); asked for while it waits.
+            let held = match &r.pause {
+                Some(p) if r.gpus.is_empty() => &p.gpus,
+                _ => &r.gpus,
+            };
             let gpus = match r.start_time {
                 Some(_) => {
-                    (r.gpus.len() + r.others.iter().map(|o| o.gpus.len()).sum::<usize>()) as u32
+                    (held.len() + r.others.iter().map(|o| o.gpus.len()).sum::<usize>()) as u32
                 }
                 None => r.request.gpus * r.request.node_count.max(1),
             };

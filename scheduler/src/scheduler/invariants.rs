@@ -28,6 +28,18 @@ impl Scheduler {
                 ));
             }
         }
+        // A suspended job runs, holds no GPU, and comes back to GPUs it named.
+        for (id, s) in &self.suspended {
+            let Some((_, alloc)) = self.running.get(id) else {
+                return Err(format!("job {id} is suspended but not running"));
+            };
+            if !alloc.gpus.is_empty() {
+                return Err(format!("suspended job {id} holds GPUs {:?}", alloc.gpus));
+            }
+            if s.gpus.is_empty() {
+                return Err(format!("suspended job {id} has no GPU to come back to"));
+            }
+        }
         for node in self.nodes.values() {
             let mut cpus = 0u32;
             let mut mem = 0u64;

@@ -172,24 +172,27 @@ impl Scheduler {
     }
 
     /// A running job ended at `end` in `state`: frees what it held, and counts its GPU time
-    /// toward its user's fair-share usage. `None` when it was not running.
+    /// toward its user's fair-share usage. Returns its spec and its allocation as it is charged
+    /// (for a job that ended suspended: its GPUs, its suspended span left out); `None` when it
+    /// was not running.
     pub fn finish(
         &mut self,
         job: JobId,
         state: JobState,
         end: Timestamp,
     ) -> Option<(JobSpec, Allocation)> {
-        let (spec, alloc) = self.running.remove(&job)?;
+        let (spec, mut alloc) = self.running.remove(&job)?;
         self.release_nodes(job, &alloc);
         self.notices.remove(&job);
-        // A suspended job counts its GPUs up to its suspension.
-        let (charged, until) = self
-            .charged_view(job, &alloc, end)
-            .unwrap_or_else(|| (alloc.clone(), end));
-        self.suspended.remove(&job);
+        // A job that ends suspended is returned as it is charged: its GPUs, held from a start
+        // moved on by the span it spent suspended, as a resume would have moved it.
+        if let Some(s) = self.suspended.remove(&job) {
+            alloc.gpus = s.gpus;
+            alloc.start = Timestamp(alloc.start.0 + (end.0 - s.since.0).max(0));
+        }
         // A slice counts by its fraction of the card.
-        let gpus = f64::from(self.held_milli(&charged)) / 1000.0;
-        let gpu_seconds = gpus * until.secs_since(charged.start) as f64;
+        let gpus = f64::from(self.held_milli(&alloc)) / 1000.0;
+        let gpu_seconds = gpus * end.secs_since(alloc.start) as f64;
         self.usage.add(
             &spec.user,
             gpu_seconds,

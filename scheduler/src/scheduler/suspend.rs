@@ -106,36 +106,34 @@ impl Scheduler {
     /// in job order. Returns each with its GPUs. Their allocations' start moves on by the time
     /// they were suspended, so their charge leaves that span out.
     pub fn take_back(&mut self, now: Timestamp) -> Vec<(JobId, Vec<u32>)> {
-        let ready: Vec<JobId> = self
+        let wanted: Vec<JobId> = self
             .suspended
             .iter()
             .filter(|(_, s)| s.wanted)
-            .filter(|(job, s)| {
-                let Some((_, alloc)) = self.running.get(job) else {
-                    return false;
-                };
-                let Some(node) = self.nodes.get(&alloc.node) else {
-                    return false;
-                };
-                let foreign: Vec<u32> = node.foreign_gpus().collect();
-                s.gpus
-                    .iter()
-                    .all(|g| node.gpu_holders(*g).is_empty() && !foreign.contains(g))
-            })
             .map(|(job, _)| *job)
             .collect();
-        let mut out = Vec::with_capacity(ready.len());
-        for job in ready {
+        let mut out = Vec::new();
+        // One at a time: two suspended jobs may wait for the same GPU (a session placed on a
+        // lent GPU and suspended in turn); the first in job order gets it.
+        for job in wanted {
+            let free = self.running.get(&job).is_some_and(|(_, alloc)| {
+                self.nodes.get(&alloc.node).is_some_and(|node| {
+                    self.suspended[&job]
+                        .gpus
+                        .iter()
+                        .all(|g| node.can_take_back(*g))
+                })
+            });
+            if !free {
+                continue;
+            }
             let s = self.suspended.remove(&job).expect("listed above");
-            let (_, alloc) = self.running.get_mut(&job).expect("listed above");
+            let (_, alloc) = self.running.get_mut(&job).expect("checked above");
             alloc.gpus = s.gpus.clone();
             alloc.start = Timestamp(alloc.start.0 + (now.0 - s.since.0).max(0));
             let node = alloc.node.clone();
             self.withdraw_gpus(job, &node, &s.gpus, true);
             out.push((job, s.gpus));
-        }
-        if !out.is_empty() {
-            self.memo = None;
         }
         out
     }
@@ -158,6 +156,7 @@ impl Scheduler {
             };
             if hold {
                 n.hold(job, part, 0);
+                n.refill_foreign();
             } else {
                 n.release(job, part, 0);
             }
