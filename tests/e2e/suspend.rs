@@ -217,3 +217,60 @@ fn a_session_of_two_gpus_or_without_a_cuda_process_is_stopped_as_before() {
     );
     assert_eq!(free_gpus(&pool), 3);
 }
+
+#[test]
+fn a_suspended_session_outlives_a_controller_restart_and_still_comes_back() {
+    if !have_root("a_suspended_session_outlives_a_controller_restart") {
+        return;
+    }
+    let build = tempfile::tempdir().unwrap();
+    let double = tempfile::tempdir().unwrap();
+    let tool = checkpoint_double(double.path());
+    let Some(mut pool) = checkpoint_pool(
+        "a_suspended_session_outlives_a_controller_restart",
+        build.path(),
+        1,
+        &tool,
+    ) else {
+        return;
+    };
+    let gpu0 = fake_gpu0(double.path());
+    let probe = format!(
+        "(exec 3<{}) 2>&1 | grep -q 'not permitted'; echo withheld=$?",
+        gpu0.display()
+    );
+    let mut term = Terminal::open(&pool, &["run", "--pty", "-G", "1", "bash", "--norc"]);
+    term.expect("$ ");
+    term.type_line("(exec -a cuda-work sleep 100000) & echo started-$((1+1))");
+    term.expect("started-2");
+    term.expect("this session is suspended");
+    // The controller (and its in-process agent, which forgets what it withheld) restarts.
+    pool.stop();
+    pool.start();
+    let job = pool.job(1);
+    assert_eq!(s(&job, "state"), "RUNNING", "{job:#}");
+    assert!(job["gpus"].as_array().unwrap().is_empty(), "{job:#}");
+    assert_eq!(
+        free_gpus(&pool),
+        1,
+        "its GPU is still lent after the restart"
+    );
+    term.type_line(&format!("echo still-$((1+2)); {probe}"));
+    term.expect("still-3");
+    term.expect("withheld=0");
+    // Told again by the new controller; its member types: restored on the same GPU, the
+    // card open to it again.
+    term.expect_times("this session is suspended", 2);
+    term.type_line("echo back");
+    term.expect("this session holds its GPU again and its GPU state is restored");
+    assert_eq!(pool.job(1)["gpus"][0], 0);
+    assert_eq!(free_gpus(&pool), 0);
+    let actions: Vec<String> = calls(double.path()).into_iter().map(|c| c.1).collect();
+    assert_eq!(actions, ["lock", "checkpoint", "restore", "unlock"]);
+    term.type_line(&probe);
+    term.expect("withheld=1");
+    term.type_line("kill %1; exit");
+    term.exit_code();
+    pool.wait_done(1, Duration::from_secs(30));
+    assert_eq!(free_gpus(&pool), 1);
+}
