@@ -1,7 +1,7 @@
 //! The submit rate as the queue fills: 16 API submitters (labpool) against 16 parallel
 //! `sbatch` (Slurm), with 0, 1k, 4k, 10k and 20k jobs already pending behind a job that holds
-//! every GPU. labpool fills its queue with arrays (each task is a pending job of its own);
-//! Slurm with single held-back jobs, since a pending Slurm array is one record until it splits.
+//! every GPU. Both queues are filled with single jobs (not arrays, whose tasks a scheduler may
+//! keep as one record), submitted 16 at a time; Slurm's are held back.
 
 use crate::{Labpool, Slurm};
 use std::time::Instant;
@@ -20,19 +20,10 @@ pub struct DepthRow {
 }
 
 impl Labpool {
-    /// Tops the queue up to `depth` pending jobs, in arrays of up to 1,000 tasks.
+    /// Tops the queue up to `depth` pending jobs, single jobs from 16 submitters.
     fn fill(&self, have: usize, depth: usize, ids: &mut Vec<u64>) {
-        let mut left = depth - have;
-        while left > 0 {
-            let n = left.min(1000);
-            let mut req = self.request(1, "true");
-            req.array = Some(format!("0-{}", n - 1));
-            let s: labpool::api::Submitted = self
-                .rt
-                .block_on(self.client.post("/v1/jobs", &req))
-                .unwrap();
-            ids.extend(s.job_ids);
-            left -= n;
+        if depth > have {
+            ids.extend(self.timed_submits(depth - have, 16).1);
         }
     }
 
