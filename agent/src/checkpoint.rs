@@ -85,31 +85,28 @@ impl Checkpointer {
                 pids.len()
             ));
         }
-        let mut sorted: Vec<i32> = pids.to_vec();
-        sorted.sort_unstable();
-        let mut out = Vec::new();
-        for pid in sorted {
-            if let Ok(state) = self.call(&["--get-state", "--pid", &pid.to_string()]).await
-                && state.trim() == "running"
-            {
-                out.push(pid);
-            }
-        }
-        Ok(out)
+        Ok(self.in_state(pids, "running").await)
     }
 
     /// The processes among `pids` whose GPU state is checkpointed (after an agent restart,
     /// when the list it suspended is gone).
     pub async fn checkpointed(&self, pids: &[i32]) -> Vec<i32> {
+        let asked = &pids[..pids.len().min(MAX_PROCESSES)];
+        self.in_state(asked, "checkpointed").await
+    }
+
+    /// The processes among `pids` whose `--get-state` answers `state`, in pid order.
+    async fn in_state(&self, pids: &[i32], state: &str) -> Vec<i32> {
+        let mut sorted: Vec<i32> = pids.to_vec();
+        sorted.sort_unstable();
         let mut out = Vec::new();
-        for pid in pids.iter().take(MAX_PROCESSES) {
-            if let Ok(state) = self.call(&["--get-state", "--pid", &pid.to_string()]).await
-                && state.trim() == "checkpointed"
+        for pid in sorted {
+            if let Ok(said) = self.call(&with_pid(&["--get-state"], pid)).await
+                && said.trim() == state
             {
-                out.push(*pid);
+                out.push(pid);
             }
         }
-        out.sort_unstable();
         out
     }
 
@@ -144,10 +141,7 @@ impl Checkpointer {
     /// `step` for each of `pids` in order; on a failure, `undo` for those it was done to.
     async fn each(&self, pids: &[i32], step: &[&str], undo: &[&str]) -> Result<(), String> {
         for (i, pid) in pids.iter().enumerate() {
-            let mut args = step.to_vec();
-            let pid_text = pid.to_string();
-            args.extend(["--pid", &pid_text]);
-            if let Err(e) = self.call(&args).await {
+            if let Err(e) = self.call(&with_pid(step, *pid)).await {
                 self.undo(&pids[..i], undo).await;
                 return Err(format!("{} for process {pid}: {e}", step.join(" ")));
             }
@@ -158,17 +152,14 @@ impl Checkpointer {
     /// `step` for each of `pids`, in reverse order, errors logged.
     async fn undo(&self, pids: &[i32], step: &[&str]) {
         for pid in pids.iter().rev() {
-            let pid_text = pid.to_string();
-            let mut args = step.to_vec();
-            args.extend(["--pid", &pid_text]);
-            if let Err(e) = self.call(&args).await {
+            if let Err(e) = self.call(&with_pid(step, *pid)).await {
                 tracing::warn!(pid, "cannot undo with {}: {e}", step.join(" "));
             }
         }
     }
 
     /// Runs the tool; its standard output, or what went wrong.
-    async fn call(&self, args: &[&str]) -> Result<String, String> {
+    async fn call(&self, args: &[String]) -> Result<String, String> {
         let run = tokio::process::Command::new(&self.tool)
             .args(args)
             .stdin(std::process::Stdio::null())
@@ -199,6 +190,14 @@ impl Checkpointer {
             ))
         }
     }
+}
+
+/// The tool's arguments for `step` on process `pid`.
+fn with_pid(step: &[&str], pid: i32) -> Vec<String> {
+    step.iter()
+        .map(|a| a.to_string())
+        .chain(["--pid".to_string(), pid.to_string()])
+        .collect()
 }
 
 /// The major number of a driver version (`570` of `570.86.15`).

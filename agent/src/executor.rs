@@ -118,8 +118,12 @@ impl Executor {
                     signal,
                     target,
                 } => self.signal(job, attempt, signal, target),
-                AgentOrder::Suspend { job, attempt, gpus } => self.suspend(job, attempt, gpus),
-                AgentOrder::Resume { job, attempt, gpus } => self.resume(job, attempt, gpus),
+                AgentOrder::Suspend { job, attempt, gpus } => {
+                    self.checkpoint(job, attempt, gpus, false)
+                }
+                AgentOrder::Resume { job, attempt, gpus } => {
+                    self.checkpoint(job, attempt, gpus, true)
+                }
                 AgentOrder::Adopt { expected } => self.adopt(expected),
                 AgentOrder::Stage(order) => self.stager.stage(*order),
                 AgentOrder::Verify { request, sources } => self.stager.verify(request, sources),

@@ -30,11 +30,14 @@ impl JobCgroups {
             match h {
                 Hierarchy::V1(_) => {
                     for (major, minor) in &iso.denied {
-                        write_file(&dir.join("devices.deny"), &format!("c {major}:{minor} rwm"))
-                            .map_err(context(format!(
-                                "cannot deny device {major}:{minor} in {}",
-                                dir.display()
-                            )))?;
+                        write_file(
+                            &dir.join("devices.deny"),
+                            &Hierarchy::device_rule((*major, *minor)),
+                        )
+                        .map_err(context(format!(
+                            "cannot deny device {major}:{minor} in {}",
+                            dir.display()
+                        )))?;
                     }
                 }
                 Hierarchy::V2(_) => {
@@ -54,7 +57,7 @@ impl JobCgroups {
         }
         if let (Some(h), Some(bytes)) = (&iso.memory, iso.mem_bytes) {
             let dir = if iso.devices.as_ref() == Some(h) {
-                h.root().join("labpool").join(&iso.name)
+                h.job_dir(&iso.name)
             } else {
                 groups.make(h, &iso.name)?
             };
@@ -182,7 +185,7 @@ pub fn memory_used(support: &Support, name: &str) -> Option<u64> {
         Hierarchy::V1(_) => "memory.usage_in_bytes",
         Hierarchy::V2(_) => "memory.current",
     };
-    std::fs::read_to_string(h.root().join("labpool").join(name).join(file))
+    std::fs::read_to_string(h.job_dir(name).join(file))
         .ok()?
         .trim()
         .parse()
@@ -195,7 +198,7 @@ pub fn remove_groups(support: &Support, name: &str) {
     let mut dirs: Vec<PathBuf> = [&support.devices, &support.memory]
         .into_iter()
         .flatten()
-        .map(|h| h.root().join("labpool").join(name))
+        .map(|h| h.job_dir(name))
         .collect();
     dirs.dedup();
     for dir in dirs {

@@ -24,6 +24,16 @@ impl Hierarchy {
         }
     }
 
+    /// The group of the job whose groups are named `name`, in this hierarchy.
+    pub(crate) fn job_dir(&self, name: &str) -> std::path::PathBuf {
+        self.root().join("labpool").join(name)
+    }
+
+    /// The cgroup v1 device rule for the character device `major:minor` (`c 195:0 rwm`).
+    pub(crate) fn device_rule((major, minor): (u32, u32)) -> String {
+        format!("c {major}:{minor} rwm")
+    }
+
     pub(crate) fn word(&self) -> &'static str {
         match self {
             Hierarchy::V1(_) => "cgroup v1",

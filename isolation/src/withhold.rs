@@ -39,7 +39,7 @@ pub fn withhold(support: &Support, name: &str, devices: &[(u32, u32)]) -> io::Re
     let Some(h) = &support.devices else {
         return Ok(Withheld::Nothing);
     };
-    let dir = h.root().join("labpool").join(name);
+    let dir = h.job_dir(name);
     if !dir.is_dir() {
         return Err(io::Error::new(
             io::ErrorKind::NotFound,
@@ -48,10 +48,7 @@ pub fn withhold(support: &Support, name: &str, devices: &[(u32, u32)]) -> io::Re
     }
     match h {
         Hierarchy::V1(_) => {
-            let rules: Vec<String> = devices
-                .iter()
-                .map(|(major, minor)| format!("c {major}:{minor} rwm"))
-                .collect();
+            let rules: Vec<String> = devices.iter().map(|d| Hierarchy::device_rule(*d)).collect();
             for rule in &rules {
                 std::fs::write(dir.join("devices.deny"), rule).map_err(|e| {
                     io::Error::new(
@@ -78,7 +75,7 @@ pub fn group_pids(support: &Support, name: &str) -> io::Result<Vec<i32>> {
     let Some(h) = &support.devices else {
         return Ok(Vec::new());
     };
-    let path = h.root().join("labpool").join(name).join("cgroup.procs");
+    let path = h.job_dir(name).join("cgroup.procs");
     let mut text = String::new();
     std::fs::File::open(&path)?
         .take(64 * 1024)
@@ -93,12 +90,9 @@ impl Withheld {
     pub fn again(support: &Support, name: &str, devices: &[(u32, u32)]) -> Option<Withheld> {
         match &support.devices {
             None => Some(Withheld::Nothing),
-            Some(Hierarchy::V1(root)) => Some(Withheld::V1 {
-                dir: root.join("labpool").join(name),
-                rules: devices
-                    .iter()
-                    .map(|(major, minor)| format!("c {major}:{minor} rwm"))
-                    .collect(),
+            Some(h @ Hierarchy::V1(_)) => Some(Withheld::V1 {
+                dir: h.job_dir(name),
+                rules: devices.iter().map(|d| Hierarchy::device_rule(*d)).collect(),
             }),
             Some(Hierarchy::V2(_)) => None,
         }

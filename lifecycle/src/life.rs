@@ -162,6 +162,11 @@ impl JobLife {
         self.node.as_deref() == Some(node) || self.others.iter().any(|s| s.node == node)
     }
 
+    /// True while its running attempt is suspended (its GPUs given back).
+    pub fn is_suspended(&self) -> bool {
+        self.pause.as_ref().is_some_and(GpuPause::is_suspended)
+    }
+
     /// True once it has ended.
     pub fn is_terminal(&self) -> bool {
         !matches!(

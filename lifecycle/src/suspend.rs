@@ -22,7 +22,7 @@ impl<J: Tracked> Lifecycle<J> {
                 && l.node.as_deref() == Some(node)
                 && l.others.is_empty()
                 && !l.gpus.is_empty()
-                && !l.pause.as_ref().is_some_and(|p| p.is_suspended())
+                && !l.is_suspended()
         }) else {
             return;
         };

@@ -79,15 +79,60 @@ fn fake_gpu0(dir: &Path) -> std::path::PathBuf {
     path
 }
 
+/// A session's "kernel": a process the double takes for a CUDA process.
+fn start_kernel(term: &mut Terminal) {
+    term.type_line("(exec -a cuda-work sleep 100000) & echo started-$((1+1))");
+    term.expect("started-2");
+}
+
+/// A pool of one idle GPU whose node suspends with the double, and a one-GPU session in it
+/// running its kernel.
+struct Session {
+    pool: crate::pool::Pool,
+    term: Terminal,
+    /// Typed into the session, it prints `withheld=0` when the cgroup refuses the card and
+    /// `withheld=1` when it lets it through (the typed line itself shows neither).
+    probe: String,
+    /// The double's directory: its log, its state, the fake `/dev/nvidia0`.
+    double: tempfile::TempDir,
+    _build: tempfile::TempDir,
+}
+
+/// [`Session`], started for `test`; None without gcc.
+fn one_gpu_session(test: &str) -> Option<Session> {
+    let build = tempfile::tempdir().unwrap();
+    let double = tempfile::tempdir().unwrap();
+    let tool = checkpoint_double(double.path());
+    let pool = checkpoint_pool(test, build.path(), 1, &tool)?;
+    let gpu0 = fake_gpu0(double.path());
+    let probe = format!(
+        "(exec 3<{}) 2>&1 | grep -q 'not permitted'; echo withheld=$?",
+        gpu0.display()
+    );
+    let mut term = Terminal::open(&pool, &["run", "--pty", "-G", "1", "bash", "--norc"]);
+    term.expect("$ ");
+    start_kernel(&mut term);
+    Some(Session {
+        pool,
+        term,
+        probe,
+        double,
+        _build: build,
+    })
+}
+
 #[test]
 fn an_idle_session_is_checkpointed_lends_its_gpu_and_gets_it_back_when_its_member_returns() {
     if !have_root("an_idle_session_is_checkpointed") {
         return;
     }
-    let build = tempfile::tempdir().unwrap();
-    let double = tempfile::tempdir().unwrap();
-    let tool = checkpoint_double(double.path());
-    let Some(pool) = checkpoint_pool("an_idle_session_is_checkpointed", build.path(), 1, &tool)
+    let Some(Session {
+        pool,
+        mut term,
+        probe,
+        double,
+        _build,
+    }) = one_gpu_session("an_idle_session_is_checkpointed")
     else {
         return;
     };
@@ -98,18 +143,6 @@ fn an_idle_session_is_checkpointed_lends_its_gpu_and_gets_it_back_when_its_membe
             "(driver 570.86.15, lock, checkpoint, restore, unlock)",
         ],
     );
-    let gpu0 = fake_gpu0(double.path());
-    // Prints `withheld=0` when the cgroup refuses the card, `withheld=1` when it lets it
-    // through (the typed line itself never shows either).
-    let probe = format!(
-        "(exec 3<{}) 2>&1 | grep -q 'not permitted'; echo withheld=$?",
-        gpu0.display()
-    );
-    let mut term = Terminal::open(&pool, &["run", "--pty", "-G", "1", "bash", "--norc"]);
-    term.expect("$ ");
-    // Its "kernel": a process the double takes for a CUDA process.
-    term.type_line("(exec -a cuda-work sleep 100000) & echo started-$((1+1))");
-    term.expect("started-2");
     term.type_line(&probe);
     term.expect("withheld=1");
 
@@ -188,8 +221,7 @@ fn a_session_of_two_gpus_or_without_a_cuda_process_is_stopped_as_before() {
     };
     let mut two = Terminal::open(&pool, &["run", "--pty", "-G", "2", "bash", "--norc"]);
     two.expect("$ ");
-    two.type_line("(exec -a cuda-work sleep 100000) & echo started-$((1+1))");
-    two.expect("started-2");
+    start_kernel(&mut two);
     // One GPU, but nothing of it holds a CUDA context: its node cannot suspend it.
     let mut plain = Terminal::open(&pool, &["run", "--pty", "-G", "1", "bash", "--norc"]);
     plain.expect("$ ");
@@ -223,26 +255,16 @@ fn a_suspended_session_outlives_a_controller_restart_and_still_comes_back() {
     if !have_root("a_suspended_session_outlives_a_controller_restart") {
         return;
     }
-    let build = tempfile::tempdir().unwrap();
-    let double = tempfile::tempdir().unwrap();
-    let tool = checkpoint_double(double.path());
-    let Some(mut pool) = checkpoint_pool(
-        "a_suspended_session_outlives_a_controller_restart",
-        build.path(),
-        1,
-        &tool,
-    ) else {
+    let Some(Session {
+        mut pool,
+        mut term,
+        probe,
+        double,
+        _build,
+    }) = one_gpu_session("a_suspended_session_outlives_a_controller_restart")
+    else {
         return;
     };
-    let gpu0 = fake_gpu0(double.path());
-    let probe = format!(
-        "(exec 3<{}) 2>&1 | grep -q 'not permitted'; echo withheld=$?",
-        gpu0.display()
-    );
-    let mut term = Terminal::open(&pool, &["run", "--pty", "-G", "1", "bash", "--norc"]);
-    term.expect("$ ");
-    term.type_line("(exec -a cuda-work sleep 100000) & echo started-$((1+1))");
-    term.expect("started-2");
     term.expect("this session is suspended");
     // The controller (and its in-process agent, which forgets what it withheld) restarts.
     pool.stop();

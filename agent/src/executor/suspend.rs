@@ -16,19 +16,26 @@ pub(super) struct Suspended {
 }
 
 impl Executor {
-    /// Suspends `attempt` of `job`, which gives back `gpus`.
-    pub(super) fn suspend(&self, job: u64, attempt: u32, gpus: Vec<u32>) {
+    /// Suspends `attempt` of `job`, which gives back `gpus`, or (`resumed`) resumes it on
+    /// them, which it holds again; reports what came of it.
+    pub(super) fn checkpoint(&self, job: u64, attempt: u32, gpus: Vec<u32>, resumed: bool) {
         let me = self.clone();
         tokio::spawn(async move {
-            let failed = me.try_suspend(job, attempt, &gpus).await.err();
+            let done = if resumed {
+                me.try_resume(job, attempt, &gpus).await
+            } else {
+                me.try_suspend(job, attempt, &gpus).await
+            };
+            let failed = done.err();
             if let Some(why) = &failed {
-                tracing::warn!(job, attempt, "cannot suspend: {why}");
+                let what = if resumed { "resume" } else { "suspend" };
+                tracing::warn!(job, attempt, ?gpus, "cannot {what}: {why}");
             }
             me.report(AgentReport::Checkpoint {
                 node: me.node.clone(),
                 job,
                 attempt,
-                resumed: false,
+                resumed,
                 failed,
             });
         });
@@ -107,24 +114,6 @@ impl Executor {
             .expect("not poisoned")
             .insert((job, attempt), Suspended { pids, withheld });
         Ok(())
-    }
-
-    /// Resumes `attempt` of `job` on `gpus`, which it holds again.
-    pub(super) fn resume(&self, job: u64, attempt: u32, gpus: Vec<u32>) {
-        let me = self.clone();
-        tokio::spawn(async move {
-            let failed = me.try_resume(job, attempt, &gpus).await.err();
-            if let Some(why) = &failed {
-                tracing::warn!(job, attempt, ?gpus, "cannot resume: {why}");
-            }
-            me.report(AgentReport::Checkpoint {
-                node: me.node.clone(),
-                job,
-                attempt,
-                resumed: true,
-                failed,
-            });
-        });
     }
 
     /// The processes of the attempt in `dir`, whose cgroup is `name`: those in its cgroup,

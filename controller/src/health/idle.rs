@@ -22,7 +22,7 @@ pub(crate) fn seen(inner: &Inner, config: &crate::settings::Config, now: i64) ->
         .iter()
         .filter(|j| j.state == JobState::Running && j.request.interactive)
         // A suspended session holds no GPU; its return is watched apart (`super::suspended`).
-        .filter(|j| !j.pause.as_ref().is_some_and(|p| p.is_suspended()))
+        .filter(|j| !j.is_suspended())
     {
         let Some(last_input) = inner.inputs.get(&row.id) else {
             continue;

@@ -6,7 +6,7 @@
 use super::{Inner, MonitorService};
 use crate::engine::request::Request;
 use labpool_lifecycle::gpu_list;
-use labpool_monitor::idle_sessions::{SeenSuspended, SuspendAction, SuspendWatch};
+use labpool_monitor::idle_sessions::{SeenSuspended, SuspendAction};
 use labpool_scheduler::JobState;
 
 /// The suspended sessions, and every running session's id.
@@ -35,9 +35,7 @@ pub(crate) fn seen(inner: &Inner) -> (Vec<SeenSuspended>, Vec<u64>) {
 /// the idle watch's step.
 pub(crate) fn step(inner: &mut Inner, now: i64) -> Vec<(u64, SuspendAction)> {
     let (suspended, running) = seen(inner);
-    let mut watch: SuspendWatch = std::mem::take(&mut inner.suspend_watch);
-    let due = watch.step(&suspended, &running);
-    inner.suspend_watch = watch;
+    let due = inner.suspend_watch.step(&suspended, &running);
     for (job, action) in &due {
         if *action == SuspendAction::Resumed {
             inner.inputs.insert(*job, now);

@@ -328,6 +328,23 @@ impl Db {
     }
 }
 
+/// A JSON column of job `id`'s row, NULL as `None`; JSON that does not read is a corrupt row.
+fn json_column<T: serde::de::DeserializeOwned>(
+    r: &SqliteRow,
+    id: i64,
+    col: &str,
+) -> Result<Option<T>, DbError> {
+    match r.try_get::<Option<String>, _>(col)? {
+        Some(text) => serde_json::from_str(&text)
+            .map(Some)
+            .map_err(|e| DbError::Corrupt {
+                job: id,
+                what: format!("{col}: {e}"),
+            }),
+        None => Ok(None),
+    }
+}
+
 fn job_from_row(r: &SqliteRow) -> Result<JobRow, DbError> {
     let id: i64 = r.try_get("id")?;
     let corrupt = |what: String| DbError::Corrupt { job: id, what };
@@ -369,34 +386,12 @@ fn job_from_row(r: &SqliteRow) -> Result<JobRow, DbError> {
         isolation: r.try_get("isolation")?,
         requeue: !request.no_requeue,
         requeue_requested_by: r.try_get("requeue_requested_by")?,
-        hold: match r.try_get::<Option<String>, _>("hold")? {
-            Some(h) => Some(serde_json::from_str(&h).map_err(|e| corrupt(format!("hold: {e}")))?),
-            None => None,
-        },
-        others: match r.try_get::<Option<String>, _>("others")? {
-            Some(o) => serde_json::from_str(&o).map_err(|e| corrupt(format!("others: {e}")))?,
-            None => Vec::new(),
-        },
-        ports: match r.try_get::<Option<String>, _>("ports")? {
-            Some(p) => Some(serde_json::from_str(&p).map_err(|e| corrupt(format!("ports: {e}")))?),
-            None => None,
-        },
-        preemption: match r.try_get::<Option<String>, _>("preemption")? {
-            Some(p) => {
-                Some(serde_json::from_str(&p).map_err(|e| corrupt(format!("preemption: {e}")))?)
-            }
-            None => None,
-        },
-        part_ended: match r.try_get::<Option<String>, _>("part_ended")? {
-            Some(p) => {
-                Some(serde_json::from_str(&p).map_err(|e| corrupt(format!("part_ended: {e}")))?)
-            }
-            None => None,
-        },
-        pause: match r.try_get::<Option<String>, _>("pause")? {
-            Some(p) => Some(serde_json::from_str(&p).map_err(|e| corrupt(format!("pause: {e}")))?),
-            None => None,
-        },
+        hold: json_column(r, id, "hold")?,
+        others: json_column(r, id, "others")?.unwrap_or_default(),
+        ports: json_column(r, id, "ports")?,
+        preemption: json_column(r, id, "preemption")?,
+        part_ended: json_column(r, id, "part_ended")?,
+        pause: json_column(r, id, "pause")?,
     };
     let held = life.hold.as_ref().map(|h| h.kind);
     Ok(JobRow {

@@ -26,9 +26,7 @@ impl Engine {
         let node = row.node.clone().unwrap_or_default();
         let why_not = if row.state != JobState::Running || !row.request.interactive {
             Some("it is not a running session".to_string())
-        } else if row.pause.as_ref().is_some_and(|p| p.is_suspended())
-            || self.suspending.contains_key(&job)
-        {
+        } else if row.is_suspended() || self.suspending.contains_key(&job) {
             Some("it is already suspended".to_string())
         } else if row.gpus.len() != 1 || !row.others.is_empty() {
             Some(format!(
