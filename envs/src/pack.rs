@@ -52,21 +52,80 @@ pub fn unpack(archive: &Path, dest: &Path) -> Result<bool, EnvError> {
     if is_complete(dest) {
         return Ok(false);
     }
-    let partial = sibling(dest, ".partial");
+    // Nodes may share one store (NFS): each unpacks into a directory of its own, and the
+    // first rename wins. A later one finds the build in place and drops its copy.
+    let host = hostname();
+    remove_stale_partials(dest, &host);
+    let partial = sibling(dest, &format!(".partial-{host}-{}", std::process::id()));
     remove_any(&partial)?;
     std::fs::create_dir_all(&partial).map_err(EnvError::io("create directory", &partial))?;
     if let Err(e) = unpack_into(archive, &partial).and_then(|()| sync_fs(&partial)) {
         let _ = std::fs::remove_dir_all(&partial);
         return Err(e);
     }
+    if is_complete(dest) {
+        let _ = std::fs::remove_dir_all(&partial);
+        return Ok(false);
+    }
+    // What is there now is incomplete: left by a version that unpacked in place, or by hand.
     remove_any(dest)?;
-    std::fs::rename(&partial, dest).map_err(EnvError::io("rename into place", dest))?;
+    if let Err(e) = std::fs::rename(&partial, dest) {
+        let _ = std::fs::remove_dir_all(&partial);
+        if is_complete(dest) {
+            return Ok(false);
+        }
+        return Err(EnvError::io("rename into place", dest)(e));
+    }
     if let Some(parent) = dest.parent().filter(|p| !p.as_os_str().is_empty()) {
         File::open(parent)
             .and_then(|d| d.sync_all())
             .map_err(EnvError::io("sync directory", parent))?;
     }
     Ok(true)
+}
+
+/// Removes the partial unpacks of `dest` that no live process of this host is writing: the
+/// older single `NAME.partial`, and `NAME.partial-HOST-PID` of a PID that is gone. Other
+/// hosts' partials are theirs to clean.
+fn remove_stale_partials(dest: &Path, host: &str) {
+    let _ = remove_any(&sibling(dest, ".partial"));
+    let (Some(parent), Some(name)) = (dest.parent(), dest.file_name()) else {
+        return;
+    };
+    let prefix = format!("{}.partial-{host}-", name.to_string_lossy());
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return;
+    };
+    // Bounded: a store holds one entry per build, and at most a few partials each.
+    for entry in entries.flatten().take(100_000) {
+        let file = entry.file_name();
+        let Some(pid) = file
+            .to_string_lossy()
+            .strip_prefix(&prefix)
+            .map(str::to_owned)
+        else {
+            continue;
+        };
+        let alive = pid
+            .parse::<u32>()
+            .is_ok_and(|p| p == std::process::id() || Path::new(&format!("/proc/{p}")).exists());
+        if !alive {
+            let _ = remove_any(&entry.path());
+        }
+    }
+}
+
+/// This host's name, for the names of partial unpacks (`localhost` when it has none).
+fn hostname() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: the buffer is valid for its whole length, and gethostname writes within it.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    let name = String::from_utf8_lossy(&buf[..end]).replace(['/', '\0'], "_");
+    if rc != 0 || name.is_empty() {
+        return "localhost".to_string();
+    }
+    name
 }
 
 /// True when `dir` holds a complete build (its `.labpool-env.json` is there).

@@ -32,12 +32,24 @@ fn a_tree_round_trips_with_links_modes_and_times() {
     assert!(size > 0 && size < 100_000, "zstd compresses: {size}");
 
     let dest = tmp.path().join("node/env");
-    // A stale partial unpack and an incomplete build are both replaced.
+    // Stale partial unpacks (an older version's, and one of a process that is gone) and an
+    // incomplete build are all replaced.
     std::fs::create_dir_all(tmp.path().join("node/env.partial/junk")).unwrap();
+    let host = nix_hostname();
+    let dead = tmp
+        .path()
+        .join(format!("node/env.partial-{host}-4000000000"));
+    std::fs::create_dir_all(dead.join("junk")).unwrap();
     std::fs::create_dir_all(dest.join("half")).unwrap();
     assert!(unpack(&archive, &dest).unwrap());
     assert!(is_complete(&dest));
     assert!(!dest.join("half").exists() && !tmp.path().join("node/env.partial").exists());
+    assert!(!dead.exists(), "a dead process's partial unpack was left");
+    let left: Vec<_> = std::fs::read_dir(tmp.path().join("node"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(left, ["env"], "only the build is left");
     assert_eq!(
         std::fs::read_link(dest.join("bin/python")).unwrap(),
         Path::new("/usr/bin/python3")
@@ -116,4 +128,82 @@ fn a_link_in_the_archive_never_leads_a_later_entry_outside() {
     assert!(!victim.join("inside").exists());
     assert_eq!(mode(&victim), 0o700, "the link's target was changed");
     assert!(!dest.exists() && !tmp.path().join("out/env.partial").exists());
+}
+
+/// The host's name, as the partial unpacks name it.
+fn nix_hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .unwrap()
+        .trim()
+        .to_string()
+}
+
+/// Nodes sharing one store unpack the same build at once: every one succeeds, and the build
+/// ends complete with nothing partial left (before, they shared one partial directory and all
+/// but the first failed with "cannot rename into place").
+#[test]
+fn nodes_unpacking_one_build_at_once_all_succeed() {
+    if let Ok(job) = std::env::var(CHILD) {
+        return unpack_as_child(&job);
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("env");
+    for i in 0..200 {
+        let d = src.join(format!("lib/d{}", i % 20));
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join(format!("f{i}")), vec![i as u8; 4096]).unwrap();
+    }
+    std::fs::write(src.join(".labpool-env.json"), "{}").unwrap();
+    let archive = tmp.path().join("env.tar.zst");
+    pack(&src, &archive).unwrap();
+    for round in 0..5 {
+        let dest = tmp.path().join(format!("store{round}/env"));
+        std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
+        // Separate processes, as nodes are: threads of one process share its PID.
+        let children: Vec<_> = (0..4)
+            .map(|_| {
+                std::process::Command::new(std::env::current_exe().unwrap())
+                    .args([
+                        "--exact",
+                        "nodes_unpacking_one_build_at_once_all_succeed",
+                        "--nocapture",
+                    ])
+                    .env(CHILD, format!("{}|{}", archive.display(), dest.display()))
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        let mut unpacked = 0;
+        for child in children {
+            let out = child.wait_with_output().unwrap();
+            let text = String::from_utf8_lossy(&out.stdout).to_string()
+                + &String::from_utf8_lossy(&out.stderr);
+            assert!(out.status.success() && text.contains("unpacked="), "{text}");
+            unpacked += usize::from(text.contains("unpacked=true"));
+        }
+        assert!(unpacked >= 1, "none of them unpacked it");
+        assert!(is_complete(&dest));
+        assert_eq!(
+            std::fs::read(dest.join("lib/d3/f3")).unwrap(),
+            vec![3u8; 4096]
+        );
+        let left: Vec<_> = std::fs::read_dir(dest.parent().unwrap())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(left, ["env"], "round {round}: only the build is left");
+    }
+}
+
+/// Where `nodes_unpacking_one_build_at_once_all_succeed` tells a child of itself what to
+/// unpack.
+const CHILD: &str = "LABPOOL_TEST_UNPACK";
+
+/// In a child process of the test: one node's unpack, and what it returned.
+fn unpack_as_child(job: &str) {
+    let (archive, dest) = job.split_once('|').unwrap();
+    let unpacked = unpack(Path::new(archive), Path::new(dest)).unwrap();
+    println!("unpacked={unpacked}");
 }
