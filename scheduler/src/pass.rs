@@ -13,8 +13,9 @@
 //!    booked the same way (see [`crate::profile`]): a sharer started later never holds a GPU
 //!    that a reservation for a whole job took, nor a slot a reserved sharer needs.
 //! 5. Reserved jobs predicted to start within the prefetch horizon get their datasets staged
-//!    on the node they are predicted to start on. The prediction assumes jobs run as long as
-//!    their users' jobs usually do, not to their (overestimated) limits.
+//!    on the node they are predicted to start on (a gang: on each of its predicted nodes). The
+//!    prediction assumes jobs run as long as their users' jobs usually do, not to their
+//!    (overestimated) limits.
 
 use crate::cache_view::{CacheView, NoCache};
 use crate::dependency::DependencyState;
@@ -204,9 +205,7 @@ impl Scheduler {
         let mut seen = BTreeSet::new();
         for (id, _, _) in reservations {
             let job = &self.pending[id];
-            // A gang's datasets are staged on its nodes when it is placed, not ahead: one
-            // node's prediction would say little about where the gang lands.
-            if job.resources.node_count() > 1 || !seen.insert(*id) {
+            if !seen.insert(*id) {
                 continue;
             }
             let Some(partition) = self.partitions.iter().find(|p| p.name == job.partition) else {
@@ -218,31 +217,44 @@ impl Scheduler {
                 cache,
             };
             let duration = self.runtimes.expected_runtime_ms(job);
-            let best = nodes
-                .iter()
-                .enumerate()
-                .filter(|(i, n)| self.may_take(job, n, &profiles[*i], &ctx))
-                .filter_map(|(i, n)| {
-                    profiles[i]
-                        .earliest(&need_on(job, n), duration)
-                        .map(|(at, c)| (at, i, c))
-                })
-                .min_by_key(|(at, i, _)| (*at, *i));
-            let Some((at, i, taken)) = best else { continue };
-            let expected_end =
-                duration.map_or(Timestamp::NEVER, |d| Timestamp(at.0.saturating_add(d)));
-            profiles[i].take(at, expected_end, taken);
+            let until = |at: Timestamp| {
+                duration.map_or(Timestamp::NEVER, |d| Timestamp(at.0.saturating_add(d)))
+            };
+            // A gang is predicted as it is reserved: the first nodes that fit it together.
+            let predicted = if job.resources.node_count() > 1 {
+                self.earliest_gang(job, nodes, &profiles, &ctx, until)
+            } else {
+                nodes
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, n)| self.may_take(job, n, &profiles[*i], &ctx))
+                    .filter_map(|(i, n)| {
+                        profiles[i]
+                            .earliest(&need_on(job, n), duration)
+                            .map(|(at, c)| (at, i, c))
+                    })
+                    .min_by_key(|(at, i, _)| (*at, *i))
+                    .map(|(at, i, c)| (at, vec![(i, c)]))
+            };
+            let Some((at, taken)) = predicted else {
+                continue;
+            };
+            for (i, capacity) in &taken {
+                profiles[*i].take(at, until(at), *capacity);
+            }
             if at > limit {
                 continue;
             }
-            for dataset in &job.datasets {
-                if cache.cached_bytes(nodes[i].name(), dataset) == 0 {
-                    out.push(Decision::Prefetch {
-                        job: *id,
-                        node: nodes[i].name().to_string(),
-                        dataset: dataset.clone(),
-                        expected_start: at,
-                    });
+            for (i, _) in taken {
+                for dataset in &job.datasets {
+                    if cache.cached_bytes(nodes[i].name(), dataset) == 0 {
+                        out.push(Decision::Prefetch {
+                            job: *id,
+                            node: nodes[i].name().to_string(),
+                            dataset: dataset.clone(),
+                            expected_start: at,
+                        });
+                    }
                 }
             }
         }

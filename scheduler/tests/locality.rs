@@ -1,5 +1,6 @@
 //! Data locality: nodes holding a job's datasets are preferred, data is prefetched ahead of a
-//! predicted start, and a job whose data cannot fit waits with CacheFull.
+//! predicted start (a gang's on each of its predicted nodes), and a job whose data cannot fit
+//! waits with CacheFull.
 
 #[allow(dead_code)]
 mod common;
@@ -19,6 +20,21 @@ impl CacheView for Cached {
             0
         }
     }
+}
+
+/// The prefetch decisions among `d`: job, node, dataset and expected start.
+fn prefetches(d: &[Decision]) -> Vec<(u64, String, String, labpool_scheduler::Timestamp)> {
+    d.iter()
+        .filter_map(|d| match d {
+            Decision::Prefetch {
+                job,
+                node,
+                dataset,
+                expected_start,
+            } => Some((job.0, node.clone(), dataset.clone(), *expected_start)),
+            _ => None,
+        })
+        .collect()
 }
 
 #[test]
@@ -43,18 +59,7 @@ fn locality_prefers_nodes_with_the_data_and_prefetch_stages_ahead() {
     s.schedule_with(at(0.0), &cache);
     s.enqueue(reads(5, 2));
     let d = s.schedule_with(at(0.0), &cache);
-    let prefetch: Vec<_> = d
-        .iter()
-        .filter_map(|d| match d {
-            Decision::Prefetch {
-                job,
-                node,
-                dataset,
-                expected_start,
-            } => Some((job.0, node.clone(), dataset.clone(), *expected_start)),
-            _ => None,
-        })
-        .collect();
+    let prefetch = prefetches(&d);
     assert_eq!(
         prefetch,
         [(5, "a".to_string(), "imagenet".to_string(), at(0.25))]
@@ -104,4 +109,36 @@ fn a_job_whose_data_cannot_fit_waits_with_cachefull_and_starts_elsewhere_or_late
     let start = s.running().find(|(j, _)| j.id == JobId(3)).unwrap().1.start;
     assert_eq!(start, at(0.5));
     assert!(!s.set_started(JobId(99), at(0.5)));
+}
+
+/// A gang waiting for busy nodes gets its datasets staged ahead on each node it is predicted
+/// to start on, and only where they are not cached yet.
+#[test]
+fn a_waiting_gang_has_its_data_prefetched_on_each_of_its_predicted_nodes() {
+    let mut s = sched();
+    for n in ["a", "b", "c"] {
+        s.upsert_node(node(n, &["t4"; 2], 16)).unwrap();
+    }
+    // b already holds the dataset; a and b free up in a quarter hour, c in four hours.
+    let cache = Cached([("b".to_string(), "imagenet".to_string())].into());
+    s.enqueue(job(1, "u", 2, H / 4));
+    s.enqueue(job(2, "u", 2, H / 4));
+    s.enqueue(job(3, "u", 2, 4 * H));
+    let d = s.schedule_with(at(0.0), &cache);
+    assert_eq!(started(&d).len(), 3, "{d:?}");
+    s.enqueue(JobSpec {
+        datasets: vec!["imagenet".into()],
+        resources: labpool_scheduler::Resources {
+            nodes: 2,
+            ..res(2, None)
+        },
+        ..job(4, "u", 2, H)
+    });
+    let d = s.schedule_with(at(0.0), &cache);
+    let prefetch = prefetches(&d);
+    assert_eq!(
+        prefetch,
+        [(4, "a".to_string(), "imagenet".to_string(), at(0.25))],
+        "{d:?}"
+    );
 }

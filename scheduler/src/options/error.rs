@@ -43,11 +43,6 @@ pub enum OptionError {
     /// Zero CPUs.
     #[error("--cpus-per-task and --ntasks must be at least 1")]
     ZeroCpus,
-    /// A multi-node job with an environment to stage, which is not done on several nodes yet.
-    #[error(
-        "--nodes {0} with {1}: labpool does not yet stage {1} onto each node of a multi-node job; activate the environment in the script (it must be on every node), or run on one node"
-    )]
-    MultiNode(u32, &'static str),
     /// `--gpu-share` on a job that asks for no GPU.
     #[error("--gpu-share shares GPUs, but the job asks for none: add --gpus 1 (or --gres=gpu:1)")]
     GpuShareWithoutGpus,

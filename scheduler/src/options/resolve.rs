@@ -130,9 +130,6 @@ impl JobOptions {
                 ))));
             }
         }
-        if node_count > 1 && self.env.is_some() {
-            take(Err(OptionError::MultiNode(node_count, "--env")));
-        }
         let cpus_total = match (self.cpus_per_task, s.cpus_per_gpu) {
             (Some(_), Some(_)) => {
                 take(Err(OptionError::Conflict(

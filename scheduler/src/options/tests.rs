@@ -41,15 +41,13 @@ fn resolve_defaults_and_errors() {
     };
     let r = multi.resolve().unwrap();
     assert_eq!((r.node_count, r.ntasks), (2, 8));
+    // An environment is staged on every node of a multi-node job.
     let staged = JobOptions {
         nodes: Some("2".into()),
         env: Some("torch".into()),
         ..Default::default()
     };
-    assert_eq!(
-        staged.resolve().unwrap_err(),
-        OptionError::MultiNode(2, "--env")
-    );
+    assert_eq!(staged.resolve().unwrap().node_count, 2);
     let tasks = JobOptions {
         ntasks: Some(2),
         cpus_per_task: Some(4),

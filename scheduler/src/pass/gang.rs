@@ -14,7 +14,7 @@
 use crate::job::{JobSpec, PortBlock};
 use crate::node::Node;
 use crate::placement::{PlacementContext, need_on};
-use crate::profile::Profile;
+use crate::profile::{Capacity, Profile};
 use crate::scheduler::Scheduler;
 use crate::time::{TimeLimit, Timestamp};
 
@@ -23,8 +23,7 @@ pub const FIXED_PORTS: u16 = 2;
 
 impl Scheduler {
     /// Books the earliest time at which `job.resources.nodes` nodes fit at once for its whole
-    /// time limit: the first nodes in order that fit then. The earliest such time is when some
-    /// node's capacity changes (or now), so only those times are tried.
+    /// time limit: the first nodes in order that fit then.
     pub(super) fn reserve_gang(
         &self,
         job: &JobSpec,
@@ -32,6 +31,30 @@ impl Scheduler {
         profiles: &mut [Profile],
         ctx: &PlacementContext<'_>,
     ) -> Option<(Vec<usize>, Timestamp)> {
+        let until = |at: Timestamp| match job.time_limit {
+            TimeLimit::Unlimited => Timestamp::NEVER,
+            TimeLimit::Seconds(_) => at.plus_limit(job.time_limit),
+        };
+        let (at, fitting) = self.earliest_gang(job, nodes, profiles, ctx, until)?;
+        for (i, taken) in &fitting {
+            profiles[*i].take(at, until(at), *taken);
+        }
+        Some((fitting.into_iter().map(|(i, _)| i).collect(), at))
+    }
+
+    /// The earliest time `at` at which `job.resources.nodes` of the nodes that may take it fit
+    /// it at once until `until(at)`, with the first such nodes in order and what each gives.
+    /// The earliest such time is when some node's capacity changes (or now), so only those
+    /// times are tried. Reservations judge `until` by time limits, stage-ahead predictions by
+    /// how long jobs really run.
+    pub(super) fn earliest_gang(
+        &self,
+        job: &JobSpec,
+        nodes: &[&Node],
+        profiles: &[Profile],
+        ctx: &PlacementContext<'_>,
+        until: impl Fn(Timestamp) -> Timestamp,
+    ) -> Option<(Timestamp, Vec<(usize, Capacity)>)> {
         let count = job.resources.node_count() as usize;
         let eligible: Vec<usize> = (0..nodes.len())
             .filter(|&i| self.may_take(job, nodes[i], &profiles[i], ctx))
@@ -45,28 +68,18 @@ impl Scheduler {
             .collect();
         times.sort_unstable();
         times.dedup();
-        for at in times {
-            let until = match job.time_limit {
-                TimeLimit::Unlimited => Timestamp::NEVER,
-                TimeLimit::Seconds(_) => at.plus_limit(job.time_limit),
-            };
-            let fitting: Vec<(usize, crate::profile::Capacity)> = eligible
+        times.into_iter().find_map(|at| {
+            let fitting: Vec<(usize, Capacity)> = eligible
                 .iter()
                 .filter_map(|&i| {
                     profiles[i]
-                        .fits(at, until, &need_on(job, nodes[i]))
+                        .fits(at, until(at), &need_on(job, nodes[i]))
                         .map(|c| (i, c))
                 })
                 .take(count)
                 .collect();
-            if fitting.len() == count {
-                for (i, taken) in &fitting {
-                    profiles[*i].take(at, until, *taken);
-                }
-                return Some((fitting.into_iter().map(|(i, _)| i).collect(), at));
-            }
-        }
-        None
+            (fitting.len() == count).then_some((at, fitting))
+        })
     }
 
     /// The lowest block of ports in the configured range that no running job and no job in
