@@ -399,7 +399,7 @@ fn container_and_modules_jobs_run_inside_their_environments() {
 }
 
 /// A modules environment for `pool`, built by `who`; its record.
-fn modules_env(pool: &Pool, who: (u32, u32), name: &str) -> Value {
+pub(crate) fn modules_env(pool: &Pool, who: (u32, u32), name: &str) -> Value {
     let dir = pool.dir.join("modulefiles/tool");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(

@@ -1,8 +1,10 @@
 //! Multi-node jobs on two real agents, one of them in a network namespace: the gang starts on
 //! both nodes or on neither, its ranks find each other over TCP with only `MASTER_ADDR`,
 //! `MASTER_PORT`, `RANK` and `WORLD_SIZE` (and, separately, `TF_CONFIG`), `srun` runs its
-//! tasks on both nodes, and cutting one node's link requeues the whole job.
+//! tasks on both nodes, its environment is put on both nodes and its tasks run inside it, and
+//! cutting one node's link requeues the whole job.
 
+use crate::envs::{have_path, modules_env};
 use crate::netns::{Netns, cluster_with_agent_inside};
 use crate::nodes::Cluster;
 use crate::pool::{has, have_root, have_tool, read_output, s};
@@ -277,4 +279,43 @@ fn a_gang_waits_whole_and_losing_one_node_requeues_all_of_it() {
     // The cut-off node's part could not be told while the link was down (it is killed when
     // the node rejoins, as a lone node's job is); the part on the node still up was stopped.
     assert!(!lines.contains("end 0 hostnode"), "{lines}");
+}
+
+#[test]
+fn a_gang_with_an_environment_has_it_put_on_every_node_and_runs_inside_it_there() {
+    let test = "a_gang_with_an_environment_has_it_put_on_every_node";
+    if !have_path(test, "/usr/share/lmod/lmod/init/bash", "lmod") {
+        return;
+    }
+    let Some((_ns, c)) = two_nodes(test) else {
+        return;
+    };
+    let env = modules_env(&c.ctrl, (0, 0), "tool");
+    let id = env["id"].as_str().unwrap();
+    // No node has the build: each must be asked to unpack it from its archive.
+    std::fs::remove_dir_all(env["dir"].as_str().unwrap()).unwrap();
+    let script = c.ctrl.script(
+        "gang-env.sh",
+        "#!/bin/bash\n#SBATCH -N 2 --ntasks-per-node=1 --gpus-per-node=1 -o gang-env.out\n\
+         #LABPOOL --env tool\n\
+         srun bash -c 'echo \"tool=$TOOL_HOME on $SLURMD_NODENAME\"'\n",
+    );
+    let job = c.ctrl.submit(&[script.to_str().unwrap()]);
+    let j = c.ctrl.wait_done(job, T);
+    assert_eq!(s(&j, "state"), "COMPLETED", "{j:#}\n{}", c.logs());
+    let out = read_output(&c.ctrl.work.join("gang-env.out"));
+    // Both nodes were asked, and both answered before it started: one unpacked the build (the
+    // nodes of this test share a disk, so the other found it in place).
+    let events = j["events"].to_string();
+    for node in ["hostnode", "nsnode"] {
+        assert!(
+            events.contains(&format!("environment {id} unpacked on {node}"))
+                || events.contains(&format!("environment {id} already on {node}")),
+            "{node} was never asked for the environment: {j:#}"
+        );
+    }
+    has(
+        &out,
+        &["tool=/opt/tool on hostnode", "tool=/opt/tool on nsnode"],
+    );
 }

@@ -114,6 +114,9 @@ pub struct Engine {
     pub(crate) nodes_facts: BTreeMap<String, NodeFacts>,
     /// Attempts whose node has reported their environment in place: (job, attempt).
     pub(crate) envs_ready: BTreeSet<(u64, u32)>,
+    /// Multi-node attempts still waiting for some of their nodes to report their environment
+    /// in place: the nodes not yet done, and the notes of those done.
+    pub(crate) env_gangs: BTreeMap<(u64, u32), (BTreeSet<String>, Vec<String>)>,
     /// Jobs not yet finished, with everything needed to launch them, in the lifecycle core.
     pub(crate) jobs: Lifecycle<JobRow>,
     /// What the current batch must write, send and answer.
@@ -163,6 +166,7 @@ impl Engine {
             reach: crate::nodes::reach::NodeReach::new(agents),
             nodes_facts,
             envs_ready: BTreeSet::new(),
+            env_gangs: BTreeMap::new(),
             jobs: Lifecycle::new(),
             outbox: Outbox::default(),
             batch_tx: None,

@@ -10,6 +10,8 @@
 //!   stale (a build removed by hand is unpacked again).
 //! - A job records the environment id it was given at submit, so moving a name later never
 //!   changes what a queued or running job runs with.
+//! - A multi-node job asks every one of its nodes, and starts when all have answered; its
+//!   notes name each node, and whether the build was unpacked there or already in place.
 
 use crate::api::agent::{AgentOrder, LaunchEnv};
 use crate::engine::Engine;
@@ -36,14 +38,36 @@ impl Engine {
         row.request.env_id.is_some() && !self.envs_ready.contains(&(row.id, row.attempt))
     }
 
-    /// Asks `node` to put the job's environment in place.
-    pub(crate) fn send_env_stage(&self, job: u64, attempt: u32, node: &str) {
-        let Some(env) = self.jobs.job(job).and_then(|r| self.launch_env(r)) else {
+    /// Asks `node`, and every other node of a multi-node job, to put the job's environment in
+    /// place.
+    pub(crate) fn send_env_stage(&mut self, job: u64, attempt: u32, node: &str) {
+        let Some(row) = self.jobs.job(job) else {
             return;
         };
-        if let Some(link) = self.reach.orders(node) {
-            let _ = link.send(AgentOrder::StageEnv { job, attempt, env });
+        let Some(env) = self.launch_env(row) else {
+            return;
+        };
+        let nodes = if row.others.is_empty() {
+            vec![node.to_string()]
+        } else {
+            row.nodes()
+        };
+        if nodes.len() > 1 {
+            let waiting = nodes.iter().cloned().collect();
+            self.env_gangs.insert((job, attempt), (waiting, Vec::new()));
         }
+        for n in &nodes {
+            if let Some(link) = self.reach.orders(n) {
+                let env = env.clone();
+                let _ = link.send(AgentOrder::StageEnv { job, attempt, env });
+            }
+        }
+    }
+
+    /// Forgets what the engine knew of `job`'s environment stages (it ended or was requeued).
+    pub(crate) fn forget_env_stages(&mut self, job: u64) {
+        self.envs_ready.retain(|(j, _)| *j != job);
+        self.env_gangs.retain(|(j, _), _| *j != job);
     }
 
     /// What `EnvStaging` says while a job waits.
@@ -86,16 +110,27 @@ impl Engine {
             .job(job)
             .is_some_and(|r| r.is_current(attempt, JobState::Staging));
         if !current {
+            self.env_gangs.remove(&(job, attempt));
             return;
         }
         match result {
             Ok(unpacked) => {
-                self.envs_ready.insert((job, attempt));
-                let notes = if unpacked {
-                    vec![format!("environment {id} unpacked on {node}")]
-                } else {
-                    Vec::new()
+                let gang = self.env_gangs.get_mut(&(job, attempt));
+                let mut notes = match (unpacked, &gang) {
+                    (true, _) => vec![format!("environment {id} unpacked on {node}")],
+                    (false, Some(_)) => vec![format!("environment {id} already on {node}")],
+                    (false, None) => Vec::new(),
                 };
+                if let Some((waiting, done)) = gang {
+                    waiting.remove(&node);
+                    done.append(&mut notes);
+                    if !waiting.is_empty() {
+                        return;
+                    }
+                    notes = std::mem::take(done);
+                    self.env_gangs.remove(&(job, attempt));
+                }
+                self.envs_ready.insert((job, attempt));
                 let next = self.after_data(job, &node);
                 self.lifecycle(Event::Staged {
                     job,
@@ -104,14 +139,17 @@ impl Engine {
                     next,
                 });
             }
-            Err(why) => self.lifecycle(Event::StageFailed {
+            Err(why) => {
+                self.env_gangs.remove(&(job, attempt));
+                self.lifecycle(Event::StageFailed {
                 job,
                 attempt,
                 why: format!(
                     "putting its environment {id} on {node} failed: {why}; `labpool env show` tells where the build is, an admin can rebuild it"
                 ),
                 retry: None,
-            }),
+                })
+            }
         }
     }
 

@@ -208,7 +208,7 @@ impl Engine {
                     }
                     self.sched.requeue(JobId(job));
                     self.data.job_versions.remove(&job);
-                    self.envs_ready.retain(|(j, _)| *j != job);
+                    self.forget_env_stages(job);
                 }
                 Effect::Release { job, was_staging } => self.release(job, was_staging),
                 Effect::HoldChanged { job, hold } => {
@@ -343,7 +343,7 @@ impl Engine {
 
     /// An ended job lets go of its GPUs and is charged for the time it held them.
     fn release(&mut self, job: u64, was_staging: bool) {
-        self.envs_ready.retain(|(j, _)| *j != job);
+        self.forget_env_stages(job);
         self.suspending.remove(&job);
         self.resuming.remove(&job);
         self.data.job_versions.remove(&job);
