@@ -23,6 +23,7 @@ pub mod copy;
 pub mod delta;
 pub mod error;
 pub mod evict;
+pub mod hub;
 pub mod inventory;
 pub mod layout;
 pub mod manifest;

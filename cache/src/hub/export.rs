@@ -1,0 +1,149 @@
+//! Reading a revision's files where a member has them, as that member: a hub cache (its root,
+//! or one `models--org--name` folder) or a plain directory (a `--local-dir` download), written
+//! as a tar stream for the controller to import.
+
+use super::{FILES_DIR, HEADER_ENTRY, Header, HubError, MAX_FILES, RepoId, is_commit};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// A revision found in a source: what the exporter knows of it, and its files (the path in the
+/// revision, and where to read it).
+#[derive(Debug)]
+pub struct Found {
+    /// Sent first in the stream.
+    pub header: Header,
+    /// Each file: its path in the revision, and the file to read (links followed).
+    pub files: Vec<(PathBuf, PathBuf)>,
+}
+
+/// Finds `repo`'s `revision` in `dir`: in a hub cache through its refs and snapshots, otherwise
+/// every file of `dir` (without the `.cache` and `.git` that downloaders leave).
+pub fn find(dir: &Path, repo: &RepoId, revision: &str) -> Result<Found, HubError> {
+    let hub_folder = if dir.join("snapshots").is_dir() {
+        Some(dir.to_path_buf())
+    } else if dir.join(repo.folder()).join("snapshots").is_dir() {
+        Some(dir.join(repo.folder()))
+    } else {
+        None
+    };
+    let (root, commit) = match hub_folder {
+        Some(folder) => {
+            let commit = resolve(&folder, revision)?;
+            (folder.join("snapshots").join(&commit), Some(commit))
+        }
+        None => (dir.to_path_buf(), None),
+    };
+    let files = walk(&root)?;
+    if files.is_empty() {
+        return Err(HubError::Empty(root));
+    }
+    Ok(Found {
+        header: Header { commit },
+        files,
+    })
+}
+
+/// The error-maker for I/O on `p`.
+fn io(p: &Path) -> impl Fn(std::io::Error) -> HubError + '_ {
+    move |e| HubError::io(p, e)
+}
+
+/// The commit `revision` names in the hub folder `folder`: a snapshot of that name, or the
+/// commit its ref holds.
+fn resolve(folder: &Path, revision: &str) -> Result<String, HubError> {
+    if is_commit(revision) && folder.join("snapshots").join(revision).is_dir() {
+        return Ok(revision.to_string());
+    }
+    if let Ok(text) = std::fs::read_to_string(folder.join("refs").join(revision)) {
+        let commit = text.trim();
+        if super::check_revision(commit).is_ok() && folder.join("snapshots").join(commit).is_dir() {
+            return Ok(commit.to_string());
+        }
+    }
+    let names = |sub: &str| -> String {
+        let mut v: Vec<String> = std::fs::read_dir(folder.join(sub))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .take(64)
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v.join(", ")
+    };
+    Err(HubError::NoRevision {
+        dir: folder.to_path_buf(),
+        revision: revision.to_string(),
+        refs: names("refs"),
+        snapshots: names("snapshots"),
+    })
+}
+
+/// Every regular file under `root` (links to files followed, links to directories not), in
+/// path order, at most [`MAX_FILES`].
+fn walk(root: &Path) -> Result<Vec<(PathBuf, PathBuf)>, HubError> {
+    let mut out = Vec::new();
+    let walker = walkdir::WalkDir::new(root)
+        .sort_by_file_name()
+        .into_iter()
+        .filter_entry(|e| {
+            e.depth() != 1 || !matches!(e.file_name().to_str(), Some(".cache" | ".git"))
+        });
+    for entry in walker {
+        let entry = entry.map_err(|e| {
+            let path = e.path().unwrap_or(root).to_path_buf();
+            HubError::io(&path, e.into())
+        })?;
+        let meta = std::fs::metadata(entry.path()).map_err(|e| HubError::io(entry.path(), e))?;
+        if !meta.is_file() {
+            continue;
+        }
+        if out.len() == MAX_FILES {
+            return Err(HubError::TooManyFiles {
+                dir: root.to_path_buf(),
+                max: MAX_FILES,
+            });
+        }
+        let rel = entry
+            .path()
+            .strip_prefix(root)
+            .expect("under the root")
+            .to_path_buf();
+        out.push((rel, entry.path().to_path_buf()));
+    }
+    Ok(out)
+}
+
+/// Writes `found` as a tar stream: the header entry, then each file under `files/`. `progress`
+/// is told the bytes written so far.
+pub fn write(found: &Found, out: impl Write, progress: &dyn Fn(u64)) -> Result<(), HubError> {
+    let mut tar = tar::Builder::new(out);
+    let header = serde_json::to_vec(&found.header).expect("a header serialises");
+    let mut h = tar::Header::new_gnu();
+    h.set_size(header.len() as u64);
+    h.set_mode(0o444);
+    h.set_entry_type(tar::EntryType::Regular);
+    tar.append_data(&mut h, HEADER_ENTRY, header.as_slice())
+        .map_err(io(Path::new(HEADER_ENTRY)))?;
+    let mut done = 0u64;
+    for (rel, path) in &found.files {
+        let mut file = std::fs::File::open(path).map_err(io(path))?;
+        let size = file.metadata().map_err(io(path))?.len();
+        let mut h = tar::Header::new_gnu();
+        h.set_size(size);
+        h.set_mode(0o444);
+        h.set_entry_type(tar::EntryType::Regular);
+        tar.append_data(
+            &mut h,
+            Path::new(FILES_DIR).join(rel),
+            std::io::Read::take(&mut file, size),
+        )
+        .map_err(io(path))?;
+        done += size;
+        progress(done);
+    }
+    tar.into_inner()
+        .map_err(io(Path::new("-")))?
+        .flush()
+        .map_err(io(Path::new("-")))
+}
