@@ -341,6 +341,7 @@ impl Executor {
             signals::notice_path(&dir).display().to_string(),
         );
         crate::slice::prepare(launch, &dir, &mut env)?;
+        crate::hub_cache::prepare(launch, &dir, &cached, &mut env)?;
         let command = match crate::gang::prepare(launch, &dir, &self.exe, &mut env)? {
             Some(program) => labpool_envs::activate::Command {
                 program,

@@ -19,6 +19,7 @@ pub mod executor;
 pub mod forward;
 pub mod gang;
 pub mod gpu_sampler;
+pub mod hub_cache;
 pub mod jobdir;
 pub mod login_env;
 pub mod node;

@@ -57,6 +57,10 @@ pub struct Launch {
     /// The software environment it runs inside, staged on the node.
     #[serde(default)]
     pub env: Option<LaunchEnv>,
+    /// Its models, each staged as one of `datasets`: the node gives the job a hub cache that
+    /// links them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub models: Vec<crate::ModelUse>,
     /// GPU hygiene variables, set unless the job's own environment sets them.
     #[serde(default)]
     pub gpu_env: BTreeMap<String, String>,

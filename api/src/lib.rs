@@ -12,6 +12,7 @@ pub mod changes;
 pub mod data;
 pub mod envs;
 pub mod gang;
+pub mod models;
 pub mod nodes;
 mod plain_submit;
 pub mod quotas;
@@ -30,6 +31,7 @@ pub use accounts::{
     AccountChange, AccountView, AccountsView, CreditsView, GrantRequest, LedgerLine,
 };
 pub use changes::{HoldRequest, SignalRequest, SignalTarget, UpdateRequest};
+pub use models::ModelUse;
 pub use nodes::{DrainRequest, GpuView, NodeView, PartitionView};
 
 use labpool_scheduler::{JobState, TimeLimit};
@@ -123,6 +125,12 @@ pub struct SubmitRequest {
     /// Filled in by the controller: the environment's kind.
     #[serde(default)]
     pub env_kind: Option<labpool_envs::EnvKind>,
+    /// Models the job reads (`--model ORG/NAME`), staged on its node like datasets.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub models: Vec<String>,
+    /// Filled in by the controller: the dataset each model is staged as.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub model_uses: Vec<ModelUse>,
     /// Share each GPU with other sharing jobs, up to the GPU's `share`.
     #[serde(default)]
     pub gpu_share: bool,

@@ -34,6 +34,8 @@ impl SubmitRequest {
             env: None,
             env_id: None,
             env_kind: None,
+            models: Vec::new(),
+            model_uses: Vec::new(),
             gpu_share: false,
             slice: None,
             no_requeue: false,

@@ -90,6 +90,7 @@ pub fn router(state: AppState) -> Router {
         .merge(crate::jobs::sessions::routes())
         .merge(crate::jobs::forward::routes())
         .merge(crate::datasets::http::routes())
+        .merge(crate::models::http::routes())
         .merge(crate::snapshots::http::routes())
         .merge(crate::quotas::http::routes())
         .merge(crate::health::http::routes())

@@ -24,6 +24,7 @@ pub mod error;
 pub mod health;
 pub mod http;
 pub mod jobs;
+pub mod models;
 pub mod nodes;
 pub mod quotas;
 pub mod reload;

@@ -14,6 +14,9 @@ pub struct DatasetsConfig {
     pub scan_threads: usize,
     /// When the read-only audit runs (crontab syntax); `""` turns it off.
     pub audit_schedule: String,
+    /// Where the lab model cache keeps models in the Hugging Face hub's layout, one dataset
+    /// each [default: ROOT/.models].
+    pub models: Option<PathBuf>,
 }
 
 impl Default for DatasetsConfig {
@@ -22,6 +25,7 @@ impl Default for DatasetsConfig {
             root: PathBuf::from("/shared/datasets"),
             scan_threads: 8,
             audit_schedule: "0 5 * * *".to_string(),
+            models: None,
         }
     }
 }
@@ -30,6 +34,16 @@ impl DatasetsConfig {
     /// Makes its paths absolute, relative to `base`, the config file's directory.
     pub(super) fn rebase(&mut self, base: &Path) {
         rebase(base, &mut self.root);
+        if let Some(m) = self.models.as_mut() {
+            rebase(base, m);
+        }
+    }
+
+    /// Where models are kept.
+    pub fn models_store(&self) -> PathBuf {
+        self.models
+            .clone()
+            .unwrap_or_else(|| self.root.join(".models"))
     }
 
     /// `audit_schedule` parses.

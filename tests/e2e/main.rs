@@ -32,6 +32,7 @@ mod lifecycle;
 mod listings;
 mod login_env;
 mod machine;
+mod models;
 mod monitoring;
 mod netns;
 mod node_faults;

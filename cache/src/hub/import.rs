@@ -133,7 +133,7 @@ fn file_path(path: &Path) -> Result<PathBuf, HubError> {
 /// Writes one file's bytes to a temporary blob while hashing them, then keeps it under its hash
 /// (or drops it when that blob is there already). Its hash, and whether it was new.
 fn write_blob(blobs: &Path, input: &mut impl Read, size: u64) -> Result<(String, bool), HubError> {
-    let tmp = blobs.join(format!(".incoming-{}", std::process::id()));
+    let tmp = blobs.join(format!(".incoming-{}", unique()));
     let mut out = std::fs::OpenOptions::new()
         .write(true)
         .create(true)
@@ -170,6 +170,13 @@ fn write_blob(blobs: &Path, input: &mut impl Read, size: u64) -> Result<(String,
     Ok((hash, true))
 }
 
+/// A name part no other import of this process or another uses at the same time.
+fn unique() -> String {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("{}-{n}", std::process::id())
+}
+
 /// `O_NOFOLLOW`: a temporary blob is never written through a link.
 fn libc_nofollow() -> i32 {
     nix::fcntl::OFlag::O_NOFOLLOW.bits()
@@ -196,7 +203,7 @@ fn write_snapshot(
     files: &[(PathBuf, String)],
 ) -> Result<(), HubError> {
     let snapshots = folder.join("snapshots");
-    let partial = snapshots.join(format!(".partial-{commit}-{}", std::process::id()));
+    let partial = snapshots.join(format!(".partial-{commit}-{}", unique()));
     let _ = std::fs::remove_dir_all(&partial);
     for (rel, hash) in files {
         let link = partial.join(rel);
@@ -223,7 +230,7 @@ fn write_snapshot(
 /// `refs/<name>` holds `commit` (written whole, then renamed).
 fn write_ref(folder: &Path, name: &str, commit: &str) -> Result<(), HubError> {
     let refs = folder.join("refs");
-    let tmp = refs.join(format!(".{name}.partial"));
+    let tmp = refs.join(format!(".{name}.partial-{}", unique()));
     std::fs::write(&tmp, commit).map_err(|e| HubError::io(&tmp, e))?;
     std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o444))
         .map_err(|e| HubError::io(&tmp, e))?;

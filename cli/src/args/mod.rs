@@ -8,6 +8,7 @@ mod demo;
 mod envs;
 mod init;
 mod jobs;
+mod models;
 mod nodes;
 mod policy;
 mod quotas;
@@ -23,6 +24,7 @@ pub use jobs::{
     CancelArgs, CancelJobArgs, HistoryArgs, NotebookArgs, QueueArgs, RunArgs, ShowArgs, SubmitArgs,
     UpdateArgs,
 };
+pub use models::ModelCommand;
 pub use nodes::{NodeCommand, PartitionCommand};
 pub use policy::{AccountCommand, CreditsArgs, CreditsCommand, QosCommand};
 pub use quotas::{LimitArgs, PurgeCommand, QuotaArgs, QuotaCommand};
@@ -223,6 +225,12 @@ pub enum Command {
         /// What to do.
         #[command(subcommand)]
         command: DatasetCommand,
+    },
+    /// Model weights jobs read with --model, staged in the Hugging Face hub's layout: add, list
+    Model {
+        /// What to do.
+        #[command(subcommand)]
+        command: ModelCommand,
     },
     /// Your disk usage against your home and scratch limits, and where the space went
     Quota(QuotaArgs),

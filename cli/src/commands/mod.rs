@@ -14,6 +14,7 @@ pub mod init_systemd;
 pub mod jobs;
 pub mod logs;
 pub mod man_pages;
+pub mod models;
 pub mod nodes;
 pub mod notebook;
 pub mod policy;
@@ -80,6 +81,14 @@ pub fn dispatch(cli: Cli, slurm: &dyn crate::SlurmNames) -> anyhow::Result<()> {
         Command::Env {
             command: crate::args::EnvCommand::BuildLocked { lock, dest },
         } => return envs::build_locked(lock, dest),
+        Command::Model {
+            command:
+                crate::args::ModelCommand::Export {
+                    dir,
+                    repo,
+                    revision,
+                },
+        } => return models::export(dir, repo, revision),
         _ => {}
     }
     let multi_thread = matches!(
@@ -201,6 +210,7 @@ pub fn dispatch(cli: Cli, slurm: &dyn crate::SlurmNames) -> anyhow::Result<()> {
             Command::Quota(args) => quotas::quota(args, &config).await,
             Command::Purge { command } => quotas::purge(command, &config).await,
             Command::Env { command } => envs::run(command, &config).await,
+            Command::Model { command } => models::run(command, &config).await,
             Command::Init(_)
             | Command::Shim { .. }
             | Command::Demo(_)

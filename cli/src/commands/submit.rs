@@ -154,6 +154,8 @@ pub fn build_request(
         env: request.env.clone(),
         env_id: None,
         env_kind: None,
+        models: request.models.clone(),
+        model_uses: Vec::new(),
         gpu_share: request.gpu_share,
         slice: request.gpus.slice,
         no_requeue: request.no_requeue,

@@ -37,11 +37,11 @@ pub fn routes() -> Router<AppState> {
 }
 
 /// Cache errors say what to do themselves.
-fn bad(e: CacheError) -> ApiError {
+pub(crate) fn bad(e: CacheError) -> ApiError {
     ApiError::bad_request(e.to_string(), None)
 }
 
-async fn blocking<T: Send + 'static>(
+pub(crate) async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, CacheError> + Send + 'static,
 ) -> Result<T, ApiError> {
     tokio::task::spawn_blocking(f)
@@ -63,42 +63,64 @@ async fn add(
         return Err(admin_only("dataset add"));
     }
     check_name(&req.name).map_err(bad)?;
+    if req.name.starts_with(crate::models::DATASET_PREFIX) {
+        return Err(ApiError::bad_request(
+            format!(
+                "dataset names starting with {:?} are the model cache's",
+                crate::models::DATASET_PREFIX
+            ),
+            Some("choose another name; models are added with `labpool model add`".to_string()),
+        ));
+    }
+    let root = state.config.datasets.root.clone();
+    let requested = req.path.clone();
+    let path = blocking(move || check_source(&root, &requested)).await?;
+    Ok(Json(
+        register(&state, req.name, path, req.description, caller).await?,
+    ))
+}
+
+/// Registers the directory `path` (checked by the caller) as dataset `name`: made read-only,
+/// scanned, its manifest saved, and recorded by the engine. The API handler decides who may.
+pub(crate) async fn register(
+    state: &AppState,
+    name: String,
+    path: std::path::PathBuf,
+    description: String,
+    caller: crate::identity::Caller,
+) -> Result<DatasetView, ApiError> {
     if let Some(old) = state
         .db
         .datasets()
         .await?
         .into_iter()
-        .find(|d| d.name == req.name)
+        .find(|d| d.name == name)
     {
         return Err(already_registered(&old));
     }
-    let root = state.config.datasets.root.clone();
     let threads = state.config.datasets.scan_threads;
-    let requested = req.path.clone();
-    let (path, manifest) = blocking(move || {
-        let path = check_source(&root, &requested)?;
-        make_read_only(&path)?;
-        let manifest = scan(&path, threads, &|_| {})?;
-        Ok((path, manifest))
+    let source = path.clone();
+    let manifest = blocking(move || {
+        make_read_only(&source)?;
+        scan(&source, threads, &|_| {})
     })
     .await?;
-    save(&state, &req.name, &manifest).await?;
+    save(state, &name, &manifest).await?;
     let dataset = DatasetRow {
-        name: req.name,
+        name,
         path,
-        description: req.description,
+        description,
         created: now_ms(),
         created_by: caller.user.clone(),
         current: manifest.version(),
     };
-    let view = ask(&state, |reply| Request::AddDataset {
+    ask(state, |reply| Request::AddDataset {
         dataset,
         manifest: Box::new(manifest),
         caller,
         reply,
     })
-    .await??;
-    Ok(Json(view))
+    .await?
 }
 
 /// Saves a version's manifest where the controller and the stagers read it.
@@ -157,22 +179,32 @@ async fn rescan_dataset(
         return Err(admin_only("dataset rescan"));
     }
     let d = find(&state, &name).await?;
+    // The source must still be a directory under the root; a symlink swapped in since
+    // registration is refused like at registration.
+    let (root, source) = (state.config.datasets.root.clone(), d.path.clone());
+    blocking(move || check_source(&root, &source)).await?;
+    Ok(Json(record_rescan(&state, d, caller).await?))
+}
+
+/// Rescans dataset `d`'s source (checked by the caller) and records a new version when it
+/// changed. The API handler decides who may.
+pub(crate) async fn record_rescan(
+    state: &AppState,
+    d: DatasetRow,
+    caller: crate::identity::Caller,
+) -> Result<RescanOutcome, ApiError> {
+    let name = d.name.clone();
     let old_path = state
         .config
         .manifests_dir()
         .join(&name)
         .join(format!("{}.json", d.current));
-    let root = state.config.datasets.root.clone();
     let threads = state.config.datasets.scan_threads;
     let source = d.path.clone();
     let (manifest, diff) = blocking(move || {
-        // The source must still be a directory under the root; a symlink swapped in since
-        // registration is refused like at registration.
-        check_source(&root, &source)?;
         let previous = Manifest::load(&old_path)?;
         make_read_only(&source)?;
-        let (next, diff) = rescan(&source, &previous, threads)?;
-        Ok((next, diff))
+        rescan(&source, &previous, threads)
     })
     .await?;
     let changed_bytes = diff.changed_bytes(&manifest);
@@ -183,18 +215,18 @@ async fn rescan_dataset(
     );
     if manifest.version() == d.current {
         let versions = state.db.dataset_versions(&name).await?;
-        return Ok(Json(RescanOutcome {
+        return Ok(RescanOutcome {
             dataset: dataset_view(&d, &versions),
             new_version: false,
             added: counts.0,
             removed: counts.1,
             changed: counts.2,
             changed_bytes,
-        }));
+        });
     }
-    save(&state, &name, &manifest).await?;
+    save(state, &name, &manifest).await?;
     let version = version_row(&manifest, now_ms(), (counts.0 + counts.2, changed_bytes));
-    let view = ask(&state, |reply| Request::AddVersion {
+    let view = ask(state, |reply| Request::AddVersion {
         name,
         version,
         manifest: Box::new(manifest),
@@ -202,14 +234,14 @@ async fn rescan_dataset(
         reply,
     })
     .await??;
-    Ok(Json(RescanOutcome {
+    Ok(RescanOutcome {
         dataset: view,
         new_version: true,
         added: counts.0,
         removed: counts.1,
         changed: counts.2,
         changed_bytes,
-    }))
+    })
 }
 
 async fn cache_status(

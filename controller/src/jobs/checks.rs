@@ -141,6 +141,7 @@ pub(crate) async fn before_engine(
         ));
     }
     let mut warnings = state.envs.check_submit(req, caller).await?;
+    crate::models::submit::resolve(state, req, caller).await?;
     warnings.extend(state.quotas.submit_check(caller).await?);
     warnings.extend(crate::health::mail::mail_warnings(
         &state.config,

@@ -56,6 +56,7 @@ impl Engine {
             array,
             datasets: self.launch_datasets(row.id, hit),
             env: self.launch_env(row),
+            models: row.request.model_uses.clone(),
             gpu_env: self.config.jobs.gpu_env(),
             slice_mib: self.slice_mib(alloc),
             shards: match row.spec.resources.slice {

@@ -87,6 +87,10 @@ pub struct JobOptions {
     /// A dataset the job reads (repeat for several)
     #[arg(long = "dataset", value_name = "NAME")]
     pub datasets: Vec<String>,
+    /// A model the job reads, from the lab model cache (`labpool model list`): ORG/NAME,
+    /// staged on its node in the Hugging Face hub's layout (repeat for several)
+    #[arg(long = "model", value_name = "ORG/NAME")]
+    pub models: Vec<String>,
     /// The software environment to run inside (`labpool env list`)
     #[arg(long, value_name = "NAME")]
     pub env: Option<String>,
@@ -166,6 +170,11 @@ impl JobOptions {
                 self.datasets
             } else {
                 over.datasets
+            },
+            models: if over.models.is_empty() {
+                self.models
+            } else {
+                over.models
             },
             emergency: over.emergency || self.emergency,
             preemptible: over.preemptible || self.preemptible,

@@ -52,6 +52,8 @@ pub struct JobRequest {
     pub array: Option<String>,
     /// Datasets read.
     pub datasets: Vec<String>,
+    /// Models read (`org/name`), checked by the controller.
+    pub models: Vec<String>,
     /// Through the emergency lane.
     pub emergency: bool,
     /// May be preempted (`--preemptible`).

@@ -304,6 +304,7 @@ impl JobOptions {
             dependency: self.dependency.clone(),
             array: self.array.clone(),
             datasets: self.datasets.clone(),
+            models: self.models.clone(),
             emergency: self.emergency,
             preemptible: self.preemptible,
             reservation: s.reservation.clone(),

@@ -1,0 +1,149 @@
+//! API handlers of the model cache: add a revision, list models.
+
+use crate::api::models::{AddModelRequest, ModelAdded, ModelView};
+use crate::datasets::db::DatasetRow;
+use crate::datasets::http::{record_rescan, register};
+use crate::error::ApiError;
+use crate::http::{AppState, Peer, body, caller};
+use crate::models::names;
+use axum::Json;
+use axum::Router;
+use axum::extract::State;
+use axum::extract::connect_info::ConnectInfo;
+use axum::extract::rejection::JsonRejection;
+use axum::routing::get;
+use labpool_cache::hub::{RepoId, parse_spec};
+use std::io::Read;
+use std::path::Path;
+
+/// The model routes.
+pub fn routes() -> Router<AppState> {
+    Router::new().route("/v1/models", get(list).post(add))
+}
+
+async fn add(
+    State(state): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<Peer>,
+    req: Result<Json<AddModelRequest>, JsonRejection>,
+) -> Result<Json<ModelAdded>, ApiError> {
+    let caller = caller(&state, &peer)?;
+    let req = body(req)?;
+    let (repo, revision) =
+        parse_spec(&req.spec).map_err(|e| ApiError::bad_request(e.to_string(), None))?;
+    if req.shared && !caller.admin {
+        return Err(ApiError::forbidden(
+            format!("only an admin adds models to the lab's shared namespace ({repo})"),
+            Some(format!(
+                "leave out --shared to add it to your own: `labpool model add {} --from DIR`",
+                req.spec
+            )),
+        ));
+    }
+    if !req.from.is_absolute() {
+        return Err(ApiError::bad_request(
+            format!("--from {} is not an absolute path", req.from.display()),
+            Some("give the directory's full path".to_string()),
+        ));
+    }
+    let owner = if req.shared {
+        String::new()
+    } else {
+        caller.user.clone()
+    };
+    let store = state.config.datasets.models_store();
+    let root = names::root(&store, &owner, &repo);
+    let dataset = names::dataset_name(&owner, &repo);
+    let imported = super::copy::copy(&caller, &req.from, &repo, &revision, root.clone()).await?;
+    let existing = state
+        .db
+        .datasets()
+        .await?
+        .into_iter()
+        .find(|d| d.name == dataset);
+    let view = match existing {
+        Some(d) => record_rescan(&state, d, caller).await?.dataset,
+        None => {
+            let whose = if owner.is_empty() {
+                "shared".to_string()
+            } else {
+                format!("{owner}'s")
+            };
+            let description = format!("model {repo} ({whose})");
+            register(&state, dataset, root.clone(), description, caller).await?
+        }
+    };
+    let row = DatasetRow {
+        name: view.name.clone(),
+        path: view.path.clone(),
+        description: view.description.clone(),
+        created: 0,
+        created_by: String::new(),
+        current: view.current.clone(),
+    };
+    Ok(Json(ModelAdded {
+        model: model_view(&row, &owner, &repo, view.files, view.bytes),
+        revision,
+        commit: imported.commit,
+        files: imported.files,
+        bytes: imported.bytes,
+        new_bytes: imported.new_bytes,
+    }))
+}
+
+async fn list(State(state): State<AppState>) -> Result<Json<Vec<ModelView>>, ApiError> {
+    let store = state.config.datasets.models_store();
+    let mut out = Vec::new();
+    for d in state.db.datasets().await? {
+        if !d.name.starts_with(names::DATASET_PREFIX) {
+            continue;
+        }
+        let Some((owner, repo)) = names::from_root(&store, &d.path) else {
+            continue;
+        };
+        let versions = state.db.dataset_versions(&d.name).await?;
+        let current = versions.iter().find(|v| v.version == d.current);
+        let (files, bytes) = current.map_or((0, 0), |v| (v.files, v.bytes));
+        out.push(model_view(&d, &owner, &repo, files, bytes));
+    }
+    out.sort_by(|a, b| (&a.repo, &a.owner).cmp(&(&b.repo, &b.owner)));
+    Ok(Json(out))
+}
+
+/// The API view of a model.
+fn model_view(d: &DatasetRow, owner: &str, repo: &RepoId, files: u64, bytes: u64) -> ModelView {
+    ModelView {
+        repo: repo.as_string(),
+        owner: owner.to_string(),
+        dataset: d.name.clone(),
+        version: d.current.clone(),
+        files,
+        bytes,
+        refs: refs(&d.path.join(repo.folder()).join("refs")),
+        path: d.path.clone(),
+    }
+}
+
+/// A hub folder's refs and the commit each names, in name order (at most 256).
+fn refs(dir: &Path) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .take(256)
+        .filter_map(|e| {
+            let name = e.file_name().to_str()?.to_string();
+            if name.starts_with('.') {
+                return None;
+            }
+            let mut text = String::new();
+            std::fs::File::open(e.path())
+                .ok()?
+                .take(128)
+                .read_to_string(&mut text)
+                .ok()?;
+            Some((name, text.trim().to_string()))
+        })
+        .collect();
+    out.sort();
+    out
+}
