@@ -21,13 +21,15 @@ pub const ROOM: u64 = 16 << 20;
 const INODES: u32 = 4096;
 
 /// Makes `dir` (an empty directory) the corner of a job of `uid:gid` whose script is
-/// `script_bytes` long: a tmpfs of its own as root, else `dir` as it is.
-pub fn mount(dir: &Path, uid: u32, gid: u32, script_bytes: u64) -> io::Result<()> {
+/// `script_bytes` long, with `extra` bytes more (a job's hub cache): a tmpfs of its own as
+/// root, else `dir` as it is. A tmpfs's pages count in the memory limit of the job that writes
+/// them.
+pub fn mount(dir: &Path, uid: u32, gid: u32, script_bytes: u64, extra: u64) -> io::Result<()> {
     if !nix::unistd::geteuid().is_root() {
         return Ok(());
     }
     // The wrapper an environment adds is written beside the script: room for it twice.
-    let size = 2 * script_bytes + ROOM;
+    let size = 2 * script_bytes + ROOM + extra;
     let options = format!("size={size},nr_inodes={INODES},mode=0700,uid={uid},gid={gid}");
     nix::mount::mount(
         Some("labpool-job"),

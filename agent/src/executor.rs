@@ -324,7 +324,12 @@ impl Executor {
 
     fn spawn_shim(&self, launch: &Launch) -> std::io::Result<tokio::process::Child> {
         let dir = JobDir::new(&self.spool, launch.job, launch.attempt);
-        dir.create(launch.uid, launch.gid, &launch.script)?;
+        dir.create(
+            launch.uid,
+            launch.gid,
+            &launch.script,
+            crate::hub_cache::room(launch),
+        )?;
         let cached = super::environment::dataset_dirs(launch, self.stager.cache());
         let links = dir.link_datasets(&cached)?;
         let commands = dir.link_commands(&self.exe)?;

@@ -137,9 +137,9 @@ impl JobDir {
         self.user_dir().join("script")
     }
 
-    /// Creates the directory, `user/` owned by `uid:gid` (its own tmpfs as root), and the
-    /// script.
-    pub fn create(&self, uid: u32, gid: u32, script: &str) -> io::Result<()> {
+    /// Creates the directory, `user/` owned by `uid:gid` (its own tmpfs as root, with `extra`
+    /// bytes of room beyond the corner's own), and the script.
+    pub fn create(&self, uid: u32, gid: u32, script: &str, extra: u64) -> io::Result<()> {
         std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o755)
@@ -148,7 +148,8 @@ impl JobDir {
         std::fs::DirBuilder::new()
             .mode(0o700)
             .create(self.user_dir())?;
-        if let Err(e) = super::corner::mount(&self.user_dir(), uid, gid, script.len() as u64) {
+        if let Err(e) = super::corner::mount(&self.user_dir(), uid, gid, script.len() as u64, extra)
+        {
             let _ = std::fs::remove_dir_all(&self.path);
             return Err(e);
         }
@@ -450,6 +451,7 @@ mod tests {
             nix::unistd::getuid().as_raw(),
             nix::unistd::getgid().as_raw(),
             "#!/bin/sh\n",
+            0,
         )
         .unwrap();
         assert!(!d.is_fenced());
@@ -473,7 +475,7 @@ mod tests {
             nix::unistd::getuid().as_raw(),
             nix::unistd::getgid().as_raw(),
         );
-        d.create(me.0, me.1, "#!/bin/sh\n").unwrap();
+        d.create(me.0, me.1, "#!/bin/sh\n", 0).unwrap();
         d.reserve(&RESERVED_RECORDS).unwrap();
         assert!(matches!(d.inspect().unwrap(), Liveness::Died));
         assert!(!d.is_fenced());
@@ -487,7 +489,7 @@ mod tests {
         };
         let tmp = fs.path();
         let d = JobDir::new(tmp, 9, 1);
-        d.create(0, 0, "#!/bin/sh\n").unwrap();
+        d.create(0, 0, "#!/bin/sh\n", 0).unwrap();
         d.reserve(&RESERVED_RECORDS).unwrap();
         // Fill every block that is left.
         let mut filler = File::create(tmp.join("filler")).unwrap();

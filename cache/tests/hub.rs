@@ -16,7 +16,8 @@ fn add(dir: &Path, root: &Path, revision: &str) -> labpool_cache::hub::import::I
     let found = find(dir, &repo(), revision).unwrap();
     let mut stream = Vec::new();
     write(&found, &mut stream, &|_| {}).unwrap();
-    import(root, &repo(), revision, stream.as_slice(), 1 << 30).unwrap()
+    let tmp = root.with_extension("tmp");
+    import(root, &repo(), revision, stream.as_slice(), 1 << 30, &tmp).unwrap()
 }
 
 fn plain_download(dir: &Path) {
@@ -113,6 +114,17 @@ fn a_hub_cache_revision_keeps_its_commit_and_an_unknown_one_names_what_there_is(
     }
     let by_commit = add(&folder, &store, commit);
     assert_eq!(by_commit.commit, commit);
+    // A hub cache without the model asked for (a typo) is never taken for a plain download.
+    let other = RepoId::parse("lab-org/tiny-modle").unwrap();
+    let err = find(&hub, &other, "main").unwrap_err().to_string();
+    assert!(
+        err.contains("without lab-org/tiny-modle") && err.contains("[lab-org/tiny.model]"),
+        "{err}"
+    );
+    assert!(matches!(
+        find(&folder, &other, "main"),
+        Err(HubError::NotInCache { .. })
+    ));
     let err = find(&hub, &repo(), "v9").unwrap_err().to_string();
     assert!(
         err.contains("no revision \"v9\"") && err.contains("refs [main]") && err.contains(commit),
@@ -146,7 +158,8 @@ fn bad_names_and_streams_are_refused() {
     let mut raw = b.into_inner().unwrap();
     // Rewrite the name in place: the tar crate refuses to write `..` itself.
     raw[..8].copy_from_slice(b"files/..");
-    let err = import(t.path(), &repo(), "main", raw.as_slice(), 1 << 20).unwrap_err();
+    let tmp = t.path().join("tmp");
+    let err = import(t.path(), &repo(), "main", raw.as_slice(), 1 << 20, &tmp).unwrap_err();
     assert!(matches!(err, HubError::Malformed(_)), "{err}");
     // A file over the limit.
     let src = t.path().join("download");
@@ -154,7 +167,15 @@ fn bad_names_and_streams_are_refused() {
     let found = find(&src, &repo(), "main").unwrap();
     let mut stream = Vec::new();
     write(&found, &mut stream, &|_| {}).unwrap();
-    let err = import(&t.path().join("s"), &repo(), "main", stream.as_slice(), 100).unwrap_err();
+    let err = import(
+        &t.path().join("s"),
+        &repo(),
+        "main",
+        stream.as_slice(),
+        100,
+        &tmp,
+    )
+    .unwrap_err();
     assert!(
         matches!(
             &err,
@@ -172,4 +193,24 @@ fn bad_names_and_streams_are_refused() {
         find(&t.path().join("empty"), &repo(), "main"),
         Err(HubError::Empty(_))
     ));
+}
+
+/// An admin adding a member's download as root must not carry a link the member planted to a
+/// file outside it (`/etc/shadow`) into a model every member can read.
+#[test]
+fn a_link_leading_out_of_the_source_is_refused() {
+    let t = tempfile::tempdir().unwrap();
+    let src = t.path().join("download");
+    plain_download(&src);
+    let secret = t.path().join("secret");
+    std::fs::write(&secret, "root's only").unwrap();
+    std::os::unix::fs::symlink(&secret, src.join("tokenizer.json")).unwrap();
+    let err = find(&src, &repo(), "main").unwrap_err();
+    assert!(matches!(&err, HubError::LinkOutside { .. }), "{err}");
+    assert!(err.to_string().contains("tokenizer.json"), "{err}");
+    // A link within the download is followed.
+    std::fs::remove_file(src.join("tokenizer.json")).unwrap();
+    std::os::unix::fs::symlink("config.json", src.join("tokenizer.json")).unwrap();
+    let found = find(&src, &repo(), "main").unwrap();
+    assert_eq!(found.files.len(), 3);
 }

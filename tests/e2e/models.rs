@@ -26,6 +26,13 @@ print("v1=" + open(v1).read())
 mine = os.path.join(os.environ["HF_HUB_CACHE"], "scratch.txt")
 open(mine, "w").write("mine")
 print("writable=" + open(mine).read())
+# What huggingface_hub writes when it fetches a revision online: a blob, a snapshot, a ref, in
+# the declared model's own folder. The job's are writable; the staged copy is not touched.
+folder = os.path.join(os.environ["HF_HUB_CACHE"], "models--alice-org--tiny")
+open(os.path.join(folder, "blobs", "fetched"), "w").write("fetched")
+os.makedirs(os.path.join(folder, "snapshots", "f" * 40))
+open(os.path.join(folder, "refs", "main"), "w").write("f" * 40)
+print("fetched=ok")
 "#;
 
 /// A plain download of a model in `dir`, owned by `who` and readable by them alone.
@@ -188,8 +195,37 @@ fn a_job_reads_lab_and_member_models_staged_on_its_node_with_huggingface_hub_off
             "weights=70000",
             r#"v1={"model": "v1"}"#,
             "writable=mine",
+            "fetched=ok",
         ],
     );
+    // The shared tree is as it was: main still names the second revision.
+    let tree = std::path::PathBuf::from(tiny["path"].as_str().unwrap());
+    let main = std::fs::read_to_string(tree.join("models--alice-org--tiny/refs/main")).unwrap();
+    assert_eq!(main, second["commit"].as_str().unwrap());
+    // Adding the same files again records no new version (nodes stage nothing again).
+    add_as(
+        alice,
+        &["model", "add", "alice-org/tiny@v2", "--from", path],
+    );
+    let again = json(&stdout_of(&add_as(alice, &["model", "list", "--json"])));
+    let version = |l: &serde_json::Value| {
+        l.as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["repo"] == "alice-org/tiny")
+            .unwrap()["version"]
+            .clone()
+    };
+    assert_eq!(version(&again), version(&listed));
+    // Bob's list has the lab's model and none of alice's.
+    let bobs = json(&stdout_of(&add_as(bob, &["model", "list", "--json"])));
+    let repos: Vec<&str> = bobs
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["repo"].as_str().unwrap())
+        .collect();
+    assert_eq!(repos, ["lab-org/tiny-bert"], "{bobs}");
     // The weights were read from the node's cache, not from the store on shared storage.
     let real = printed
         .lines()

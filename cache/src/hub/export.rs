@@ -4,6 +4,7 @@
 
 use super::{FILES_DIR, HEADER_ENTRY, Header, HubError, MAX_FILES, RepoId, is_commit};
 use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 /// A revision found in a source: what the exporter knows of it, and its files (the path in the
@@ -19,21 +20,32 @@ pub struct Found {
 /// Finds `repo`'s `revision` in `dir`: in a hub cache through its refs and snapshots, otherwise
 /// every file of `dir` (without the `.cache` and `.git` that downloaders leave).
 pub fn find(dir: &Path, repo: &RepoId, revision: &str) -> Result<Found, HubError> {
+    let folder_name = dir.file_name().and_then(|n| n.to_str()).unwrap_or("");
     let hub_folder = if dir.join("snapshots").is_dir() {
+        // One model's folder: it must be the one asked for.
+        if folder_name.starts_with("models--") && folder_name != repo.folder() {
+            return Err(not_in_cache(dir, repo, vec![folder_name.to_string()]));
+        }
         Some(dir.to_path_buf())
     } else if dir.join(repo.folder()).join("snapshots").is_dir() {
         Some(dir.join(repo.folder()))
     } else {
+        // A hub cache without the model (a typo): never taken for a plain download.
+        let models = hub_models(dir);
+        if !models.is_empty() {
+            return Err(not_in_cache(dir, repo, models));
+        }
         None
     };
-    let (root, commit) = match hub_folder {
+    let (root, commit, within) = match hub_folder {
         Some(folder) => {
             let commit = resolve(&folder, revision)?;
-            (folder.join("snapshots").join(&commit), Some(commit))
+            (folder.join("snapshots").join(&commit), Some(commit), folder)
         }
-        None => (dir.to_path_buf(), None),
+        None => (dir.to_path_buf(), None, dir.to_path_buf()),
     };
-    let files = walk(&root)?;
+    let within = std::fs::canonicalize(&within).map_err(|e| HubError::io(&within, e))?;
+    let files = walk(&root, &within)?;
     if files.is_empty() {
         return Err(HubError::Empty(root));
     }
@@ -41,6 +53,33 @@ pub fn find(dir: &Path, repo: &RepoId, revision: &str) -> Result<Found, HubError
         header: Header { commit },
         files,
     })
+}
+
+/// The `models--*` folders of a hub cache at `dir` (at most 64, in name order).
+fn hub_models(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|n| n.starts_with("models--"))
+        .take(64)
+        .collect();
+    v.sort();
+    v
+}
+
+/// The error for a hub cache without `repo`.
+fn not_in_cache(dir: &Path, repo: &RepoId, models: Vec<String>) -> HubError {
+    HubError::NotInCache {
+        dir: dir.to_path_buf(),
+        repo: repo.as_string(),
+        models: models
+            .iter()
+            .map(|m| m.trim_start_matches("models--").replacen("--", "/", 1))
+            .collect::<Vec<_>>()
+            .join(", "),
+    }
 }
 
 /// The error-maker for I/O on `p`.
@@ -80,8 +119,11 @@ fn resolve(folder: &Path, revision: &str) -> Result<String, HubError> {
 }
 
 /// Every regular file under `root` (links to files followed, links to directories not), in
-/// path order, at most [`MAX_FILES`].
-fn walk(root: &Path) -> Result<Vec<(PathBuf, PathBuf)>, HubError> {
+/// path order, at most [`MAX_FILES`]. A link must stay within `within` (canonical): the hub
+/// folder of a hub cache (its snapshots link into its blobs), or the download itself. An admin
+/// adding a member's directory as root must not carry a planted `-> /etc/shadow` into a model
+/// every member can read.
+fn walk(root: &Path, within: &Path) -> Result<Vec<(PathBuf, PathBuf)>, HubError> {
     let mut out = Vec::new();
     let walker = walkdir::WalkDir::new(root)
         .sort_by_file_name()
@@ -98,6 +140,19 @@ fn walk(root: &Path) -> Result<Vec<(PathBuf, PathBuf)>, HubError> {
         if !meta.is_file() {
             continue;
         }
+        // What is read: the file itself, or where its link leads (never through a link again).
+        let mut read = entry.path().to_path_buf();
+        if entry.path_is_symlink() {
+            let target =
+                std::fs::canonicalize(entry.path()).map_err(|e| HubError::io(entry.path(), e))?;
+            if !target.starts_with(within) {
+                return Err(HubError::LinkOutside {
+                    path: entry.path().to_path_buf(),
+                    target,
+                });
+            }
+            read = target;
+        }
         if out.len() == MAX_FILES {
             return Err(HubError::TooManyFiles {
                 dir: root.to_path_buf(),
@@ -109,7 +164,7 @@ fn walk(root: &Path) -> Result<Vec<(PathBuf, PathBuf)>, HubError> {
             .strip_prefix(root)
             .expect("under the root")
             .to_path_buf();
-        out.push((rel, entry.path().to_path_buf()));
+        out.push((rel, read));
     }
     Ok(out)
 }
@@ -127,7 +182,11 @@ pub fn write(found: &Found, out: impl Write, progress: &dyn Fn(u64)) -> Result<(
         .map_err(io(Path::new(HEADER_ENTRY)))?;
     let mut done = 0u64;
     for (rel, path) in &found.files {
-        let mut file = std::fs::File::open(path).map_err(io(path))?;
+        let mut file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
+            .open(path)
+            .map_err(io(path))?;
         let size = file.metadata().map_err(io(path))?.len();
         let mut h = tar::Header::new_gnu();
         h.set_size(size);

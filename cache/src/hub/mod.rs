@@ -51,9 +51,11 @@ impl RepoId {
     pub fn parse(text: &str) -> Result<RepoId, HubError> {
         let bad = || HubError::InvalidRepo(text.to_string());
         let (org, name) = text.split_once('/').ok_or_else(bad)?;
+        // As the hub: a word character at both ends, so `org--name` splits one way only.
         let part_ok = |p: &str| {
             (1..=96).contains(&p.len())
                 && p.chars().next().is_some_and(|c| c.is_ascii_alphanumeric())
+                && p.chars().last().is_some_and(|c| c.is_ascii_alphanumeric())
                 && p.chars()
                     .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
                 && !p.contains("--")
@@ -157,6 +159,38 @@ pub enum HubError {
         /// The snapshots it has.
         snapshots: String,
     },
+    /// A hub cache that does not hold the model asked for.
+    #[error(
+        "{dir} is a Hugging Face hub cache without {repo}; it holds [{models}]: name one of them, or give that model's own folder"
+    )]
+    NotInCache {
+        /// The directory given.
+        dir: PathBuf,
+        /// The model asked for.
+        repo: String,
+        /// The models it holds.
+        models: String,
+    },
+    /// A file of the source that is a link leading out of it.
+    #[error(
+        "{path} leads out of the directory being added (to {target}); a model holds only files under it: copy the file in, or remove the link"
+    )]
+    LinkOutside {
+        /// The link.
+        path: PathBuf,
+        /// Where it leads.
+        target: PathBuf,
+    },
+    /// Too little room left in the store.
+    #[error(
+        "the model store {dir} would have less than 5% free after this file ({needed} bytes); free space there or ask an admin to move [datasets] models"
+    )]
+    NoRoom {
+        /// The store.
+        dir: PathBuf,
+        /// The bytes of the file.
+        needed: u64,
+    },
     /// A source with nothing to add.
     #[error("{0} holds no files to add as a model")]
     Empty(PathBuf),
@@ -170,7 +204,7 @@ pub enum HubError {
     },
     /// A file larger than the store takes.
     #[error(
-        "{path} is {size} bytes, more than the largest file a model may hold ({max} bytes, [models] max_file_bytes)"
+        "{path} is {size} bytes, more than the largest file a model may hold ({max} bytes); split it, as the hub's sharded checkpoints are"
     )]
     TooLarge {
         /// The file, as the stream named it.

@@ -51,15 +51,22 @@ async fn add(
         caller.user.clone()
     };
     let store = state.config.datasets.models_store();
-    let root = names::root(&store, &owner, &repo);
     let dataset = names::dataset_name(&owner, &repo);
-    let imported = super::copy::copy(&caller, &req.from, &repo, &revision, root.clone()).await?;
+    // One add of a model at a time, from the copy to its version's record.
+    let _lock = lock(&store, &dataset).await?;
     let existing = state
         .db
         .datasets()
         .await?
         .into_iter()
         .find(|d| d.name == dataset);
+    // A model keeps the tree it was first added to, wherever [datasets] models points now.
+    let root = existing
+        .as_ref()
+        .map_or_else(|| names::root(&store, &owner, &repo), |d| d.path.clone());
+    let tmp = store.join(".tmp");
+    let imported =
+        super::copy::copy(&caller, &req.from, &repo, &revision, root.clone(), tmp).await?;
     let view = match existing {
         Some(d) => record_rescan(&state, d, caller).await?.dataset,
         None => {
@@ -90,7 +97,12 @@ async fn add(
     }))
 }
 
-async fn list(State(state): State<AppState>) -> Result<Json<Vec<ModelView>>, ApiError> {
+/// The caller's models and the lab's; an admin's list has every member's too.
+async fn list(
+    State(state): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<Peer>,
+) -> Result<Json<Vec<ModelView>>, ApiError> {
+    let caller = caller(&state, &peer)?;
     let store = state.config.datasets.models_store();
     let mut out = Vec::new();
     for d in state.db.datasets().await? {
@@ -100,6 +112,9 @@ async fn list(State(state): State<AppState>) -> Result<Json<Vec<ModelView>>, Api
         let Some((owner, repo)) = names::from_root(&store, &d.path) else {
             continue;
         };
+        if !(caller.admin || owner.is_empty() || owner == caller.user) {
+            continue;
+        }
         let versions = state.db.dataset_versions(&d.name).await?;
         let current = versions.iter().find(|v| v.version == d.current);
         let (files, bytes) = current.map_or((0, 0), |v| (v.files, v.bytes));
@@ -107,6 +122,25 @@ async fn list(State(state): State<AppState>) -> Result<Json<Vec<ModelView>>, Api
     }
     out.sort_by(|a, b| (&a.repo, &a.owner).cmp(&(&b.repo, &b.owner)));
     Ok(Json(out))
+}
+
+/// Holds the lock of `dataset`'s adds (`STORE/.locks/DATASET.lock`) until dropped.
+async fn lock(store: &Path, dataset: &str) -> Result<std::fs::File, ApiError> {
+    let dir = store.join(".locks");
+    let path = dir.join(format!("{dataset}.lock"));
+    tokio::task::spawn_blocking(move || {
+        std::fs::create_dir_all(&dir)?;
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)?;
+        file.lock()?;
+        Ok::<_, std::io::Error>(file)
+    })
+    .await
+    .map_err(ApiError::internal)?
+    .map_err(|e| ApiError::internal(format!("cannot take the model's lock: {e}")))
 }
 
 /// The API view of a model.

@@ -20,6 +20,20 @@ pub async fn resolve(
 ) -> Result<(), ApiError> {
     // Only the controller fills this in.
     req.model_uses.clear();
+    // A model's dataset is named only through --model, which checks whose it is.
+    if let Some(d) = req
+        .datasets
+        .iter()
+        .find(|d| d.starts_with(names::DATASET_PREFIX))
+    {
+        return Err(ApiError::bad_request(
+            format!(
+                "--dataset {d}: datasets named {}* are models",
+                names::DATASET_PREFIX
+            ),
+            Some("declare the model with --model ORG/NAME (`labpool model list`)".to_string()),
+        ));
+    }
     if req.models.is_empty() {
         return Ok(());
     }
@@ -41,6 +55,7 @@ pub async fn resolve(
         .collect();
     let mut problems = Vec::new();
     let mut uses = Vec::new();
+    let mut seen = std::collections::BTreeSet::new();
     for spec in &req.models {
         let repo = match RepoId::parse(spec) {
             Ok(r) => r,
@@ -54,6 +69,7 @@ pub async fn resolve(
             .map(|owner| names::dataset_name(owner, &repo))
             .find(|d| registered.contains(d));
         match found {
+            Some(dataset) if !seen.insert(dataset.clone()) => {}
             Some(dataset) => uses.push(ModelUse {
                 repo: repo.as_string(),
                 folder: repo.folder(),
@@ -76,7 +92,6 @@ pub async fn resolve(
             req.datasets.push(u.dataset.clone());
         }
     }
-    uses.dedup_by(|a, b| a.dataset == b.dataset);
     req.model_uses = uses;
     Ok(())
 }
