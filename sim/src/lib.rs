@@ -26,6 +26,7 @@
 #![deny(missing_docs)]
 
 pub mod accounts;
+pub mod bound;
 pub mod config;
 pub mod generate;
 mod links;

@@ -99,6 +99,8 @@ pub struct SweepRow {
     pub label: String,
     /// One report per policy, in the order asked.
     pub reports: Vec<SimReport>,
+    /// The limit on this trace ([`crate::bound`]).
+    pub bound: crate::bound::Bound,
 }
 
 /// Runs every case under every policy; `progress` is told after each case.
@@ -117,6 +119,7 @@ pub fn run(
                 .collect::<Result<Vec<_>, _>>()?;
             progress(i + 1);
             Ok(SweepRow {
+                bound: crate::bound::bound(&c.input),
                 label: c.label.clone(),
                 reports,
             })
@@ -172,5 +175,60 @@ pub fn table(rows: &[SweepRow]) -> String {
         }
     }
     out.push('\n');
+    out
+}
+
+/// Per trace, each policy's way from fifo (the first policy) to the limit, in shared-storage
+/// bytes and in GPU time waiting for data (0%: fifo's figure, 100%: the limit), then the
+/// median and the least over the sweep.
+pub fn bound_table(rows: &[SweepRow]) -> String {
+    let Some(first) = rows.first() else {
+        return String::new();
+    };
+    let names: Vec<&str> = first.reports.iter().map(|r| r.policy.as_str()).collect();
+    let mut out = String::from("| trace | limit: bytes |");
+    for n in names.iter().skip(1) {
+        out.push_str(&format!(" {n}: way in bytes | {n}: way in data-wait |"));
+    }
+    out.push_str("\n|---|---|");
+    out.push_str(&"---|---|".repeat(names.len().saturating_sub(1)));
+    out.push('\n');
+    let mut ways: Vec<[Vec<f64>; 2]> = vec![[Vec::new(), Vec::new()]; names.len()];
+    let pct = |w: Option<f64>| w.map_or("-".to_string(), |w| format!("{:.0}%", w * 100.0));
+    for row in rows {
+        let base = &row.reports[0];
+        out.push_str(&format!(
+            "| {} | {} |",
+            row.label,
+            labpool_units::format_size(row.bound.shared_bytes as u64)
+        ));
+        for (i, r) in row.reports.iter().enumerate().skip(1) {
+            let pair = [
+                crate::bound::way(r.shared_bytes, base.shared_bytes, row.bound.shared_bytes),
+                crate::bound::way(
+                    r.data_wait_gpu_s,
+                    base.data_wait_gpu_s,
+                    row.bound.data_wait_gpu_s,
+                ),
+            ];
+            for (k, w) in pair.iter().enumerate() {
+                out.push_str(&format!(" {} |", pct(*w)));
+                ways[i][k].extend(w);
+            }
+        }
+        out.push('\n');
+    }
+    for (what, pick) in [("median", 0.5), ("least", 0.0)] {
+        out.push_str(&format!("| **{what} over the sweep** | |"));
+        for w in ways.iter().skip(1) {
+            for v in w {
+                let mut v = v.clone();
+                v.sort_by(f64::total_cmp);
+                let x = v.get(((v.len().saturating_sub(1)) as f64 * pick) as usize);
+                out.push_str(&format!(" {} |", pct(x.copied())));
+            }
+        }
+        out.push('\n');
+    }
     out
 }

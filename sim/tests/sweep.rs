@@ -1,7 +1,7 @@
 //! The data-placement regression guard: over a small sweep of generated lab-like traces (the
 //! first eight cases of `labpool sim --sweep`, whole) and the shipped trace, the `labpool` policy is
 //! never more than 2% worse than fifo on mean completion time, shared-storage bytes or GPU time
-//! waiting for data.
+//! waiting for data; and no policy reads less from shared storage than the limit says.
 //!
 //! The policy is the daemon's built-in default with fair-share off, so that the queue is in
 //! the baselines' order and only data handling differs (fair-share reorders users' jobs, which
@@ -47,6 +47,19 @@ fn labpool_never_loses_to_fifo_by_more_than_two_percent() {
     for row in &rows {
         let (fifo, labpool) = (&row.reports[0], &row.reports[1]);
         assert_eq!(labpool.unfinished, 0, "{}", row.label);
+        // The limit is one: no policy reads less from shared storage (each dataset once,
+        // streams in full), and none waits less than nothing.
+        for r in &row.reports {
+            assert!(
+                r.shared_bytes >= row.bound.shared_bytes * (1.0 - 1e-9),
+                "{}: {} read {} bytes, under the limit {}",
+                row.label,
+                r.policy,
+                r.shared_bytes,
+                row.bound.shared_bytes
+            );
+            assert!(r.data_wait_gpu_s >= row.bound.data_wait_gpu_s);
+        }
         for (what, ours, theirs) in [
             ("mean JCT", labpool.mean_jct_s, fifo.mean_jct_s),
             ("shared bytes", labpool.shared_bytes, fifo.shared_bytes),

@@ -68,6 +68,7 @@ fn sweep(
         args.sweep_jobs
     );
     crate::out!("{}", sweep::table(&rows));
+    crate::out!("{}", sweep::bound_table(&rows));
     Ok(())
 }
 
@@ -189,6 +190,10 @@ pub fn run(args: &SimArgs, config: Option<&Path>) -> anyhow::Result<()> {
         args.seed
     );
     crate::out!("{}", table(&reports));
+    crate::out!(
+        "{}",
+        labpool_sim::bound::lines(&reports, &labpool_sim::bound::bound(&input))
+    );
     if args.users {
         for r in &reports {
             crate::out!("\n{}:\n{}", r.policy, user_table(r));
