@@ -125,6 +125,9 @@ pub struct Engine {
     pub(crate) batch_tx: Option<sqlx::Transaction<'static, sqlx::Sqlite>>,
     /// What the next scheduling pass must look at.
     pub(crate) pass_need: PassNeed,
+    /// The time the last full pass looked at: a `--begin`, deadline or reservation edge after
+    /// it is still due, even when a batch that ran no full pass has carried the clock past it.
+    pub(crate) full_pass_at: i64,
     pub(crate) controller_uid: u32,
     /// This month's credit ledger.
     pub(crate) ledger: crate::accounts::month_ledger::MonthLedger,
@@ -171,6 +174,7 @@ impl Engine {
             outbox: Outbox::default(),
             batch_tx: None,
             pass_need: PassNeed::Full,
+            full_pass_at: 0,
             controller_uid: effective_uid(),
             ledger: Default::default(),
             descriptions: BTreeMap::new(),
@@ -204,9 +208,10 @@ impl Engine {
         loop {
             let mut ticked = false;
             // A job's --begin time comes, or a reservation's edge: a pass is due then, not at
-            // the next tick.
+            // the next tick. Due since the last full pass, not since now: a batch of reports
+            // that ran no full pass may have gone past it (then the wait is none).
             let now = self.clock.now_ms();
-            let begin = self.sched.next_due(Timestamp(now));
+            let begin = self.sched.next_due(Timestamp(self.full_pass_at));
             let until_begin = crate::clock::real_wait(begin.map_or(0, |b| b.0 - now));
             let first = tokio::select! {
                 _ = shutdown.wait_for(|stop| *stop) => break,

@@ -28,7 +28,10 @@ impl Engine {
         let view = self.pass_cache_view();
         let decisions = match need {
             PassNeed::Added(ids) => self.sched.schedule_appended(pass_time, &view, &ids),
-            _ => self.sched.schedule_with(pass_time, &view),
+            _ => {
+                self.full_pass_at = pass_time.0;
+                self.sched.schedule_with(pass_time, &view)
+            }
         };
         let mut prefetches = Vec::new();
         for d in decisions {
