@@ -70,12 +70,7 @@ pub fn personality(argv0: &str, args: &[String]) -> Option<ExitCode> {
         _ => &[],
     };
     // salloc's command keeps its own words (`salloc -N2 srun -K ./app`).
-    let alloc = (name == "salloc").then(|| {
-        <crate::cli::Cli as clap::CommandFactory>::command()
-            .find_subcommand("alloc")
-            .cloned()
-            .expect("labpool alloc exists")
-    });
+    let alloc = (name == "salloc").then(crate::cli::alloc_command);
     let stripped = compat::strip(args, extras, alloc.as_ref());
     for w in &stripped.warnings {
         eprintln!("{name}: warning: {w}");
@@ -281,7 +276,7 @@ mod tests {
     /// `labpool install-slurm-commands --help` names every command it links.
     #[test]
     fn the_install_help_names_every_command_it_links() {
-        let mut cli = crate::cli::Cli::command();
+        let mut cli = <crate::cli::Cli as clap::CommandFactory>::command();
         let about = cli
             .find_subcommand_mut("install-slurm-commands")
             .expect("the subcommand exists")

@@ -4,7 +4,7 @@ use super::JsonArg;
 use clap::Subcommand;
 use std::path::PathBuf;
 
-/// `labpool dataset`.
+// `labpool dataset`.
 #[derive(Subcommand, Debug)]
 pub enum DatasetCommand {
     /// Check that members can write nothing under the registered datasets (the datasets root
@@ -60,7 +60,7 @@ pub enum DatasetCommand {
     },
 }
 
-/// `labpool cache`.
+// `labpool cache`.
 #[derive(Subcommand, Debug)]
 pub enum CacheCommand {
     /// Versions staged on each node, with bytes, pins, last use and hit counts

@@ -2,7 +2,7 @@
 
 use clap::Args;
 
-/// `labpool demo`.
+// `labpool demo`.
 #[derive(Args, Debug)]
 pub struct DemoArgs {
     /// Keep the temporary directory (config, database, job output) afterwards
@@ -10,7 +10,7 @@ pub struct DemoArgs {
     pub keep: bool,
 }
 
-/// `labpool sim`.
+// `labpool sim`.
 #[derive(Args, Debug)]
 pub struct SimArgs {
     /// Job trace (CSV: job_id,submit_s,user,gpus,dataset,job_type,dur_v100_s,dur_p100_s,dur_k80_s,

@@ -3,7 +3,7 @@
 use clap::Subcommand;
 use std::path::PathBuf;
 
-/// `labpool env ...`.
+// `labpool env ...`.
 #[derive(Subcommand, Debug)]
 pub enum EnvCommand {
     /// Lock a spec and build it (or reuse the build of the same lock), under NAME

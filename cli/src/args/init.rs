@@ -3,7 +3,7 @@
 use clap::Args;
 use std::path::PathBuf;
 
-/// `labpool init`.
+// `labpool init`.
 #[derive(Args, Debug)]
 pub struct InitArgs {
     /// Directory for the config, state, socket and log [default: the packaged layout: the

@@ -4,7 +4,7 @@ use clap::Args;
 use labpool_scheduler::options::JobOptions;
 use std::path::PathBuf;
 
-/// `labpool submit`.
+// `labpool submit`.
 #[derive(Args, Debug, Clone)]
 pub struct SubmitArgs {
     /// Options, as sbatch spells them.
@@ -40,7 +40,7 @@ pub struct SubmitArgs {
     pub args: Vec<String>,
 }
 
-/// `labpool queue`.
+// `labpool queue`.
 #[derive(Args, Debug)]
 pub struct QueueArgs {
     /// Only my jobs
@@ -54,7 +54,7 @@ pub struct QueueArgs {
     pub json: bool,
 }
 
-/// `labpool show`.
+// `labpool show`.
 #[derive(Args, Debug)]
 pub struct ShowArgs {
     /// Job id
@@ -65,7 +65,7 @@ pub struct ShowArgs {
     pub json: bool,
 }
 
-/// `labpool cancel`, `hold` and `release`.
+// `labpool cancel`, `hold` and `release`.
 #[derive(Args, Debug)]
 pub struct CancelArgs {
     /// Job ids: N (a job, or a whole array), or ARRAY_TASK such as 12_3
@@ -73,7 +73,7 @@ pub struct CancelArgs {
     pub ids: Vec<String>,
 }
 
-/// `labpool run` and `labpool alloc`.
+// `labpool run` and `labpool alloc`.
 #[derive(Args, Debug, Clone)]
 pub struct RunArgs {
     /// Options, as srun and sbatch spell them.
@@ -91,7 +91,7 @@ pub struct RunArgs {
     pub command: Vec<String>,
 }
 
-/// `labpool notebook`.
+// `labpool notebook`.
 #[derive(Args, Debug, Clone)]
 pub struct NotebookArgs {
     /// Options, as srun and sbatch spell them.
@@ -102,7 +102,7 @@ pub struct NotebookArgs {
     pub json: bool,
 }
 
-/// `labpool update`.
+// `labpool update`.
 #[derive(Args, Debug)]
 pub struct UpdateArgs {
     /// Job id
@@ -119,7 +119,7 @@ pub struct UpdateArgs {
     pub dependency: Option<String>,
 }
 
-/// `labpool cancel`: stop jobs, or (`--signal`) send them a signal.
+// `labpool cancel`: stop jobs, or (`--signal`) send them a signal.
 #[derive(Args, Debug)]
 pub struct CancelJobArgs {
     /// The jobs.
@@ -157,7 +157,7 @@ impl CancelJobArgs {
     }
 }
 
-/// `labpool history`.
+// `labpool history`.
 #[derive(Args, Debug)]
 pub struct HistoryArgs {
     /// Only this user's jobs (one whose account is gone too: their jobs stay in the history)

@@ -57,8 +57,24 @@ pub struct Cli {
     pub command: Command,
 }
 
+/// `labpool alloc`'s command with its arguments, as `salloc` reads them: the subcommand
+/// itself is built only when run (see [`Command`]).
+pub fn alloc_command() -> clap::Command {
+    <RunArgs as clap::Args>::augment_args(clap::Command::new("alloc"))
+}
+
 /// Subcommands.
+///
+/// Each is built only when it is the one being run (`defer`): building all of them took about
+/// a third of every CLI process's start (docs/benchmarks.md). A deferred subcommand's
+/// argument type applies its own doc comment after the variant's description, so the
+/// argument types of these variants carry plain comments (`//`), never doc comments: the
+/// variant's comment is the command's `--help` text. What reads the whole tree sees a deferred
+/// subcommand's arguments only once clap builds it: `salloc` takes `labpool alloc`'s from
+/// [`alloc_command`]; the man pages are the same as before; the shell completions no longer
+/// complete `labpool help CMD SUBCMD` (`labpool help` itself is unchanged).
 #[derive(Subcommand, Debug)]
+#[command(defer = true)]
 pub enum Command {
     /// Write a working config for this machine into DIR
     Init(InitArgs),
@@ -271,7 +287,7 @@ pub enum Command {
     },
 }
 
-/// `labpool report`.
+// `labpool report`.
 #[derive(Args, Debug)]
 pub struct ReportArgs {
     /// A month, YYYY-MM [default: last month]
@@ -295,7 +311,7 @@ pub struct ReportArgs {
     pub what_if: Option<String>,
 }
 
-/// `labpool usage`.
+// `labpool usage`.
 #[derive(Args, Debug)]
 pub struct UsageArgs {
     /// Whose (admins; members see their own)
@@ -309,7 +325,7 @@ pub struct UsageArgs {
     pub json: bool,
 }
 
-/// `labpool web`.
+// `labpool web`.
 #[derive(Args, Debug)]
 pub struct WebArgs {
     /// Open this dashboard page after login, e.g. /queue or /jobs/12
@@ -320,7 +336,7 @@ pub struct WebArgs {
     pub json: bool,
 }
 
-/// `labpool state`.
+// `labpool state`.
 #[derive(Subcommand, Debug)]
 pub enum StateCommand {
     /// Copy the state database (consistently, while the controller runs), the config and the
@@ -353,7 +369,7 @@ pub enum StateCommand {
     },
 }
 
-/// `labpool logs`.
+// `labpool logs`.
 #[derive(Args, Debug)]
 pub struct LogsArgs {
     /// Only lines about this job
@@ -373,7 +389,7 @@ pub struct LogsArgs {
     pub json: bool,
 }
 
-/// `labpool doctor`.
+// `labpool doctor`.
 #[derive(Args, Debug)]
 pub struct DoctorArgs {
     /// Print JSON instead of a table
@@ -387,7 +403,7 @@ pub struct DoctorArgs {
     pub running_days: f64,
 }
 
-/// `labpool alerts`.
+// `labpool alerts`.
 #[derive(Args, Debug)]
 pub struct AlertsArgs {
     /// Print JSON instead of a table
@@ -398,7 +414,7 @@ pub struct AlertsArgs {
     pub all: bool,
 }
 
-/// `--json`.
+// `--json`.
 #[derive(Args, Debug)]
 pub struct JsonArg {
     /// Print JSON instead of a table

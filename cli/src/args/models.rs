@@ -4,7 +4,7 @@ use super::JsonArg;
 use clap::Subcommand;
 use std::path::PathBuf;
 
-/// `labpool model`.
+// `labpool model`.
 #[derive(Subcommand, Debug)]
 pub enum ModelCommand {
     /// Add a revision of a model from a directory you can read: a download (`hf download

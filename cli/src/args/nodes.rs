@@ -3,14 +3,14 @@
 use super::JsonArg;
 use clap::Subcommand;
 
-/// `labpool partition`.
+// `labpool partition`.
 #[derive(Subcommand, Debug)]
 pub enum PartitionCommand {
     /// Partitions with their time limits and priorities
     List(JsonArg),
 }
 
-/// `labpool node ...`.
+// `labpool node ...`.
 #[derive(Subcommand, Debug)]
 pub enum NodeCommand {
     /// Take no new jobs on NODE; running ones finish (it then shows DRAINED)

@@ -3,7 +3,7 @@
 use super::JsonArg;
 use clap::{Args, Subcommand};
 
-/// `labpool account`.
+// `labpool account`.
 #[derive(Subcommand, Debug)]
 pub enum AccountCommand {
     /// Create an account
@@ -37,7 +37,7 @@ pub enum AccountCommand {
     },
 }
 
-/// `labpool qos`.
+// `labpool qos`.
 #[derive(Subcommand, Debug)]
 pub enum QosCommand {
     /// Set limits: `qos set ACCOUNT KEY=VALUE...` or `qos set --user U KEY=VALUE...`
@@ -55,7 +55,7 @@ pub enum QosCommand {
     List(JsonArg),
 }
 
-/// `labpool credits`.
+// `labpool credits`.
 #[derive(Args, Debug)]
 #[command(args_conflicts_with_subcommands = true)]
 pub struct CreditsArgs {
@@ -70,7 +70,7 @@ pub struct CreditsArgs {
     pub command: Option<CreditsCommand>,
 }
 
-/// `labpool credits grant`.
+// `labpool credits grant`.
 #[derive(Subcommand, Debug)]
 pub enum CreditsCommand {
     /// Give a user more credit this month (admins)

@@ -2,7 +2,7 @@
 
 use clap::{Args, Subcommand};
 
-/// `labpool quota`.
+// `labpool quota`.
 #[derive(Args, Debug)]
 #[command(args_conflicts_with_subcommands = true)]
 pub struct QuotaArgs {
@@ -17,7 +17,7 @@ pub struct QuotaArgs {
     pub json: bool,
 }
 
-/// `labpool quota ...`.
+// `labpool quota ...`.
 #[derive(Subcommand, Debug)]
 pub enum QuotaCommand {
     /// Set a user's limits (admins): --home/--scratch SIZE for hard byte limits, or --fs with
@@ -94,7 +94,7 @@ pub struct LimitArgs {
     pub json: bool,
 }
 
-/// `labpool purge ...`.
+// `labpool purge ...`.
 #[derive(Subcommand, Debug)]
 pub enum PurgeCommand {
     /// Delete files in scratch untouched for longer than [purge] max_age; owners of files that

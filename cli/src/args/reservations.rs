@@ -3,7 +3,7 @@
 use super::JsonArg;
 use clap::Subcommand;
 
-/// `labpool reservation ...`.
+// `labpool reservation ...`.
 #[derive(Subcommand, Debug)]
 pub enum ReservationCommand {
     /// Book GPUs of one node for a time window, for named users or an account (admins)

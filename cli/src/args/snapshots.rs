@@ -3,7 +3,7 @@
 use clap::Subcommand;
 use std::path::PathBuf;
 
-/// `labpool snapshot`.
+// `labpool snapshot`.
 #[derive(Subcommand, Debug)]
 pub enum SnapshotCommand {
     /// Back up now (root): every configured source, one of them (--source), or any directory

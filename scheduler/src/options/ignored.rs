@@ -7,7 +7,10 @@
 /// Declares the ignored options: (field, short, long, takes a value, why it means nothing).
 macro_rules! ignored_options {
     ($( $field:ident, $short:expr, $long:literal, $value:literal, $why:literal; )*) => {
-        /// Options accepted for Slurm scripts and ignored, each with a one-line warning.
+        // Options accepted for Slurm scripts and ignored, each with a one-line warning. (A plain
+        // comment, as on `JobOptions`: clap would show a doc comment as deferred commands'
+        // `--help` text.)
+        #[allow(missing_docs)]
         #[derive(clap::Args, Debug, Clone, Default, PartialEq, Eq)]
         pub struct IgnoredOptions {
             $(

@@ -15,8 +15,10 @@ pub use pattern::{BATCH_STEP, PatternValues, expand_pattern};
 pub use request::{JobRequest, check_name};
 pub use slurm::{SignalSpec, SlurmOptions, parse_signal};
 
-/// Submit options as Slurm's `sbatch` spells them. Every field is optional so that the command
-/// line, the script's directives and defaults can be layered.
+// Submit options as Slurm's `sbatch` spells them. Every field is optional so that the command
+// line, the script's directives and defaults can be layered. (A plain comment: clap would show a
+// doc comment as the `--help` text of the deferred commands that flatten these options.)
+#[allow(missing_docs)]
 #[derive(clap::Args, Debug, Clone, Default, PartialEq, Eq)]
 pub struct JobOptions {
     /// Job name [default: the script's file name, or "wrap"]

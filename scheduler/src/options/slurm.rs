@@ -2,7 +2,9 @@
 //! arithmetic, `--signal`, `--open-mode`, and the options that mean nothing on a labpool pool
 //! (accepted with a one-line warning) or that it cannot honour yet (refused with the reason).
 
-/// Options as sbatch spells them, beyond the core ones of [`super::JobOptions`].
+// Options as sbatch spells them, beyond the core ones of `JobOptions`. (A plain comment, as
+// on `JobOptions`: clap would show a doc comment as deferred commands' `--help` text.)
+#[allow(missing_docs)]
 #[derive(clap::Args, Debug, Clone, Default, PartialEq, Eq)]
 pub struct SlurmOptions {
     /// GPUs per task: [TYPE:]N; the job gets N x --ntasks

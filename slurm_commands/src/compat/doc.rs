@@ -156,10 +156,7 @@ use clap::Args as _;
 /// order (those every command shares included).
 pub(super) fn sections() -> Vec<(&'static str, &'static str, Vec<Row>)> {
     let ignored = ignored_ids();
-    let alloc = crate::cli::Cli::command()
-        .find_subcommand("alloc")
-        .cloned()
-        .expect("labpool alloc exists");
+    let alloc = crate::cli::alloc_command();
     let mut sections: Vec<(&str, &str, Vec<Row>)> = vec![
         (
             "sbatch",
