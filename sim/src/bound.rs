@@ -31,13 +31,7 @@ pub struct Bound {
 /// The limit of `input`: its runnable jobs' datasets, as the module says.
 pub fn bound(input: &SimInput) -> Bound {
     let cache = input.cluster.ssd_bytes;
-    let runnable = input.jobs.iter().filter(|j| {
-        input
-            .cluster
-            .groups
-            .iter()
-            .any(|g| g.gpus >= j.gpus && j.duration_on(&g.gpu_type).is_some())
-    });
+    let runnable = input.jobs.iter().filter(|j| input.cluster.runs(j));
     let mut staged = BTreeSet::new();
     let mut streamed = 0.0;
     for j in runnable {
@@ -68,6 +62,11 @@ pub fn way(r: f64, fifo: f64, bound: f64) -> Option<f64> {
     (gap > 0.0).then(|| (fifo - r) / gap)
 }
 
+/// A way as a percentage, `-` where there is none.
+pub fn percent(way: Option<f64>) -> String {
+    way.map_or("-".to_string(), |w| format!("{:.0}%", w * 100.0))
+}
+
 /// The bound and each policy's way to it, as lines under the table (the first fifo report is
 /// the start; without one, the bound alone).
 pub fn lines(reports: &[SimReport], bound: &Bound) -> String {
@@ -79,13 +78,12 @@ pub fn lines(reports: &[SimReport], bound: &Bound) -> String {
     let Some(fifo) = reports.iter().find(|r| r.policy == "fifo") else {
         return out;
     };
-    let pct = |w: Option<f64>| w.map_or("-".to_string(), |w| format!("{:.0}%", w * 100.0));
     for r in reports.iter().filter(|r| r.policy != "fifo") {
         out.push_str(&format!(
             "\n{}: {} of the way from fifo to the limit in shared-storage bytes, {} in GPU time waiting for data",
             r.policy,
-            pct(way(r.shared_bytes, fifo.shared_bytes, bound.shared_bytes)),
-            pct(way(r.data_wait_gpu_s, fifo.data_wait_gpu_s, bound.data_wait_gpu_s)),
+            percent(way(r.shared_bytes, fifo.shared_bytes, bound.shared_bytes)),
+            percent(way(r.data_wait_gpu_s, fifo.data_wait_gpu_s, bound.data_wait_gpu_s)),
         ));
     }
     out

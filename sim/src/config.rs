@@ -34,6 +34,15 @@ pub struct ClusterSpec {
     pub nic_bw: f64,
 }
 
+impl ClusterSpec {
+    /// True when `job` can run here: some node group fits its GPUs and has a run time for it.
+    pub fn runs(&self, job: &super::trace::TraceJob) -> bool {
+        self.groups
+            .iter()
+            .any(|g| g.gpus >= job.gpus && job.duration_on(&g.gpu_type).is_some())
+    }
+}
+
 /// Why a cluster spec was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SpecError {

@@ -208,7 +208,7 @@ fn mean(v: &[f64]) -> f64 {
 }
 
 /// The value at quantile `q` (nearest rank) of `v`.
-fn quantile(v: &[f64], q: f64) -> f64 {
+pub(crate) fn quantile(v: &[f64], q: f64) -> f64 {
     if v.is_empty() {
         return 0.0;
     }

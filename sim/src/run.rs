@@ -129,16 +129,8 @@ pub fn simulate(input: &SimInput, policy: SimPolicy) -> Result<SimReport, SimErr
             .total_cmp(&b.submit_s)
             .then(a.job_id.cmp(&b.job_id))
     });
-    // A job runs only on node groups it has a run time for and fits on.
-    let fits = |j: &TraceJob| {
-        input
-            .cluster
-            .groups
-            .iter()
-            .any(|g| g.gpus >= j.gpus && j.duration_on(&g.gpu_type).is_some())
-    };
     let (runnable, rejected): (Vec<&TraceJob>, Vec<&TraceJob>) =
-        arrivals.into_iter().partition(|j| fits(j));
+        arrivals.into_iter().partition(|j| input.cluster.runs(j));
 
     let mut world = World {
         input,

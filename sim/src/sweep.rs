@@ -194,7 +194,6 @@ pub fn bound_table(rows: &[SweepRow]) -> String {
     out.push_str(&"---|---|".repeat(names.len().saturating_sub(1)));
     out.push('\n');
     let mut ways: Vec<[Vec<f64>; 2]> = vec![[Vec::new(), Vec::new()]; names.len()];
-    let pct = |w: Option<f64>| w.map_or("-".to_string(), |w| format!("{:.0}%", w * 100.0));
     for row in rows {
         let base = &row.reports[0];
         out.push_str(&format!(
@@ -212,7 +211,7 @@ pub fn bound_table(rows: &[SweepRow]) -> String {
                 ),
             ];
             for (k, w) in pair.iter().enumerate() {
-                out.push_str(&format!(" {} |", pct(*w)));
+                out.push_str(&format!(" {} |", crate::bound::percent(*w)));
                 ways[i][k].extend(w);
             }
         }
@@ -222,10 +221,8 @@ pub fn bound_table(rows: &[SweepRow]) -> String {
         out.push_str(&format!("| **{what} over the sweep** | |"));
         for w in ways.iter().skip(1) {
             for v in w {
-                let mut v = v.clone();
-                v.sort_by(f64::total_cmp);
-                let x = v.get(((v.len().saturating_sub(1)) as f64 * pick) as usize);
-                out.push_str(&format!(" {} |", pct(x.copied())));
+                let x = (!v.is_empty()).then(|| crate::report::quantile(v, pick));
+                out.push_str(&format!(" {} |", crate::bound::percent(x)));
             }
         }
         out.push('\n');
