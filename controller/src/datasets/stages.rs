@@ -7,6 +7,7 @@ use crate::api::agent::{
 use crate::api::data::short;
 use crate::datasets::NodeCacheState;
 use crate::engine::Engine;
+use crate::engine::answers::Answers;
 use labpool_cache::store::{Inventory, Progress};
 use labpool_lifecycle::{Event, StageKind};
 use labpool_scheduler::JobState;
@@ -91,10 +92,9 @@ impl Engine {
             _ => vec![node.to_string()],
         };
         if nodes.len() > 1 {
-            let waiting = nodes.iter().cloned().collect();
             self.data
                 .gang_stages
-                .insert((job, attempt), (waiting, Vec::new()));
+                .insert((job, attempt), Answers::from_nodes(&nodes));
         }
         for n in nodes {
             self.send_stage(&n, StageFor::Job { job, attempt }, &versions);
@@ -232,13 +232,11 @@ impl Engine {
                         )
                     })
                     .collect();
-                if let Some((waiting, done)) = self.data.gang_stages.get_mut(&(job, attempt)) {
-                    waiting.remove(&node);
-                    done.append(&mut notes);
-                    if !waiting.is_empty() {
+                if let Some(gang) = self.data.gang_stages.get_mut(&(job, attempt)) {
+                    let Some(all) = gang.answered(&node, notes) else {
                         return Ok(());
-                    }
-                    notes = std::mem::take(done);
+                    };
+                    notes = all;
                     self.data.gang_stages.remove(&(job, attempt));
                 }
                 let next = self.after_data(job, &node);

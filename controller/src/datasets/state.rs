@@ -52,7 +52,7 @@ pub struct DataState {
     pub peer_serving: BTreeMap<(String, String, String), String>,
     /// A multi-node job's stage: (job, attempt) → the nodes still staging, and the notes of
     /// those done. The attempt starts when the last one is done.
-    pub(super) gang_stages: BTreeMap<(u64, u32), (BTreeSet<String>, Vec<String>)>,
+    pub(super) gang_stages: BTreeMap<(u64, u32), crate::engine::answers::Answers>,
     /// Bytes per second stages have been copying lately (a moving average of their reports),
     /// for delay scheduling's copy-time estimates; `None` until a stage has reported.
     pub(super) stage_rate: Option<f64>,

@@ -7,6 +7,7 @@
 //! done in the domain folders: [`crate::jobs`], [`crate::nodes`],
 //! [`crate::datasets`] and [`crate::accounts`].
 
+pub(crate) mod answers;
 pub mod pass;
 pub mod reload;
 pub mod request;
@@ -116,7 +117,7 @@ pub struct Engine {
     pub(crate) envs_ready: BTreeSet<(u64, u32)>,
     /// Multi-node attempts still waiting for some of their nodes to report their environment
     /// in place: the nodes not yet done, and the notes of those done.
-    pub(crate) env_gangs: BTreeMap<(u64, u32), (BTreeSet<String>, Vec<String>)>,
+    pub(crate) env_gangs: BTreeMap<(u64, u32), answers::Answers>,
     /// Jobs not yet finished, with everything needed to launch them, in the lifecycle core.
     pub(crate) jobs: Lifecycle<JobRow>,
     /// What the current batch must write, send and answer.

@@ -15,6 +15,7 @@
 
 use crate::api::agent::{AgentOrder, LaunchEnv};
 use crate::engine::Engine;
+use crate::engine::answers::Answers;
 use crate::jobs::JobRow;
 use labpool_lifecycle::{Event, Lacks, Readiness};
 use labpool_scheduler::JobState;
@@ -53,8 +54,8 @@ impl Engine {
             row.nodes()
         };
         if nodes.len() > 1 {
-            let waiting = nodes.iter().cloned().collect();
-            self.env_gangs.insert((job, attempt), (waiting, Vec::new()));
+            self.env_gangs
+                .insert((job, attempt), Answers::from_nodes(&nodes));
         }
         for n in &nodes {
             if let Some(link) = self.reach.orders(n) {
@@ -121,13 +122,11 @@ impl Engine {
                     (false, Some(_)) => vec![format!("environment {id} already on {node}")],
                     (false, None) => Vec::new(),
                 };
-                if let Some((waiting, done)) = gang {
-                    waiting.remove(&node);
-                    done.append(&mut notes);
-                    if !waiting.is_empty() {
+                if let Some(gang) = gang {
+                    let Some(all) = gang.answered(&node, notes) else {
                         return;
-                    }
-                    notes = std::mem::take(done);
+                    };
+                    notes = all;
                     self.env_gangs.remove(&(job, attempt));
                 }
                 self.envs_ready.insert((job, attempt));

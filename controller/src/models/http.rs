@@ -1,8 +1,9 @@
 //! API handlers of the model cache: add a revision, list models.
 
+use crate::api::data::DatasetView;
 use crate::api::models::{AddModelRequest, ModelAdded, ModelView};
-use crate::datasets::db::DatasetRow;
 use crate::datasets::http::{record_rescan, register};
+use crate::datasets::registry::dataset_view;
 use crate::error::ApiError;
 use crate::http::{AppState, Peer, body, caller};
 use crate::models::names;
@@ -79,16 +80,8 @@ async fn add(
             register(&state, dataset, root.clone(), description, caller).await?
         }
     };
-    let row = DatasetRow {
-        name: view.name.clone(),
-        path: view.path.clone(),
-        description: view.description.clone(),
-        created: 0,
-        created_by: String::new(),
-        current: view.current.clone(),
-    };
     Ok(Json(ModelAdded {
-        model: model_view(&row, &owner, &repo, view.files, view.bytes),
+        model: model_view(&view, &owner, &repo),
         revision,
         commit: imported.commit,
         files: imported.files,
@@ -116,9 +109,7 @@ async fn list(
             continue;
         }
         let versions = state.db.dataset_versions(&d.name).await?;
-        let current = versions.iter().find(|v| v.version == d.current);
-        let (files, bytes) = current.map_or((0, 0), |v| (v.files, v.bytes));
-        out.push(model_view(&d, &owner, &repo, files, bytes));
+        out.push(model_view(&dataset_view(&d, &versions), &owner, &repo));
     }
     out.sort_by(|a, b| (&a.repo, &a.owner).cmp(&(&b.repo, &b.owner)));
     Ok(Json(out))
@@ -143,15 +134,15 @@ async fn lock(store: &Path, dataset: &str) -> Result<std::fs::File, ApiError> {
     .map_err(|e| ApiError::internal(format!("cannot take the model's lock: {e}")))
 }
 
-/// The API view of a model.
-fn model_view(d: &DatasetRow, owner: &str, repo: &RepoId, files: u64, bytes: u64) -> ModelView {
+/// The API view of a model, from its dataset's.
+fn model_view(d: &DatasetView, owner: &str, repo: &RepoId) -> ModelView {
     ModelView {
         repo: repo.as_string(),
         owner: owner.to_string(),
         dataset: d.name.clone(),
         version: d.current.clone(),
-        files,
-        bytes,
+        files: d.files,
+        bytes: d.bytes,
         refs: refs(&d.path.join(repo.folder()).join("refs")),
         path: d.path.clone(),
     }
