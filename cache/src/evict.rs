@@ -5,7 +5,7 @@
 
 use crate::error::CacheError;
 use crate::inventory::CachedVersion;
-use crate::layout::{COMPLETE, JOURNAL, MANIFEST, STATS};
+use crate::layout::{BASE, COMPLETE, JOURNAL, MANIFEST, STATS, TAKEN};
 use crate::store::NodeCache;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -19,7 +19,7 @@ impl NodeCache {
             std::fs::rename(&dir, &trash).map_err(|e| CacheError::io(&dir, e))?;
             std::fs::remove_dir_all(&trash).map_err(|e| CacheError::io(&trash, e))?;
         }
-        for suffix in [MANIFEST, JOURNAL, STATS] {
+        for suffix in [MANIFEST, BASE, TAKEN, JOURNAL, STATS] {
             let _ = std::fs::remove_file(self.side(name, version, suffix));
         }
         let parent = self.root().join(name);

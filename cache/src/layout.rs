@@ -3,7 +3,9 @@
 //! ```text
 //! ROOT/NAME/VERSION/...            the files, exactly as the manifest lists them
 //! ROOT/NAME/VERSION.journal        while staging: one "hash<TAB>path" line per finished file
-//! ROOT/NAME/VERSION.manifest.json  once staged: the manifest with each file's BLAKE3
+//! ROOT/NAME/VERSION.manifest.json  once staged: the manifest with each file's BLAKE3, whole or
+//!                                  as changes against VERSION.manifest-base.json (see
+//!                                  crate::staged, which also names VERSION.taken.json)
 //! ROOT/NAME/VERSION.complete       once staged: the marker; without it a version does not exist
 //! ROOT/NAME/VERSION.stats.json     uses, hits and last use
 //! ROOT/NAME/.removing-VERSION      a version being removed, already invisible
@@ -11,7 +13,6 @@
 //! ```
 
 use crate::error::CacheError;
-use crate::manifest::Manifest;
 use crate::store::NodeCache;
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -22,6 +23,8 @@ use std::path::{Path, PathBuf};
 pub(crate) const COMPLETE: &str = "complete";
 pub(crate) const JOURNAL: &str = "journal";
 pub(crate) const MANIFEST: &str = "manifest.json";
+pub(crate) const BASE: &str = "manifest-base.json";
+pub(crate) const TAKEN: &str = "taken.json";
 pub(crate) const STATS: &str = "stats.json";
 
 /// Prefix of a version directory renamed away for removal.
@@ -57,16 +60,6 @@ impl NodeCache {
     /// True when the version is staged completely.
     pub fn is_complete(&self, name: &str, version: &str) -> bool {
         self.side(name, version, COMPLETE).exists()
-    }
-
-    /// The staged manifest (with hashes) of a complete version.
-    pub fn staged_manifest(&self, name: &str, version: &str) -> Result<Manifest, CacheError> {
-        let p = self.side(name, version, MANIFEST);
-        let bytes = std::fs::read(&p).map_err(|e| CacheError::io(&p, e))?;
-        serde_json::from_slice(&bytes).map_err(|e| CacheError::Corrupt {
-            path: p,
-            message: e.to_string(),
-        })
     }
 
     /// Complete versions of `name` other than `except`, sorted. Only the markers are read:

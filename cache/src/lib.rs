@@ -30,6 +30,7 @@ pub mod manifest;
 pub mod peer;
 pub mod registry;
 pub mod stage;
+mod staged;
 pub mod store;
 pub mod verify;
 mod walk;

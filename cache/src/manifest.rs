@@ -172,10 +172,10 @@ pub fn diff(old: &Manifest, new: &Manifest) -> Diff {
 
 /// The entries of two path-sorted manifests side by side: (old, new) with the same path, or
 /// one side alone.
-pub fn pairs<'a>(
-    old: &'a Manifest,
-    new: &'a Manifest,
-) -> impl Iterator<Item = (Option<&'a Entry>, Option<&'a Entry>)> {
+pub fn pairs<'o, 'n>(
+    old: &'o Manifest,
+    new: &'n Manifest,
+) -> impl Iterator<Item = (Option<&'o Entry>, Option<&'n Entry>)> {
     let (mut o, mut n) = (old.entries.iter().peekable(), new.entries.iter().peekable());
     std::iter::from_fn(move || match (o.peek(), n.peek()) {
         (None, None) => None,

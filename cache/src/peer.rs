@@ -22,11 +22,11 @@
 use crate::copy::set_mtime;
 use crate::delta::{self, DeltaOptions};
 use crate::error::CacheError;
+use crate::layout::MANIFEST;
 use crate::manifest::{Entry, Kind, Manifest};
 use crate::store::NodeCache;
 use nix::fcntl::{OFlag, openat};
 use nix::sys::stat::Mode;
-use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Write};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
@@ -85,27 +85,6 @@ impl PeerSource for LocalPeer {
     }
 }
 
-/// Staged manifests recently served, so that serving many files of one version parses its
-/// manifest once. Keyed by dataset and version, each with the manifest file's identity.
-#[derive(Default)]
-pub(crate) struct Served(Mutex<BTreeMap<(String, String), ServedManifest>>);
-
-/// A parsed manifest and the identity of the file it was read from.
-type ServedManifest = (Stamp, Arc<Manifest>);
-
-/// A manifest file's device, inode, mtime and size: a restaged version writes a new file.
-type Stamp = (u64, u64, i64, u64);
-
-/// Versions whose manifests are kept at once.
-const SERVED_KEPT: usize = 8;
-
-impl std::fmt::Debug for Served {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let n = self.0.lock().map_or(0, |m| m.len());
-        write!(f, "Served({n} manifests)")
-    }
-}
-
 impl NodeCache {
     /// The staged manifest of a complete version, for a peer.
     pub fn serve_manifest(&self, name: &str, version: &str) -> Result<Manifest, CacheError> {
@@ -138,7 +117,7 @@ impl NodeCache {
         })
     }
 
-    /// The manifest of a complete version, parsed once per manifest file.
+    /// The manifest of a complete version.
     fn served(&self, name: &str, version: &str) -> Result<Arc<Manifest>, CacheError> {
         crate::registry::check_name(name)?;
         check_version(version)?;
@@ -149,22 +128,8 @@ impl NodeCache {
         if !self.is_complete(name, version) {
             return Err(not_complete());
         }
-        let p = self.side(name, version, "manifest.json");
-        let meta = std::fs::metadata(&p).map_err(|_| not_complete())?;
-        let stamp = (meta.dev(), meta.ino(), mtime_ns(&meta), meta.len());
-        let key = (name.to_string(), version.to_string());
-        if let Some((s, m)) = self.served.0.lock().expect("not poisoned").get(&key)
-            && *s == stamp
-        {
-            return Ok(m.clone());
-        }
-        let m = Arc::new(self.staged_manifest(name, version)?);
-        let mut kept = self.served.0.lock().expect("not poisoned");
-        if kept.len() >= SERVED_KEPT {
-            kept.clear();
-        }
-        kept.insert(key, (stamp, m.clone()));
-        Ok(m)
+        // Parsed once per manifest file: serving many files of a version reads it once.
+        Ok(self.read_staged(name, version, MANIFEST)?.whole)
     }
 
     /// Reads a regular file of a complete version's manifest, refusing anything else. Returns

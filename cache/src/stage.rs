@@ -8,6 +8,8 @@ mod execute;
 mod plan;
 mod take_over;
 
+pub(crate) use take_over::remove_if_there;
+
 use crate::delta::DeltaOptions;
 use crate::error::CacheError;
 use crate::manifest::Manifest;

@@ -9,7 +9,7 @@
 
 use crate::error::CacheError;
 use crate::layout::REMOVING;
-use crate::peer::Served;
+use crate::staged::Parsed;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -23,8 +23,8 @@ pub use crate::verify::VerifyReport;
 #[derive(Debug, Clone)]
 pub struct NodeCache {
     root: PathBuf,
-    /// Manifests parsed for peers.
-    pub(crate) served: Arc<Served>,
+    /// Staged manifests parsed or written lately, shared by the handle's clones.
+    pub(crate) parsed: Arc<Parsed>,
 }
 
 impl NodeCache {
@@ -50,7 +50,7 @@ impl NodeCache {
         }
         Ok(NodeCache {
             root: root.to_path_buf(),
-            served: Arc::default(),
+            parsed: Arc::default(),
         })
     }
 

@@ -7,7 +7,7 @@ use super::plan::{Donor, FileAction, PlannedFile, StagePlan};
 use super::{Progress, StageOptions, StageReport};
 use crate::copy::{Limiter, set_mtime, write_partial};
 use crate::error::CacheError;
-use crate::layout::{COMPLETE, JOURNAL, MANIFEST, journal_line, write_atomic};
+use crate::layout::{COMPLETE, JOURNAL, TAKEN, journal_line, write_atomic};
 use crate::manifest::{Entry, Kind};
 use crate::peer::PeerStage;
 use crate::store::NodeCache;
@@ -39,7 +39,7 @@ impl NodeCache {
         let (name, version, manifest) = (plan.name.as_str(), plan.version.as_str(), plan.manifest);
         let dir = self.dir(name, version);
         if let Some(t) = &plan.take_over {
-            self.take_over(plan, &t.version, &t.manifest)?;
+            self.take_over(plan, t)?;
         }
         std::fs::create_dir_all(&dir).map_err(|e| CacheError::io(&dir, e))?;
         if plan.resuming {
@@ -191,13 +191,28 @@ impl NodeCache {
                 workers,
                 message: e.to_string(),
             })?;
-        // After the first error no new file is started.
-        let hashes: Result<Vec<String>, CacheError> =
-            pool.install(|| plan.files.par_iter().map(work).collect());
+        // After the first error no new file is started. Files a take-over kept are done.
+        let todo: Vec<&PlannedFile<'_>> = plan
+            .files
+            .iter()
+            .filter(|f| !matches!(f.action, FileAction::Reuse { .. }))
+            .collect();
+        let done: Result<Vec<String>, CacheError> =
+            pool.install(|| todo.par_iter().map(|f| work(f)).collect());
         // Good copies are kept even when another file failed: a later stage resumes them.
         let flushed = flush(pending.into_inner().expect("not poisoned"));
-        let hashes = hashes?;
+        let mut done = done?.into_iter();
         flushed?;
+        // Every file's hash, in the plan's order (which is the manifest's).
+        let hashes: Vec<String> = plan
+            .files
+            .iter()
+            .map(|f| match &f.action {
+                FileAction::Reuse { hash } => Some(hash.clone()),
+                _ => done.next(),
+            })
+            .collect::<Option<_>>()
+            .expect("a hash for every file done");
         let tally = tally.into_inner().expect("not poisoned");
         report = StageReport {
             files_reused: counts.reuse.files,
@@ -222,24 +237,13 @@ impl NodeCache {
                 .map_err(|err| CacheError::io(&p, err))?;
             set_mtime(&p, e.mtime_ns)?;
         }
-        // The plan holds the manifest's files in its order, so hashes pair up one by one.
-        let mut staged = manifest.clone();
-        for (e, (f, h)) in staged
-            .entries
-            .iter_mut()
-            .filter(|e| e.kind == Kind::File)
-            .zip(plan.files.iter().zip(hashes))
-        {
-            assert_eq!(e.path, f.entry.path, "a plan follows its manifest");
-            e.hash = Some(h);
-        }
-        let json = serde_json::to_vec(&staged).expect("a manifest serialises");
-        write_atomic(&self.side(name, version, MANIFEST), &json)?;
+        self.write_staged(name, version, manifest, &hashes, plan.base())?;
         // Everything (the last renames, links, directories) is on disk before the marker is.
         let d = File::open(&dir).map_err(|e| CacheError::io(&dir, e))?;
         nix::unistd::syncfs(&d).map_err(|e| CacheError::io(&dir, e.into()))?;
         write_atomic(&self.side(name, version, COMPLETE), b"")?;
         let _ = std::fs::remove_file(&journal_path);
+        let _ = std::fs::remove_file(self.side(name, version, TAKEN));
         Ok(report)
     }
 }

@@ -1,11 +1,12 @@
 //! The first step of a stage: what to do with each file, decided before anything is written.
 
 use crate::error::CacheError;
-use crate::layout::{JOURNAL, read_journal};
+use crate::layout::{JOURNAL, MANIFEST, TAKEN, read_journal};
 use crate::manifest::{Entry, Kind, Manifest, pairs};
 use crate::store::NodeCache;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
+use std::sync::Arc;
 
 /// A file of another complete version that a new version can hard-link.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -82,7 +83,10 @@ pub struct TakeOver {
     /// The version taken over.
     pub version: String,
     /// Its staged manifest: what the new version does not hold is removed from it.
-    pub manifest: Manifest,
+    pub manifest: Arc<Manifest>,
+    /// The base its staged manifest is kept against on disk, when it is kept as changes; the
+    /// new version keeps that base. Without one, `manifest` itself becomes the base.
+    pub base: Option<Arc<Manifest>>,
 }
 
 /// What staging a version will do. Computed from the cache's markers, journal and staged
@@ -102,11 +106,22 @@ pub struct StagePlan<'m> {
     pub resuming: bool,
     /// The version to take over, if any.
     pub take_over: Option<TakeOver>,
+    /// Resuming a take-over: the base it left, which the staged manifest is written against.
+    pub resumed_base: Option<Arc<Manifest>>,
     /// Every file of the manifest, in its order.
     pub files: Vec<PlannedFile<'m>>,
 }
 
 impl StagePlan<'_> {
+    /// The base the version's staged manifest is written against, if any: the one its
+    /// take-over brings (see [`crate::staged`]).
+    pub fn base(&self) -> Option<&Arc<Manifest>> {
+        match &self.take_over {
+            Some(t) => Some(t.base.as_ref().unwrap_or(&t.manifest)),
+            None => self.resumed_base.as_ref(),
+        }
+    }
+
     /// Files and bytes by action.
     pub fn counts(&self) -> PlanCounts {
         let mut c = PlanCounts::default();
@@ -139,6 +154,7 @@ impl NodeCache {
             complete: self.is_complete(name, version),
             resuming: false,
             take_over: None,
+            resumed_base: None,
             files: Vec::new(),
         };
         if plan.complete {
@@ -150,31 +166,43 @@ impl NodeCache {
             plan.take_over = take_over
                 .iter()
                 .filter(|v| *v != version && self.is_complete(name, v))
-                .filter_map(|v| Some((v, self.staged_manifest(name, v).ok()?)))
-                .map(|(v, m)| (kept(&m, manifest).count(), v, m))
+                .filter_map(|v| Some((v, self.read_staged(name, v, MANIFEST).ok()?)))
+                .map(|(v, m)| (kept(&m.whole, manifest).count(), v, m))
                 .max_by(|a, b| a.0.cmp(&b.0).then_with(|| b.1.cmp(a.1)))
                 .map(|(_, v, m)| TakeOver {
                     version: v.clone(),
-                    manifest: m,
+                    manifest: m.whole,
+                    base: m.base,
                 });
         }
-        let (reused, done, except) = match &plan.take_over {
-            // A take-over starts the journal afresh, holding exactly the files it keeps.
+        let mut done = BTreeMap::new();
+        let (reused, except) = match &plan.take_over {
+            // A take-over starts the journal afresh: the files it keeps are known from the
+            // manifest it took over, which it keeps on disk until the version is complete.
             Some(t) => (
                 kept(&t.manifest, manifest)
-                    .map(|(e, h)| (e.path.as_str(), h))
+                    .map(|(e, h)| (e, h.to_string()))
                     .collect(),
-                BTreeMap::new(),
                 vec![version, t.version.as_str()],
             ),
-            None => (
-                BTreeMap::new(),
-                read_journal(&self.side(name, version, JOURNAL))?,
-                vec![version],
-            ),
+            None => {
+                done = read_journal(&self.side(name, version, JOURNAL))?;
+                // An interrupted take-over: what it kept is done, as in a journal.
+                plan.resumed_base = self.staged_base(name, version)?;
+                if let Some(base) = &plan.resumed_base {
+                    let taken = match self.side(name, version, TAKEN).exists() {
+                        true => self.read_staged(name, version, TAKEN)?.whole,
+                        false => Arc::clone(base),
+                    };
+                    for (e, h) in kept(&taken, manifest) {
+                        done.entry(e.path.clone()).or_insert_with(|| h.to_string());
+                    }
+                }
+                (Vec::new(), vec![version])
+            }
         };
         let donors = self.donors(name, &except)?;
-        plan.files = plan_files(manifest, &reused, &done, &donors);
+        plan.files = plan_files(manifest, reused, &done, &donors);
         Ok(plan)
     }
 
@@ -198,7 +226,7 @@ impl NodeCache {
     fn donors(&self, name: &str, except: &[&str]) -> Result<BTreeMap<DonorKey, Donor>, CacheError> {
         let mut out = BTreeMap::new();
         for v in self.complete_versions(name, except) {
-            let m = self.staged_manifest(name, &v)?;
+            let m = self.read_staged(name, &v, MANIFEST)?.whole;
             let base = self.dir(name, &v);
             for e in m.files() {
                 if let Some(h) = &e.hash {
@@ -213,22 +241,22 @@ impl NodeCache {
     }
 }
 
-/// Each file's action, in this order of preference: kept by the take-over (`reused`), done
-/// per the journal (`done`), linkable from a donor, else copied.
+/// Each file's action, in this order of preference: kept by the take-over (`reused`, the
+/// manifest's own entries in its order), done per the journal (`done`), linkable from a donor,
+/// else copied.
 fn plan_files<'m>(
     manifest: &'m Manifest,
-    reused: &BTreeMap<&str, &str>,
+    reused: Vec<(&'m Entry, String)>,
     done: &BTreeMap<String, String>,
     donors: &BTreeMap<DonorKey, Donor>,
 ) -> Vec<PlannedFile<'m>> {
+    let mut reused = reused.into_iter().peekable();
     manifest
         .files()
         .map(|entry| {
             let donor = || donors.get(&DonorKey::of(entry)).cloned();
-            let action = if let Some(hash) = reused.get(entry.path.as_str()) {
-                FileAction::Reuse {
-                    hash: hash.to_string(),
-                }
+            let action = if let Some((_, hash)) = reused.next_if(|(e, _)| std::ptr::eq(*e, entry)) {
+                FileAction::Reuse { hash }
             } else if let Some(hash) = done.get(&entry.path) {
                 FileAction::Resume {
                     hash: hash.clone(),
@@ -259,7 +287,10 @@ pub fn bytes_to_stage(new: &Manifest, donors: &[&Manifest]) -> u64 {
 
 /// Files of `new` that `old` (a staged manifest, with hashes) holds unchanged at the same path,
 /// with their hashes.
-fn kept<'a>(old: &'a Manifest, new: &'a Manifest) -> impl Iterator<Item = (&'a Entry, &'a str)> {
+fn kept<'o, 'n>(
+    old: &'o Manifest,
+    new: &'n Manifest,
+) -> impl Iterator<Item = (&'n Entry, &'o str)> {
     pairs(old, new).filter_map(|(o, e)| {
         let (o, e) = (o?, e?);
         // Paired by path already: compare the rest of the key without building it.
