@@ -16,16 +16,16 @@
 
 use crate::api::agent::Launch;
 use crate::jobdir::JobDir;
+use labpool_cache::hub::refs::read_refs;
 use std::collections::BTreeMap;
 use std::io;
-use std::io::Read;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Component, Path, PathBuf};
 
 /// Room a job's corner gets for its hub cache, beyond the corner's own.
 pub const HUB_ROOM: u64 = 256 << 20;
 
-/// The most snapshots and refs of one model linked or copied.
+/// The most snapshots of one model linked.
 const MAX_ENTRIES: usize = 1024;
 
 /// The corner room `launch` needs for its hub cache.
@@ -100,13 +100,9 @@ fn overlay(owner: &Owner, from: &Path, to: &Path) -> io::Result<()> {
         std::os::unix::fs::symlink(from.join("snapshots").join(&commit), &link)?;
         owner.link(&link)?;
     }
-    for name in names(&from.join("refs"))? {
-        let mut text = String::new();
-        std::fs::File::open(from.join("refs").join(&name))?
-            .take(128)
-            .read_to_string(&mut text)?;
+    for (name, commit) in read_refs(&from.join("refs"))? {
         let copy = to.join("refs").join(&name);
-        std::fs::write(&copy, text.trim())?;
+        std::fs::write(&copy, commit)?;
         owner.link(&copy)?;
     }
     Ok(())

@@ -26,6 +26,7 @@
 
 pub mod export;
 pub mod import;
+pub mod refs;
 
 use std::path::PathBuf;
 

@@ -13,8 +13,8 @@ use axum::extract::State;
 use axum::extract::connect_info::ConnectInfo;
 use axum::extract::rejection::JsonRejection;
 use axum::routing::get;
+use labpool_cache::hub::refs::read_refs;
 use labpool_cache::hub::{RepoId, parse_spec};
-use std::io::Read;
 use std::path::Path;
 
 /// The model routes.
@@ -143,32 +143,7 @@ fn model_view(d: &DatasetView, owner: &str, repo: &RepoId) -> ModelView {
         version: d.current.clone(),
         files: d.files,
         bytes: d.bytes,
-        refs: refs(&d.path.join(repo.folder()).join("refs")),
+        refs: read_refs(&d.path.join(repo.folder()).join("refs")).unwrap_or_default(),
         path: d.path.clone(),
     }
-}
-
-/// A hub folder's refs and the commit each names, in name order (at most 256).
-fn refs(dir: &Path) -> Vec<(String, String)> {
-    let mut out: Vec<(String, String)> = std::fs::read_dir(dir)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .take(256)
-        .filter_map(|e| {
-            let name = e.file_name().to_str()?.to_string();
-            if name.starts_with('.') {
-                return None;
-            }
-            let mut text = String::new();
-            std::fs::File::open(e.path())
-                .ok()?
-                .take(128)
-                .read_to_string(&mut text)
-                .ok()?;
-            Some((name, text.trim().to_string()))
-        })
-        .collect();
-    out.sort();
-    out
 }
