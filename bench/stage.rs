@@ -17,6 +17,7 @@
 //!   taking over the old one, which no job reads any more (renamed; changed files replaced
 //!   through `.partial`, fsync, rename); rsync updates a copy in place. (When a running job
 //!   still reads the old version, unchanged files are hard-linked instead; see the cache tests.)
+//!   "peer + sync" adds the `sync` that makes rsync's changes as durable as a staged version.
 //! - no change: labpool rescans and finds the version unchanged; rsync walks both trees.
 //! - job start with current data: what each job pays at its start. labpool checks that its
 //!   version is complete on the node; the seed's job script runs `rsync -a` every time.
@@ -214,6 +215,8 @@ fn main() {
 
     // 1% change, then no change. Each run changes a different 1% and stages a new version.
     let (mut lp1, mut rs1, mut amp, mut rs_amp) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    // rsync -a and the `sync` that makes its changes as durable as a staged version.
+    let mut rs1s = Vec::new();
     let (mut lp0, mut rs0) = (Vec::new(), Vec::new());
     let cache = NodeCache::open(&cache_root).unwrap();
     let mut previous_version = version.clone();
@@ -264,6 +267,7 @@ fn main() {
                 .arg(format!("{}/", src.display()))
                 .arg(&rs_dst));
         }));
+        rs1s.push(rs1[r] + sync_time());
         rs_amp.push(rsync_transferred(&stats.borrow()) as f64 / changed_bytes as f64);
         manifest = next.unwrap();
         previous_version = manifest.version();
@@ -281,7 +285,7 @@ fn main() {
                 .arg(&rs_dst));
         }));
         println!(
-            "  run {}: 1% change ({} files, {:.1} MB): labpool {:.2} s (rescan {:.2} s; copied {}, kept {}), rsync -a {:.2} s; no change: labpool {:.2} s, rsync -a {:.2} s",
+            "  run {}: 1% change ({} files, {:.1} MB): labpool {:.2} s (rescan {:.2} s; copied {}, kept {}), rsync -a {:.2} s (+ sync {:.2} s); no change: labpool {:.2} s, rsync -a {:.2} s",
             r + 1,
             changed.len(),
             changed_bytes as f64 / 1e6,
@@ -290,11 +294,13 @@ fn main() {
             report.files_copied,
             report.files_reused + report.files_linked,
             rs1[r],
+            rs1s[r],
             lp0[r],
             rs0[r]
         );
     }
     let (lp1_m, rs1_m, lp0_m, rs0_m) = (median(lp1), median(rs1), median(lp0), median(rs0));
+    let rs1s_m = median(rs1s);
     // What a job start pays: labpool checks that its version is complete on the node (the
     // source was re-validated once, at rescan); the seed's job script runs rsync every time.
     let checks = 1000;
@@ -318,6 +324,10 @@ fn main() {
     println!(
         "1% change            {lp1_m:>6.2} s         -  {rs1_m:>7.2} s       -  {:>7.2}x",
         rs1_m / lp1_m
+    );
+    println!(
+        "1% change, peer + sync {lp1_m:>4.2} s         -  {rs1s_m:>7.2} s       -  {:>7.2}x",
+        rs1s_m / lp1_m
     );
     println!(
         "no change            {lp0_m:>6.2} s         -  {rs0_m:>7.2} s       -  {:>7.2}x",
