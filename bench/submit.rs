@@ -12,7 +12,8 @@
 //! Both pools have one node with 2 GPUs (virtual for labpool, fake device files for Slurm). For
 //! throughput, a first job holds both GPUs, so every submitted job waits: we time submission, not
 //! execution. "CLI" is one client process per job, one after another (`labpool submit` against
-//! `sbatch`). "Concurrent" is 16 submitters at once: labpool through its HTTP API on the Unix
+//! `sbatch`); "`sbatch`" is the same with labpool's `sbatch` (the binary called by that name, as
+//! `install-slurm-commands` links it) and sbatch's own words, as a lab's shell loop runs it. "Concurrent" is 16 submitters at once: labpool through its HTTP API on the Unix
 //! socket, Slurm through 16 parallel `sbatch` processes (sbatch is Slurm's submit API client;
 //! slurmrestd is not part of the recipe). Latency is from just before the submit call to the
 //! first line of the job, which records the wall clock, on an idle pool.
@@ -121,6 +122,38 @@ impl Labpool {
             .rt
             .block_on(self.client.post("/v1/jobs/cancel", &CancelRequest { ids }))
             .unwrap();
+    }
+
+    /// Seconds to submit `n` jobs, one `sbatch` process after another: `sbatch` is `bin`, run
+    /// with sbatch's own words, as a lab's shell loop runs it.
+    fn sbatch_submits(&self, n: usize, bin: &Path) -> f64 {
+        let blocker = self.submit_api(2, "sleep 600");
+        let t0 = Instant::now();
+        let mut ids = vec![blocker];
+        for _ in 0..n {
+            let out = Command::new(bin)
+                .args([
+                    "--parsable",
+                    "--gres=gpu:1",
+                    "-o",
+                    "/dev/null",
+                    "--wrap",
+                    "true",
+                ])
+                .env("LABPOOL_CONFIG", &self.config)
+                .current_dir(self.dir.path())
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            ids.push(String::from_utf8_lossy(&out.stdout).trim().parse().unwrap());
+        }
+        let secs = t0.elapsed().as_secs_f64();
+        self.cancel_all(ids);
+        secs
     }
 
     /// Seconds to submit `n` jobs, one `labpool submit` process after another.
@@ -416,7 +449,19 @@ fn main() {
     }
 
     let (mut lp_cli, mut lp_api, mut sl_cli, mut sl_conc) = (vec![], vec![], vec![], vec![]);
+    let (mut lp_sbatch, mut lp_slim) = (vec![], vec![]);
+    let sbatch_link = lp.dir.path().join("sbatch");
+    std::os::unix::fs::symlink(&lp.bin, &sbatch_link).unwrap();
+    let slim = std::env::var_os("BENCH_SLIM").map(PathBuf::from);
     for rep in 0..reps {
+        lp_sbatch.push(n as f64 / lp.sbatch_submits(n, &sbatch_link));
+        if let Some(slim) = &slim {
+            lp_slim.push(n as f64 / lp.sbatch_submits(n, slim));
+            println!(
+                "  slim {:.0}/s multicall sbatch {:.0}/s",
+                lp_slim[rep], lp_sbatch[rep]
+            );
+        }
         lp_cli.push(n as f64 / lp.cli_submits(n));
         lp_api.push(n as f64 / lp.api_submits(n, conc));
         if let Some(s) = &slurm {
@@ -472,6 +517,16 @@ fn main() {
         &sl_cli,
         true,
     );
+    row(
+        &format!("submit {n} jobs, one `sbatch` process each, sequential"),
+        "jobs/s",
+        &lp_sbatch,
+        &sl_cli,
+        true,
+    );
+    if !lp_slim.is_empty() {
+        row("slim sbatch", "jobs/s", &lp_slim, &sl_cli, true);
+    }
     row(
         &format!("submit {n} jobs, {conc} concurrent submitters (labpool API, Slurm sbatch)"),
         "jobs/s",

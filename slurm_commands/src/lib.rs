@@ -162,12 +162,21 @@ where
     F: FnOnce(Client) -> Fut,
     Fut: std::future::Future<Output = anyhow::Result<String>>,
 {
+    with_config(name, |config| f(Client::new(&config.controller.socket)))
+}
+
+/// [`talk`], handing `f` the config itself (read once: it is most of a short command's work).
+fn with_config<F, Fut>(name: &str, f: F) -> ExitCode
+where
+    F: FnOnce(Config) -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<String>>,
+{
     let run = || -> anyhow::Result<String> {
         let config = config()?;
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;
-        rt.block_on(f(Client::new(&config.controller.socket)))
+        rt.block_on(f(config))
     };
     match run() {
         Ok(out) => {
@@ -206,8 +215,7 @@ fn sbatch(args: &[String]) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    talk("sbatch", |_| async move {
-        let config = config()?;
+    with_config("sbatch", |config| async move {
         crate::commands::submit::submit_as(
             &parsed.args,
             &config,

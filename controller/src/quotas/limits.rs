@@ -14,7 +14,7 @@ impl QuotaService {
     /// The submit check: `Err` refuses (with usage, limit, biggest directories and what to
     /// do), `Ok` carries warnings. Running jobs are never touched by quota.
     pub async fn submit_check(&self, caller: &Caller) -> Result<Vec<String>, ApiError> {
-        let q = self.user_quota(&caller.user, caller.uid).await?;
+        let q = self.user_quota_for_submit(&caller.user, caller.uid).await?;
         if !q.refused {
             return Ok(q
                 .filesystems

@@ -18,12 +18,12 @@ struct Loaded {
 }
 
 /// One file system's state: its last scan, since when each uid is over a soft limit, and how
-/// limits on it are enforced.
+/// limits on it are enforced (when asked: finding out reads the mount table and `PATH`).
 struct LoadedFs {
     fs: QuotaFs,
     scan: Option<StoredScan>,
     grace: BTreeMap<u32, i64>,
-    enforcement: kernel::Enforcement,
+    enforcement: Option<kernel::Enforcement>,
 }
 
 impl Loaded {
@@ -70,8 +70,10 @@ impl Loaded {
                 over_soft_since: since,
                 findings,
                 top,
-                enforcement: enforcement.describe(),
-                by_kernel: enforcement.by_kernel(),
+                enforcement: enforcement
+                    .as_ref()
+                    .map_or_else(String::new, |e| e.describe()),
+                by_kernel: enforcement.as_ref().is_some_and(|e| e.by_kernel()),
             });
         }
         let refused = filesystems
@@ -93,8 +95,10 @@ impl Loaded {
 
 impl QuotaService {
     /// What every user's quota is judged from, read once: limits, each file system's last
-    /// scan, grace records, and how the kernel enforces.
-    async fn load(&self) -> Result<Loaded, ApiError> {
+    /// scan, grace records, and, with `enforcement`, how the kernel enforces. The submit check
+    /// goes without it: the decision does not depend on it, and it costs a read of the mount
+    /// table per file system on every submit.
+    async fn load(&self, enforcement: bool) -> Result<Loaded, ApiError> {
         let mut loaded = Loaded {
             limits: self.db.quota_limits().await.map_err(ApiError::internal)?,
             filesystems: Vec::new(),
@@ -110,7 +114,7 @@ impl QuotaService {
                 .quota_grace(&fs.name)
                 .await
                 .map_err(ApiError::internal)?;
-            let enforcement = kernel::detect(&fs.root);
+            let enforcement = enforcement.then(|| kernel::detect(&fs.root));
             loaded.filesystems.push(LoadedFs {
                 fs,
                 scan,
@@ -123,12 +127,21 @@ impl QuotaService {
 
     /// One user's quotas now.
     pub async fn user_quota(&self, user: &str, uid: u32) -> Result<UserQuota, ApiError> {
-        Ok(self.load().await?.user_quota(user, uid, now_ms()))
+        Ok(self.load(true).await?.user_quota(user, uid, now_ms()))
+    }
+
+    /// One user's quotas now, as the submit check needs them: without how they are enforced.
+    pub(crate) async fn user_quota_for_submit(
+        &self,
+        user: &str,
+        uid: u32,
+    ) -> Result<UserQuota, ApiError> {
+        Ok(self.load(false).await?.user_quota(user, uid, now_ms()))
     }
 
     /// Every user seen by a scan or holding a limit, fullest first.
     pub async fn report(&self) -> Result<Vec<UserQuota>, ApiError> {
-        let loaded = self.load().await?;
+        let loaded = self.load(true).await?;
         let mut uids: BTreeSet<u32> = BTreeSet::new();
         for f in &loaded.filesystems {
             if let Some(s) = &f.scan {
