@@ -107,8 +107,9 @@ impl Labpool {
         s.job_id
     }
 
-    fn cli(&self, args: &[&str]) -> std::process::Output {
-        Command::new(&self.bin)
+    /// Runs `program` with `args` as a member of this pool would: its config, its directory.
+    fn run(&self, program: &Path, args: &[&str]) -> std::process::Output {
+        Command::new(program)
             .args(args)
             .env("LABPOOL_CONFIG", &self.config)
             .current_dir(self.dir.path())
@@ -127,51 +128,40 @@ impl Labpool {
     /// Seconds to submit `n` jobs, one `sbatch` process after another: `sbatch` is `bin`, run
     /// with sbatch's own words, as a lab's shell loop runs it.
     fn sbatch_submits(&self, n: usize, bin: &Path) -> f64 {
-        let blocker = self.submit_api(2, "sleep 600");
-        let t0 = Instant::now();
-        let mut ids = vec![blocker];
-        for _ in 0..n {
-            let out = Command::new(bin)
-                .args([
-                    "--parsable",
-                    "--gres=gpu:1",
-                    "-o",
-                    "/dev/null",
-                    "--wrap",
-                    "true",
-                ])
-                .env("LABPOOL_CONFIG", &self.config)
-                .current_dir(self.dir.path())
-                .output()
-                .unwrap();
-            assert!(
-                out.status.success(),
-                "{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            ids.push(String::from_utf8_lossy(&out.stdout).trim().parse().unwrap());
-        }
-        let secs = t0.elapsed().as_secs_f64();
-        self.cancel_all(ids);
-        secs
+        let args = [
+            "--parsable",
+            "--gres=gpu:1",
+            "-o",
+            "/dev/null",
+            "--wrap",
+            "true",
+        ];
+        self.one_process_each(n, bin, &args)
     }
 
     /// Seconds to submit `n` jobs, one `labpool submit` process after another.
     fn cli_submits(&self, n: usize) -> f64 {
+        let args = [
+            "submit",
+            "--parsable",
+            "--gpus",
+            "1",
+            "-o",
+            "/dev/null",
+            "--wrap",
+            "true",
+        ];
+        self.one_process_each(n, &self.bin, &args)
+    }
+
+    /// Seconds to submit `n` jobs, one `program ARGS` process after another (each prints the
+    /// job's id), while a first job holds both GPUs.
+    fn one_process_each(&self, n: usize, program: &Path, args: &[&str]) -> f64 {
         let blocker = self.submit_api(2, "sleep 600");
         let t0 = Instant::now();
         let mut ids = vec![blocker];
         for _ in 0..n {
-            let out = self.cli(&[
-                "submit",
-                "--parsable",
-                "--gpus",
-                "1",
-                "-o",
-                "/dev/null",
-                "--wrap",
-                "true",
-            ]);
+            let out = self.run(program, args);
             assert!(
                 out.status.success(),
                 "{}",

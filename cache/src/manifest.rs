@@ -189,7 +189,8 @@ pub fn pairs<'o, 'n>(
     })
 }
 
-fn mtime_ns(m: &std::fs::Metadata) -> i64 {
+/// A file's mtime in nanoseconds since the epoch.
+pub(crate) fn mtime_ns(m: &std::fs::Metadata) -> i64 {
     m.mtime()
         .saturating_mul(1_000_000_000)
         .saturating_add(m.mtime_nsec())

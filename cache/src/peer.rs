@@ -23,13 +23,13 @@ use crate::copy::set_mtime;
 use crate::delta::{self, DeltaOptions};
 use crate::error::CacheError;
 use crate::layout::MANIFEST;
-use crate::manifest::{Entry, Kind, Manifest};
+use crate::manifest::{Entry, Kind, Manifest, mtime_ns};
 use crate::store::NodeCache;
 use nix::fcntl::{OFlag, openat};
 use nix::sys::stat::Mode;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Write};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -428,10 +428,4 @@ fn newest_other(cache: &NodeCache, name: &str, version: &str) -> Option<PathBuf>
         })
         .max()
         .map(|(_, v)| cache.dir(name, &v))
-}
-
-fn mtime_ns(m: &std::fs::Metadata) -> i64 {
-    m.mtime()
-        .saturating_mul(1_000_000_000)
-        .saturating_add(m.mtime_nsec())
 }

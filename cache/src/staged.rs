@@ -19,7 +19,7 @@
 
 use crate::error::CacheError;
 use crate::layout::{BASE, MANIFEST, write_atomic};
-use crate::manifest::{Entry, Kind, Manifest, pairs};
+use crate::manifest::{Entry, Kind, Manifest, mtime_ns, pairs};
 use crate::stage::remove_if_there;
 use crate::store::NodeCache;
 use serde::{Deserialize, Serialize};
@@ -92,11 +92,7 @@ impl Parsed {
 
 fn stamp(p: &Path) -> Result<Stamp, CacheError> {
     let m = std::fs::metadata(p).map_err(|e| CacheError::io(p, e))?;
-    let mtime = m
-        .mtime()
-        .saturating_mul(1_000_000_000)
-        .saturating_add(m.mtime_nsec());
-    Ok((m.dev(), m.ino(), mtime, m.len()))
+    Ok((m.dev(), m.ino(), mtime_ns(&m), m.len()))
 }
 
 impl NodeCache {
@@ -155,10 +151,7 @@ impl NodeCache {
                 ),
             });
         }
-        let base: OnDisk = read_json(&base_path)?;
-        let base = Manifest {
-            entries: base.entries,
-        };
+        let base = Manifest::load(&base_path)?;
         Ok(Staged {
             whole: Arc::new(apply(&base, file.entries, &file.removed)),
             base: Some(Arc::new(base)),
@@ -175,10 +168,7 @@ impl NodeCache {
         if !p.exists() {
             return Ok(None);
         }
-        let base: OnDisk = read_json(&p)?;
-        Ok(Some(Arc::new(Manifest {
-            entries: base.entries,
-        })))
+        Ok(Some(Arc::new(Manifest::load(&p)?)))
     }
 
     /// Writes `version`'s staged manifest: `manifest`'s entries, each file with its hash from

@@ -42,6 +42,19 @@ fn hashed(m: &Manifest, src: &Path) -> Manifest {
     m
 }
 
+/// The tree, and a cache holding its first version, staged whole.
+fn first_version() -> (tempfile::TempDir, tempfile::TempDir, NodeCache, Manifest) {
+    let src = tree();
+    let root = tempfile::tempdir().unwrap();
+    let cache = NodeCache::open(root.path()).unwrap();
+    let v1 = scan(src.path(), 2, &|_| {}).unwrap();
+    let opts = StageOptions::default();
+    cache
+        .stage("ds", &v1.version(), &v1, src.path(), &opts, &|_| {})
+        .unwrap();
+    (src, root, cache, v1)
+}
+
 fn side(cache: &NodeCache, version: &str, suffix: &str) -> PathBuf {
     cache.root().join("ds").join(format!("{version}.{suffix}"))
 }
@@ -68,20 +81,7 @@ fn len(p: &Path) -> u64 {
 
 #[test]
 fn a_chain_of_take_overs_writes_only_changed_entries_and_reads_them_back_whole() {
-    let src = tree();
-    let root = tempfile::tempdir().unwrap();
-    let cache = NodeCache::open(root.path()).unwrap();
-    let mut m = scan(src.path(), 2, &|_| {}).unwrap();
-    cache
-        .stage(
-            "ds",
-            &m.version(),
-            &m,
-            src.path(),
-            &StageOptions::default(),
-            &|_| {},
-        )
-        .unwrap();
+    let (src, _root, cache, mut m) = first_version();
     let whole = len(&side(&cache, &m.version(), "manifest.json"));
     let (mut as_changes, mut rewritten) = (0, 0);
     // Each round changes 10 files not changed before (5% of the tree), removes one and adds
@@ -143,20 +143,7 @@ fn a_chain_of_take_overs_writes_only_changed_entries_and_reads_them_back_whole()
 
 #[test]
 fn a_take_over_interrupted_after_its_renames_resumes_what_it_kept() {
-    let src = tree();
-    let root = tempfile::tempdir().unwrap();
-    let cache = NodeCache::open(root.path()).unwrap();
-    let v1 = scan(src.path(), 2, &|_| {}).unwrap();
-    cache
-        .stage(
-            "ds",
-            &v1.version(),
-            &v1,
-            src.path(),
-            &StageOptions::default(),
-            &|_| {},
-        )
-        .unwrap();
+    let (src, _root, cache, v1) = first_version();
     write(src.path(), 0, 1);
     let (v2, _) = rescan(src.path(), &v1, 2).unwrap();
     take_over(&cache, &v2, src.path(), &v1.version());
@@ -204,20 +191,7 @@ fn a_take_over_interrupted_after_its_renames_resumes_what_it_kept() {
 
 #[test]
 fn changes_are_never_read_against_a_base_they_were_not_made_against() {
-    let src = tree();
-    let root = tempfile::tempdir().unwrap();
-    let cache = NodeCache::open(root.path()).unwrap();
-    let v1 = scan(src.path(), 2, &|_| {}).unwrap();
-    cache
-        .stage(
-            "ds",
-            &v1.version(),
-            &v1,
-            src.path(),
-            &StageOptions::default(),
-            &|_| {},
-        )
-        .unwrap();
+    let (src, root, cache, v1) = first_version();
     write(src.path(), 7, 1);
     let (v2, _) = rescan(src.path(), &v1, 2).unwrap();
     take_over(&cache, &v2, src.path(), &v1.version());
