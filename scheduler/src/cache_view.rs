@@ -19,6 +19,12 @@ pub trait CacheView {
     fn copy_seconds(&self, _node: &str, _datasets: &[String]) -> Option<f64> {
         None
     }
+
+    /// True when `node` lacks some of `datasets` (not all there and complete); a dataset
+    /// read where it lies, never staged, is never lacking.
+    fn lacks(&self, node: &str, datasets: &[String]) -> bool {
+        datasets.iter().any(|d| self.cached_bytes(node, d) == 0)
+    }
 }
 
 /// A view in which nothing is cached anywhere.

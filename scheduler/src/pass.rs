@@ -35,6 +35,7 @@ mod delay;
 mod gang;
 mod order;
 mod reserved;
+mod stage_in;
 mod victims;
 
 pub(crate) use appended::PassMemo;
@@ -75,6 +76,7 @@ impl Scheduler {
             reservations: Vec::new(),
             failed_shapes: Vec::new(),
             started: Vec::new(),
+            stage_ins: Vec::new(),
             preemptible: self.preemptible_at(now, &per_user),
             preempts: Vec::new(),
         };
@@ -103,6 +105,13 @@ impl Scheduler {
                 &state.reservations,
                 cache,
             ));
+        }
+        for (job, i, datasets) in std::mem::take(&mut state.stage_ins) {
+            decisions.push(Decision::StageIn {
+                job,
+                node: nodes[i].name().to_string(),
+                datasets,
+            });
         }
         let started = std::mem::take(&mut state.started);
         // After a pass that started jobs, the next one numbers the queue anew: no shortcut.

@@ -288,6 +288,12 @@ pub struct PlacementPolicy {
     /// there is shorter than the copy here; `None` never waits.
     #[serde(default)]
     pub locality_wait_s: Option<u64>,
+    /// Longest a job that fits now on a node without its data is kept waiting, its GPUs not
+    /// taken, while its data is copied there (a stage-in, as Slurm's burst buffers do), in
+    /// seconds; past it the job takes its GPUs and waits for the rest on them. `None` takes
+    /// the GPUs at once and stages on them.
+    #[serde(default)]
+    pub stage_in_wait_s: Option<u64>,
     /// The TCP ports leased to jobs (`MASTER_PORT` and the rest of a job's block), first and
     /// last; keep other services out of this range.
     #[serde(default = "default_ports")]
@@ -309,6 +315,7 @@ impl Default for PlacementPolicy {
             prefetch_horizon_s: Some(1800),
             node_order_seed: None,
             locality_wait_s: Some(1800),
+            stage_in_wait_s: Some(7 * 86400),
             ports: default_ports(),
         }
     }

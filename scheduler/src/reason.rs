@@ -4,6 +4,10 @@ use crate::placement::{BUSY_STAGES, Rejections};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
+/// The reason word of a job held while its data is copied to the node it will start on (a
+/// stage-in): Slurm's own word for a job waiting for its burst buffer's stage-in.
+pub const STAGE_IN: &str = "BurstBufferStageIn";
+
 /// A pending reason: Slurm's code and a sentence behind it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PendingReason {

@@ -85,6 +85,17 @@ pub enum Decision {
         /// When it is expected to start.
         expected_start: Timestamp,
     },
+    /// Copy the waiting job's datasets to the node it starts on next, before it takes its
+    /// GPUs there (a stage-in): it waits for this copy, so the copy goes before prefetches.
+    /// Repeated every pass the job is held for it.
+    StageIn {
+        /// The job.
+        job: JobId,
+        /// The node it will start on.
+        node: String,
+        /// The datasets that node lacks.
+        datasets: Vec<String>,
+    },
 }
 
 /// A running job that could not be restored, e.g. after a config change removed its GPUs.
@@ -130,6 +141,10 @@ pub struct JobNote {
     /// Since when it has waited for a node that holds its data (delay scheduling).
     #[serde(default)]
     pub delayed_since: Option<Timestamp>,
+    /// The node its data is being copied to while it waits without GPUs (a stage-in), and
+    /// since when.
+    #[serde(default)]
+    pub staging_in: Option<(String, Timestamp)>,
 }
 
 /// The scheduling state of a pool.

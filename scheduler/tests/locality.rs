@@ -80,7 +80,17 @@ impl CacheView for Full {
 
 #[test]
 fn a_job_whose_data_cannot_fit_waits_with_cachefull_and_starts_elsewhere_or_later() {
-    let mut s = sched();
+    // Placed at once and staged on its GPUs (no stage-in), to see where placement puts it.
+    let mut policy = labpool_scheduler::policy::Policy::default();
+    policy.placement.stage_in_wait_s = None;
+    let mut s = labpool_scheduler::Scheduler::with_policy(
+        vec![
+            partition("normal", true, 0, 86_400),
+            partition("high", false, 10, H),
+        ],
+        policy,
+    )
+    .unwrap();
     for n in ["a", "b"] {
         s.upsert_node(node(n, &["t4"; 2], 16)).unwrap();
     }

@@ -32,6 +32,11 @@ pub struct CacheConfig {
     /// when the wait is expected to be shorter than the copy ("0s" never waits).
     #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
     pub locality_wait: Duration,
+    /// Longest a job that could start now on a node without its data waits, its GPUs not
+    /// taken, while the data is copied there (a stage-in); past it the job takes its GPUs and
+    /// waits for the rest on them ("0s" takes them at once).
+    #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
+    pub stage_in_wait: Duration,
 }
 
 impl Default for CacheConfig {
@@ -45,6 +50,7 @@ impl Default for CacheConfig {
             bandwidth: None,
             prefetch_horizon: Duration::from_secs(30 * 60),
             locality_wait: Duration::from_secs(30 * 60),
+            stage_in_wait: Duration::from_secs(7 * 86_400),
         }
     }
 }

@@ -308,6 +308,7 @@ impl Config {
             placement: PlacementPolicy {
                 prefetch_horizon_s: Some(self.cache.prefetch_horizon.as_secs()).filter(|s| *s > 0),
                 locality_wait_s: Some(self.cache.locality_wait.as_secs()).filter(|s| *s > 0),
+                stage_in_wait_s: Some(self.cache.stage_in_wait.as_secs()).filter(|s| *s > 0),
                 // Checked when the config is read.
                 ports: self
                     .jobs

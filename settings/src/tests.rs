@@ -103,8 +103,9 @@ fn dataset_and_cache_settings_are_checked() {
     assert_eq!(c.cache_dir(), Path::new("/srv/lp/state/cache"));
     assert_eq!(c.policy().placement.prefetch_horizon_s, Some(1800));
     assert_eq!(c.policy().placement.locality_wait_s, Some(1800));
+    assert_eq!(c.policy().placement.stage_in_wait_s, Some(7 * 86_400));
     let text = format!(
-        "{MINIMAL}[datasets]\nroot = \"data\"\n[cache]\ndir = \"ssd\"\ncapacity = \"500G\"\nbandwidth = \"200M\"\nprefetch_horizon = \"0s\"\nlocality_wait = \"0s\"\n"
+        "{MINIMAL}[datasets]\nroot = \"data\"\n[cache]\ndir = \"ssd\"\ncapacity = \"500G\"\nbandwidth = \"200M\"\nprefetch_horizon = \"0s\"\nlocality_wait = \"0s\"\nstage_in_wait = \"0s\"\n"
     );
     let c = Config::parse(&text, Path::new("/srv/lp/labpool.toml")).unwrap();
     assert_eq!(c.datasets.root, Path::new("/srv/lp/data"));
@@ -113,6 +114,7 @@ fn dataset_and_cache_settings_are_checked() {
     assert_eq!(c.cache.bandwidth, Some(200 << 20));
     assert_eq!(c.policy().placement.prefetch_horizon_s, None);
     assert_eq!(c.policy().placement.locality_wait_s, None);
+    assert_eq!(c.policy().placement.stage_in_wait_s, None);
     let bad = |extra: &str| {
         Config::parse(&format!("{MINIMAL}{extra}"), Path::new("/x/labpool.toml"))
             .unwrap_err()

@@ -159,6 +159,7 @@ fn scheduler_policy(input: &SimInput, policy: SimPolicy) -> Policy {
             prefetch_horizon_s: policy.stages_ahead().then_some(horizon_s),
             node_order_seed: Some(seed),
             locality_wait_s: None,
+            stage_in_wait_s: None,
             ..PlacementPolicy::default()
         },
         preemption: PreemptionPolicy::default(),

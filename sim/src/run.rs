@@ -147,6 +147,8 @@ pub fn simulate(input: &SimInput, policy: SimPolicy) -> Result<SimReport, SimErr
         needs: 0,
         next_use: BTreeMap::new(),
         prefetched: BTreeSet::new(),
+        staging_in: BTreeMap::new(),
+        starting: BTreeSet::new(),
         preempt: Default::default(),
         streaming: BTreeMap::new(),
         counts: Default::default(),
@@ -244,6 +246,20 @@ pub fn simulate(input: &SimInput, policy: SimPolicy) -> Result<SimReport, SimErr
             }
         }
         let decisions = sched.schedule_with(now, &world);
+        // A pass's starts are placed together, before any of their copies makes room: what
+        // one of them reads is not evicted for another's.
+        world.starting = decisions
+            .iter()
+            .filter_map(|d| match d {
+                Decision::Start {
+                    job, allocation, ..
+                } => {
+                    let node = world.nodes.iter().position(|n| n.name == allocation.node)?;
+                    Some((node, world.trace[job].dataset.clone()))
+                }
+                _ => None,
+            })
+            .collect();
         for d in decisions {
             match d {
                 Decision::Start {
@@ -312,9 +328,25 @@ pub fn simulate(input: &SimInput, policy: SimPolicy) -> Result<SimReport, SimErr
                         world.prefetched.insert((job, i, dataset));
                     }
                 }
+                Decision::StageIn {
+                    job,
+                    node,
+                    datasets,
+                } => {
+                    let i = world
+                        .nodes
+                        .iter()
+                        .position(|n| n.name == node)
+                        .expect("a simulated node");
+                    for dataset in datasets {
+                        world.ensure(i, &dataset, now, Kind::Stage);
+                    }
+                    world.staging_in.insert(job, i);
+                }
                 _ => {}
             }
         }
+        world.starting.clear();
         // Staging jobs: their transfers start (room allowing), and they start computing once
         // their data is there.
         let staging: Vec<(u64, u32)> = world

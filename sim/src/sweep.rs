@@ -135,8 +135,9 @@ fn change(x: f64, base: f64) -> String {
     format!("{:+.0}%", (x / base - 1.0) * 100.0)
 }
 
-/// The sweep table: per trace, each policy's mean JCT, shared-storage bytes and data-wait
-/// against the first policy's (fifo), then the worst of each over the sweep.
+/// The sweep table: per trace, each policy's mean JCT, shared-storage bytes, data-wait, GPU
+/// compute utilisation and fairness against the first policy's (fifo), then the worst of each
+/// over the sweep (the largest rise of the first three, the largest fall of the last two).
 pub fn table(rows: &[SweepRow]) -> String {
     let Some(first) = rows.first() else {
         return String::new();
@@ -144,25 +145,42 @@ pub fn table(rows: &[SweepRow]) -> String {
     let names: Vec<&str> = first.reports.iter().map(|r| r.policy.as_str()).collect();
     let mut out = String::from("| trace |");
     for n in names.iter().skip(1) {
-        out.push_str(&format!(" {n}: JCT | {n}: bytes | {n}: data-wait |"));
+        out.push_str(&format!(
+            " {n}: JCT | {n}: bytes | {n}: data-wait | {n}: compute util | {n}: fairness |"
+        ));
     }
     out.push_str("\n|---|");
-    out.push_str(&"---|---|---|".repeat(names.len().saturating_sub(1)));
+    out.push_str(&"---|---|---|---|---|".repeat(names.len().saturating_sub(1)));
     out.push('\n');
-    let mut worst = vec![[f64::NEG_INFINITY; 3]; names.len()];
+    // (figure, whether higher is better) per column.
+    let figures = |r: &SimReport| {
+        [
+            (r.mean_jct_s, false),
+            (r.shared_bytes, false),
+            (r.data_wait_gpu_s, false),
+            (r.gpu_compute_util, true),
+            (r.fairness_jain, true),
+        ]
+    };
+    let mut worst = vec![[0.0_f64; 5]; names.len()];
+    let mut seen = vec![[false; 5]; names.len()];
     for row in rows {
-        let base = &row.reports[0];
+        let base = figures(&row.reports[0]);
         out.push_str(&format!("| {} |", row.label));
         for (i, r) in row.reports.iter().enumerate().skip(1) {
-            let pairs = [
-                (r.mean_jct_s, base.mean_jct_s),
-                (r.shared_bytes, base.shared_bytes),
-                (r.data_wait_gpu_s, base.data_wait_gpu_s),
-            ];
-            for (k, (x, b)) in pairs.iter().enumerate() {
-                out.push_str(&format!(" {} |", change(*x, *b)));
-                if *b > 0.0 {
-                    worst[i][k] = worst[i][k].max(x / b - 1.0);
+            for (k, ((x, higher), (b, _))) in figures(r).iter().zip(base).enumerate() {
+                out.push_str(&format!(" {} |", change(*x, b)));
+                if b > 0.0 {
+                    let d = x / b - 1.0;
+                    let worse = if *higher {
+                        d < worst[i][k]
+                    } else {
+                        d > worst[i][k]
+                    };
+                    if !seen[i][k] || worse {
+                        worst[i][k] = d;
+                        seen[i][k] = true;
+                    }
                 }
             }
         }

@@ -87,6 +87,11 @@ pub(crate) struct World<'a> {
     pub(crate) needs: u64,
     /// Prefetches already acted on: a prediction repeats every pass, and is acted on once.
     pub(crate) prefetched: BTreeSet<(JobId, usize, String)>,
+    /// Jobs held while their data is copied to a node (a stage-in), until they are placed:
+    /// their data stays on that node.
+    pub(crate) staging_in: BTreeMap<JobId, usize>,
+    /// (node, dataset) of the jobs the pass being carried out starts.
+    pub(crate) starting: BTreeSet<(usize, String)>,
     /// Position of each dataset's first use in the queue, for furthest-next-use eviction.
     pub(crate) next_use: BTreeMap<String, usize>,
     /// Notices, stops and what they cost.
@@ -140,6 +145,15 @@ impl CacheView for World<'_> {
         }
         Some(secs)
     }
+
+    fn lacks(&self, node: &str, datasets: &[String]) -> bool {
+        let Some(i) = self.nodes.iter().position(|n| n.name == node) else {
+            return true;
+        };
+        datasets
+            .iter()
+            .any(|d| self.dataset_bytes(d) > 0 && !self.streamed(d) && !self.complete(i, d))
+    }
 }
 
 impl World<'_> {
@@ -167,7 +181,13 @@ impl World<'_> {
                     .is_some_and(|(n, _)| *n == node);
             on && self.trace[&JobId(*id)].dataset == dataset
         });
+        let held = self
+            .staging_in
+            .iter()
+            .any(|(job, n)| *n == node && self.trace[job].dataset == dataset);
         in_use
+            || held
+            || self.starting.contains(&(node, dataset.to_string()))
             || self
                 .transfers
                 .iter()
@@ -325,6 +345,7 @@ impl World<'_> {
     /// A job that was placed on `node`: prefetches for it elsewhere are wasted, and with the
     /// guard rails, those still in flight stop and leave their room.
     pub(crate) fn placed_on(&mut self, job: JobId, node: usize) {
+        self.staging_in.remove(&job);
         let elsewhere: Vec<usize> = self
             .prefetched
             .iter()

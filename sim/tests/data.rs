@@ -48,7 +48,9 @@ fn input(nodes: u32, nic: f64, jobs: Vec<TraceJob>) -> SimInput {
 fn a_second_node_copies_from_the_first_and_shared_storage_is_read_once() {
     // Job 1 stages `big` on one node; job 2, an hour later while job 1 still runs, must go to
     // the other node: under labpool it copies from the first at 10 GB/s (1 s), under fifo
-    // from shared storage again (10 s).
+    // from shared storage again (10 s). Under labpool each job waits for its copy without
+    // its GPU (stage-in), so no GPU time waits for data; with stage-in off, the GPUs wait for
+    // the 10 s and the 1 s.
     let sim = input(
         2,
         10e9,
@@ -64,10 +66,16 @@ fn a_second_node_copies_from_the_first_and_shared_storage_is_read_once() {
         "{}",
         fifo.data_wait_gpu_s
     );
+    assert_eq!(ours.data_wait_gpu_s, 0.0);
+    assert_eq!(ours.mean_jct_s, fifo.mean_jct_s - 4.5);
+    let mut on_gpus = sim.clone();
+    on_gpus.daemon.placement.stage_in_wait_s = None;
+    let on_gpus = simulate(&on_gpus, SimPolicy::Labpool).unwrap();
+    assert_eq!(on_gpus.shared_bytes, 10e9);
     assert!(
-        (ours.data_wait_gpu_s - 11.0).abs() < 0.01,
+        (on_gpus.data_wait_gpu_s - 11.0).abs() < 0.01,
         "{}",
-        ours.data_wait_gpu_s
+        on_gpus.data_wait_gpu_s
     );
 }
 
@@ -106,6 +114,8 @@ fn a_job_waits_for_the_node_with_its_data_when_that_beats_copying() {
     jobs.push(job(6, 1000.0, "big", 140.0));
     jobs.push(job(7, 1200.0, "big", 140.0));
     let mut sim = input(2, 1e8, jobs);
+    // Job 6 takes its GPU and waits for its copy on it (no stage-in), as the figures below say.
+    sim.daemon.placement.stage_in_wait_s = None;
     let waited = simulate(&sim, SimPolicy::Labpool).unwrap();
     assert_eq!(waited.copies.peer_bytes, 0.0, "{waited:#?}");
     assert_eq!(waited.shared_bytes, 10e9);

@@ -134,7 +134,8 @@ fn runs_are_deterministic_and_inputs_are_checked() {
 fn the_labpool_policy_is_the_daemons_own() {
     // The prefetch test's trace under the daemon's policy: with a prefetch horizon, job 2's
     // data is staged while job 1 runs; with none (`[cache] prefetch_horizon = "0s"`), it is
-    // copied after job 2 is placed, its GPU held, as under fifo.
+    // copied once job 2 could start, before it takes its GPU (stage-in); with neither
+    // (`stage_in_wait = "0s"` too) after job 2 is placed, its GPU held, as under fifo.
     let mut sim = input(
         "1x1:v100",
         vec![job(1, 0.0, 1, "none", 3600.0), job(2, 1.0, 1, "big", 100.0)],
@@ -144,7 +145,12 @@ fn the_labpool_policy_is_the_daemons_own() {
     assert_eq!(ahead.policy, "labpool");
     assert_eq!(ahead.data_wait_gpu_s, 0.0);
     sim.daemon.placement.prefetch_horizon_s = None;
+    let staged_in = simulate(&sim, SimPolicy::Labpool).unwrap();
+    assert_eq!(staged_in.data_wait_gpu_s, 0.0);
+    assert_eq!(staged_in.unfinished, 0);
+    sim.daemon.placement.stage_in_wait_s = None;
     let placed = simulate(&sim, SimPolicy::Labpool).unwrap();
+    assert_eq!(placed.mean_jct_s, staged_in.mean_jct_s);
     assert_eq!(placed.data_wait_gpu_s, 10.0);
     assert_eq!(placed.unfinished, 0);
     // Same seed and input: the same figures, to the byte.

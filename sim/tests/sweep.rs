@@ -1,7 +1,9 @@
 //! The data-placement regression guard: over a small sweep of generated lab-like traces (the
 //! first eight cases of `labpool sim --sweep`, whole) and the shipped trace, the `labpool` policy is
 //! never more than 2% worse than fifo on mean completion time, shared-storage bytes or GPU time
-//! waiting for data; and no policy reads less from shared storage than the limit says.
+//! waiting for data; under cache pressure it waits at least 80% less for data than fifo, with
+//! compute utilisation and fairness within 2% of fifo's; and no policy reads less from shared
+//! storage than the limit says.
 //!
 //! The policy is the daemon's built-in default with fair-share off, so that the queue is in
 //! the baselines' order and only data handling differs (fair-share reorders users' jobs, which
@@ -90,4 +92,38 @@ fn labpool_never_loses_to_fifo_by_more_than_two_percent() {
             r.reports[0].shared_bytes
         );
     }
+    // Under cache pressure (caches a quarter or half of the working set), GPU time waiting
+    // for data is at least 80% below fifo's, and nothing is paid for it elsewhere: the GPU
+    // time spent computing and the fairness between members are within 2% of fifo's.
+    let pressed: Vec<_> = rows
+        .iter()
+        .filter(|r| r.label.contains("cache 0.25x") || r.label.contains("cache 0.5x"))
+        .collect();
+    assert!(pressed.len() >= 4);
+    let mut short = Vec::new();
+    for r in pressed {
+        let (fifo, labpool) = (&r.reports[0], &r.reports[1]);
+        if labpool.data_wait_gpu_s > 0.2 * fifo.data_wait_gpu_s {
+            short.push(format!(
+                "{}: data-wait {:.0} GPU-s against fifo's {:.0}",
+                r.label, labpool.data_wait_gpu_s, fifo.data_wait_gpu_s
+            ));
+        }
+        for (what, ours, theirs) in [
+            (
+                "compute utilisation",
+                labpool.gpu_compute_util,
+                fifo.gpu_compute_util,
+            ),
+            ("fairness", labpool.fairness_jain, fifo.fairness_jain),
+        ] {
+            if ours < theirs * 0.98 {
+                short.push(format!(
+                    "{}: {what} {ours:.3} against fifo's {theirs:.3}",
+                    r.label
+                ));
+            }
+        }
+    }
+    assert!(short.is_empty(), "{}", short.join("\n"));
 }

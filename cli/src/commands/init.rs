@@ -190,6 +190,7 @@ workers = 4                  # files copied at once; fewer spare the file server
 # bandwidth = "200M"         # bytes per second read while staging; default: no limit
 prefetch_horizon = "30m"     # stage data for jobs predicted to start this soon
 locality_wait = "30m"        # longest a job waits for a node that holds its data rather than copy it
+stage_in_wait = "7d"         # longest a job waits, GPUs not taken, while its data is copied in
 
 # Snapshots: nightly deduplicated backups of shared data. Members find and restore their own
 # files (labpool snapshot find PATH; labpool snapshot restore PATH --at yesterday). Put the

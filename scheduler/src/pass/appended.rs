@@ -103,7 +103,11 @@ impl Scheduler {
         let mut state = memo.state.clone();
         let mut notes = Vec::new();
         for (k, (key, factors)) in keyed.iter().enumerate() {
-            let (reservations, preempts) = (state.reservations.len(), state.preempts.len());
+            let (reservations, preempts, holds) = (
+                state.reservations.len(),
+                state.preempts.len(),
+                state.stage_ins.len(),
+            );
             let note = self.consider(
                 key.id,
                 factors.clone(),
@@ -113,7 +117,10 @@ impl Scheduler {
                 memo.now,
                 cache,
             )?;
-            if state.reservations.len() != reservations || state.preempts.len() != preempts {
+            if state.reservations.len() != reservations
+                || state.preempts.len() != preempts
+                || state.stage_ins.len() != holds
+            {
                 return None;
             }
             notes.push((key.id, note));
@@ -125,8 +132,25 @@ impl Scheduler {
             memo.last_key = Some(key.clone());
         }
         let notes: std::collections::BTreeMap<_, _> = notes.into_iter().collect();
-        let decisions = self.waits(&notes);
+        let mut decisions = self.waits(&notes);
         self.notes.extend(notes);
+        // The jobs the last full pass held for their data are held still: said again, as a
+        // full pass says them, so that what they wait for stays pinned.
+        for (id, note) in &self.notes {
+            if let (Some((node, _)), Some(job)) = (&note.staging_in, self.pending.get(id)) {
+                let datasets: Vec<String> = job
+                    .datasets
+                    .iter()
+                    .filter(|d| cache.lacks(node, std::slice::from_ref(*d)))
+                    .cloned()
+                    .collect();
+                decisions.push(Decision::StageIn {
+                    job: *id,
+                    node: node.clone(),
+                    datasets,
+                });
+            }
+        }
         Some(decisions)
     }
 }

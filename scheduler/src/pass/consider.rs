@@ -72,6 +72,8 @@ pub(crate) struct PassState {
     pub(crate) failed_shapes: Vec<(Shape, PendingReason, Rejections)>,
     /// Jobs placed: (job, allocation, datasets to stage).
     pub(crate) started: Vec<(JobId, Allocation, Vec<String>)>,
+    /// Jobs held while their data is copied: (job, node index, datasets it lacks).
+    pub(crate) stage_ins: Vec<(JobId, usize, Vec<String>)>,
     /// Running jobs that may still be chosen as victims, with why.
     pub(crate) preemptible: BTreeMap<JobId, Cause>,
     /// Victims chosen: (victim, the waiting job it makes room for, why).
@@ -102,6 +104,7 @@ impl Scheduler {
             reservation: None,
             preempting: Vec::new(),
             delayed_since: None,
+            staging_in: None,
         };
         if let Some(hold) = job.hold {
             let id = job.id.0;
@@ -205,13 +208,22 @@ impl Scheduler {
             Ok(choices) => {
                 if let [only] = choices.as_slice()
                     && !opportunistic
-                    && let Some(delay) =
-                        self.delay_for_data(id, job, only.index, nodes, state, &ctx)
                 {
-                    let mut n = note("placement", delay.reason);
-                    n.reservation = Some((nodes[delay.node].name().to_string(), delay.at));
-                    n.delayed_since = Some(delay.since);
-                    return Some(n);
+                    if let Some(delay) =
+                        self.delay_for_data(id, job, only.index, nodes, state, &ctx)
+                    {
+                        let mut n = note("placement", delay.reason);
+                        n.reservation = Some((nodes[delay.node].name().to_string(), delay.at));
+                        n.delayed_since = Some(delay.since);
+                        return Some(n);
+                    }
+                    if let Some(hold) = self.stage_in(id, job, only.index, nodes, state, &ctx) {
+                        let name = nodes[hold.node].name().to_string();
+                        let mut n = note("stage-in", hold.reason);
+                        n.reservation = Some((name.clone(), hold.at));
+                        n.staging_in = Some((name, hold.since));
+                        return Some(n);
+                    }
                 }
                 let parts = choices.into_iter().map(|c| (c.index, c.gpus)).collect();
                 self.start_on(id, job, parts, nodes, state, now, cache);
