@@ -124,9 +124,13 @@ impl Stager {
         cv.notify_one();
     }
 
-    /// Queues a stage; a placed job's goes before prefetches and warm-ups.
+    /// Queues a stage; a placed job's, or a held job's stage-in, goes before prefetches and
+    /// warm-ups.
     pub fn stage(&self, order: StageOrder) {
-        let urgent = matches!(order.purpose, StageFor::Job { .. });
+        let urgent = matches!(
+            order.purpose,
+            StageFor::Job { .. } | StageFor::StageIn { .. }
+        );
         self.push(Task::Stage(Box::new(order)), urgent);
     }
 

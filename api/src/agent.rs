@@ -175,6 +175,12 @@ pub enum StageFor {
     },
     /// An admin's warm-up (`labpool cache stage`).
     WarmUp,
+    /// A queued job that takes its GPUs here once this is in place (a stage-in): it waits for
+    /// this copy, so it goes before prefetches and warm-ups.
+    StageIn {
+        /// Job.
+        job: u64,
+    },
 }
 
 /// Stage versions into the node cache, removing unpinned versions first where room is short.

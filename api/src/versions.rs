@@ -79,12 +79,34 @@ pub fn agent_may_join(node: &str, agent: &str, controller: &str) -> Result<(), I
     Ok(())
 }
 
+/// Whether an agent of version `agent` is of the controller's own minor release, and so knows
+/// what that release added to the protocol between nodes; one a minor release behind is sent
+/// only what its own release knows.
+pub fn of_this_minor(agent: &str, controller: &str) -> bool {
+    match (
+        Version::parse(agent.trim()),
+        Version::parse(controller.trim()),
+    ) {
+        (Ok(a), Ok(c)) => (a.major, a.minor) == (c.major, c.minor),
+        _ => false,
+    }
+}
+
 /// This build's version, as agents and the controller send it.
 pub const THIS: &str = env!("CARGO_PKG_VERSION");
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_agents_of_the_controllers_minor_release_are_sent_its_additions() {
+        assert!(of_this_minor("0.5.0", "0.5.3"));
+        assert!(of_this_minor("0.5.4", "0.5.3"));
+        assert!(!of_this_minor("0.4.9", "0.5.3"));
+        assert!(!of_this_minor("1.5.3", "0.5.3"));
+        assert!(!of_this_minor("", "0.5.3"));
+    }
 
     #[test]
     fn agents_may_lag_one_minor_release_and_never_run_ahead() {

@@ -171,6 +171,19 @@ impl<J: Tracked> Lifecycle<J> {
                 self.commit(job, t, &mut out);
                 self.start_or_stage(job, waits_for, true, &mut out);
             }
+            Event::StagedIn { job, notes } => {
+                if self.pending(job).is_none() {
+                    return out;
+                }
+                for detail in notes {
+                    let note = Transition::Noted {
+                        event: "staged".to_string(),
+                        detail,
+                        time: now,
+                    };
+                    self.commit(job, note, &mut out);
+                }
+            }
             Event::StageFailed {
                 job,
                 attempt,

@@ -44,6 +44,14 @@ pub enum Event {
         /// What comes next.
         next: Readiness,
     },
+    /// A pending job's data was copied to the node it will start on before it was placed (a
+    /// stage-in): lines for its log, as a staging attempt's `Staged` gives.
+    StagedIn {
+        /// The job.
+        job: u64,
+        /// Lines for the job's log (what was copied).
+        notes: Vec<String>,
+    },
     /// A stage of a staging attempt failed. With `retry` the job waits again with that reason
     /// (a full cache), otherwise it ends FAILED.
     StageFailed {

@@ -10,6 +10,10 @@ use std::time::Duration;
 
 const T: Duration = Duration::from_secs(30);
 
+/// The config line `init` writes for stage-in, and the one that takes GPUs at once.
+pub const STAGE_IN_DEFAULT: &str = "stage_in_wait = \"7d\"";
+pub const STAGE_IN_OFF: &str = "stage_in_wait = \"0s\"";
+
 /// Makes `root/NAME` with `files` files of `size` bytes (some in a subdirectory) and a link;
 /// returns its path.
 fn make_dataset(pool: &Pool, name: &str, files: usize, size: usize) -> PathBuf {
@@ -27,7 +31,7 @@ fn make_dataset(pool: &Pool, name: &str, files: usize, size: usize) -> PathBuf {
 }
 
 /// Makes a dataset (see [`make_dataset`]) and registers it.
-fn add_dataset(pool: &Pool, name: &str, files: usize, size: usize) -> PathBuf {
+pub fn add_dataset(pool: &Pool, name: &str, files: usize, size: usize) -> PathBuf {
     let dir = make_dataset(pool, name, files, size);
     pool.ok(&["dataset", "add", name, dir.to_str().unwrap()]);
     dir
@@ -44,7 +48,7 @@ fn small_cache_with_alpha_and_beta() -> (Pool, PathBuf, PathBuf) {
     (pool, a, b)
 }
 
-fn json(pool: &Pool, args: &[&str]) -> Value {
+pub fn json(pool: &Pool, args: &[&str]) -> Value {
     serde_json::from_str(&pool.ok(args)).unwrap()
 }
 
@@ -59,7 +63,7 @@ fn cached_names(status: &Value) -> Vec<&str> {
 }
 
 /// The job's events of one kind, as their detail texts.
-fn events(job: &Value, kind: &str) -> Vec<String> {
+pub fn events(job: &Value, kind: &str) -> Vec<String> {
     job["events"]
         .as_array()
         .unwrap()
@@ -87,7 +91,7 @@ fn partials(dir: &Path) -> Vec<PathBuf> {
 }
 
 /// A script that checks its dataset against the source and says where it read it.
-fn check_script(var: &str, source: &Path) -> String {
+pub fn check_script(var: &str, source: &Path) -> String {
     format!(
         "test \"$LABPOOL_DATASETS\" && test -d \"$LABPOOL_DATASETS/{name}\" && diff -r \"${var}\" {src} && echo \"OK ${var}\"",
         name = var.trim_start_matches("LABPOOL_DATASET_").to_lowercase(),
@@ -98,8 +102,12 @@ fn check_script(var: &str, source: &Path) -> String {
 #[test]
 fn jobs_read_a_verified_local_copy_and_concurrent_jobs_stage_it_once() {
     let mut pool = Pool::new("4:t4");
-    // Slow enough (about 0.6 s) that the three jobs below are placed while it stages.
-    pool.edit_config(|t| t.replace("# bandwidth = \"200M\"", "bandwidth = \"2M\""));
+    // Slow enough (about 0.6 s) that the three jobs below are placed while it stages; placed
+    // at once, each on its GPU (no stage-in; `stage_in.rs` has the held path).
+    pool.edit_config(|t| {
+        t.replace("# bandwidth = \"200M\"", "bandwidth = \"2M\"")
+            .replace(STAGE_IN_DEFAULT, STAGE_IN_OFF)
+    });
     pool.start();
     let src = make_dataset(&pool, "imagenet", 20, 64 * 1024);
     let added = json(
@@ -184,8 +192,11 @@ fn jobs_read_a_verified_local_copy_and_concurrent_jobs_stage_it_once() {
 #[test]
 fn a_controller_killed_mid_stage_resumes_and_nothing_half_copied_is_visible() {
     let mut pool = Pool::new("1:t4");
-    // 6 MiB at 2 MB/s: about three seconds of staging to kill it in.
-    pool.edit_config(|t| t.replace("# bandwidth = \"200M\"", "bandwidth = \"2M\""));
+    // 6 MiB at 2 MB/s: about three seconds of staging to kill it in, the job on its GPU.
+    pool.edit_config(|t| {
+        t.replace("# bandwidth = \"200M\"", "bandwidth = \"2M\"")
+            .replace(STAGE_IN_DEFAULT, STAGE_IN_OFF)
+    });
     pool.start();
     let src = add_dataset(&pool, "shards", 12, 512 * 1024);
     let script = check_script("LABPOOL_DATASET_SHARDS", &src);
@@ -462,7 +473,10 @@ fn bad_dataset_input_gets_a_clear_error_and_leaves_the_cache_consistent() {
     // charged; the half-staged version is never marked complete.
     let big = add_dataset(&pool, "fleeting", 8, 400_000);
     let id = pool.submit(&["--gpus", "1", "--dataset", "fleeting", "--wrap", "true"]);
-    pool.wait_for(id, T, |j| s(j, "state") == "STAGING");
+    // Copied while it waits for its GPUs (a stage-in), or on them.
+    pool.wait_for(id, T, |j| {
+        s(j, "state") == "STAGING" || s(j, "reason") == "BurstBufferStageIn"
+    });
     std::fs::remove_dir_all(&big).unwrap();
     let j = pool.wait_done(id, T);
     assert_eq!(s(&j, "state"), "FAILED", "{j:#}");

@@ -80,6 +80,7 @@ mod snakemake;
 mod snapshot_copy;
 mod snapshots;
 mod srun;
+mod stage_in;
 mod state_backup;
 mod state_disaster;
 mod step_flood;

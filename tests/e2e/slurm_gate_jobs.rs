@@ -143,7 +143,13 @@ fn an_interactive_session_runs_as_a_slurm_job() {
 /// and placed again, and runs once a node is free. No GPU is booked twice.
 #[test]
 fn a_job_whose_gpus_a_foreign_job_took_is_placed_again() {
-    let Some(p) = SlurmPool::new("slurm_gate_race") else {
+    // The job takes its GPUs at once (no stage-in), so that it is placed while its data waits.
+    let Some(p) = SlurmPool::with_config("slurm_gate_race", |t| {
+        t.replace(
+            crate::datasets::STAGE_IN_DEFAULT,
+            crate::datasets::STAGE_IN_OFF,
+        )
+    }) else {
         return;
     };
     let f2 = p.foreign_job("gn2", 300);

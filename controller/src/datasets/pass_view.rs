@@ -19,6 +19,12 @@ pub struct PassCacheView {
     blocked: BTreeSet<(String, String)>,
     /// Bytes per second stages have been copying lately.
     rate: Option<f64>,
+    /// (node, dataset) whose current version is there complete.
+    complete: BTreeSet<(String, String)>,
+    /// (node, dataset) whose last stage-in or prefetch failed.
+    failed: BTreeSet<(String, String)>,
+    /// Nodes no agent serves: nothing is staged on them.
+    no_cache: BTreeSet<String>,
 }
 
 impl CacheView for PassCacheView {
@@ -62,6 +68,21 @@ impl CacheView for PassCacheView {
             })
             .sum();
         Some(needed as f64 / rate)
+    }
+
+    /// A dataset is lacking where its current version is not complete, unless it is streamed,
+    /// the node has no cache, or the last background copy of it there failed (the job is then
+    /// placed, and its own stage says why).
+    fn lacks(&self, node: &str, datasets: &[String]) -> bool {
+        if self.no_cache.contains(node) {
+            return false;
+        }
+        datasets.iter().any(|d| {
+            let key = (node.to_string(), d.clone());
+            self.cached.contains_key(&key)
+                && !self.complete.contains(&key)
+                && !self.failed.contains(&key)
+        })
     }
 }
 
@@ -117,6 +138,13 @@ impl Engine {
             spare: BTreeMap::new(),
             blocked: self.data.blocked.clone(),
             rate: self.data.stage_rate,
+            complete: BTreeSet::new(),
+            failed: BTreeSet::new(),
+            no_cache: nodes
+                .iter()
+                .filter(|n| self.has_no_cache(n))
+                .cloned()
+                .collect(),
         };
         for node in &nodes {
             for d in &wanted {
@@ -130,6 +158,13 @@ impl Engine {
                         .iter()
                         .find(|v| v.complete && v.name == *d && v.version == current)
                 });
+                if complete.is_some() {
+                    view.complete.insert(key.clone());
+                }
+                let failure = (node.clone(), d.clone(), current.clone());
+                if self.data.failures.contains_key(&failure) {
+                    view.failed.insert(key.clone());
+                }
                 let cached = match complete {
                     Some(v) => v.bytes.max(1),
                     None => self

@@ -8,9 +8,8 @@ use labpool_scheduler::cache_view::CacheView;
 
 impl Engine {
     /// Notes the pass's prefetch predictions (they pin what they name) and starts the stages
-    /// that are not under way yet.
+    /// that are not under way yet. The pass's stage-ins were pinned before ([`Self::pin_held`]).
     pub(crate) fn prefetch(&mut self, predictions: Vec<(u64, String, String)>) {
-        self.data.predicted.clear();
         if predictions.is_empty() {
             return;
         }
@@ -18,13 +17,7 @@ impl Engine {
             let Some(current) = self.data.datasets.get(dataset).map(|r| r.current.clone()) else {
                 continue;
             };
-            self.data
-                .predicted
-                .entry(node.clone())
-                .or_default()
-                .entry((dataset.clone(), current))
-                .or_default()
-                .insert(*job);
+            self.pin_for(node, (dataset.clone(), current), *job);
         }
         let view = self.pass_cache_view();
         for (job, node, dataset) in predictions {
@@ -57,6 +50,72 @@ impl Engine {
                 .or_default()
                 .insert(node.clone());
             self.send_stage(&node, StageFor::Prefetch { job }, &[(name, version)]);
+        }
+    }
+
+    /// Pins what the pass's held jobs wait for on the nodes they start on, as a prediction
+    /// does, before any of the pass's stages is sent: one order's room never comes out of what
+    /// another held job waits for. The last pass's pins and predictions go.
+    pub(crate) fn pin_held(&mut self, holds: &[(u64, String, Vec<String>)]) {
+        self.data.predicted.clear();
+        for (job, node, datasets) in holds {
+            for v in self.data.current(datasets) {
+                self.pin_for(node, v, *job);
+            }
+        }
+    }
+
+    /// Keeps `version` on `node` for the queued `job` until the next pass says otherwise.
+    fn pin_for(&mut self, node: &str, version: (String, String), job: u64) {
+        self.data
+            .predicted
+            .entry(node.to_string())
+            .or_default()
+            .entry(version)
+            .or_default()
+            .insert(job);
+    }
+
+    /// Copies the data of jobs held until it is on the node they start on (a stage-in),
+    /// queued on the node before prefetches. A version whose stage-in failed is not sent
+    /// again: the pass then places the job, and its own stage reports the failure.
+    pub(crate) fn stage_in(&mut self, holds: Vec<(u64, String, Vec<String>)>) {
+        for (job, node, datasets) in holds {
+            if self.has_no_cache(&node) {
+                continue;
+            }
+            let missing: Vec<(String, String)> = self
+                .data
+                .current(&datasets)
+                .into_iter()
+                .filter(|(name, version)| {
+                    let key = (node.clone(), name.clone(), version.clone());
+                    !self.data.complete_on(&node, name, version)
+                        && !self.data.in_flight(&node, name, version)
+                        && !self.data.failures.contains_key(&key)
+                })
+                .collect();
+            if missing.is_empty() {
+                continue;
+            }
+            tracing::info!(
+                job,
+                node,
+                ?missing,
+                "staging a held job's datasets in before it starts"
+            );
+            // An agent a minor release behind does not know stage-ins (added after 0.1): it
+            // gets the copy as a prefetch, queued behind placed jobs' stages.
+            let knows = self.reach.is_local(&node)
+                || self.reach.remote.get(&node).is_some_and(|r| {
+                    crate::api::versions::of_this_minor(&r.version, crate::api::versions::THIS)
+                });
+            let purpose = if knows {
+                StageFor::StageIn { job }
+            } else {
+                StageFor::Prefetch { job }
+            };
+            self.send_stage(&node, purpose, &missing);
         }
     }
 

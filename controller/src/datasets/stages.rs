@@ -11,6 +11,7 @@ use crate::engine::answers::Answers;
 use labpool_cache::store::{Inventory, Progress};
 use labpool_lifecycle::{Event, StageKind};
 use labpool_scheduler::JobState;
+use labpool_scheduler::reason::STAGE_IN;
 
 impl Engine {
     /// Sends a stage order for `versions` to `node`'s agent.
@@ -154,15 +155,23 @@ impl Engine {
             let old = self.data.stage_rate.unwrap_or(progress.rate);
             self.data.stage_rate = Some(0.8 * old + 0.2 * progress.rate);
         }
+        let node_name = node.clone();
         self.data
             .progress
             .insert((node, purpose), (name, version, progress));
-        if let StageFor::Job { job, attempt } = purpose {
-            self.lifecycle(Event::StageProgress {
+        match purpose {
+            StageFor::Job { job, attempt } => self.lifecycle(Event::StageProgress {
                 job,
                 attempt,
                 detail,
-            });
+            }),
+            // A job held for its data says how far the copy is, and where.
+            StageFor::StageIn { job } => self.lifecycle(Event::Waiting {
+                job,
+                code: STAGE_IN.to_string(),
+                detail: format!("{detail}; it takes its GPUs on {node_name} when the copy ends"),
+            }),
+            StageFor::Prefetch { .. } | StageFor::WarmUp => {}
         }
         Ok(())
     }
@@ -196,7 +205,16 @@ impl Engine {
         }
         let (job, attempt) = match purpose {
             StageFor::Job { job, attempt } => (job, attempt),
-            StageFor::Prefetch { .. } | StageFor::WarmUp => {
+            StageFor::Prefetch { .. } | StageFor::WarmUp | StageFor::StageIn { .. } => {
+                // A held job takes its GPUs once its data is in: a pass is due now. What was
+                // copied goes into its log, as for a job's own stage.
+                if let StageFor::StageIn { job } = purpose {
+                    self.pass_need = crate::engine::PassNeed::Full;
+                    if let Ok(staged) = &result {
+                        let notes = staged_notes(&node, staged);
+                        self.lifecycle(Event::StagedIn { job, notes });
+                    }
+                }
                 if let Err(e) = result {
                     tracing::warn!(node, ?purpose, "background stage failed: {e:?}");
                 }
@@ -214,24 +232,7 @@ impl Engine {
         }
         match result {
             Ok(staged) => {
-                let mut notes: Vec<String> = staged
-                    .iter()
-                    .map(|s| {
-                        let r = &s.report;
-                        format!(
-                            "{}@{} on {node}: copied {} ({}), linked {} unchanged ({}), reused {} in place ({}), resumed {}",
-                            s.name,
-                            short(&s.version),
-                            labpool_units::count(r.files_copied, "file"),
-                            labpool_units::format_size(r.bytes_copied),
-                            r.files_linked,
-                            labpool_units::format_size(r.bytes_linked),
-                            r.files_reused,
-                            labpool_units::format_size(r.bytes_reused),
-                            r.files_resumed
-                        )
-                    })
-                    .collect();
+                let mut notes = staged_notes(&node, &staged);
                 if let Some(gang) = self.data.gang_stages.get_mut(&(job, attempt)) {
                     let Some(all) = gang.answered(&node, notes) else {
                         return Ok(());
@@ -276,6 +277,7 @@ impl Engine {
 
     /// A node reported its cache.
     pub(crate) fn on_inventory(&mut self, node: String, capacity: u64, inventory: Inventory) {
+        let node_name = node.clone();
         self.data.caches.insert(
             node,
             NodeCacheState {
@@ -283,6 +285,10 @@ impl Engine {
                 inventory,
             },
         );
+        // A job held for its data there may take its GPUs now.
+        if self.data.predicted.contains_key(&node_name) {
+            self.pass_need = crate::engine::PassNeed::Full;
+        }
         self.tell_gate_holdings();
     }
 
@@ -328,4 +334,26 @@ pub fn describe_progress(name: &str, version: &str, p: &Progress) -> String {
         p.files_total,
         labpool_units::format_rate(p.rate)
     )
+}
+
+/// The lines a job's log gets for what a stage on `node` copied, one per version.
+fn staged_notes(node: &str, staged: &[crate::api::agent::Staged]) -> Vec<String> {
+    staged
+        .iter()
+        .map(|s| {
+            let r = &s.report;
+            format!(
+                "{}@{} on {node}: copied {} ({}), linked {} unchanged ({}), reused {} in place ({}), resumed {}",
+                s.name,
+                short(&s.version),
+                labpool_units::count(r.files_copied, "file"),
+                labpool_units::format_size(r.bytes_copied),
+                r.files_linked,
+                labpool_units::format_size(r.bytes_linked),
+                r.files_reused,
+                labpool_units::format_size(r.bytes_reused),
+                r.files_resumed
+            )
+        })
+        .collect()
 }

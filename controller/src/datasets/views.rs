@@ -58,6 +58,7 @@ impl Engine {
                         StageFor::Job { job, .. } => format!("job {job}"),
                         StageFor::Prefetch { job } => format!("prefetch for job {job}"),
                         StageFor::WarmUp => "warm-up".into(),
+                        StageFor::StageIn { job } => format!("stage-in for job {job}"),
                     },
                     progress: p.clone(),
                 })

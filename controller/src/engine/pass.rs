@@ -34,6 +34,7 @@ impl Engine {
             }
         };
         let mut prefetches = Vec::new();
+        let mut stage_ins = Vec::new();
         for d in decisions {
             match d {
                 Decision::Start {
@@ -57,6 +58,11 @@ impl Engine {
                 Decision::Prefetch {
                     job, node, dataset, ..
                 } => prefetches.push((job.0, node, dataset)),
+                Decision::StageIn {
+                    job,
+                    node,
+                    datasets,
+                } => stage_ins.push((job.0, node, datasets)),
                 Decision::Preempt { job, by, cause } => self.lifecycle(Event::Preempt {
                     job: job.0,
                     by: by.0,
@@ -64,7 +70,9 @@ impl Engine {
                 }),
             }
         }
+        self.pin_held(&stage_ins);
         self.prefetch(prefetches);
+        self.stage_in(stage_ins);
     }
 
     /// The scheduler placed `job`: it starts, or waits for its datasets or environment.
