@@ -5,7 +5,10 @@
 //! 2. Waiting jobs are ordered by tier (emergency, in credit, overdrawn), then by the weighted
 //!    sum of age, fair-share and partition priority, then by submit time.
 //! 3. In that order, each job passes three gates: its dependencies, its QOS limits, and the
-//!    placement chain. A job that fits starts now and books its interval in the node's profile.
+//!    placement chain. A job that fits starts now and books its interval in the node's profile;
+//!    unless its data is not on that node: then it waits for a node that holds the data (delay
+//!    scheduling, `delay.rs`) or, its GPUs not taken, for the copy to that node (a stage-in,
+//!    `stage_in.rs`), booked from the copy's expected end.
 //! 4. A job that waits for busy resources gets a reservation: the earliest time and node where
 //!    it fits for its whole time limit, booked in that profile. A later job may start only
 //!    where it fits over its own whole time limit, so it never delays a reservation: that is

@@ -157,8 +157,10 @@ impl Engine {
                         .versions
                         .iter()
                         .find(|v| v.complete && v.name == *d && v.version == current)
+                        .map(|v| v.bytes)
                 });
-                if complete.is_some() {
+                let landed = self.data.complete_on(node, d, &current);
+                if complete.is_some() || landed {
                     view.complete.insert(key.clone());
                 }
                 let failure = (node.clone(), d.clone(), current.clone());
@@ -166,7 +168,12 @@ impl Engine {
                     view.failed.insert(key.clone());
                 }
                 let cached = match complete {
-                    Some(v) => v.bytes.max(1),
+                    Some(bytes) => bytes.max(1),
+                    // Reported staged, its inventory not in yet: all of it.
+                    None if landed => self
+                        .data
+                        .manifest(d, &current)
+                        .map_or(1, |m| m.bytes().max(1)),
                     None => self
                         .data
                         .progress

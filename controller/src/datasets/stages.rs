@@ -193,8 +193,11 @@ impl Engine {
             let key = (node.clone(), name, version);
             self.data.background.remove(&key);
             match &result {
-                Ok(_) => {
+                Ok(staged) => {
                     self.data.failures.remove(&key);
+                    if staged.iter().any(|s| s.name == key.1 && s.version == key.2) {
+                        self.data.landed.insert(key);
+                    }
                 }
                 Err(StageFailure::NoRoom(why) | StageFailure::Failed(why)) => {
                     if !matches!(purpose, StageFor::Job { .. }) {
@@ -278,6 +281,7 @@ impl Engine {
     /// A node reported its cache.
     pub(crate) fn on_inventory(&mut self, node: String, capacity: u64, inventory: Inventory) {
         let node_name = node.clone();
+        self.data.landed.retain(|(n, _, _)| *n != node_name);
         self.data.caches.insert(
             node,
             NodeCacheState {

@@ -36,6 +36,10 @@ pub struct DataState {
     pub(super) progress: BTreeMap<(String, StageFor), (String, String, Progress)>,
     /// Prefetches and warm-ups sent and not yet done: (node, name, version).
     pub(super) background: BTreeSet<(String, String, String)>,
+    /// Versions a stage reported complete on a node since that node's last inventory, which
+    /// follows: (node, name, version). Complete meanwhile, so that a pass in between neither
+    /// copies them again nor holds a job for them.
+    pub(super) landed: BTreeSet<(String, String, String)>,
     /// What the last pass predicted queued jobs will read, by node: version → jobs.
     pub(super) predicted: BTreeMap<String, BTreeMap<(String, String), BTreeSet<u64>>>,
     pub(super) verifies: BTreeMap<u64, PendingVerify>,
@@ -116,12 +120,14 @@ impl DataState {
     }
 
     pub(crate) fn complete_on(&self, node: &str, name: &str, version: &str) -> bool {
-        self.caches.get(node).is_some_and(|c| {
-            c.inventory
-                .versions
-                .iter()
-                .any(|v| v.complete && v.name == name && v.version == version)
-        })
+        let key = (node.to_string(), name.to_string(), version.to_string());
+        self.landed.contains(&key)
+            || self.caches.get(node).is_some_and(|c| {
+                c.inventory
+                    .versions
+                    .iter()
+                    .any(|v| v.complete && v.name == name && v.version == version)
+            })
     }
 
     pub(super) fn in_flight(&self, node: &str, name: &str, version: &str) -> bool {
