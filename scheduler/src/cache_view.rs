@@ -25,6 +25,15 @@ pub trait CacheView {
     fn lacks(&self, node: &str, datasets: &[String]) -> bool {
         datasets.iter().any(|d| self.cached_bytes(node, d) == 0)
     }
+
+    /// Those of `datasets` that `node` lacks, in order.
+    fn lacking(&self, node: &str, datasets: &[String]) -> Vec<String> {
+        datasets
+            .iter()
+            .filter(|d| self.lacks(node, std::slice::from_ref(*d)))
+            .cloned()
+            .collect()
+    }
 }
 
 /// A view in which nothing is cached anywhere.

@@ -254,7 +254,7 @@ pub fn simulate(input: &SimInput, policy: SimPolicy) -> Result<SimReport, SimErr
                 Decision::Start {
                     job, allocation, ..
                 } => {
-                    let node = world.nodes.iter().position(|n| n.name == allocation.node)?;
+                    let node = world.node_index(&allocation.node)?;
                     Some((node, world.trace[job].dataset.clone()))
                 }
                 _ => None,
@@ -266,9 +266,7 @@ pub fn simulate(input: &SimInput, policy: SimPolicy) -> Result<SimReport, SimErr
                     job, allocation, ..
                 } => {
                     let node = world
-                        .nodes
-                        .iter()
-                        .position(|n| n.name == allocation.node)
+                        .node_index(&allocation.node)
                         .expect("a simulated node");
                     let dataset = world.trace[&job].dataset.clone();
                     let complete = world.complete(node, &dataset);
@@ -317,11 +315,7 @@ pub fn simulate(input: &SimInput, policy: SimPolicy) -> Result<SimReport, SimErr
                 Decision::Prefetch {
                     job, node, dataset, ..
                 } if world.policy.stages_ahead() => {
-                    let i = world
-                        .nodes
-                        .iter()
-                        .position(|n| n.name == node)
-                        .expect("a simulated node");
+                    let i = world.node_index(&node).expect("a simulated node");
                     if !world.prefetched.contains(&(job, i, dataset.clone()))
                         && world.ensure(i, &dataset, now, Kind::Prefetch(job))
                     {
@@ -333,11 +327,7 @@ pub fn simulate(input: &SimInput, policy: SimPolicy) -> Result<SimReport, SimErr
                     node,
                     datasets,
                 } => {
-                    let i = world
-                        .nodes
-                        .iter()
-                        .position(|n| n.name == node)
-                        .expect("a simulated node");
+                    let i = world.node_index(&node).expect("a simulated node");
                     for dataset in datasets {
                         world.ensure(i, &dataset, now, Kind::Stage);
                     }

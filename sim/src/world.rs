@@ -121,7 +121,7 @@ impl CacheView for World<'_> {
     /// What is missing, over the rate a new copy would get now: a peer's link shared with
     /// what it already sends, else the shared storage's link shared with its copies.
     fn copy_seconds(&self, node: &str, datasets: &[String]) -> Option<f64> {
-        let i = self.nodes.iter().position(|n| n.name == node)?;
+        let i = self.node_index(node)?;
         let c = &self.input.cluster;
         let mut secs = 0.0;
         for d in datasets {
@@ -147,16 +147,19 @@ impl CacheView for World<'_> {
     }
 
     fn lacks(&self, node: &str, datasets: &[String]) -> bool {
-        let Some(i) = self.nodes.iter().position(|n| n.name == node) else {
+        let Some(i) = self.node_index(node) else {
             return true;
         };
-        datasets
-            .iter()
-            .any(|d| self.dataset_bytes(d) > 0 && !self.streamed(d) && !self.complete(i, d))
+        datasets.iter().any(|d| !self.complete(i, d))
     }
 }
 
 impl World<'_> {
+    /// The index of the simulated node called `name`.
+    pub(crate) fn node_index(&self, name: &str) -> Option<usize> {
+        self.nodes.iter().position(|n| n.name == name)
+    }
+
     pub(crate) fn dataset_bytes(&self, dataset: &str) -> u64 {
         self.input.datasets.get(dataset).copied().unwrap_or(0)
     }
@@ -338,7 +341,7 @@ impl World<'_> {
             .collect();
         labpool_scheduler::peers::peer_order(candidates)
             .first()
-            .and_then(|name| self.nodes.iter().position(|n| n.name == *name))
+            .and_then(|name| self.node_index(name))
             .map_or(Source::Shared, Source::Peer)
     }
 

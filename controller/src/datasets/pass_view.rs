@@ -159,8 +159,9 @@ impl Engine {
                         .find(|v| v.complete && v.name == *d && v.version == current)
                         .map(|v| v.bytes)
                 });
-                let landed = self.data.complete_on(node, d, &current);
-                if complete.is_some() || landed {
+                // Complete by its inventory, or reported staged since.
+                let there = self.data.complete_on(node, d, &current);
+                if there {
                     view.complete.insert(key.clone());
                 }
                 let failure = (node.clone(), d.clone(), current.clone());
@@ -170,7 +171,7 @@ impl Engine {
                 let cached = match complete {
                     Some(bytes) => bytes.max(1),
                     // Reported staged, its inventory not in yet: all of it.
-                    None if landed => self
+                    None if there => self
                         .data
                         .manifest(d, &current)
                         .map_or(1, |m| m.bytes().max(1)),

@@ -138,16 +138,10 @@ impl Scheduler {
         // full pass says them, so that what they wait for stays pinned.
         for (id, note) in &self.notes {
             if let (Some((node, _)), Some(job)) = (&note.staging_in, self.pending.get(id)) {
-                let datasets: Vec<String> = job
-                    .datasets
-                    .iter()
-                    .filter(|d| cache.lacks(node, std::slice::from_ref(*d)))
-                    .cloned()
-                    .collect();
                 decisions.push(Decision::StageIn {
                     job: *id,
                     node: node.clone(),
-                    datasets,
+                    datasets: cache.lacking(node, &job.datasets),
                 });
             }
         }

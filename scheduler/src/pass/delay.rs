@@ -25,6 +25,13 @@ pub(crate) struct Delay {
     pub(crate) reason: PendingReason,
 }
 
+/// Whether `job` may wait for its data rather than take its GPUs at once, for a node that holds
+/// it (delay scheduling) or for a copy (stage-in): a one-node job with data, not an emergency.
+/// A gang has its data prefetched on its predicted nodes instead.
+pub(crate) fn waits_for_data(job: &JobSpec) -> bool {
+    !job.datasets.is_empty() && job.resources.node_count() <= 1 && !job.emergency
+}
+
 /// Seconds as whole minutes, rounded up, for people.
 fn mins(secs: f64) -> String {
     labpool_units::format_elapsed(((secs.max(0.0) / 60.0).ceil() as u64).max(1) * 60)
@@ -43,7 +50,7 @@ impl Scheduler {
         ctx: &PlacementContext<'_>,
     ) -> Option<Delay> {
         let bound = self.policy.placement.locality_wait_s? as f64;
-        if job.datasets.is_empty() || job.resources.node_count() > 1 || job.emergency {
+        if !waits_for_data(job) {
             return None;
         }
         let cache: &dyn CacheView = ctx.cache;

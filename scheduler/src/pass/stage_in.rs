@@ -41,9 +41,7 @@ impl Scheduler {
         ctx: &PlacementContext<'_>,
     ) -> Option<StageIn> {
         let bound = self.policy.placement.stage_in_wait_s? as i64 * 1000;
-        if job.datasets.is_empty()
-            || job.resources.node_count() > 1
-            || job.emergency
+        if !super::delay::waits_for_data(job)
             || !ctx.cache.lacks(nodes[chosen].name(), &job.datasets)
         {
             return None;
@@ -68,12 +66,7 @@ impl Scheduler {
         if kept.is_none() && !ctx.cache.has_room(name, &job.datasets) {
             return None;
         }
-        let lacking: Vec<String> = job
-            .datasets
-            .iter()
-            .filter(|d| ctx.cache.lacks(name, std::slice::from_ref(*d)))
-            .cloned()
-            .collect();
+        let lacking = ctx.cache.lacking(name, &job.datasets);
         // Booked from the copy's expected end (now, when the view cannot tell), so that
         // backfill takes the node only for jobs that end before then.
         let left = ctx.cache.copy_seconds(name, &job.datasets).unwrap_or(0.0);
