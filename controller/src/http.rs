@@ -183,14 +183,20 @@ async fn submit(
     let Json(mut req) = body.map_err(|e| {
         ApiError::bad_request(format!("bad submit request: {}", e.body_text()), None)
     })?;
-    // A retry of a submit that was taken gets its answer before any check: a quota reached
-    // since must not make it look refused.
-    if let Some(key) = &req.idempotency_key
-        && let Some(earlier) = state.db.submitted_with_key(caller.uid, key).await?
-    {
-        return Ok(Json(earlier));
-    }
-    let warnings = crate::jobs::checks::before_engine(&state, &mut req, &caller).await?;
+    let warnings = match crate::jobs::checks::before_engine(&state, &mut req, &caller).await {
+        Ok(w) => w,
+        // A retry of a submit that was taken gets its answer, not a refusal: a quota reached
+        // since must not make it look refused. Asked only here, on the way to a refusal: on
+        // the way in, the engine answers a retry before its own checks.
+        Err(refused) => {
+            if let Some(key) = &req.idempotency_key
+                && let Some(earlier) = state.db.submitted_with_key(caller.uid, key).await?
+            {
+                return Ok(Json(earlier));
+            }
+            return Err(refused);
+        }
+    };
     let mut submitted = ask(&state, |reply| Request::Submit {
         req: Box::new(req),
         caller,

@@ -36,6 +36,44 @@ fn write_owned(path: &Path, len: usize, uid: u32, gid: u32) {
     std::os::unix::fs::lchown(path, Some(uid), Some(gid)).unwrap();
 }
 
+/// `POST /v1/jobs` on `pool`'s socket as `uid` (the controller knows callers by their socket
+/// credentials), a submit with `key`: the status and the body.
+fn submit_as(pool: &Pool, uid: u32, gid: u32, key: &str) -> (u16, Value) {
+    const POST: &str = r#"
+import socket, sys
+body = sys.argv[2].encode()
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+s.sendall(b"POST /v1/jobs HTTP/1.1\r\nHost: labpool\r\nContent-Type: application/json\r\n"
+          b"Connection: close\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+out = b""
+while chunk := s.recv(65536):
+    out += chunk
+head, _, body = out.partition(b"\r\n\r\n")
+print(head.split(b" ")[1].decode())
+sys.stdout.buffer.write(body)
+"#;
+    let body = serde_json::json!({
+        "name": "retry", "script": "#!/bin/sh\ntrue\n", "workdir": pool.work,
+        "gpus": 0, "cpus": 1, "mem_mib": 0, "umask": 18, "idempotency_key": key,
+    });
+    let out = std::process::Command::new("setpriv")
+        .args([
+            format!("--reuid={uid}"),
+            format!("--regid={gid}"),
+            "--init-groups".into(),
+        ])
+        .args(["/usr/bin/python3", "-c", POST])
+        .arg(pool.dir.join("labpool.sock"))
+        .arg(body.to_string())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout_of(&out);
+    let (status, body) = text.split_once('\n').unwrap_or((&text, ""));
+    (status.parse().unwrap_or(0), json(body))
+}
+
 #[test]
 fn limits_are_shown_and_enforced_at_submit() {
     if !have_root("limits_are_shown_and_enforced_at_submit") {
@@ -206,20 +244,32 @@ fn limits_are_shown_and_enforced_at_submit() {
     );
 
     // At 90% or more of the limit a submit is warned, and goes in.
-    let limit = (used as f64 / 0.95) as u64;
-    pool.ok(&[
-        "quota",
-        "set",
-        "lp-alice",
-        "--fs",
-        "scratch",
-        "--hard",
-        &limit.to_string(),
-    ]);
+    let limit = ((used as f64 / 0.95) as u64).to_string();
+    let set_hard = |v: &str| pool.ok(&["quota", "set", "lp-alice", "--fs", "scratch", "--hard", v]);
+    set_hard(&limit);
     pool.ok(&["quota", "scan", "--fs", "scratch"]);
     let out = as_alice(&["submit", "--wrap", "true"]);
     assert!(out.status.success(), "{}", stderr(&out));
     has(&stderr(&out), &["warning: quota: scratch:", "(95%)"]);
+    // A limit counts from the next submit, with no scan between: the controller keeps the
+    // quota tables in memory, and a limit set must not leave the old ones there.
+    let (status, first) = submit_as(&pool, alice, alice_gid, "retried");
+    assert_eq!(status, 200, "{first}");
+    set_hard(&(used / 2).to_string());
+    let out = as_alice(&["submit", "--wrap", "true"]);
+    assert!(!out.status.success(), "a limit below usage refuses at once");
+    has(
+        &stderr(&out),
+        &["lp-alice is over quota; new jobs are refused:"],
+    );
+    // A retry of a submit taken before gets its first answer, not the refusal; a new one
+    // through the same door is refused.
+    let (status, again) = submit_as(&pool, alice, alice_gid, "retried");
+    assert_eq!(status, 200, "{again}");
+    assert_eq!(again["job_id"], first["job_id"], "{first} {again}");
+    let (status, new) = submit_as(&pool, alice, alice_gid, "new");
+    assert_eq!(status, 403, "{new}");
+    set_hard(&limit);
     // After cleaning up and a scan, no warning at all.
     std::fs::remove_file(a.join("runs/ckpt.bin")).unwrap();
     as_alice(&["quota", "scan"]);

@@ -133,6 +133,7 @@ impl QuotaService {
             .set_quota_limit(key, &fs.name, &limit, by, now_ms())
             .await
             .map_err(ApiError::internal)?;
+        self.stored.forget();
         tracing::info!(user = key, fs = %fs.name, by, ?limit, kernel = %applied.note, "quota limit set");
         Ok(LimitSet {
             user: key.to_string(),

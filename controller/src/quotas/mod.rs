@@ -9,5 +9,6 @@ pub mod purge;
 pub mod report;
 pub mod scan;
 pub mod service;
+pub(crate) mod stored;
 
 pub use service::{QuotaService, timers};

@@ -1,28 +1,27 @@
-//! What users' quotas are now: limits, last scans and grace records, read once per request.
+//! What users' quotas are now: limits, last scans and grace records.
 
 use crate::api::quotas::{FsQuota, UserQuota};
 use crate::clock::now_ms;
 use crate::error::ApiError;
 use crate::identity::user_name;
 use crate::quotas::QuotaService;
-use crate::quotas::db::StoredScan;
+use crate::quotas::stored::{Stored, StoredFs};
 use crate::settings::QuotaFs;
 use labpool_quotas::kernel;
-use labpool_quotas::limits::{Limit, Usage, evaluate, percent_used};
+use labpool_quotas::limits::{Usage, evaluate, percent_used};
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
-/// Everything a quota is judged from, read once for one request.
+/// Everything a quota is judged from, for one request.
 struct Loaded {
-    limits: BTreeMap<(String, String), Limit>,
+    stored: Arc<Stored>,
     filesystems: Vec<LoadedFs>,
 }
 
-/// One file system's state: its last scan, since when each uid is over a soft limit, and how
-/// limits on it are enforced (when asked: finding out reads the mount table and `PATH`).
+/// One file system, and how limits on it are enforced (when asked: finding out reads the
+/// mount table and `PATH`).
 struct LoadedFs {
     fs: QuotaFs,
-    scan: Option<StoredScan>,
-    grace: BTreeMap<u32, i64>,
     enforcement: Option<kernel::Enforcement>,
 }
 
@@ -30,15 +29,11 @@ impl Loaded {
     /// One user's quotas at `now`.
     fn user_quota(&self, user: &str, uid: u32, now: i64) -> UserQuota {
         let mut filesystems = Vec::new();
-        for LoadedFs {
-            fs,
-            scan,
-            grace,
-            enforcement,
-        } in &self.filesystems
-        {
-            let (limit, limit_source) = QuotaService::effective(&self.limits, user, fs);
-            let since = grace.get(&uid).copied();
+        for LoadedFs { fs, enforcement } in &self.filesystems {
+            let (limit, limit_source) = QuotaService::effective(&self.stored.limits, user, fs);
+            let rows = self.stored.filesystems.get(&fs.name);
+            let scan = rows.and_then(|r| r.scan.as_ref());
+            let since = rows.and_then(|r| r.grace.get(&uid).copied());
             let (usage, apparent, top) = match scan {
                 Some(s) => {
                     let u = s.report.users.get(&uid).copied().unwrap_or_default();
@@ -66,7 +61,7 @@ impl Loaded {
                 limit_source,
                 usage,
                 apparent,
-                scanned_at: scan.as_ref().map(|s| s.finished),
+                scanned_at: scan.map(|s| s.finished),
                 over_soft_since: since,
                 findings,
                 top,
@@ -94,35 +89,55 @@ impl Loaded {
 }
 
 impl QuotaService {
-    /// What every user's quota is judged from, read once: limits, each file system's last
-    /// scan, grace records, and, with `enforcement`, how the kernel enforces. The submit check
-    /// goes without it: the decision does not depend on it, and it costs a read of the mount
-    /// table per file system on every submit.
+    /// What every user's quota is judged from: the quota tables' rows (kept between writes,
+    /// see [`crate::quotas::stored`]) and, with `enforcement`, how the kernel enforces. The
+    /// submit check goes without it: the decision does not depend on it, and it costs a read
+    /// of the mount table per file system on every submit.
     async fn load(&self, enforcement: bool) -> Result<Loaded, ApiError> {
-        let mut loaded = Loaded {
-            limits: self.db.quota_limits().await.map_err(ApiError::internal)?,
-            filesystems: Vec::new(),
+        let filesystems = self.filesystems();
+        let stored = self.stored(&filesystems).await?;
+        Ok(Loaded {
+            stored,
+            filesystems: filesystems
+                .into_iter()
+                .map(|fs| {
+                    let enforcement = enforcement.then(|| kernel::detect(&fs.root));
+                    LoadedFs { fs, enforcement }
+                })
+                .collect(),
+        })
+    }
+
+    /// The quota tables' rows for `filesystems`: the copy kept since the last write, or read
+    /// now (and kept, unless a write came meanwhile).
+    async fn stored(&self, filesystems: &[QuotaFs]) -> Result<Arc<Stored>, ApiError> {
+        let names: Vec<&str> = filesystems.iter().map(|f| f.name.as_str()).collect();
+        let writes = match self.stored.get(&names) {
+            Ok(stored) => return Ok(stored),
+            Err(writes) => writes,
         };
-        for fs in self.filesystems() {
+        let mut stored = Stored {
+            limits: self.db.quota_limits().await.map_err(ApiError::internal)?,
+            filesystems: BTreeMap::new(),
+        };
+        for name in names {
             let scan = self
                 .db
-                .latest_quota_scan(&fs.name)
+                .latest_quota_scan(name)
                 .await
                 .map_err(ApiError::internal)?;
             let grace = self
                 .db
-                .quota_grace(&fs.name)
+                .quota_grace(name)
                 .await
                 .map_err(ApiError::internal)?;
-            let enforcement = enforcement.then(|| kernel::detect(&fs.root));
-            loaded.filesystems.push(LoadedFs {
-                fs,
-                scan,
-                grace,
-                enforcement,
-            });
+            stored
+                .filesystems
+                .insert(name.to_string(), StoredFs { scan, grace });
         }
-        Ok(loaded)
+        let stored = Arc::new(stored);
+        self.stored.keep(writes, Arc::clone(&stored));
+        Ok(stored)
     }
 
     /// One user's quotas now.
@@ -144,11 +159,12 @@ impl QuotaService {
         let loaded = self.load(true).await?;
         let mut uids: BTreeSet<u32> = BTreeSet::new();
         for f in &loaded.filesystems {
-            if let Some(s) = &f.scan {
+            let rows = loaded.stored.filesystems.get(&f.fs.name);
+            if let Some(s) = rows.and_then(|r| r.scan.as_ref()) {
                 uids.extend(s.report.users.keys());
             }
         }
-        for (user, _) in loaded.limits.keys() {
+        for (user, _) in loaded.stored.limits.keys() {
             if let Ok(Some(u)) = nix::unistd::User::from_name(user) {
                 uids.insert(u.uid.as_raw());
             }

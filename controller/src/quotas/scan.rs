@@ -127,6 +127,7 @@ impl QuotaService {
                 .store_quota_scan(&fs.name, &stored, &over)
                 .await
                 .map_err(|e| e.to_string())?;
+            self.stored.forget();
             tracing::info!(
                 fs = %fs.name,
                 entries = summary.entries,

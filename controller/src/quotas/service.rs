@@ -8,6 +8,7 @@ use crate::db::Db;
 use crate::error::ApiError;
 use crate::quotas::db::DEFAULT_USER;
 use crate::quotas::scan::ScanState;
+use crate::quotas::stored::StoredCopy;
 use crate::schedule::Schedule;
 use crate::settings::{Config, QuotaFs};
 use crate::timers::{Task, TaskRun, Timers};
@@ -26,6 +27,8 @@ pub struct QuotaService {
     pub(super) scan_lock: tokio::sync::Mutex<()>,
     pub(super) purge_lock: tokio::sync::Mutex<()>,
     pub(super) plans: Mutex<BTreeMap<String, (PurgePlan, Instant)>>,
+    /// The quota tables' rows, kept between writes: the submit check reads them every time.
+    pub(super) stored: StoredCopy,
 }
 
 impl QuotaService {
@@ -38,6 +41,7 @@ impl QuotaService {
             scan_lock: tokio::sync::Mutex::new(()),
             purge_lock: tokio::sync::Mutex::new(()),
             plans: Mutex::new(BTreeMap::new()),
+            stored: StoredCopy::default(),
         })
     }
 
