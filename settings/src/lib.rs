@@ -15,6 +15,7 @@
 mod agent;
 mod alerts;
 mod cache;
+mod client;
 mod controller;
 pub mod copy_target;
 mod datasets;
@@ -171,6 +172,12 @@ impl Config {
     /// Finds and loads the config: `explicit` (from `--config` or `$LABPOOL_CONFIG`), else the
     /// default path.
     pub fn locate(explicit: Option<&Path>) -> Result<Config, ConfigError> {
+        Config::load(&Config::path_of(explicit)?)
+    }
+
+    /// The file [`Config::locate`] reads: `explicit`, else the default path; an error if it
+    /// does not exist.
+    fn path_of(explicit: Option<&Path>) -> Result<PathBuf, ConfigError> {
         let (path, why) = match explicit {
             Some(p) => (p.to_path_buf(), " (from --config or LABPOOL_CONFIG)"),
             None => (
@@ -181,7 +188,7 @@ impl Config {
         if !path.exists() {
             return Err(ConfigError::Missing { path, why });
         }
-        Config::load(&path)
+        Ok(path)
     }
 
     /// Loads and checks one file.

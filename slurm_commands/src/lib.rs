@@ -140,19 +140,19 @@ pub fn personality(argv0: &str, args: &[String]) -> Option<ExitCode> {
     Some(code)
 }
 
-/// The config `$LABPOOL_CONFIG` names, else the default one (Slurm's commands take no
-/// `--config`).
-fn config() -> anyhow::Result<Config> {
-    let named = std::env::var_os(crate::env_vars::LABPOOL_CONFIG).map(std::path::PathBuf::from);
-    Ok(Config::locate(named.as_deref())?)
-}
-
 /// The caller's user name.
 fn whoami() -> String {
     nix::unistd::User::from_uid(nix::unistd::geteuid())
         .ok()
         .flatten()
         .map_or_else(|| nix::unistd::geteuid().to_string(), |u| u.name)
+}
+
+/// The controller's socket per the config `$LABPOOL_CONFIG` names, else the default one
+/// (Slurm's commands take no `--config`): all they read of it ([`Config::locate_socket`]).
+fn socket() -> anyhow::Result<std::path::PathBuf> {
+    let named = std::env::var_os(crate::env_vars::LABPOOL_CONFIG).map(std::path::PathBuf::from);
+    Ok(Config::locate_socket(named.as_deref())?)
 }
 
 /// Runs `f` against the controller of the config in `$LABPOOL_CONFIG` (or the default
@@ -162,21 +162,12 @@ where
     F: FnOnce(Client) -> Fut,
     Fut: std::future::Future<Output = anyhow::Result<String>>,
 {
-    with_config(name, |config| f(Client::new(&config.controller.socket)))
-}
-
-/// [`talk`], handing `f` the config itself (read once: it is most of a short command's work).
-fn with_config<F, Fut>(name: &str, f: F) -> ExitCode
-where
-    F: FnOnce(Config) -> Fut,
-    Fut: std::future::Future<Output = anyhow::Result<String>>,
-{
     let run = || -> anyhow::Result<String> {
-        let config = config()?;
+        let client = Client::new(&socket()?);
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;
-        rt.block_on(f(config))
+        rt.block_on(f(client))
     };
     match run() {
         Ok(out) => {
@@ -215,10 +206,10 @@ fn sbatch(args: &[String]) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    with_config("sbatch", |config| async move {
+    talk("sbatch", |client| async move {
         crate::commands::submit::submit_as(
             &parsed.args,
-            &config,
+            client,
             crate::commands::submit::Style::Sbatch,
         )
         .await?;

@@ -91,12 +91,12 @@ fn submit_and_follow(
     for w in warnings {
         eprintln!("srun: warning: {w}");
     }
-    let config = super::config().map_err(|e| e.to_string())?;
+    let socket = super::socket().map_err(|e| e.to_string())?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| e.to_string())?;
-    let client = Client::new(&config.controller.socket);
+    let client = Client::new(&socket);
     rt.block_on(follow(&client, &req, out, err))
 }
 

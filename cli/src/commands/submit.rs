@@ -343,11 +343,11 @@ pub enum Style {
 
 /// Runs `labpool submit`.
 pub async fn run(args: &SubmitArgs, config: &Config) -> anyhow::Result<()> {
-    submit_as(args, config, Style::Labpool).await
+    submit_as(args, Client::new(&config.controller.socket), Style::Labpool).await
 }
 
 /// Submits, answering in `style`'s words.
-pub async fn submit_as(args: &SubmitArgs, config: &Config, style: Style) -> anyhow::Result<()> {
+pub async fn submit_as(args: &SubmitArgs, client: Client, style: Style) -> anyhow::Result<()> {
     let cwd = std::env::current_dir().context("cannot read the current directory")?;
     let env: BTreeMap<String, String> = std::env::vars().collect();
     let stdin_script = if style == Style::Sbatch && args.script.is_none() && args.wrap.is_none() {
@@ -368,7 +368,6 @@ pub async fn submit_as(args: &SubmitArgs, config: &Config, style: Style) -> anyh
     for w in warnings {
         eprintln!("{prefix}warning: {w}");
     }
-    let client = Client::new(&config.controller.socket);
     // `#SBATCH --parsable`, `--wait` and `--test-only` count as on the command line.
     let (parsable, wait, test_only) = (
         args.parsable || flags.parsable,
