@@ -3,8 +3,8 @@
 //! Slurm's commands run once per job in a lab's shell loops (`for … do sbatch …; done`), and
 //! reading the whole config (every section checked, every cron schedule parsed) was most of
 //! their own work. The controller checked the whole file when it started; a command that only
-//! needs the socket reads `[controller] socket` and leaves the rest to it and to
-//! `labpool check-config`.
+//! needs the socket reads `[controller] socket` and leaves the rest to it (and to
+//! `labpool doctor` and `labpool --show-settings`, which read the whole file).
 
 use crate::{Config, ConfigError};
 use serde::Deserialize;
