@@ -61,6 +61,21 @@ mod tests {
     }
 
     #[test]
+    fn the_rest_of_the_file_is_left_to_the_controller() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("labpool.toml");
+        let text = "[controller]\nsocket = \"s.sock\"\nstate_dir = \"state\"\n\n\
+                    [quotas]\nscan_schedule = \"every night\"\n";
+        std::fs::write(&file, text).unwrap();
+        let whole = Config::locate(Some(&file)).unwrap_err().to_string();
+        assert!(whole.contains("every night"), "{whole}");
+        assert_eq!(
+            Config::locate_socket(Some(&file)).unwrap(),
+            dir.path().join("s.sock")
+        );
+    }
+
+    #[test]
     fn a_missing_file_or_socket_is_the_same_clear_error() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("labpool.toml");

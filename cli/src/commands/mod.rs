@@ -129,11 +129,18 @@ pub fn dispatch(cli: Cli, slurm: &dyn crate::SlurmNames) -> anyhow::Result<()> {
             };
             return state::restore_command(source, *force, cli.config.as_deref()).await;
         }
+        // A submit reads only the socket of the config, as `sbatch` does: a lab's loop runs
+        // one per job, and the controller checked the whole file when it started.
+        if let Command::Submit(args) = &cli.command {
+            let socket = Config::locate_socket(cli.config.as_deref())?;
+            let client = crate::client::Client::new(&socket);
+            return submit::submit_as(args, client, submit::Style::Labpool).await;
+        }
         let config = Config::locate(cli.config.as_deref())?;
         match &cli.command {
             Command::Serve => serve::run(config).await,
             Command::Agent => serve::run_agent(config).await,
-            Command::Submit(args) => submit::run(args, &config).await,
+            Command::Submit(_) => unreachable!("a submit was sent above"),
             Command::Queue(args) => jobs::queue(args, &config).await,
             Command::Show(args) => jobs::show(args, &config).await,
             Command::Cancel(args) => jobs::cancel(args, &config).await,

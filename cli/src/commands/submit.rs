@@ -4,7 +4,6 @@
 use crate::api::{SubmitRequest, Submitted};
 use crate::args::SubmitArgs;
 use crate::client::Client;
-use crate::settings::Config;
 use anyhow::Context;
 use labpool_scheduler::script::{ClientFlags, ScriptError, parse_script};
 use std::collections::BTreeMap;
@@ -339,11 +338,6 @@ pub enum Style {
     Labpool,
     /// sbatch's: `Submitted batch job N`, and `--test-only`'s line on standard error.
     Sbatch,
-}
-
-/// Runs `labpool submit`.
-pub async fn run(args: &SubmitArgs, config: &Config) -> anyhow::Result<()> {
-    submit_as(args, Client::new(&config.controller.socket), Style::Labpool).await
 }
 
 /// Submits, answering in `style`'s words.
