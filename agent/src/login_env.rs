@@ -87,14 +87,7 @@ pub fn load(
     let group = Pid::from_raw(child.id() as i32);
     let mut out = child.stdout.take().expect("piped");
     let (tx, chunks) = mpsc::channel::<Vec<u8>>();
-    std::thread::spawn(move || {
-        let mut buf = vec![0u8; 64 << 10];
-        while let Ok(n) = out.read(&mut buf) {
-            if n == 0 || tx.send(buf[..n].to_vec()).is_err() {
-                break;
-            }
-        }
-    });
+    std::thread::spawn(move || read_bounded(&mut out, &tx));
     let too_much = || {
         format!(
             "the login shell of {user} printed more than {} (is the profile printing in a loop?)",
@@ -149,6 +142,24 @@ pub fn load(
     Ok(parse(after_mark(&bytes)))
 }
 
+/// Sends what `out` gives, in chunks, until its end or just past [`MAX_OUTPUT`]. The reader
+/// stops itself at the bound: the shim looks at what came every 10 ms, and a busy node can
+/// keep it from looking for longer, while a profile printing in a loop fills the channel at the
+/// pipe's speed (a CI run saw the shim at 110 MB).
+fn read_bounded(out: &mut impl Read, tx: &mpsc::Sender<Vec<u8>>) {
+    let mut buf = vec![0u8; 64 << 10];
+    let mut read = 0;
+    while let Ok(n) = out.read(&mut buf) {
+        if n == 0 || tx.send(buf[..n].to_vec()).is_err() {
+            break;
+        }
+        read += n;
+        if read > MAX_OUTPUT {
+            break;
+        }
+    }
+}
+
 /// What follows the last [`MARK`] line: the environment, without the profile's own output.
 fn after_mark(bytes: &[u8]) -> &[u8] {
     bytes
@@ -182,6 +193,17 @@ pub fn merged(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_flood_is_read_no_further_than_the_bound_when_nobody_looks() {
+        let (tx, rx) = mpsc::channel();
+        read_bounded(&mut std::io::repeat(b'y').take(100 << 20), &tx);
+        let held: usize = rx.try_iter().map(|c| c.len()).sum();
+        assert!(
+            held > MAX_OUTPUT && held <= MAX_OUTPUT + (64 << 10),
+            "{held}"
+        );
+    }
 
     #[test]
     fn what_the_profile_prints_is_not_taken_for_variables() {
