@@ -6,6 +6,7 @@ use crate::api::{CancelOutcome, HoldRequest, NodeView};
 use crate::client::Client;
 use crate::controller::http::JobDetail;
 use labpool_scheduler::hostlist::expand;
+use tokio::signal::unix::SignalKind;
 
 /// The reason Slurm's controller gives an ended job (`FAIL_EXIT_CODE` is `NonZeroExitCode`, …);
 /// `None` for the others.
@@ -108,6 +109,14 @@ pub async fn scontrol(client: &Client, words: &[String]) -> anyhow::Result<Strin
             let body = crate::api::CancelRequest {
                 ids: split_ids(ids),
             };
+            // Inside a job, the job may be the one requeued (submitit's checkpoint runs
+            // `scontrol requeue $SLURM_JOB_ID`): its stop's SIGTERM reaches this process too,
+            // and could end it before it hears the answer and exits 0, which submitit takes
+            // for a failure. Slurm's scontrol has exited before slurmd signals the job. So
+            // SIGTERM is held off here (taken by a handler nobody reads) until this short
+            // process exits; the stop's SIGKILL after the grace still ends it.
+            let _held = std::env::var_os("SLURM_JOB_ID")
+                .and_then(|_| tokio::signal::unix::signal(SignalKind::terminate()).ok());
             post_ids(client, "/v1/jobs/requeue", &body).await
         }
         _ => anyhow::bail!(

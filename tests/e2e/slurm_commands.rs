@@ -380,3 +380,51 @@ fn squeue_keeps_an_ended_job_for_min_job_age_and_scontrol_says_how_long() {
         "{config}"
     );
 }
+
+/// A job that requeues itself (`scontrol requeue $SLURM_JOB_ID`, submitit's checkpoint) is
+/// stopped with SIGTERM while its scontrol may still be waiting for the answer; scontrol must
+/// still hear it and exit 0, as Slurm's has exited before slurmd signals the job. A controller
+/// stand-in on the socket takes the request, the test sends the SIGTERM, then it answers.
+#[test]
+fn scontrol_requeue_of_its_own_job_outlives_the_stop_signal() {
+    use std::io::{Read, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("labpool.sock");
+    let config = dir.path().join("labpool.toml");
+    std::fs::write(&config, "[controller]\nsocket = \"labpool.sock\"\n").unwrap();
+    let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    let scontrol = dir.path().join("scontrol");
+    std::os::unix::fs::symlink(crate::pool::bin(), &scontrol).unwrap();
+    let child = std::process::Command::new(&scontrol)
+        .args(["requeue", "7"])
+        .env("LABPOOL_CONFIG", &config)
+        .env("SLURM_JOB_ID", "7")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (mut conn, _) = listener.accept().unwrap();
+    let mut request = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !String::from_utf8_lossy(&request).contains("\"ids\"") {
+        let n = conn.read(&mut buf).unwrap();
+        assert!(n > 0, "scontrol closed before its request");
+        request.extend_from_slice(&buf[..n]);
+    }
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let body = r#"[{"id":"7","ok":true,"message":"requeued"}]"#;
+    let _ = write!(
+        conn,
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{:?}: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
