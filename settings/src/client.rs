@@ -25,16 +25,8 @@ impl Config {
     /// The controller's socket per the config [`Config::locate`] would read, without reading
     /// the rest: a relative path is the file's directory's, as in [`Config::load`].
     pub fn locate_socket(explicit: Option<&Path>) -> Result<PathBuf, ConfigError> {
-        let path = Config::path_of(explicit)?;
-        let text = std::fs::read_to_string(&path).map_err(|source| ConfigError::Read {
-            path: path.clone(),
-            source,
-        })?;
-        let path = std::path::absolute(&path).unwrap_or(path);
-        let view: ClientView = toml::from_str(&text).map_err(|e| ConfigError::Invalid {
-            path: path.clone(),
-            message: e.to_string().trim_end().to_string(),
-        })?;
+        let (text, path) = Config::read(&Config::path_of(explicit)?)?;
+        let view: ClientView = Config::from_toml(&text, &path)?;
         let base = path.parent().unwrap_or(Path::new("/"));
         Ok(base.join(view.controller.socket))
     }

@@ -193,12 +193,32 @@ impl Config {
 
     /// Loads and checks one file.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let (text, path) = Config::read(path)?;
+        Config::parse(&text, &path)
+    }
+
+    /// The text of the file at `path`, and the path made absolute (for relative paths in it
+    /// and for messages).
+    fn read(path: &Path) -> Result<(String, PathBuf), ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
             path: path.to_path_buf(),
             source,
         })?;
-        let path = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
-        Config::parse(&text, &path)
+        Ok((
+            text,
+            std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf()),
+        ))
+    }
+
+    /// `text` as TOML into `T`; a mistake is [`ConfigError::Invalid`], naming `path`.
+    fn from_toml<T: serde::de::DeserializeOwned>(
+        text: &str,
+        path: &Path,
+    ) -> Result<T, ConfigError> {
+        toml::from_str(text).map_err(|e| ConfigError::Invalid {
+            path: path.to_path_buf(),
+            message: e.to_string().trim_end().to_string(),
+        })
     }
 
     /// Parses config text that lives at `path` (for relative paths and messages).
@@ -207,8 +227,7 @@ impl Config {
             path: path.to_path_buf(),
             message,
         };
-        let mut config: Config =
-            toml::from_str(text).map_err(|e| invalid(e.to_string().trim_end().to_string()))?;
+        let mut config: Config = Config::from_toml(text, path)?;
         config.path = path.to_path_buf();
         config.rebase(path.parent().unwrap_or(Path::new("/")));
         config.metrics.resolve(config.agent.is_some());

@@ -159,13 +159,14 @@ impl Engine {
                         .find(|v| v.complete && v.name == *d && v.version == current)
                         .map(|v| v.bytes)
                 });
-                // Complete by its inventory, or reported staged since.
-                let there = self.data.complete_on(node, d, &current);
+                let version = (node.clone(), d.clone(), current.clone());
+                // Complete by its inventory, or reported staged since (as `complete_on` says,
+                // without a second look through the inventory).
+                let there = complete.is_some() || self.data.landed.contains(&version);
                 if there {
                     view.complete.insert(key.clone());
                 }
-                let failure = (node.clone(), d.clone(), current.clone());
-                if self.data.failures.contains_key(&failure) {
+                if self.data.failures.contains_key(&version) {
                     view.failed.insert(key.clone());
                 }
                 let cached = match complete {
