@@ -47,7 +47,8 @@ fn write_archive(dir: &Path, to: &Path) -> Result<(), EnvError> {
 /// a complete build. Returns true when it unpacked, false when the build was already there.
 ///
 /// An incomplete `dest` (an interrupted build or unpack) is replaced. Entries with absolute
-/// paths or `..` are refused. Two unpacks of the same `dest` at once are the caller's to avoid.
+/// paths or `..` are refused. Unpacks of the same `dest` at once, by processes of one node or of
+/// nodes sharing the store, all succeed and leave one complete build.
 pub fn unpack(archive: &Path, dest: &Path) -> Result<bool, EnvError> {
     if is_complete(dest) {
         return Ok(false);
@@ -63,18 +64,8 @@ pub fn unpack(archive: &Path, dest: &Path) -> Result<bool, EnvError> {
         let _ = std::fs::remove_dir_all(&partial);
         return Err(e);
     }
-    if is_complete(dest) {
-        let _ = std::fs::remove_dir_all(&partial);
+    if !place(&partial, dest)? {
         return Ok(false);
-    }
-    // What is there now is incomplete: left by a version that unpacked in place, or by hand.
-    remove_any(dest)?;
-    if let Err(e) = std::fs::rename(&partial, dest) {
-        let _ = std::fs::remove_dir_all(&partial);
-        if is_complete(dest) {
-            return Ok(false);
-        }
-        return Err(EnvError::io("rename into place", dest)(e));
     }
     if let Some(parent) = dest.parent().filter(|p| !p.as_os_str().is_empty()) {
         File::open(parent)
@@ -82,6 +73,74 @@ pub fn unpack(archive: &Path, dest: &Path) -> Result<bool, EnvError> {
             .map_err(EnvError::io("sync directory", parent))?;
     }
     Ok(true)
+}
+
+/// Puts the complete build at `partial` in place at `dest`. Returns false when another
+/// process's complete build is there (ours is dropped).
+///
+/// A complete `dest` is never removed: a node may be starting a job from it. What else is
+/// there (an interrupted unpack in place, something left by hand) is swapped with ours in one
+/// step (`RENAME_EXCHANGE`) and removed after, so `dest` is never missing. On a file system
+/// without that exchange (NFS), it is moved aside first: `dest` is missing for a moment.
+/// Before, every unpacker removed what it found, and two of them at once could remove each
+/// other's complete build, or fail with "Directory not empty".
+fn place(partial: &Path, dest: &Path) -> Result<bool, EnvError> {
+    use nix::errno::Errno;
+    use nix::fcntl::{AT_FDCWD, RenameFlags, renameat2};
+    let drop_ours = || {
+        let _ = std::fs::remove_dir_all(partial);
+    };
+    let aside = sibling(partial, "-old");
+    let mut last = None;
+    // Bounded: each turn places ours, finds a complete build, or saw `dest` change under it.
+    for _ in 0..16 {
+        let Err(e) = std::fs::rename(partial, dest) else {
+            return Ok(true);
+        };
+        // Anything but "something is there" is a real failure (permissions, a full disk).
+        let occupied = matches!(
+            Errno::from_raw(e.raw_os_error().unwrap_or(0)),
+            Errno::ENOTEMPTY | Errno::EEXIST | Errno::ENOTDIR | Errno::EISDIR
+        );
+        if !occupied {
+            drop_ours();
+            return Err(EnvError::io("rename into place", dest)(e));
+        }
+        if is_complete(dest) {
+            drop_ours();
+            return Ok(false);
+        }
+        match renameat2(
+            AT_FDCWD,
+            partial,
+            AT_FDCWD,
+            dest,
+            RenameFlags::RENAME_EXCHANGE,
+        ) {
+            Ok(()) => {
+                // `partial` now holds what was at `dest`.
+                let _ = remove_any(partial);
+                return Ok(true);
+            }
+            Err(Errno::ENOENT) => {}
+            Err(Errno::EINVAL | Errno::ENOSYS | Errno::EOPNOTSUPP) => {
+                match std::fs::rename(dest, &aside) {
+                    Ok(()) => {
+                        let _ = remove_any(&aside);
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => {
+                        drop_ours();
+                        return Err(EnvError::io("move aside", dest)(e));
+                    }
+                }
+            }
+            Err(e) => last = Some(std::io::Error::from(e)),
+        }
+    }
+    drop_ours();
+    let e = last.unwrap_or_else(|| std::io::Error::other("it kept changing under the unpack"));
+    Err(EnvError::io("rename into place", dest)(e))
 }
 
 /// Removes the partial unpacks of `dest` that no live process of this host is writing: the

@@ -138,9 +138,11 @@ fn nix_hostname() -> String {
         .to_string()
 }
 
-/// Nodes sharing one store unpack the same build at once: every one succeeds, and the build
-/// ends complete with nothing partial left (before, they shared one partial directory and all
-/// but the first failed with "cannot rename into place").
+/// Nodes sharing one store unpack the same build at once: every one succeeds, the build ends
+/// complete with nothing partial left, and once complete it never goes away. Before, they
+/// shared one partial directory and all but the first failed with "cannot rename into place";
+/// then, over an incomplete build left in place, each removed what it found, and one failed
+/// with "Directory not empty" (seen in CI).
 #[test]
 fn nodes_unpacking_one_build_at_once_all_succeed() {
     if let Ok(job) = std::env::var(CHILD) {
@@ -156,9 +158,33 @@ fn nodes_unpacking_one_build_at_once_all_succeed() {
     std::fs::write(src.join(".labpool-env.json"), "{}").unwrap();
     let archive = tmp.path().join("env.tar.zst");
     pack(&src, &archive).unwrap();
-    for round in 0..5 {
+    for round in 0..6 {
         let dest = tmp.path().join(format!("store{round}/env"));
         std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
+        // Every other round, an interrupted unpack left an incomplete build in place.
+        if round % 2 == 1 {
+            for i in 0..500 {
+                let d = dest.join(format!("old/d{}", i % 20));
+                std::fs::create_dir_all(&d).unwrap();
+                std::fs::write(d.join(format!("f{i}")), b"x").unwrap();
+            }
+        }
+        // Once a complete build is in place, it stays: a node may be starting a job from it.
+        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let watcher = {
+            let (dest, done) = (dest.clone(), done.clone());
+            std::thread::spawn(move || {
+                let mut seen = false;
+                while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                    let now = is_complete(&dest);
+                    if seen && !now {
+                        return false;
+                    }
+                    seen |= now;
+                }
+                true
+            })
+        };
         // Separate processes, as nodes are: threads of one process share its PID.
         let children: Vec<_> = (0..4)
             .map(|_| {
@@ -183,6 +209,11 @@ fn nodes_unpacking_one_build_at_once_all_succeed() {
             assert!(out.status.success() && text.contains("unpacked="), "{text}");
             unpacked += usize::from(text.contains("unpacked=true"));
         }
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        assert!(
+            watcher.join().unwrap(),
+            "round {round}: a complete build went away"
+        );
         assert!(unpacked >= 1, "none of them unpacked it");
         assert!(is_complete(&dest));
         assert_eq!(
