@@ -176,12 +176,10 @@ fn remove_stale_partials(dest: &Path, host: &str) {
 
 /// This host's name, for the names of partial unpacks (`localhost` when it has none).
 fn hostname() -> String {
-    let mut buf = [0u8; 256];
-    // SAFETY: the buffer is valid for its whole length, and gethostname writes within it.
-    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
-    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-    let name = String::from_utf8_lossy(&buf[..end]).replace(['/', '\0'], "_");
-    if rc != 0 || name.is_empty() {
+    let name = nix::unistd::gethostname()
+        .map(|n| n.to_string_lossy().replace(['/', '\0'], "_"))
+        .unwrap_or_default();
+    if name.is_empty() {
         return "localhost".to_string();
     }
     name
@@ -250,13 +248,8 @@ fn unpack_into(archive: &Path, to: &Path) -> Result<(), EnvError> {
 /// Flushes the file system that holds `dir` (one `syncfs` instead of an fsync per file), so
 /// that the build is on disk before its rename makes it complete.
 fn sync_fs(dir: &Path) -> Result<(), EnvError> {
-    use std::os::fd::AsRawFd;
     let d = File::open(dir).map_err(EnvError::io("open", dir))?;
-    // SAFETY: syncfs(2) on a descriptor we own.
-    if unsafe { libc::syncfs(d.as_raw_fd()) } != 0 {
-        return Err(EnvError::io("sync", dir)(std::io::Error::last_os_error()));
-    }
-    Ok(())
+    nix::unistd::syncfs(&d).map_err(|e| EnvError::io("sync", dir)(e.into()))
 }
 
 /// Refuses `path` when any directory on the way to it inside `to` is a symbolic link.
